@@ -1,0 +1,30 @@
+# compactlog: the two entry points are `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export COMPACTLOG_SPARK_LOCAL_DIR ?= $(CURDIR)/build/spark-local
+
+.PHONY: demo test venv clean-build bench
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m compactlog.demo --data-dir build/demo-data
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/append_read.py
+
+clean-build:
+	rm -rf build

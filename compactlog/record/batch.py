@@ -1,0 +1,565 @@
+"""RecordBatch v2: the 61-byte header, the records section, encoding and decoding (sans-IO).
+
+Bytes in, objects out: nothing here touches files. See FORMAT.md beside this package and
+record-format.md for the layout.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple, Sequence
+
+import crc32c as _crc32c
+import numpy as np
+
+from ..errors import CorruptRecordError
+from . import compression, kernels
+from .varint import encode_varint
+
+RECORD_BATCH_OVERHEAD = 61
+LOG_OVERHEAD = 12          # base offset + length
+HEADER_SIZE_UP_TO_MAGIC = 17
+MIN_LEGACY_SIZE = 14       # LegacyRecord.RECORD_OVERHEAD_V0
+MAGIC_V2 = 2
+
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+BASE_TIMESTAMP_OFFSET = 27
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40
+
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+TIMESTAMP_TYPE_NAMES = {CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime"}
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_AFTER_CRC = struct.Struct(">hiqqqhii")   # attributes .. records count (bytes 21..60)
+_PREFIX = struct.Struct(">qiib")          # base offset, length, leader epoch, magic
+
+
+def crc32c(data) -> int:
+    return _crc32c.crc32c(data)
+
+
+def compute_crc(buf, pos: int, size: int) -> int:
+    """CRC-32C of a batch's bytes [21, size) starting at ``pos``."""
+    return _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + size])
+
+
+class Header(NamedTuple):
+    key: str
+    value: bytes | None
+
+
+class Record(NamedTuple):
+    """One record as a reader sees it (timestamps and offsets absolute)."""
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple = ()
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The fixed 61-byte header of a v2 batch (also the first 17 bytes of a legacy entry)."""
+    base_offset: int
+    length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @classmethod
+    def unpack(cls, buf, pos: int = 0) -> "BatchHeader":
+        return cls(*_HEADER.unpack_from(buf, pos))
+
+    @property
+    def size(self) -> int:
+        return self.length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_FLAG)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    @property
+    def last_sequence(self) -> int:
+        return last_sequence(self.base_sequence, self.last_offset_delta)
+
+    @property
+    def first_timestamp(self) -> int:
+        """The timestamp of the first record as written (Kafka's baseTimestamp, horizon aside)."""
+        return self.base_timestamp
+
+
+def last_sequence(base_sequence: int, delta: int) -> int:
+    if base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
+    if base_sequence > 0x7FFFFFFF - delta:
+        return delta - (0x7FFFFFFF - base_sequence) - 1
+    return base_sequence + delta
+
+
+class RecordColumns(NamedTuple):
+    """Structure of the records of one section, as numpy arrays (positions index ``data``)."""
+    data: np.ndarray        # uint8 view of the (decompressed) records section's buffer
+    rec_pos: np.ndarray
+    rec_end: np.ndarray
+    ts_delta: np.ndarray
+    off_delta: np.ndarray
+    tail_pos: np.ndarray
+    key_pos: np.ndarray
+    key_len: np.ndarray
+    val_pos: np.ndarray
+    val_len: np.ndarray
+    hdr_count: np.ndarray
+
+    def __len__(self) -> int:
+        return self.rec_pos.shape[0]
+
+
+def scan_section(data: np.ndarray, start: int, end: int, count: int) -> RecordColumns:
+    """Decode the structure of ``count`` records in data[start:end]; CorruptRecordError if invalid."""
+    if count < 0:
+        raise CorruptRecordError(f"negative records count {count}", field="recordsCount")
+    if count * kernels.MIN_RECORD_SIZE > end - start:
+        raise CorruptRecordError(
+            f"records count {count} cannot fit in {end - start} bytes", field="recordsCount")
+    i64 = np.empty((7, count), dtype=np.int64)
+    i32 = np.empty((3, count), dtype=np.int32)
+    ts_delta, rec_pos, rec_end, tail_pos, key_pos, val_pos, off_delta64 = i64
+    key_len, val_len, hdr_count = i32
+    off_delta = off_delta64
+    err, where = kernels.scan_records(data, start, end, count, rec_pos, rec_end, ts_delta,
+                                      off_delta, tail_pos, key_pos, key_len, val_pos, val_len,
+                                      hdr_count)
+    if err < 0:
+        raise CorruptRecordError(kernels.ERROR_MESSAGES.get(err, f"error {err}"),
+                                 position=int(where), field="records")
+    return RecordColumns(data, rec_pos, rec_end, ts_delta, off_delta, tail_pos, key_pos, key_len,
+                         val_pos, val_len, hdr_count)
+
+
+def _as_u8(buf) -> np.ndarray:
+    if isinstance(buf, np.ndarray):
+        return buf
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+class RecordBatch:
+    """A v2 batch over a buffer: header fields decoded, records decoded on demand."""
+
+    __slots__ = ("header", "buffer", "position", "_columns", "_section")
+
+    def __init__(self, header: BatchHeader, buffer, position: int):
+        self.header = header
+        self.buffer = buffer
+        self.position = position
+        self._columns: RecordColumns | None = None
+        self._section = None
+
+    def __getattr__(self, name):
+        return getattr(self.header, name)
+
+    @property
+    def size(self) -> int:
+        return self.header.size
+
+    def raw(self) -> bytes:
+        return bytes(memoryview(self.buffer)[self.position:self.position + self.header.size])
+
+    def stored_crc(self) -> int:
+        return self.header.crc
+
+    def computed_crc(self) -> int:
+        return compute_crc(self.buffer, self.position, self.header.size)
+
+    def is_valid(self) -> bool:
+        return self.header.size >= RECORD_BATCH_OVERHEAD and self.header.crc == self.computed_crc()
+
+    def ensure_valid(self) -> None:
+        """Kafka's ensureValid: size and CRC."""
+        h = self.header
+        if h.size < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"batch size {h.size} is less than the minimum {RECORD_BATCH_OVERHEAD}",
+                offset=h.base_offset, field="length")
+        computed = self.computed_crc()
+        if h.crc != computed:
+            raise CorruptRecordError(
+                f"stored CRC {h.crc:#010x} does not match computed {computed:#010x}",
+                offset=h.base_offset, field="crc")
+
+    def section(self) -> tuple[np.ndarray, int, int]:
+        """The records section as (uint8 array, start, end), decompressed if needed."""
+        if self._section is None:
+            h = self.header
+            start = self.position + RECORD_BATCH_OVERHEAD
+            end = self.position + h.size
+            codec = h.compression
+            if codec == compression.NONE:
+                self._section = (_as_u8(self.buffer), start, end)
+            else:
+                try:
+                    plain = compression.decompress(codec, memoryview(self.buffer)[start:end])
+                except CorruptRecordError as e:
+                    raise e.located(offset=h.base_offset) from None
+                self._section = (np.frombuffer(plain, dtype=np.uint8), 0, len(plain))
+        return self._section
+
+    def columns(self) -> RecordColumns:
+        if self._columns is None:
+            data, start, end = self.section()
+            try:
+                self._columns = scan_section(data, start, end, self.header.records_count)
+            except CorruptRecordError as e:
+                raise e.located(offset=self.header.base_offset) from None
+        return self._columns
+
+    def record_timestamps(self) -> np.ndarray:
+        h = self.header
+        cols = self.columns()
+        if h.timestamp_type == LOG_APPEND_TIME:
+            return np.full(len(cols), h.max_timestamp, dtype=np.int64)
+        return h.base_timestamp + cols.ts_delta
+
+    def records(self) -> list[Record]:
+        """The batch's records as Python objects (for tools and small reads, not hot paths)."""
+        h = self.header
+        if h.records_count == 0:
+            return []
+        cols = self.columns()
+        return records_from_columns(cols, h.base_offset, self.record_timestamps())
+
+    def __iter__(self):
+        return iter(self.records())
+
+    def control_type(self) -> int | None:
+        """The control record type of a control batch (None when it holds no record)."""
+        if not self.header.is_control or self.header.records_count == 0:
+            return None
+        cols = self.columns()
+        from .control import parse_control_key
+        data = cols.data
+        kp, kl = int(cols.key_pos[0]), int(cols.key_len[0])
+        return parse_control_key(bytes(data[kp:kp + kl]) if kl >= 0 else None).type
+
+    def __repr__(self) -> str:
+        h = self.header
+        return (f"RecordBatch(base_offset={h.base_offset}, last_offset={h.last_offset}, "
+                f"count={h.records_count}, position={self.position}, size={h.size})")
+
+
+def records_from_columns(cols: RecordColumns, base_offset: int, timestamps: np.ndarray) -> list[Record]:
+    data = cols.data
+    raw = data.tobytes() if len(cols) else b""
+    out = []
+    offsets = (base_offset + cols.off_delta).tolist()
+    ts = timestamps.tolist()
+    kpos, klen = cols.key_pos.tolist(), cols.key_len.tolist()
+    vpos, vlen = cols.val_pos.tolist(), cols.val_len.tolist()
+    hcount = cols.hdr_count.tolist()
+    for i in range(len(offsets)):
+        key = raw[kpos[i]:kpos[i] + klen[i]] if klen[i] >= 0 else None
+        value = raw[vpos[i]:vpos[i] + vlen[i]] if vlen[i] >= 0 else None
+        headers = ()
+        if hcount[i]:
+            start = vpos[i] + max(vlen[i], 0)
+            headers = _parse_headers(raw, start, hcount[i])
+        out.append(Record(offsets[i], ts[i], key, value, headers))
+    return out
+
+
+def _parse_headers(raw: bytes, pos: int, count: int) -> tuple:
+    from .varint import decode_varint
+    _, pos = decode_varint(raw, pos)  # the header count itself
+    headers = []
+    for _ in range(count):
+        klen, pos = decode_varint(raw, pos)
+        hkey = raw[pos:pos + klen].decode("utf-8", errors="replace")
+        pos += klen
+        vlen, pos = decode_varint(raw, pos)
+        if vlen >= 0:
+            hval = raw[pos:pos + vlen]
+            pos += vlen
+        else:
+            hval = None
+        headers.append(Header(hkey, hval))
+    return tuple(headers)
+
+
+# --- reading batches from a buffer ------------------------------------------------------------
+
+def iter_batches(buf, start: int = 0, end: int | None = None):
+    """Kafka's batch iteration over a log buffer (record-format.md §12).
+
+    Yields RecordBatch (magic 2) or legacy entries (magic 0/1) in file order; stops silently at an
+    incomplete trailing batch; raises CorruptRecordError for an impossible size or magic.
+    """
+    from .legacy import LegacyEntry
+    if end is None:
+        end = len(buf)
+    pos = start
+    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+        base_offset, length, _epoch, magic = _PREFIX.unpack_from(buf, pos)
+        if length < MIN_LEGACY_SIZE:
+            raise CorruptRecordError(
+                f"record size {length} is smaller than the minimum record overhead ({MIN_LEGACY_SIZE})",
+                position=pos, offset=base_offset, field="length")
+        if pos + LOG_OVERHEAD + length > end:
+            return
+        if magic == MAGIC_V2:
+            if length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
+                raise CorruptRecordError(
+                    f"batch size {length + LOG_OVERHEAD} is smaller than the v2 header ({RECORD_BATCH_OVERHEAD})",
+                    position=pos, offset=base_offset, field="length")
+            yield RecordBatch(BatchHeader.unpack(buf, pos), buf, pos)
+        elif magic in (0, 1):
+            yield LegacyEntry.parse(buf, pos)
+        else:
+            raise CorruptRecordError(f"invalid magic {magic}", position=pos, offset=base_offset,
+                                     field="magic")
+        pos += LOG_OVERHEAD + length
+
+
+def batch_positions(buf, start: int = 0, end: int | None = None) -> tuple[list[int], int]:
+    """Start positions of the complete batches in buf[start:end] and the end of the last one."""
+    if end is None:
+        end = len(buf)
+    positions = []
+    pos = start
+    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+        _, length, _, _ = _PREFIX.unpack_from(buf, pos)
+        if length < MIN_LEGACY_SIZE or pos + LOG_OVERHEAD + length > end:
+            break
+        positions.append(pos)
+        pos += LOG_OVERHEAD + length
+    return positions, pos
+
+
+# --- writing batches --------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class BatchSpec:
+    """Everything in a v2 header that a writer chooses."""
+    base_offset: int = 0
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    compression: int = compression.NONE
+    timestamp_type: int = CREATE_TIME
+    transactional: bool = False
+    control: bool = False
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+    delete_horizon_ms: int | None = None
+
+
+def attributes_of(spec: BatchSpec) -> int:
+    attrs = spec.compression & COMPRESSION_MASK
+    if spec.timestamp_type == LOG_APPEND_TIME:
+        attrs |= TIMESTAMP_TYPE_MASK
+    if spec.transactional:
+        attrs |= TRANSACTIONAL_FLAG
+    if spec.control:
+        attrs |= CONTROL_FLAG
+    if spec.delete_horizon_ms is not None:
+        attrs |= DELETE_HORIZON_FLAG
+    return attrs
+
+
+def assemble_batch(spec: BatchSpec, last_offset_delta: int, base_timestamp: int, max_timestamp: int,
+                   records_count: int, records_section: bytes) -> bytes:
+    """Header + (already encoded, uncompressed) records section -> batch bytes with CRC."""
+    payload = records_section
+    if spec.compression != compression.NONE and records_count > 0:
+        payload = compression.compress(spec.compression, records_section)
+    attrs = attributes_of(spec) if records_count > 0 else attributes_of(spec) & ~COMPRESSION_MASK
+    after_crc = _AFTER_CRC.pack(attrs, last_offset_delta, base_timestamp, max_timestamp,
+                                spec.producer_id, spec.producer_epoch, spec.base_sequence,
+                                records_count) + payload
+    crc = _crc32c.crc32c(after_crc)
+    return _PREFIX.pack(spec.base_offset, 9 + len(after_crc), spec.partition_leader_epoch, MAGIC_V2) \
+        + struct.pack(">I", crc) + after_crc
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """The 61-byte header Kafka keeps for an emptied batch (record-format.md §10)."""
+    spec = BatchSpec(base_offset=header.base_offset,
+                     partition_leader_epoch=header.partition_leader_epoch,
+                     timestamp_type=header.timestamp_type, transactional=header.is_transactional,
+                     control=header.is_control, producer_id=header.producer_id,
+                     producer_epoch=header.producer_epoch, base_sequence=header.base_sequence)
+    return assemble_batch(spec, header.last_offset_delta, NO_TIMESTAMP, header.max_timestamp, 0, b"")
+
+
+def encode_headers(headers: Iterable) -> bytes:
+    """The header section of one record: count varint, then each key and value."""
+    headers = list(headers)
+    parts = [encode_varint(len(headers))]
+    for h in headers:
+        hkey, hval = (h.key, h.value) if isinstance(h, Header) else h
+        kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
+        parts.append(encode_varint(len(kb)))
+        parts.append(kb)
+        if hval is None:
+            parts.append(encode_varint(-1))
+        else:
+            vb = hval.encode("utf-8") if isinstance(hval, str) else bytes(hval)
+            parts.append(encode_varint(len(vb)))
+            parts.append(vb)
+    return b"".join(parts)
+
+
+class ColumnarRecords(NamedTuple):
+    """Records to encode, as concatenated buffers with offsets (the bulk writer's input)."""
+    key_buf: np.ndarray
+    key_off: np.ndarray
+    key_null: np.ndarray
+    val_buf: np.ndarray
+    val_off: np.ndarray
+    val_null: np.ndarray
+    hdr_buf: np.ndarray
+    hdr_off: np.ndarray
+
+    def __len__(self) -> int:
+        return self.key_null.shape[0]
+
+    def encoded_size_bound(self) -> int:
+        return int(len(self) * 21 + self.key_buf.shape[0] + self.val_buf.shape[0] + self.hdr_buf.shape[0])
+
+    def slice(self, lo: int, hi: int) -> "ColumnarRecords":
+        return ColumnarRecords(self.key_buf, self.key_off[lo:hi + 1], self.key_null[lo:hi],
+                               self.val_buf, self.val_off[lo:hi + 1], self.val_null[lo:hi],
+                               self.hdr_buf, self.hdr_off[lo:hi + 1])
+
+
+def _concat(items: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = len(items)
+    null = np.fromiter((x is None for x in items), dtype=np.bool_, count=n)
+    if null.any():
+        present = [b"" if x is None else x for x in items]
+    else:
+        present = items
+    present = [x.encode("utf-8") if isinstance(x, str) else x for x in present] \
+        if any(isinstance(x, str) for x in present) else present
+    lengths = np.fromiter(map(len, present), dtype=np.int64, count=n)
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
+    buf = np.frombuffer(b"".join(present), dtype=np.uint8)
+    return buf, off, null
+
+
+def columnar_records(keys: Sequence, values: Sequence, headers: Sequence | None = None) -> ColumnarRecords:
+    """Build the bulk writer's input from Python sequences of bytes/str/None."""
+    if len(keys) != len(values):
+        raise ValueError(f"{len(keys)} keys but {len(values)} values")
+    key_buf, key_off, key_null = _concat(keys)
+    val_buf, val_off, val_null = _concat(values)
+    n = len(keys)
+    if headers is None or not any(headers):
+        hdr_buf = np.zeros(0, dtype=np.uint8)
+        hdr_off = np.zeros(n + 1, dtype=np.int64)
+    else:
+        hdr_buf, hdr_off, _ = _concat([encode_headers(h) if h else b"" for h in headers])
+    return ColumnarRecords(key_buf, key_off, key_null, val_buf, val_off, val_null, hdr_buf, hdr_off)
+
+
+def encode_columnar_batch(spec: BatchSpec, records: ColumnarRecords, timestamps: np.ndarray,
+                          offset_deltas: np.ndarray | None = None,
+                          last_offset_delta: int | None = None) -> bytes:
+    """One v2 batch holding ``records`` (timestamps absolute; offset deltas default 0..n-1)."""
+    n = len(records)
+    if n == 0:
+        raise ValueError("a batch needs at least one record; use empty_batch for an empty header")
+    timestamps = np.asarray(timestamps, dtype=np.int64)
+    if offset_deltas is None:
+        offset_deltas = np.arange(n, dtype=np.int64)
+    if last_offset_delta is None:
+        last_offset_delta = int(offset_deltas[-1])
+    max_ts = int(timestamps.max())
+    base_ts = spec.delete_horizon_ms if spec.delete_horizon_ms is not None else int(timestamps[0])
+    out = np.empty(records.encoded_size_bound(), dtype=np.uint8)
+    end = kernels.encode_records(out, 0, timestamps - base_ts, offset_deltas,
+                                 records.key_buf, records.key_off, records.key_null,
+                                 records.val_buf, records.val_off, records.val_null,
+                                 records.hdr_buf, records.hdr_off)
+    return assemble_batch(spec, last_offset_delta, base_ts, max_ts, n, out[:end].tobytes())
+
+
+def encode_batch(spec: BatchSpec, records: Sequence, *, last_offset_delta: int | None = None) -> bytes:
+    """One v2 batch from Record-like items (offset, timestamp, key, value[, headers]).
+
+    Record offsets are absolute and must be >= spec.base_offset and increasing.
+    """
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    keys = [r[2] for r in records]
+    values = [r[3] for r in records]
+    headers = [r[4] if len(r) > 4 else () for r in records]
+    cols = columnar_records(keys, values, headers)
+    offsets = np.fromiter((r[0] for r in records), dtype=np.int64, count=len(records))
+    timestamps = np.fromiter((r[1] for r in records), dtype=np.int64, count=len(records))
+    return encode_columnar_batch(spec, cols, timestamps, offsets - spec.base_offset, last_offset_delta)
+
+
+def with_base_offset(batch: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Overwrite a batch's base offset in place (not covered by the CRC)."""
+    struct.pack_into(">q", batch, pos, base_offset)
+
+
+def with_leader_epoch(batch: bytearray | memoryview, pos: int, epoch: int) -> None:
+    struct.pack_into(">i", batch, pos + 12, epoch)

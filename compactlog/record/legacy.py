@@ -1,0 +1,166 @@
+"""Magic v0/v1 message sets (read only): Kafka still reads and cleans them in old logs."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from ..errors import CorruptRecordError
+from . import compression
+from .batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, Record
+
+_ENTRY = struct.Struct(">qi")
+_V0 = struct.Struct(">IbB")     # crc, magic, attributes
+_TS = struct.Struct(">q")
+
+
+class LegacyEntry:
+    """One shallow entry of a v0/v1 message set: a plain message or a compressed wrapper."""
+
+    __slots__ = ("offset", "position", "size", "magic", "crc", "attributes", "timestamp",
+                 "key", "value", "_buffer", "_inner")
+
+    producer_id = -1
+    producer_epoch = -1
+    base_sequence = -1
+    partition_leader_epoch = -1
+    is_control = False
+    is_transactional = False
+    has_producer_id = False
+    has_delete_horizon = False
+    delete_horizon_ms = None
+
+    @classmethod
+    def parse(cls, buf, pos: int) -> "LegacyEntry":
+        e = cls()
+        e.offset, length = _ENTRY.unpack_from(buf, pos)
+        e.position = pos
+        e.size = 12 + length
+        e._buffer = buf
+        e._inner = None
+        body = memoryview(buf)[pos + 12:pos + 12 + length]
+        e.crc, e.magic, e.attributes = _V0.unpack_from(body, 0)
+        p = 6
+        if e.magic == 1:
+            if len(body) < 22:
+                raise CorruptRecordError("v1 message shorter than its header", position=pos,
+                                         offset=e.offset)
+            (e.timestamp,) = _TS.unpack_from(body, p)
+            p += 8
+        else:
+            e.timestamp = NO_TIMESTAMP
+        e.key, p = _bytes(body, p, pos, e.offset)
+        e.value, p = _bytes(body, p, pos, e.offset)
+        return e
+
+    @property
+    def header(self):
+        return self
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & 0x07
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if (self.magic == 1 and self.attributes & 0x08) else CREATE_TIME
+
+    def is_valid(self) -> bool:
+        body = memoryview(self._buffer)[self.position + 16:self.position + self.size]
+        return (zlib.crc32(body) & 0xFFFFFFFF) == self.crc
+
+    def computed_crc(self) -> int:
+        return zlib.crc32(memoryview(self._buffer)[self.position + 16:self.position + self.size]) & 0xFFFFFFFF
+
+    def stored_crc(self) -> int:
+        return self.crc
+
+    def ensure_valid(self) -> None:
+        if not self.is_valid():
+            raise CorruptRecordError(
+                f"stored CRC {self.crc:#010x} does not match computed {self.computed_crc():#010x}",
+                position=self.position, offset=self.offset, field="crc")
+
+    def inner(self) -> list["LegacyEntry"]:
+        if self.compression == 0:
+            return [self]
+        if self._inner is None:
+            if self.value is None:
+                raise CorruptRecordError("compressed wrapper message without a value",
+                                         position=self.position, offset=self.offset)
+            data = compression.decompress(self.compression, self.value)
+            inner = []
+            p = 0
+            while p + 12 <= len(data):
+                _, length = _ENTRY.unpack_from(data, p)
+                if length < 14 or p + 12 + length > len(data):
+                    raise CorruptRecordError("truncated message inside a compressed wrapper",
+                                             position=self.position, offset=self.offset)
+                inner.append(LegacyEntry.parse(data, p))
+                p += 12 + length
+            if not inner:
+                raise CorruptRecordError("empty compressed wrapper", position=self.position,
+                                         offset=self.offset)
+            if self.magic >= 1 and inner[-1].magic >= 1:
+                # v1 wrappers carry the last absolute offset; inner offsets are relative
+                last_rel = inner[-1].offset
+                for m in inner:
+                    m.offset = self.offset - last_rel + m.offset
+            if self.timestamp_type == LOG_APPEND_TIME:
+                for m in inner:
+                    m.timestamp = self.timestamp
+            self._inner = inner
+        return self._inner
+
+    @property
+    def base_offset(self) -> int:
+        return self.inner()[0].offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.offset + 1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.last_offset - self.base_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        return max(m.timestamp for m in self.inner())
+
+    @property
+    def base_timestamp(self) -> int:
+        return self.inner()[0].timestamp
+
+    @property
+    def records_count(self) -> int:
+        return len(self.inner())
+
+    def records(self) -> list[Record]:
+        return [Record(m.offset, m.timestamp, m.key, m.value, ()) for m in self.inner()]
+
+    def raw(self) -> bytes:
+        return bytes(memoryview(self._buffer)[self.position:self.position + self.size])
+
+    def control_type(self):
+        return None
+
+    def __repr__(self) -> str:
+        return f"LegacyEntry(magic={self.magic}, offset={self.offset}, size={self.size})"
+
+
+def _bytes(body, p: int, pos: int, offset: int):
+    if p + 4 > len(body):
+        raise CorruptRecordError("truncated legacy message", position=pos, offset=offset)
+    (n,) = struct.unpack_from(">i", body, p)
+    p += 4
+    if n < 0:
+        return None, p
+    if p + n > len(body):
+        raise CorruptRecordError("legacy message field longer than the message", position=pos,
+                                 offset=offset)
+    return bytes(body[p:p + n]), p + n

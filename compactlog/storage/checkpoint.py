@@ -1,0 +1,189 @@
+"""Kafka's text checkpoint files: offset checkpoints, leader epochs, partition.metadata."""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from typing import Callable, Iterable
+
+from ..errors import StorageError
+from .fsutil import atomic_write
+
+
+def read_checkpoint(path: str, version: int, parse_entry: Callable[[list[str]], object]) -> list:
+    """Entries of a ``version / count / entry...`` file; [] when the file is missing or empty."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except FileNotFoundError:
+        return []
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        return []
+    try:
+        found = int(lines[0].strip())
+    except ValueError:
+        raise StorageError(f"{path}: line 1: version {lines[0]!r} is not a number") from None
+    if found != version:
+        raise StorageError(f"{path}: line 1: unrecognised version {found}, expected {version}")
+    if len(lines) < 2:
+        return []
+    try:
+        count = int(lines[1].strip())
+    except ValueError:
+        raise StorageError(f"{path}: line 2: entry count {lines[1]!r} is not a number") from None
+    entries = []
+    for i, line in enumerate(lines[2:], start=3):
+        tokens = line.split()
+        try:
+            entries.append(parse_entry(tokens))
+        except (ValueError, IndexError):
+            raise StorageError(f"{path}: line {i}: malformed entry {line!r}") from None
+    if len(entries) != count:
+        raise StorageError(f"{path}: line 2: expected {count} entries but found {len(entries)}")
+    return entries
+
+
+def write_checkpoint(path: str, version: int, entries: Iterable[str], *, sync: bool = True) -> None:
+    entries = list(entries)
+    text = f"{version}\n{len(entries)}\n" + "".join(e + "\n" for e in entries)
+    atomic_write(path, text.encode("utf-8"), sync=sync)
+
+
+def _offset_entry(tokens: list[str]) -> tuple[tuple[str, int], int]:
+    if len(tokens) != 3:
+        raise ValueError("need 3 tokens")
+    return (tokens[0], int(tokens[1])), int(tokens[2])
+
+
+class OffsetCheckpointFile:
+    """A data-dir file of ``topic partition offset`` lines (recovery point, log start, cleaner)."""
+
+    VERSION = 0
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def read(self) -> dict[tuple[str, int], int]:
+        return dict(read_checkpoint(self.path, self.VERSION, _offset_entry))
+
+    def write(self, offsets: dict[tuple[str, int], int], *, sync: bool = True) -> None:
+        lines = [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+        write_checkpoint(self.path, self.VERSION, lines, sync=sync)
+
+    def update(self, changes: dict[tuple[str, int], int], remove: Iterable[tuple[str, int]] = ()) -> None:
+        offsets = self.read()
+        offsets.update(changes)
+        for tp in remove:
+            offsets.pop(tp, None)
+        self.write(offsets)
+
+
+def _epoch_entry(tokens: list[str]) -> tuple[int, int]:
+    if len(tokens) != 2:
+        raise ValueError("need 2 tokens")
+    return int(tokens[0]), int(tokens[1])
+
+
+class LeaderEpochCheckpointFile:
+    """``leader-epoch-checkpoint``: the first offset written under each leader epoch."""
+
+    VERSION = 0
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def read(self) -> list[tuple[int, int]]:
+        return read_checkpoint(self.path, self.VERSION, _epoch_entry)
+
+    def write(self, entries: list[tuple[int, int]], *, sync: bool = True) -> None:
+        write_checkpoint(self.path, self.VERSION, [f"{e} {o}" for e, o in entries], sync=sync)
+
+
+class LeaderEpochCache:
+    """Epoch -> start offset, kept from the partition leader epochs of appended batches."""
+
+    def __init__(self, checkpoint: LeaderEpochCheckpointFile):
+        self.checkpoint = checkpoint
+        try:
+            self.entries: list[tuple[int, int]] = checkpoint.read()
+        except StorageError:
+            self.entries = []
+
+    def latest_epoch(self) -> int | None:
+        return self.entries[-1][0] if self.entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record a new epoch; True when the cache changed."""
+        if epoch < 0:
+            return False
+        if self.entries and epoch <= self.entries[-1][0]:
+            return False
+        self.entries.append((epoch, start_offset))
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        kept = [(e, o) for e, o in self.entries if o < end_offset]
+        if kept != self.entries:
+            self.entries = kept
+            self.flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        if not self.entries:
+            return
+        kept = [(e, o) for e, o in self.entries if o > start_offset]
+        earlier = [(e, o) for e, o in self.entries if o <= start_offset]
+        if earlier:
+            kept.insert(0, (earlier[-1][0], start_offset))
+        if kept != self.entries:
+            self.entries = kept
+            self.flush()
+
+    def flush(self) -> None:
+        self.checkpoint.write(self.entries)
+
+
+class PartitionMetadataFile:
+    """``partition.metadata``: the topic id, as URL-safe base64 without padding."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def read(self) -> str | None:
+        try:
+            with open(self.path, "r", encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return None
+        fields = {}
+        for i, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            key, sep, value = line.partition(":")
+            if not sep:
+                raise StorageError(f"{self.path}: line {i}: expected 'name: value', found {line!r}")
+            fields[key.strip()] = value.strip()
+        if fields.get("version") != "0":
+            raise StorageError(f"{self.path}: unsupported version {fields.get('version')!r}")
+        topic_id = fields.get("topic_id")
+        if not topic_id or decode_topic_id(topic_id) == b"\x00" * 16:
+            raise StorageError(f"{self.path}: invalid topic_id {topic_id!r}")
+        return topic_id
+
+    def write(self, topic_id: str) -> None:
+        atomic_write(self.path, f"version: 0\ntopic_id: {topic_id}\n".encode("utf-8"))
+
+
+def new_topic_id() -> str:
+    raw = uuid.uuid4().bytes
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_topic_id(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def exists(path: str) -> bool:
+    return os.path.exists(path)

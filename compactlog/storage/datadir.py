@@ -1,0 +1,226 @@
+"""A data directory: topics, their partitions (``<topic>-<partition>/``) and the checkpoint files.
+
+Kafka keeps topic metadata outside the log dirs (in KRaft's metadata log). compactlog keeps it in
+one file at the data dir's root, ``compactlog.topics.json`` (a file, so Kafka's loader, which only
+looks at directories, ignores it). A directory Kafka wrote opens as is: every ``<topic>-<N>/`` is a
+partition of ``<topic>``, with Kafka's default configs until configured here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Callable
+
+from ..errors import ConfigError, StorageError, TopicError
+from . import files
+from .checkpoint import OffsetCheckpointFile, PartitionMetadataFile, new_topic_id
+from .config import BrokerConfig, LogConfig, parse_properties
+from .fsutil import atomic_write
+from .log import Log, system_clock
+
+TOPICS_FILE = "compactlog.topics.json"
+SERVER_PROPERTIES = "server.properties"
+
+
+def load_broker_config(data_dir: str, overrides: dict[str, str] | None = None) -> BrokerConfig:
+    props = {}
+    path = os.path.join(data_dir, SERVER_PROPERTIES)
+    if os.path.exists(path):
+        with open(path, "r", encoding="utf-8") as f:
+            props = parse_properties(f.read())
+    props.update(overrides or {})
+    broker = BrokerConfig(props)
+    broker.validate()
+    return broker
+
+
+class DataDir:
+    def __init__(self, path: str, *, broker: BrokerConfig | None = None,
+                 clock: Callable[[], int] = system_clock, create: bool = False):
+        self.path = os.path.abspath(path)
+        if not os.path.isdir(self.path):
+            if not create:
+                raise StorageError(f"{self.path}: data directory does not exist")
+            os.makedirs(self.path)
+        self.broker = broker or load_broker_config(self.path)
+        self.clock = clock
+        self.logs: dict[tuple[str, int], Log] = {}
+        self._had_clean_shutdown: bool | None = None
+        self.cleaner_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.CLEANER_CHECKPOINT))
+        self.recovery_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.RECOVERY_POINT_CHECKPOINT))
+        self.log_start_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.LOG_START_OFFSET_CHECKPOINT))
+
+    # -- topic metadata
+    def _read_meta(self) -> dict:
+        path = os.path.join(self.path, TOPICS_FILE)
+        try:
+            with open(path, "r", encoding="utf-8") as f:
+                meta = json.load(f)
+        except FileNotFoundError:
+            return {"version": 1, "topics": {}}
+        except json.JSONDecodeError as e:
+            raise StorageError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(meta, dict) or not isinstance(meta.get("topics"), dict):
+            raise StorageError(f"{path}: expected an object with a 'topics' object")
+        return meta
+
+    def _write_meta(self, meta: dict) -> None:
+        atomic_write(os.path.join(self.path, TOPICS_FILE),
+                     (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+    def partition_dirs(self) -> dict[str, list[int]]:
+        """Topics found as live ``<topic>-<N>`` directories."""
+        found: dict[str, list[int]] = {}
+        for name in sorted(os.listdir(self.path)):
+            if not os.path.isdir(os.path.join(self.path, name)):
+                continue
+            try:
+                topic, part = files.parse_partition_dir(name)
+            except ValueError:
+                continue
+            found.setdefault(topic, []).append(part)
+        return {t: sorted(p) for t, p in found.items()}
+
+    def topics(self) -> list[str]:
+        meta = self._read_meta()["topics"]
+        return sorted(set(meta) | set(self.partition_dirs()))
+
+    def has_topic(self, topic: str) -> bool:
+        return topic in self._read_meta()["topics"] or topic in self.partition_dirs()
+
+    def partitions(self, topic: str) -> list[int]:
+        meta = self._read_meta()["topics"].get(topic)
+        on_disk = self.partition_dirs().get(topic, [])
+        if meta is not None:
+            return sorted(set(range(int(meta["partitions"]))) | set(on_disk))
+        if not on_disk:
+            raise TopicError(f"topic {topic!r} does not exist in {self.path}")
+        return on_disk
+
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        meta = self._read_meta()["topics"].get(topic)
+        return dict(meta.get("configs", {})) if meta else {}
+
+    def topic_config(self, topic: str) -> LogConfig:
+        return LogConfig(self.topic_overrides(topic), self.broker)
+
+    def create_topic(self, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+        try:
+            files.validate_topic_name(topic)
+        except ValueError as e:
+            raise TopicError(str(e)) from None
+        if partitions < 1:
+            raise TopicError(f"topic {topic!r}: partition count must be at least 1, got {partitions}")
+        if self.has_topic(topic):
+            raise TopicError(f"topic {topic!r} already exists in {self.path}")
+        configs = dict(configs or {})
+        LogConfig(configs, self.broker)   # validates every name and value
+        topic_id = new_topic_id()
+        meta = self._read_meta()
+        meta["topics"][topic] = {"partitions": partitions, "configs": configs, "topic_id": topic_id}
+        for p in range(partitions):
+            pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
+            os.makedirs(pdir, exist_ok=True)
+            PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(topic_id)
+        self._write_meta(meta)
+
+    def alter_topic(self, topic: str, set_configs: dict[str, str] | None = None,
+                    delete_configs: list[str] | None = None) -> LogConfig:
+        if not self.has_topic(topic):
+            raise TopicError(f"topic {topic!r} does not exist in {self.path}")
+        current = self.topic_config(topic)
+        new = current.with_overrides(dict(set_configs or {}), list(delete_configs or []))
+        meta = self._read_meta()
+        entry = meta["topics"].get(topic)
+        if entry is None:
+            entry = {"partitions": len(self.partitions(topic)), "configs": {}}
+            meta["topics"][topic] = entry
+        entry["configs"] = dict(new.overrides)
+        self._write_meta(meta)
+        for (t, _), log in self.logs.items():
+            if t == topic:
+                log.config = new
+        return new
+
+    def delete_topic(self, topic: str) -> None:
+        if not self.has_topic(topic):
+            raise TopicError(f"topic {topic!r} does not exist in {self.path}")
+        for key in [k for k in self.logs if k[0] == topic]:
+            self.logs.pop(key).close()
+        for p in self.partition_dirs().get(topic, []):
+            pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
+            trash = pdir + ".deleting"
+            os.replace(pdir, trash)
+            shutil.rmtree(trash)
+        meta = self._read_meta()
+        meta["topics"].pop(topic, None)
+        self._write_meta(meta)
+        for ck in (self.cleaner_checkpoint, self.recovery_checkpoint, self.log_start_checkpoint):
+            offsets = ck.read()
+            if any(t == topic for t, _ in offsets):
+                ck.write({k: v for k, v in offsets.items() if k[0] != topic})
+
+    # -- logs
+    def _clean_shutdown(self) -> bool:
+        if self._had_clean_shutdown is None:
+            marker = os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE)
+            self._had_clean_shutdown = os.path.exists(marker)
+            if self._had_clean_shutdown:
+                os.remove(marker)
+        return self._had_clean_shutdown
+
+    def open_log(self, topic: str, partition: int, *, create: bool = False) -> Log:
+        key = (topic, partition)
+        log = self.logs.get(key)
+        if log is not None:
+            return log
+        pdir = os.path.join(self.path, files.partition_dir_name(topic, partition))
+        if not os.path.isdir(pdir):
+            if not create:
+                raise TopicError(f"partition {topic}-{partition} does not exist in {self.path}")
+            os.makedirs(pdir)
+        clean = self._clean_shutdown()
+        recovery = self.recovery_checkpoint.read().get(key, 0) if not clean else 0
+        log_start = self.log_start_checkpoint.read().get(key, 0)
+        log = Log(pdir, self.topic_config(topic), clock=self.clock, recovery_point=recovery,
+                  log_start_offset=log_start, had_clean_shutdown=clean,
+                  producer_id_expiration_ms=self.broker.get("producer.id.expiration.ms"))
+        self.logs[key] = log
+        return log
+
+    def all_partitions(self) -> list[tuple[str, int]]:
+        return [(t, p) for t in self.topics() for p in self.partitions(t)]
+
+    def checkpoint_logs(self) -> None:
+        """Write recovery points and log start offsets of the open logs (Kafka's checkpoint files)."""
+        if not self.logs:
+            return
+        recovery = self.recovery_checkpoint.read()
+        starts = self.log_start_checkpoint.read()
+        for key, log in self.logs.items():
+            recovery[key] = log.recovery_point
+            if log.log_start_offset > log.segments[0].base_offset:
+                starts[key] = log.log_start_offset
+            else:
+                starts.pop(key, None)
+        self.recovery_checkpoint.write(recovery)
+        if starts or os.path.exists(self.log_start_checkpoint.path):
+            self.log_start_checkpoint.write(starts)
+
+    def close(self) -> None:
+        """Clean shutdown: close every log, write checkpoints and the clean-shutdown marker."""
+        for log in self.logs.values():
+            log.close()
+        self.checkpoint_logs()
+        if self._had_clean_shutdown is not None or self.logs:
+            atomic_write(os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE),
+                         json.dumps({"version": 0, "brokerEpoch": 0}).encode("utf-8"))
+        self.logs.clear()
+
+    def __enter__(self) -> "DataDir":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,124 @@
+"""Fixed-width entry files preallocated and trimmed like Kafka's AbstractIndex."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import StorageError
+
+
+class IndexFile:
+    """Entries of ``entry_size`` bytes; an active index is preallocated (sparse) to its maximum size.
+
+    Kafka counts every whole entry slot of a loaded file as valid, which is why an index must be
+    trimmed to its entries before it is handed over (on roll, close and after recovery).
+    """
+
+    entry_size = 8
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int, *, preallocate: bool):
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self._entries: list[tuple[int, int]] = []
+        self._fd: int | None = None
+        newly_created = not os.path.exists(path)
+        if newly_created:
+            with open(path, "wb") as f:
+                if preallocate:
+                    f.truncate(self._round(max_index_size))
+            self.length = self._round(max_index_size) if preallocate else 0
+        else:
+            self.length = os.path.getsize(path)
+            self._entries = self._read_entries()
+            if preallocate:
+                self.resize(max_index_size)
+
+    def _round(self, n: int) -> int:
+        return n - n % self.entry_size
+
+    # -- subclass hooks
+    def _decode(self, raw: bytes) -> list[tuple[int, int]]:
+        raise NotImplementedError
+
+    def _encode(self, entry: tuple[int, int]) -> bytes:
+        raise NotImplementedError
+
+    def _read_entries(self) -> list[tuple[int, int]]:
+        with open(self.path, "rb") as f:
+            raw = f.read(self._round(self.length))
+        return self._decode(raw)
+
+    @property
+    def max_entries(self) -> int:
+        return self.length // self.entry_size if self.length else self.max_index_size // self.entry_size
+
+    @property
+    def entries(self) -> int:
+        return len(self._entries)
+
+    def all_entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    def is_full(self) -> bool:
+        return len(self._entries) >= self.max_index_size // self.entry_size
+
+    def _write_fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR)
+        return self._fd
+
+    def _write_entry(self, entry: tuple[int, int]) -> None:
+        pos = len(self._entries) * self.entry_size
+        os.pwrite(self._write_fd(), self._encode(entry), pos)
+        self._entries.append(entry)
+        self.length = max(self.length, pos + self.entry_size)
+
+    def resize(self, new_size: int) -> None:
+        size = max(self._round(new_size), len(self._entries) * self.entry_size)
+        if size != self.length:
+            os.ftruncate(self._write_fd(), size)
+            self.length = size
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(len(self._entries) * self.entry_size)
+
+    def truncate_entries(self, n: int) -> None:
+        """Keep the first n entries (the slots after them are zeroed as Kafka's mmap would leave)."""
+        if n < len(self._entries):
+            del self._entries[n:]
+            fd = self._write_fd()
+            os.ftruncate(fd, n * self.entry_size)
+            if self.length > n * self.entry_size:
+                os.ftruncate(fd, self.length)
+
+    def reset(self) -> None:
+        self._entries = []
+        fd = self._write_fd()
+        os.ftruncate(fd, 0)
+        os.ftruncate(fd, self._round(self.max_index_size))
+        self.length = self._round(self.max_index_size)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def rename(self, new_path: str) -> None:
+        if os.path.exists(self.path):
+            os.replace(self.path, new_path)
+        self.path = new_path
+
+    def delete(self) -> None:
+        self.close()
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+
+    def corrupt(self, message: str) -> StorageError:
+        return StorageError(f"{self.path}: {message}")

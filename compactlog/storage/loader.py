@@ -1,0 +1,320 @@
+"""Opening a partition directory: Kafka's LogLoader.
+
+1. leftovers of an interrupted clean or split: ``.deleted`` removed, ``.cleaned`` removed (with any
+   ``.swap`` of an incomplete split), complete ``.swap`` sets replace the segments they cover;
+2. segments loaded; a segment without ``.index`` or with a bad ``.txnindex`` is recovered;
+3. after an unclean shutdown every segment from the recovery point on is validated; one with an
+   invalid batch or index is recovered (indexes rebuilt, the invalid tail cut and later segments
+   dropped). compactlog keeps the bytes it cuts beside the segment (``*.log.discarded``), where
+   Kafka deletes them, and keeps the index files of a segment that validates (Kafka rebuilds them;
+   the result is the same for a log Kafka wrote, and a compacted log keeps txn-index entries a
+   rebuild from the cleaned data would lose);
+4. producer state rebuilt from the newest snapshot and the batches after it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+
+from ..errors import CorruptRecordError, StorageError
+from ..record.batch import MAGIC_V2, iter_batches
+from . import files
+from .producer_state import REPLICATION, ProducerStateManager
+from .segment import LogSegment
+
+
+@dataclass
+class LoadedOffsets:
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+
+
+def _list_files(dir_path: str) -> list[str]:
+    return sorted(n for n in os.listdir(dir_path) if os.path.isfile(os.path.join(dir_path, n)))
+
+
+def _offset_or_none(name: str) -> int | None:
+    prefix = name.split(".", 1)[0]
+    return int(prefix) if prefix.isdigit() else None
+
+
+def remove_temp_files_and_collect_swaps(dir_path: str) -> list[str]:
+    swaps, cleaned = [], []
+    min_cleaned = None
+    for name in _list_files(dir_path):
+        path = os.path.join(dir_path, name)
+        if name.endswith(files.DELETED_SUFFIX) and not name.endswith(".checkpoint.deleted"):
+            os.remove(path)
+        elif name.endswith(files.CLEANED_SUFFIX):
+            off = _offset_or_none(name)
+            if off is not None:
+                min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
+            cleaned.append(path)
+        elif name.endswith(files.SWAP_SUFFIX):
+            swaps.append(path)
+    valid = []
+    for path in swaps:
+        off = _offset_or_none(os.path.basename(path))
+        if min_cleaned is not None and off is not None and off >= min_cleaned:
+            os.remove(path)
+        else:
+            valid.append(path)
+    for path in cleaned:
+        os.remove(path)
+    return valid
+
+
+def complete_swaps(log, swap_paths: list[str]) -> None:
+    min_base, max_end = None, None
+    for path in swap_paths:
+        name = os.path.basename(path)
+        if not name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
+            continue
+        base = files.offset_from_filename(name)
+        seg = LogSegment(log.dir, base, log.config, now_ms=log.clock(), suffix=files.SWAP_SUFFIX)
+        end = seg.read_next_offset()
+        seg.close_handles()
+        min_base = base if min_base is None else min(min_base, base)
+        max_end = end if max_end is None else max(max_end, end)
+    if min_base is not None:
+        for name in _list_files(log.dir):
+            if name.endswith(files.SWAP_SUFFIX):
+                continue
+            off = _offset_or_none(name)
+            if off is not None and min_base <= off < max_end:
+                os.remove(os.path.join(log.dir, name))
+    for name in _list_files(log.dir):
+        if name.endswith(files.SWAP_SUFFIX):
+            os.replace(os.path.join(log.dir, name), os.path.join(log.dir, name[:-len(files.SWAP_SUFFIX)]))
+
+
+def load_segment_files(log) -> list[LogSegment]:
+    """Open every ``.log`` (deleting orphaned indexes); segments needing recovery are returned."""
+    needs_recovery = []
+    names = _list_files(log.dir)
+    present = set(names)
+    for name in names:
+        off = _offset_or_none(name)
+        if off is None:
+            continue
+        if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)) \
+                and name.count(".") == 1:
+            if files.filename_prefix(off) + files.LOG_SUFFIX not in present:
+                os.remove(os.path.join(log.dir, name))
+        elif files.is_segment_log(name):
+            index_missing = files.filename_prefix(off) + files.INDEX_SUFFIX not in present
+            seg = LogSegment(log.dir, off, log.config, now_ms=log.clock())
+            if seg.time_index_newly_created:
+                seg.time_index.resize(0)
+            try:
+                if index_missing:
+                    raise StorageError("offset index missing")
+                seg.txn_index.sanity_check()
+            except StorageError:
+                needs_recovery.append(seg)
+            log._add_segment(seg)
+    return needs_recovery
+
+
+def segment_is_valid(seg: LogSegment) -> bool:
+    """Every batch valid, the file ending on a batch boundary, the indexes consistent with them."""
+    positions = {}
+    last_offset = None
+    end = 0
+    try:
+        buf = seg.log.map()
+        for b in iter_batches(buf, 0, seg.log.size):
+            b.ensure_valid()
+            if not seg.can_convert_to_relative_offset(b.last_offset):
+                return False
+            if last_offset is not None and b.base_offset <= last_offset and b.magic == MAGIC_V2:
+                return False
+            positions[b.position] = (b.last_offset, b.max_timestamp)
+            last_offset = b.last_offset
+            end = b.position + b.size
+        del buf
+    except (CorruptRecordError, StorageError):
+        return False
+    if end != seg.log.size:
+        return False
+    try:
+        seg.offset_index.sanity_check()
+        seg.time_index.sanity_check()
+        seg.txn_index.sanity_check()
+    except StorageError:
+        return False
+    prev = None
+    for off, pos in seg.offset_index.all_entries():
+        batch = positions.get(pos)
+        if batch is None or off < batch[0] or (prev is not None and (off <= prev[0] or pos <= prev[1])):
+            return False
+        prev = (off, pos)
+    prev_ts = None
+    for ts, off in seg.time_index.all_entries():
+        if last_offset is None or off > last_offset or off < seg.base_offset:
+            return False
+        if prev_ts is not None and ts < prev_ts:
+            return False
+        prev_ts = ts
+    return True
+
+
+def _discard_tail(seg: LogSegment, valid_bytes: int) -> None:
+    """Keep the bytes recovery cuts off in ``<segment>.log.discarded`` instead of losing them."""
+    if seg.log.size > valid_bytes:
+        with open(seg.log.path + ".discarded", "wb") as f:
+            f.write(seg.log.read(valid_bytes, seg.log.size - valid_bytes))
+
+
+def recover_segment(log, seg: LogSegment, producer_state: ProducerStateManager) -> int:
+    from .log import apply_batch_to_producer
+    from .txn_index import AbortedTxn
+
+    def apply(batch):
+        h = batch.header
+        if h.producer_id >= 0:
+            info = producer_state.prepare_update(h.producer_id, REPLICATION)
+            done = apply_batch_to_producer(info, batch)
+            producer_state.update(info)
+            if done is not None:
+                if done.is_aborted:
+                    lso = producer_state.last_stable_offset_after(done)
+                    seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
+                producer_state.complete_txn(done)
+        producer_state.last_map_offset = h.last_offset + 1
+
+    keep = _valid_prefix_length(seg)
+    _discard_tail(seg, keep)
+    return seg.recover(leader_epochs=log.leader_epochs, apply_batch=apply)
+
+
+def _valid_prefix_length(seg: LogSegment) -> int:
+    valid = 0
+    try:
+        buf = seg.log.map()
+        for b in iter_batches(buf, 0, seg.log.size):
+            b.ensure_valid()
+            valid = b.position + b.size
+        del buf
+    except CorruptRecordError:
+        pass
+    return valid
+
+
+def recover_log(log, needs_recovery: list[LogSegment], recovery_point: int, log_start_offset: int,
+                had_clean_shutdown: bool) -> None:
+    recovered = {id(s) for s in needs_recovery}
+    to_check = [] if had_clean_shutdown else log.segments_in_range(recovery_point, 2**63 - 1)
+    for seg in list(needs_recovery):
+        if seg not in to_check:
+            to_check.append(seg)
+    to_check.sort(key=lambda s: s.base_offset)
+    temp_state = None
+    for i, seg in enumerate(to_check):
+        if id(seg) not in recovered and segment_is_valid(seg):
+            continue
+        if temp_state is None:
+            temp_state = ProducerStateManager(log.dir, log.name, log.producer_state.expiration_ms)
+            _rebuild(log, temp_state, seg.base_offset, log_start_offset, reload_from_clean_shutdown=False)
+        truncated = recover_segment(log, seg, temp_state)
+        temp_state.take_snapshot()
+        if truncated > 0:
+            for later in [s for s in log.segments if s.base_offset > seg.base_offset]:
+                log._remove_segment(later.base_offset)
+                later.close_handles()
+                os.replace(later.log.path, later.log.path + ".discarded")
+                for p in later.file_paths()[1:]:
+                    try:
+                        os.remove(p)
+                    except FileNotFoundError:
+                        pass
+            break
+
+
+def load_log(log, *, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> LoadedOffsets:
+    if not os.path.isdir(log.dir):
+        raise StorageError(f"{log.dir}: partition directory does not exist")
+    swaps = remove_temp_files_and_collect_swaps(log.dir)
+    complete_swaps(log, swaps)
+    needs_recovery = load_segment_files(log)
+    recover_log(log, needs_recovery, recovery_point, log_start_offset, had_clean_shutdown)
+    log_end = None
+    if log.segments:
+        log_end = log.segments[-1].read_next_offset()
+        if log_end < log_start_offset:
+            for seg in list(log.segments):
+                log._remove_segment(seg.base_offset)
+                seg.delete_files()
+            log.leader_epochs.entries = []
+            log.leader_epochs.flush()
+            log.producer_state.truncate_fully_and_start_at(log_start_offset)
+            log_end = None
+    if not log.segments:
+        log._add_segment(LogSegment(log.dir, log_start_offset, log.config, now_ms=log.clock(), new=True))
+        log_end = log.segments[-1].read_next_offset()
+    if had_clean_shutdown:
+        new_recovery_point = log_end
+    else:
+        new_recovery_point = min(recovery_point, log_end)
+    log.segments[-1].resize_indexes(log.config.max_index_size)
+    log.leader_epochs.truncate_from_end(log_end)
+    start = max(log_start_offset, log.segments[0].base_offset)
+    log.leader_epochs.truncate_from_start(log_start_offset)
+    log.log_start_offset = start
+    log.producer_state.remove_stray_snapshots(log.segment_bases())
+    _rebuild(log, log.producer_state, log_end, start, reload_from_clean_shutdown=had_clean_shutdown)
+    return LoadedOffsets(start, new_recovery_point, log_end)
+
+
+def rebuild_producer_state(log, last_offset: int, *, reload_from_clean_shutdown: bool) -> None:
+    _rebuild(log, log.producer_state, last_offset, log.log_start_offset, reload_from_clean_shutdown)
+
+
+def _rebuild(log, state: ProducerStateManager, last_offset: int, log_start_offset: int,
+             reload_from_clean_shutdown: bool) -> None:
+    """Kafka's rebuildProducerState: latest snapshot <= last_offset, then replay the batches after it."""
+    from .log import apply_batch_to_producer
+    bases = log.segment_bases()
+    to_snapshot = set()
+    if bases:
+        if len(bases) > 1:
+            to_snapshot.add(bases[-2])
+        to_snapshot.add(bases[-1])
+    to_snapshot.add(last_offset)
+    now = log.clock()
+    if state.latest_snapshot_offset() is None and reload_from_clean_shutdown:
+        for off in sorted(to_snapshot):
+            state.last_map_offset = off
+            state.take_snapshot()
+        return
+    was_empty = not state.producers and state.last_map_offset >= last_offset
+    state.truncate_and_reload(log_start_offset, last_offset, now)
+    if last_offset > state.last_map_offset and not was_empty:
+        for seg in log.segments_in_range(state.last_map_offset, last_offset):
+            start = max(seg.base_offset, state.last_map_offset, log_start_offset)
+            state.last_map_offset = start
+            if seg.base_offset in to_snapshot:
+                state.take_snapshot()
+            infos = {}
+            completed = []
+            for b in seg.batches(seg.offset_index.lookup(start)[1]):
+                if b.base_offset >= last_offset:
+                    break
+                if b.last_offset < start or b.magic != MAGIC_V2 or b.producer_id < 0:
+                    continue
+                info = infos.get(b.producer_id)
+                if info is None:
+                    info = state.prepare_update(b.producer_id, REPLICATION)
+                    infos[b.producer_id] = info
+                done = apply_batch_to_producer(info, b)
+                if done is not None:
+                    completed.append(done)
+            for info in infos.values():
+                state.update(info)
+            for txn in completed:
+                state.complete_txn(txn)
+    state.last_map_offset = last_offset
+    state.take_snapshot()

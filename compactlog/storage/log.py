@@ -1,0 +1,635 @@
+"""A partition's log: its segments, appends, reads, rolls, flushes and retention.
+
+Kafka's LocalLog + UnifiedLog in one class for a single replica (the high watermark is the log end
+offset). Opening a log runs the loader (``loader.py``): leftover ``.cleaned``/``.swap``/``.deleted``
+files are resolved and unflushed segments recovered, exactly as Kafka's LogLoader does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import time as _time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
+                      RecordTooLargeError, StorageError)
+from ..record import compression as codecs
+from ..record.batch import (BatchHeader, BatchSpec, CREATE_TIME, LOG_APPEND_TIME, MAGIC_V2,
+                            RECORD_BATCH_OVERHEAD, Record, RecordBatch, TIMESTAMP_TYPE_MASK,
+                            assemble_batch, columnar_records, encode_columnar_batch, iter_batches)
+from ..record.control import ABORT, COMMIT, encode_marker, parse_control_key, parse_marker_value
+from . import files
+from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
+from .config import LogConfig
+from .fsutil import fsync_dir
+from .producer_state import CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerStateManager
+from .segment import LogSegment
+from .txn_index import AbortedTxn
+
+Clock = Callable[[], int]
+
+
+def system_clock() -> int:
+    return int(_time.time() * 1000)
+
+
+@dataclass
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    records: int
+    bytes: int
+    duplicate: bool = False
+
+
+class Log:
+    """One partition directory ``<topic>-<partition>``."""
+
+    def __init__(self, dir_path: str, config: LogConfig, *, clock: Clock = system_clock,
+                 recovery_point: int = 0, log_start_offset: int = 0, had_clean_shutdown: bool = False,
+                 producer_id_expiration_ms: int = 86400000, leader_epoch: int = 0):
+        self.dir = os.path.abspath(dir_path)
+        self.topic, self.partition = files.parse_partition_dir(self.dir)
+        self.config = config
+        self.clock = clock
+        self.leader_epoch = leader_epoch
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.producer_state = ProducerStateManager(self.dir, f"{self.topic}-{self.partition}",
+                                                   producer_id_expiration_ms)
+        self.leader_epochs = LeaderEpochCache(
+            LeaderEpochCheckpointFile(os.path.join(self.dir, files.LEADER_EPOCH_CHECKPOINT)))
+        from .loader import load_log
+        offsets = load_log(self, recovery_point=recovery_point, log_start_offset=log_start_offset,
+                           had_clean_shutdown=had_clean_shutdown)
+        self.log_start_offset = offsets.log_start_offset
+        self.recovery_point = offsets.recovery_point
+        self.log_end_offset = offsets.log_end_offset
+        self.closed = False
+
+    # -- segment bookkeeping
+    def _add_segment(self, seg: LogSegment) -> None:
+        i = bisect.bisect_left(self._bases, seg.base_offset)
+        if i < len(self._bases) and self._bases[i] == seg.base_offset:
+            self.segments[i] = seg
+        else:
+            self._bases.insert(i, seg.base_offset)
+            self.segments.insert(i, seg)
+
+    def _remove_segment(self, base_offset: int) -> LogSegment | None:
+        i = bisect.bisect_left(self._bases, base_offset)
+        if i < len(self._bases) and self._bases[i] == base_offset:
+            del self._bases[i]
+            return self.segments.pop(i)
+        return None
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def floor_segment(self, offset: int) -> LogSegment | None:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self.segments[i] if i >= 0 else None
+
+    def segments_in_range(self, start: int, end: int) -> list[LogSegment]:
+        """Kafka's LogSegments.values(from, to): the segment containing ``start`` and later ones below ``end``."""
+        if start == end:
+            return []
+        if start > end:
+            raise StorageError(f"invalid segment range [{start}, {end})")
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        j = bisect.bisect_left(self._bases, end)
+        return self.segments[i:j]
+
+    def segment_bases(self) -> list[int]:
+        return list(self._bases)
+
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        first = self.producer_state.first_unstable_offset()
+        if first is not None and first < self.high_watermark:
+            return first
+        return self.high_watermark
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    # -- appending
+    def append_records(self, keys: Sequence, values: Sequence, *, timestamps=None, headers=None,
+                       producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                       transactional: bool = False, compression: str | int = "none") -> AppendInfo:
+        """Encode one batch from Python sequences and append it as a client produce would."""
+        n = len(keys)
+        if n == 0:
+            raise InvalidRecordError("no records to append")
+        if timestamps is None:
+            timestamps = np.full(n, self.clock(), dtype=np.int64)
+        codec = codecs.CODEC_BY_NAME[compression] if isinstance(compression, str) else compression
+        spec = BatchSpec(base_offset=0, compression=codec, transactional=transactional,
+                         producer_id=producer_id, producer_epoch=producer_epoch,
+                         base_sequence=base_sequence)
+        batch = encode_columnar_batch(spec, columnar_records(keys, values, headers), timestamps)
+        return self.append_as_leader(batch)
+
+    def append_as_leader(self, data, origin: str = CLIENT) -> AppendInfo:
+        """Validate batches from a producer, assign offsets from the log end and append them."""
+        buf = bytearray(data)
+        batches = self._parse_incoming(buf)
+        now = self.clock()
+        infos = []
+        for pos, batch in batches:
+            infos.append(self._append_leader_batch(buf, pos, batch, now, origin))
+        first, last = infos[0], infos[-1]
+        return AppendInfo(first.first_offset, last.last_offset,
+                          max(i.max_timestamp for i in infos),
+                          max(infos, key=lambda i: i.max_timestamp).offset_of_max_timestamp,
+                          sum(i.records for i in infos), sum(i.bytes for i in infos),
+                          all(i.duplicate for i in infos))
+
+    def _parse_incoming(self, buf: bytearray) -> list[tuple[int, RecordBatch]]:
+        out = []
+        end = 0
+        for b in iter_batches(buf):
+            if b.magic != MAGIC_V2:
+                raise InvalidRecordError(f"{self.name}: produce with magic {b.magic} is not supported; "
+                                         f"only RecordBatch v2 is accepted")
+            out.append((b.position, b))
+            end = b.position + b.size
+        if not out:
+            raise InvalidRecordError(f"{self.name}: no complete record batch in {len(buf)} bytes")
+        if end != len(buf):
+            raise CorruptRecordError(f"{len(buf) - end} trailing bytes after the last complete batch",
+                                     position=end)
+        return out
+
+    def _validate_client_batch(self, b: RecordBatch, now: int) -> None:
+        h = b.header
+        where = f"{self.name}: batch at position {b.position}"
+        if h.size > self.config.max_message_size:
+            raise RecordTooLargeError(f"{where}: size {h.size} exceeds max.message.bytes "
+                                      f"({self.config.max_message_size})")
+        if h.size > self.config.segment_bytes:
+            raise RecordTooLargeError(f"{where}: size {h.size} exceeds segment.bytes ({self.config.segment_bytes})")
+        try:
+            b.ensure_valid()
+        except CorruptRecordError as e:
+            raise e.located(position=b.position) from None
+        if h.is_control:
+            raise InvalidRecordError(f"{where}: clients may not write control batches")
+        if h.is_transactional and h.producer_id < 0:
+            raise InvalidRecordError(f"{where}: transactional batch without a producer id")
+        if h.producer_id >= 0 and h.base_sequence < 0:
+            raise InvalidRecordError(f"{where}: producer id {h.producer_id} with sequence {h.base_sequence}")
+        if h.records_count != h.last_offset_delta + 1:
+            raise InvalidRecordError(f"{where}: {h.records_count} records but last offset delta "
+                                     f"{h.last_offset_delta}")
+        cols = b.columns()
+        if len(cols) and (cols.off_delta != np.arange(len(cols))).any():
+            raise InvalidRecordError(f"{where}: record offset deltas must be 0..{len(cols) - 1}")
+        if self.config.compact:
+            keyless = np.flatnonzero(cols.key_len < 0)
+            if keyless.size:
+                raise InvalidRecordError(
+                    f"{where}: compacted topic cannot accept a record without a key "
+                    f"(record {int(keyless[0])} of the batch)")
+        if h.timestamp_type == CREATE_TIME and self.config.get("message.timestamp.type") == "CreateTime":
+            ts = b.record_timestamps()
+            before = self.config.get("message.timestamp.before.max.ms")
+            after = self.config.get("message.timestamp.after.max.ms")
+            bad = np.flatnonzero((now - ts > before) | (ts - now > after))
+            if bad.size:
+                i = int(bad[0])
+                raise InvalidRecordError(
+                    f"{where}: record {i} timestamp {int(ts[i])} is out of range "
+                    f"(message.timestamp.before.max.ms={before}, after.max.ms={after}, now={now})")
+
+    def _conform_to_topic(self, buf: bytearray, pos: int, b: RecordBatch, now: int) -> tuple[bytearray, int, RecordBatch]:
+        """Re-encode for compression.type / LogAppendTime as Kafka's LogValidator does."""
+        h = b.header
+        target = self.config.get("compression.type")
+        codec = h.compression if target == "producer" else codecs.CODEC_BY_NAME[target]
+        append_time = self.config.get("message.timestamp.type") == "LogAppendTime"
+        if codec == h.compression and not append_time:
+            return buf, pos, b
+        spec = BatchSpec(base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch,
+                         compression=codec, timestamp_type=LOG_APPEND_TIME if append_time else CREATE_TIME,
+                         transactional=h.is_transactional, producer_id=h.producer_id,
+                         producer_epoch=h.producer_epoch, base_sequence=h.base_sequence)
+        recs = b.records()
+        if codec != h.compression:
+            from ..record.batch import encode_batch
+            raw = encode_batch(spec, [(h.base_offset + r.offset - h.base_offset, r.timestamp, r.key, r.value,
+                                       r.headers) for r in recs], last_offset_delta=h.last_offset_delta)
+        else:
+            raw = bytes(buf[pos:pos + h.size])
+        if append_time:
+            raw = bytearray(raw)
+            attrs = struct.unpack_from(">h", raw, 21)[0] | TIMESTAMP_TYPE_MASK
+            struct.pack_into(">h", raw, 21, attrs)
+            struct.pack_into(">q", raw, 35, now)
+            from ..record.batch import crc32c
+            struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
+        nb = bytearray(raw)
+        return nb, 0, RecordBatch(BatchHeader.unpack(nb, 0), nb, 0)
+
+    def _append_leader_batch(self, buf: bytearray, pos: int, b: RecordBatch, now: int, origin: str) -> AppendInfo:
+        if origin == CLIENT:
+            self._validate_client_batch(b, now)
+        buf, pos, b = self._conform_to_topic(buf, pos, b, now)
+        h = b.header
+        if h.producer_id >= 0 and not h.is_control:
+            entry = self.producer_state.producers.get(h.producer_id)
+            dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence) if entry else None
+            if dup is not None:
+                return AppendInfo(dup.first_offset, dup.last_offset, h.max_timestamp, dup.last_offset,
+                                  0, 0, duplicate=True)
+        base = self.log_end_offset
+        struct.pack_into(">qiib", buf, pos, base, h.length, self.leader_epoch, MAGIC_V2)
+        nb = RecordBatch(BatchHeader.unpack(buf, pos), buf, pos)
+        return self._append_batches([nb], bytes(buf[pos:pos + h.size]), origin)
+
+    def append_as_follower(self, data) -> AppendInfo:
+        """Append batches that already carry their offsets (replication, tools, tests)."""
+        buf = bytes(data)
+        batches = [b for b in iter_batches(buf)]
+        if not batches:
+            raise InvalidRecordError(f"{self.name}: no complete record batch in {len(buf)} bytes")
+        prev = self.log_end_offset - 1
+        for b in batches:
+            if b.magic == MAGIC_V2:
+                try:
+                    b.ensure_valid()
+                except CorruptRecordError as e:
+                    raise e.located(position=b.position) from None
+            if b.base_offset <= prev or b.base_offset < self.log_end_offset:
+                raise InvalidRecordError(
+                    f"{self.name}: batch at position {b.position} has base offset {b.base_offset}, "
+                    f"not above the log end {self.log_end_offset - 1 if prev < self.log_end_offset else prev}"
+                    f" (offsets must increase)")
+            if b.size > self.config.segment_bytes:
+                raise RecordTooLargeError(f"{self.name}: batch of {b.size} bytes exceeds segment.bytes")
+            prev = b.last_offset
+        end = batches[-1].position + batches[-1].size
+        return self._append_batches(batches, buf[:end], REPLICATION)
+
+    def append_control(self, *, commit: bool, producer_id: int, producer_epoch: int,
+                       coordinator_epoch: int = 0, timestamp: int | None = None) -> AppendInfo:
+        """Write a COMMIT/ABORT marker as the transaction coordinator would."""
+        ts = self.clock() if timestamp is None else timestamp
+        data = encode_marker(offset=self.log_end_offset, commit=commit, producer_id=producer_id,
+                             producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+                             timestamp=ts, partition_leader_epoch=self.leader_epoch)
+        b = next(iter_batches(data))
+        return self._append_batches([b], data, COORDINATOR)
+
+    def _append_batches(self, batches: list, data: bytes, origin: str) -> AppendInfo:
+        first = batches[0].base_offset
+        last = batches[-1].last_offset
+        max_ts = -1
+        offset_of_max = -1
+        records = 0
+        for b in batches:
+            if b.max_timestamp > max_ts:
+                max_ts, offset_of_max = b.max_timestamp, b.last_offset
+            records += b.records_count
+        # validate producer state before anything is written
+        infos, completed = self._producer_updates(batches, origin)
+        seg = self._maybe_roll(len(data), max_ts, first, last)
+        seg.append(last, max_ts, offset_of_max, data)
+        for b in batches:
+            if b.magic == MAGIC_V2:
+                if self.leader_epochs.assign(b.header.partition_leader_epoch, b.base_offset):
+                    self.leader_epochs.flush()
+        for info in infos.values():
+            self.producer_state.update(info)
+        for txn in completed:
+            if txn.is_aborted:
+                lso = self.producer_state.last_stable_offset_after(txn)
+                seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+            self.producer_state.complete_txn(txn)
+        self.producer_state.last_map_offset = last + 1
+        self.log_end_offset = last + 1
+        self._maybe_flush_after_append(records)
+        return AppendInfo(first, last, max_ts, offset_of_max, records, len(data))
+
+    def _producer_updates(self, batches, origin: str):
+        infos = {}
+        completed = []
+        for b in batches:
+            if b.magic != MAGIC_V2 or b.producer_id < 0:
+                continue
+            h = b.header
+            info = infos.get(h.producer_id)
+            if info is None:
+                info = self.producer_state.prepare_update(h.producer_id, origin)
+                infos[h.producer_id] = info
+            done = apply_batch_to_producer(info, b)
+            if done is not None:
+                completed.append(done)
+        return infos, completed
+
+    def _maybe_flush_after_append(self, records: int) -> None:
+        unflushed = self.log_end_offset - self.recovery_point
+        if unflushed >= self.config.get("flush.messages"):
+            self.flush()
+
+    def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int) -> LogSegment:
+        seg = self.active_segment
+        now = self.clock()
+        if seg.should_roll(now_ms=now, max_timestamp=max_ts, max_offset=last_offset, messages_size=size):
+            return self.roll(first_offset)
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Close the active segment and start a new one at max(expected, log end offset)."""
+        new_base = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.active_segment
+        if active.base_offset == new_base:
+            if active.size == 0:
+                return active
+            raise StorageError(f"{self.name}: trying to roll a new segment at {new_base} which already exists")
+        if new_base < active.base_offset:
+            raise StorageError(f"{self.name}: roll offset {new_base} below the active segment {active.base_offset}")
+        for suffix in files.SEGMENT_SUFFIXES:
+            stale = files.segment_file(self.dir, new_base, suffix)
+            if os.path.exists(stale):
+                os.remove(stale)
+        active.on_become_inactive()
+        seg = LogSegment(self.dir, new_base, self.config, now_ms=self.clock(), preallocate_indexes=True,
+                         new=True)
+        self._add_segment(seg)
+        self.producer_state.last_map_offset = new_base
+        self.producer_state.take_snapshot()
+        self.flush(new_base)
+        return seg
+
+    # -- flushing and closing
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment below ``offset`` (default: the log end) and advance the recovery point."""
+        upto = self.log_end_offset if offset is None else offset
+        if upto <= self.recovery_point:
+            return
+        for seg in self.segments_in_range(self.recovery_point, upto):
+            seg.flush()
+        fsync_dir(self.dir)
+        self.recovery_point = upto
+
+    def close(self) -> None:
+        """Clean close as Kafka's: producer snapshot at the log end, trimmed active indexes, flushed."""
+        if self.closed:
+            return
+        self.producer_state.last_map_offset = self.log_end_offset
+        self.producer_state.take_snapshot()
+        self.flush()
+        for seg in self.segments[:-1]:
+            seg.close_handles()
+        self.active_segment.close()
+        self.closed = True
+
+    # -- reading
+    def read(self, start_offset: int, max_bytes: int = 1 << 20, *, min_one_batch: bool = True,
+             max_offset: int | None = None) -> tuple[int, bytes]:
+        """Bytes of whole batches from the one holding ``start_offset`` (Kafka's fetch); (position, bytes)."""
+        if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.name}: offset {start_offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
+        i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+        for seg in self.segments[i:]:
+            pos = seg.read_position(start_offset)
+            if pos is None:
+                continue
+            length = 0
+            for p, h in seg.log.batch_headers(pos):
+                size = seg.size - p if h is None else h.size
+                if h is None:
+                    (length_field,) = struct.unpack(">i", seg.log.read(p + 8, 4))
+                    size = length_field + 12
+                if max_offset is not None and h is not None and h.base_offset >= max_offset:
+                    break
+                if length + size > max_bytes and (length > 0 or not min_one_batch):
+                    break
+                length += size
+            return pos, seg.log.read(pos, length)
+        return 0, b""
+
+    def batches(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator:
+        """Every batch (RecordBatch or legacy entry) holding offsets >= start_offset, in order."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        for seg in self.segments[i:]:
+            if end_offset is not None and seg.base_offset >= end_offset:
+                return
+            _, pos = seg.offset_index.lookup(start)
+            for b in seg.batches(pos):
+                if b.last_offset < start:
+                    continue
+                if end_offset is not None and b.base_offset >= end_offset:
+                    return
+                yield b
+
+    def records(self, start_offset: int | None = None, *, include_control: bool = False,
+                validate: bool = True) -> Iterator[Record]:
+        """Records from ``start_offset`` (Python objects: for tools and small reads)."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        for b in self.batches(start):
+            if validate:
+                try:
+                    b.ensure_valid()
+                except CorruptRecordError as e:
+                    seg = self.floor_segment(b.base_offset)
+                    raise e.located(file=seg.log.path if seg else None, position=b.position) from None
+            if b.is_control and not include_control:
+                continue
+            for r in b.records():
+                if r.offset >= start:
+                    yield r
+
+    def offset_for_timestamp(self, target: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= target (Kafka's ListOffsets)."""
+        if target == -2:
+            return self.log_start_offset, -1
+        if target == -1:
+            return self.log_end_offset, -1
+        for seg in self.segments:
+            if seg.largest_timestamp() < target:
+                continue
+            _, ts_off = seg.time_index.lookup(target)
+            _, pos = seg.offset_index.lookup(max(ts_off, self.log_start_offset))
+            for b in seg.batches(pos):
+                if b.max_timestamp < target:
+                    continue
+                for r in b.records():
+                    if r.timestamp >= target and r.offset >= self.log_start_offset:
+                        return r.offset, r.timestamp
+        return None
+
+    def collect_aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start, upper_bound), walking txn indexes forward."""
+        seg = self.floor_segment(start)
+        i = self.segments.index(seg) if seg is not None else 0
+        out = []
+        for s in self.segments[i:]:
+            found, complete = s.txn_index.collect(start, upper_bound)
+            out.extend(found)
+            if complete:
+                break
+        return out
+
+    # -- truncation, retention, replacement
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self.log_end_offset:
+            return
+        for seg in [s for s in self.segments if s.base_offset > offset]:
+            if seg is self.segments[0]:
+                break
+            self._remove_segment(seg.base_offset)
+            seg.delete_files()
+        if not self.segments or self.segments[0].base_offset > offset:
+            raise StorageError(f"{self.name}: cannot truncate below the first segment")
+        self.active_segment.truncate_to(offset)
+        self.active_segment.resize_indexes(self.config.max_index_size)
+        self.log_end_offset = offset
+        self.recovery_point = min(self.recovery_point, offset)
+        self.leader_epochs.truncate_from_end(offset)
+        self.producer_state.truncate_and_reload(self.log_start_offset, offset, self.clock())
+        self.rebuild_producer_state(offset)
+
+    def rebuild_producer_state(self, last_offset: int) -> None:
+        from .loader import rebuild_producer_state
+        rebuild_producer_state(self, last_offset, reload_from_clean_shutdown=False)
+
+    def delete_old_segments(self) -> int:
+        """Kafka's deleteOldSegments: log start, size and time retention; segments removed."""
+        if self.config.delete:
+            n = self._delete_log_start_offset_breached()
+            n += self._delete_retention_size_breached()
+            n += self._delete_retention_ms_breached()
+            return n
+        return self._delete_log_start_offset_breached()
+
+    def _deletable(self, predicate) -> list[LogSegment]:
+        out = []
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = nxt.base_offset if nxt else self.log_end_offset
+            if self.high_watermark >= upper and predicate(seg, nxt) and not (nxt is None and seg.size == 0):
+                out.append(seg)
+            else:
+                break
+        return out
+
+    def _delete_segments(self, deletable: list[LogSegment]) -> int:
+        if not deletable:
+            return 0
+        if len(deletable) == len(self.segments):
+            self.roll()
+        for seg in deletable:
+            self._remove_segment(seg.base_offset)
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        for seg in deletable:
+            seg.delete_files()
+            self.producer_state.delete_snapshot(seg.base_offset)
+        self.producer_state.delete_snapshots_before(self.log_start_offset)
+        return len(deletable)
+
+    def _delete_log_start_offset_breached(self) -> int:
+        return self._delete_segments(self._deletable(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset))
+
+    def _delete_retention_size_breached(self) -> int:
+        limit = self.config.get("retention.bytes")
+        size = self.size()
+        if limit < 0 or size < limit:
+            return 0
+        diff = [size - limit]
+
+        def pred(seg, nxt):
+            if diff[0] - seg.size >= 0:
+                diff[0] -= seg.size
+                return True
+            return False
+        return self._delete_segments(self._deletable(pred))
+
+    def _delete_retention_ms_breached(self) -> int:
+        retention = self.config.get("retention.ms")
+        if retention < 0:
+            return 0
+        now = self.clock()
+        return self._delete_segments(self._deletable(
+            lambda seg, nxt: now - seg.largest_timestamp() > retention))
+
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
+        """Kafka's replaceSegments: ``.cleaned`` -> ``.swap`` -> live, old ones -> ``.deleted`` -> gone.
+
+        Every step is a rename; the loader finishes or rolls back a crash between any two of them.
+        """
+        new_segments = sorted(new_segments, key=lambda s: s.base_offset)
+        live = {s.base_offset for s in self.segments}
+        old_segments = [s for s in old_segments if s.base_offset in live]
+        for seg in reversed(new_segments):
+            seg.change_suffix(files.CLEANED_SUFFIX, files.SWAP_SUFFIX)
+        fsync_dir(self.dir)
+        for seg in reversed(new_segments):
+            self._add_segment(seg)
+        new_bases = {s.base_offset for s in new_segments}
+        for seg in old_segments:
+            if seg.base_offset not in new_bases:
+                self._remove_segment(seg.base_offset)
+                self.producer_state.delete_snapshot(seg.base_offset)
+            seg.close_handles()
+            for p in seg.file_paths():
+                if os.path.exists(p):
+                    os.replace(p, p + files.DELETED_SUFFIX)
+        fsync_dir(self.dir)
+        for seg in new_segments:
+            seg.change_suffix(files.SWAP_SUFFIX, "")
+        fsync_dir(self.dir)
+        for seg in old_segments:
+            for p in seg.file_paths():
+                try:
+                    os.remove(p + files.DELETED_SUFFIX)
+                except FileNotFoundError:
+                    pass
+
+    # -- convenience for the cleaner and tools
+    def first_unstable_offset(self) -> int | None:
+        return self.producer_state.first_unstable_offset()
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """pid -> (last data offset or None, epoch): what the cleaner's rule R1 protects."""
+        return {pid: (None if e.is_empty else e.last_data_offset, e.producer_epoch)
+                for pid, e in self.producer_state.producers.items()}
+
+
+def apply_batch_to_producer(info, b) -> CompletedTxn | None:
+    """Replay one v2 batch into a ProducerAppendInfo (data batch or transaction marker)."""
+    h = b.header
+    if h.is_control:
+        if h.records_count == 0:
+            return None
+        rec = b.records()[0]
+        key = parse_control_key(rec.key)
+        if key.type not in (ABORT, COMMIT):
+            return None
+        coordinator_epoch = parse_marker_value(rec.value)
+        return info.append_end_txn_marker(key.type == COMMIT, h.producer_epoch, coordinator_epoch,
+                                          h.base_offset, rec.timestamp)
+    info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, h.max_timestamp,
+                           h.base_offset, h.last_offset, h.is_transactional)
+    return None

@@ -1,0 +1,382 @@
+"""Producer state: idempotent/transactional producers of a partition, and their snapshots.
+
+Follows Kafka's ProducerStateManager: per producer id the epoch, the last (up to 5) batches'
+sequence ranges, the coordinator epoch and the first offset of an open transaction. The log's last
+stable offset and the cleaner's rule "keep each active producer's last batch" both read it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import crc32c
+
+from ..errors import InvalidRecordError, StorageError
+from . import files
+from .fsutil import atomic_write
+
+NO_SEQUENCE = -1
+NO_EPOCH = -1
+BATCHES_TO_RETAIN = 5
+
+CLIENT = "client"
+REPLICATION = "replication"
+COORDINATOR = "coordinator"
+
+_SNAP_HEADER = struct.Struct(">hI")
+_SNAP_COUNT = struct.Struct(">i")
+_SNAP_ENTRY = struct.Struct(">qhiqiqiq")
+SNAPSHOT_VERSION = 1
+
+
+def decrement_sequence(seq: int, delta: int) -> int:
+    if seq - delta < 0:
+        return 0x7FFFFFFF - (delta - seq) + 1
+    return seq - delta
+
+
+class BatchMetadata(NamedTuple):
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_EPOCH
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int | None = None
+    batches: deque = field(default_factory=deque)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.batches
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def first_seq(self) -> int:
+        return self.batches[0].first_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.batches[-1].offset_delta if self.batches else 0
+
+    def copy_without_batches(self) -> "ProducerStateEntry":
+        return ProducerStateEntry(self.producer_id, self.producer_epoch, self.coordinator_epoch,
+                                  self.last_timestamp, self.current_txn_first_offset, deque())
+
+    def maybe_update_epoch(self, epoch: int) -> bool:
+        if self.producer_epoch != epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+            return True
+        return False
+
+    def _add_metadata(self, meta: BatchMetadata) -> None:
+        if len(self.batches) == BATCHES_TO_RETAIN:
+            self.batches.popleft()
+        self.batches.append(meta)
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        self.maybe_update_epoch(epoch)
+        self._add_metadata(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+    def update_from(self, other: "ProducerStateEntry") -> None:
+        self.maybe_update_epoch(other.producer_epoch)
+        for meta in other.batches:
+            self._add_metadata(meta)
+        self.coordinator_epoch = other.coordinator_epoch
+        self.current_txn_first_offset = other.current_txn_first_offset
+        self.last_timestamp = other.last_timestamp
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for meta in self.batches:
+            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                return meta
+        return None
+
+
+class CompletedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+class ProducerAppendInfo:
+    """The changes one append makes to one producer, validated before they are applied."""
+
+    def __init__(self, partition: str, producer_id: int, current: ProducerStateEntry, origin: str):
+        self.partition = partition
+        self.producer_id = producer_id
+        self.current = current
+        self.origin = origin
+        self.updated = current.copy_without_batches()
+        self.started_txn_first_offsets: list[int] = []
+
+    def _check_epoch(self, epoch: int, offset: int) -> None:
+        if epoch < self.updated.producer_epoch and self.origin != REPLICATION:
+            raise InvalidRecordError(
+                f"{self.partition}: epoch {epoch} of producer {self.producer_id} at offset {offset} is "
+                f"smaller than the last seen epoch {self.updated.producer_epoch}")
+
+    def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        if epoch != self.updated.producer_epoch:
+            if first_seq != 0 and self.updated.producer_epoch != NO_EPOCH:
+                raise InvalidRecordError(
+                    f"{self.partition}: invalid sequence {first_seq} for new epoch {epoch} of producer "
+                    f"{self.producer_id} at offset {offset} (current epoch {self.updated.producer_epoch})")
+            return
+        if not self.updated.is_empty:
+            current_last = self.updated.last_seq
+        elif epoch == self.current.producer_epoch:
+            current_last = self.current.last_seq
+        else:
+            current_last = NO_SEQUENCE
+        in_sequence = first_seq == current_last + 1 or (first_seq == 0 and current_last == 0x7FFFFFFF)
+        if not (self.current.producer_epoch == NO_EPOCH or in_sequence):
+            raise InvalidRecordError(
+                f"{self.partition}: out of order sequence {first_seq} for producer {self.producer_id} at "
+                f"offset {offset} (last sequence {current_last})")
+
+    def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, last_timestamp: int,
+                          first_offset: int, last_offset: int, transactional: bool) -> None:
+        self._check_epoch(epoch, first_offset)
+        if self.origin == CLIENT:
+            self._check_sequence(epoch, first_seq, first_offset)
+        self.updated.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp)
+        if self.updated.current_txn_first_offset is not None and not transactional:
+            raise InvalidRecordError(
+                f"{self.partition}: expected a transactional write from producer {self.producer_id} at offset {first_offset}")
+        if self.updated.current_txn_first_offset is None and transactional:
+            self.updated.current_txn_first_offset = first_offset
+            self.started_txn_first_offsets.append(first_offset)
+
+    def append_end_txn_marker(self, commit: bool, epoch: int, coordinator_epoch: int, offset: int,
+                              timestamp: int) -> CompletedTxn | None:
+        self._check_epoch(epoch, offset)
+        if self.updated.coordinator_epoch > coordinator_epoch and self.origin != REPLICATION:
+            raise InvalidRecordError(
+                f"{self.partition}: coordinator epoch {coordinator_epoch} of the marker at offset {offset} "
+                f"is older than {self.updated.coordinator_epoch}")
+        completed = None
+        if self.updated.current_txn_first_offset is not None:
+            completed = CompletedTxn(self.producer_id, self.updated.current_txn_first_offset, offset, not commit)
+        self.updated.maybe_update_epoch(epoch)
+        self.updated.coordinator_epoch = coordinator_epoch
+        self.updated.current_txn_first_offset = None
+        self.updated.last_timestamp = timestamp
+        return completed
+
+
+class ProducerStateManager:
+    def __init__(self, log_dir: str, partition: str, producer_id_expiration_ms: int = 86400000):
+        self.log_dir = log_dir
+        self.partition = partition
+        self.expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing_txns: dict[int, int] = {}   # first offset -> producer id
+        self.last_map_offset = 0
+        self.last_snap_offset = 0
+
+    # -- snapshots on disk
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        try:
+            names = os.listdir(self.log_dir)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdigit():
+                out.append(files.offset_from_filename(name))
+        return sorted(out)
+
+    def snapshot_path(self, offset: int) -> str:
+        return files.segment_file(self.log_dir, offset, files.SNAPSHOT_SUFFIX)
+
+    def latest_snapshot_offset(self) -> int | None:
+        offs = self.snapshot_offsets()
+        return offs[-1] if offs else None
+
+    def take_snapshot(self, sync: bool = True) -> str | None:
+        if self.last_map_offset > self.last_snap_offset:
+            path = self.snapshot_path(self.last_map_offset)
+            write_snapshot(path, self.producers.values(), sync=sync)
+            self.last_snap_offset = self.last_map_offset
+            return path
+        return None
+
+    def delete_snapshot(self, offset: int) -> None:
+        try:
+            os.remove(self.snapshot_path(offset))
+        except FileNotFoundError:
+            pass
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for o in self.snapshot_offsets():
+            if o < offset:
+                self.delete_snapshot(o)
+
+    def remove_stray_snapshots(self, segment_bases: list[int]) -> None:
+        """Kafka's removeStraySnapshots: keep snapshots at segment bases and the latest stray one."""
+        bases = set(segment_bases)
+        latest_stray = None
+        for o in self.snapshot_offsets():
+            if o not in bases:
+                if latest_stray is not None:
+                    self.delete_snapshot(latest_stray)
+                latest_stray = o
+        if latest_stray is not None and segment_bases and latest_stray < max(segment_bases):
+            self.delete_snapshot(latest_stray)
+
+    # -- state
+    def is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= self.expiration_ms
+
+    def remove_expired(self, now_ms: int) -> None:
+        for pid in [p for p, e in self.producers.items() if self.is_expired(e, now_ms)]:
+            del self.producers[pid]
+
+    def clear(self) -> None:
+        self.producers.clear()
+        self.ongoing_txns.clear()
+
+    def load_entry(self, entry: ProducerStateEntry) -> None:
+        self.producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset is not None:
+            self.ongoing_txns[entry.current_txn_first_offset] = entry.producer_id
+
+    def load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
+        while True:
+            latest = self.latest_snapshot_offset()
+            if latest is None:
+                self.last_snap_offset = self.last_map_offset = log_start_offset
+                return
+            try:
+                entries = read_snapshot(self.snapshot_path(latest))
+            except StorageError:
+                self.delete_snapshot(latest)
+                continue
+            for e in entries:
+                if not self.is_expired(e, now_ms):
+                    self.load_entry(e)
+            self.last_snap_offset = self.last_map_offset = latest
+            return
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
+        for o in self.snapshot_offsets():
+            if o > log_end_offset or o <= log_start_offset:
+                self.delete_snapshot(o)
+        if log_end_offset != self.last_map_offset:
+            self.clear()
+            self.load_from_snapshot(log_start_offset, now_ms)
+        else:
+            if self.last_map_offset < log_start_offset:
+                self.last_map_offset = log_start_offset
+            latest = self.latest_snapshot_offset()
+            self.last_snap_offset = latest if latest is not None else log_start_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.clear()
+        for o in self.snapshot_offsets():
+            self.delete_snapshot(o)
+        self.last_snap_offset = 0
+        self.last_map_offset = offset
+
+    def prepare_update(self, producer_id: int, origin: str) -> ProducerAppendInfo:
+        current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
+        return ProducerAppendInfo(self.partition, producer_id, current, origin)
+
+    def update(self, info: ProducerAppendInfo) -> None:
+        current = self.producers.get(info.producer_id)
+        if current is not None:
+            current.update_from(info.updated)
+        else:
+            self.producers[info.producer_id] = info.updated
+        for first in info.started_txn_first_offsets:
+            self.ongoing_txns[first] = info.producer_id
+
+    def complete_txn(self, txn: CompletedTxn) -> None:
+        if self.ongoing_txns.pop(txn.first_offset, None) is None:
+            raise StorageError(f"{self.partition}: completing transaction {txn} which was not started")
+
+    def last_stable_offset_after(self, txn: CompletedTxn) -> int:
+        """LSO right after ``txn`` completes: the earliest other open transaction, or marker + 1."""
+        for first in sorted(self.ongoing_txns):
+            if self.ongoing_txns[first] != txn.producer_id:
+                return first
+        return txn.last_offset + 1
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing_txns) if self.ongoing_txns else None
+
+    def active_producers(self) -> dict[int, ProducerStateEntry]:
+        return self.producers
+
+
+def write_snapshot(path: str, entries, *, sync: bool = True) -> None:
+    entries = sorted(entries, key=lambda e: e.producer_id)
+    body = [_SNAP_COUNT.pack(len(entries))]
+    for e in entries:
+        body.append(_SNAP_ENTRY.pack(
+            e.producer_id, e.producer_epoch, e.last_seq, e.last_data_offset, e.last_offset_delta,
+            e.last_timestamp, e.coordinator_epoch,
+            -1 if e.current_txn_first_offset is None else e.current_txn_first_offset))
+    payload = b"".join(body)
+    data = _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(payload)) + payload
+    atomic_write(path, data, sync=sync)
+
+
+def read_snapshot(path: str) -> list[ProducerStateEntry]:
+    """Entries of a ``.snapshot`` file; StorageError naming the file when corrupt."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return decode_snapshot(data, path)
+
+
+def decode_snapshot(data: bytes, path: str = "<snapshot>") -> list[ProducerStateEntry]:
+    if len(data) < 10:
+        raise StorageError(f"{path}: snapshot of {len(data)} bytes is shorter than its 10-byte header")
+    version, crc = _SNAP_HEADER.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise StorageError(f"{path}: position 0: unknown snapshot version {version}")
+    computed = crc32c.crc32c(data[6:])
+    if computed != crc:
+        raise StorageError(f"{path}: position 2: stored CRC {crc:#010x} does not match computed {computed:#010x}")
+    (count,) = _SNAP_COUNT.unpack_from(data, 6)
+    if count < 0 or 10 + count * _SNAP_ENTRY.size != len(data):
+        raise StorageError(f"{path}: position 6: {count} entries do not fit {len(data)} bytes")
+    out = []
+    for i in range(count):
+        pid, epoch, last_seq, last_off, delta, ts, coord, txn_first = _SNAP_ENTRY.unpack_from(
+            data, 10 + i * _SNAP_ENTRY.size)
+        batches = deque()
+        if last_off >= 0:
+            batches.append(BatchMetadata(last_seq, last_off, delta, ts))
+        out.append(ProducerStateEntry(pid, epoch, coord, ts, txn_first if txn_first >= 0 else None, batches))
+    return out

@@ -1,0 +1,371 @@
+"""A log segment: the ``.log`` file of batches with its offset, time and transaction indexes.
+
+Mirrors Kafka's LogSegment: appends add sparse index entries every ``index.interval.bytes``,
+``recover`` rebuilds the indexes from the batches and truncates an invalid tail, and a segment
+that stops being active gets its final time-index entry and trimmed files.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import random
+import struct
+
+from ..errors import CorruptRecordError, StorageError
+from ..record.batch import (BatchHeader, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2,
+                            MIN_LEGACY_SIZE, RECORD_BATCH_OVERHEAD, iter_batches)
+from . import files
+from .offset_index import OffsetIndex
+from .time_index import TimeIndex
+from .txn_index import TransactionIndex
+
+_PREFIX = struct.Struct(">qi")
+_READ_CHUNK = 1 << 16
+
+
+class FileRecords:
+    """The ``.log`` file: batches end to end, appended at ``size``."""
+
+    def __init__(self, path: str, *, preallocate_size: int = 0):
+        self.path = path
+        existed = os.path.exists(path)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if existed:
+            self.size = os.fstat(self.fd).st_size
+        else:
+            self.size = 0
+            if preallocate_size:
+                os.ftruncate(self.fd, preallocate_size)
+
+    def read(self, position: int, length: int) -> bytes:
+        length = max(0, min(length, self.size - position))
+        return os.pread(self.fd, length, position) if length else b""
+
+    def map(self):
+        """A read-only mapping of [0, size) (bytes when the file is empty)."""
+        if self.size == 0:
+            return b""
+        return mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+
+    def append(self, data) -> int:
+        n = len(data)
+        written = os.pwrite(self.fd, data, self.size)
+        if written != n:
+            raise StorageError(f"{self.path}: short write ({written} of {n} bytes)")
+        self.size += n
+        return n
+
+    def truncate_to(self, size: int) -> int:
+        if size > self.size or size < 0:
+            raise StorageError(f"{self.path}: cannot truncate to {size} bytes, file holds {self.size}")
+        removed = self.size - size
+        os.ftruncate(self.fd, size)
+        self.size = size
+        return removed
+
+    def trim(self) -> None:
+        if os.fstat(self.fd).st_size != self.size:
+            os.ftruncate(self.fd, self.size)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def rename(self, new_path: str) -> None:
+        os.replace(self.path, new_path)
+        self.path = new_path
+
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.path).st_mtime * 1000)
+
+    def set_last_modified_ms(self, ms: int) -> None:
+        os.utime(self.path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    def batch_headers(self, start: int = 0):
+        """(position, BatchHeader or legacy prefix) of each complete batch from ``start``."""
+        pos = start
+        end = self.size
+        buf = b""
+        buf_pos = pos
+        while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+            rel = pos - buf_pos
+            if rel + RECORD_BATCH_OVERHEAD > len(buf):
+                buf = self.read(pos, max(_READ_CHUNK, RECORD_BATCH_OVERHEAD))
+                buf_pos = pos
+                rel = 0
+            base_offset, length = _PREFIX.unpack_from(buf, rel)
+            if length < MIN_LEGACY_SIZE:
+                raise CorruptRecordError(
+                    f"record size {length} is smaller than the minimum record overhead ({MIN_LEGACY_SIZE})",
+                    file=self.path, position=pos, offset=base_offset, field="length")
+            if pos + LOG_OVERHEAD + length > end:
+                return
+            magic = buf[rel + 16]
+            if magic == MAGIC_V2:
+                if length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
+                    raise CorruptRecordError(
+                        f"batch size {length + LOG_OVERHEAD} is smaller than the v2 header",
+                        file=self.path, position=pos, offset=base_offset, field="length")
+                yield pos, BatchHeader.unpack(buf, rel)
+            else:
+                yield pos, None
+            pos += LOG_OVERHEAD + length
+
+
+class LogSegment:
+    def __init__(self, dir_path: str, base_offset: int, config, *, now_ms: int,
+                 suffix: str = "", preallocate_indexes: bool = False, new: bool = False):
+        self.dir = dir_path
+        self.base_offset = base_offset
+        self.config = config
+        self.suffix = suffix
+        init_size = config.init_file_size if new else 0
+        self.log = FileRecords(files.segment_file(dir_path, base_offset, files.LOG_SUFFIX, suffix),
+                               preallocate_size=init_size)
+        self.time_index_newly_created = not os.path.exists(
+            files.segment_file(dir_path, base_offset, files.TIME_INDEX_SUFFIX, suffix))
+        self.offset_index = OffsetIndex(files.segment_file(dir_path, base_offset, files.INDEX_SUFFIX, suffix),
+                                        base_offset, config.max_index_size, preallocate=preallocate_indexes)
+        self.time_index = TimeIndex(files.segment_file(dir_path, base_offset, files.TIME_INDEX_SUFFIX, suffix),
+                                    base_offset, config.max_index_size, preallocate=preallocate_indexes)
+        self.txn_index = TransactionIndex(files.segment_file(dir_path, base_offset, files.TXN_INDEX_SUFFIX, suffix),
+                                          base_offset)
+        self.index_interval_bytes = config.index_interval_bytes
+        self.bytes_since_last_index_entry = 0
+        self.rolling_based_timestamp: int | None = None
+        self._max_ts_offset: tuple[int, int] | None = None
+        self.created_ms = now_ms
+        jitter = config.get("segment.jitter.ms")
+        self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(0, 2**31) % min(jitter, config.segment_ms)
+
+    # -- identity
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+    # -- timestamps
+    def _max_ts(self) -> tuple[int, int]:
+        if self._max_ts_offset is None:
+            self._max_ts_offset = self.time_index.last_entry()
+        return self._max_ts_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_ts()[0]
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_ts()[1]
+
+    def largest_timestamp(self) -> int:
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms()
+
+    def _load_first_batch_timestamp(self) -> None:
+        if self.rolling_based_timestamp is None:
+            for _, h in self.log.batch_headers():
+                self.rolling_based_timestamp = h.max_timestamp if h is not None else -1
+                break
+
+    def first_batch_timestamp(self) -> int | None:
+        """MaxTimestamp of the first batch, or None (Kafka: Long.MAX_VALUE) when there is none."""
+        self._load_first_batch_timestamp()
+        ts = self.rolling_based_timestamp
+        return ts if ts is not None and ts >= 0 else None
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        self._load_first_batch_timestamp()
+        ts = self.rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created_ms
+
+    def should_roll(self, *, now_ms: int, max_timestamp: int, max_offset: int, messages_size: int) -> bool:
+        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp) > \
+            self.config.max_segment_ms - self.roll_jitter_ms
+        return (self.size > self.config.segment_bytes - messages_size
+                or (self.size > 0 and reached_roll_ms)
+                or self.offset_index.is_full() or self.time_index.is_full()
+                or not self.can_convert_to_relative_offset(max_offset))
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= 0x7FFFFFFF
+
+    def last_modified_ms(self) -> int:
+        return self.log.last_modified_ms()
+
+    # -- writing
+    def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_ts: int,
+               data) -> None:
+        """Append whole batches; index entries as Kafka's LogSegment.append writes them."""
+        n = len(data)
+        if n == 0:
+            return
+        physical_position = self.log.size
+        if physical_position == 0:
+            self.rolling_based_timestamp = largest_timestamp
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise StorageError(f"{self.log.path}: offset {largest_offset} does not fit the relative "
+                               f"offset range of base offset {self.base_offset}")
+        self.log.append(data)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_ts_offset = (largest_timestamp, shallow_offset_of_max_ts)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += n
+
+    def on_become_inactive(self) -> None:
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+                                     skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.log.trim()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def flush(self) -> None:
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        """Clean close: final time-index entry, trimmed indexes and .log (as Kafka's close)."""
+        self.on_become_inactive()
+        self.close_handles()
+
+    def close_handles(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        self.log.close()
+
+    # -- reading
+    def translate_offset(self, offset: int, starting_position: int = 0):
+        """(position, header) of the first batch at/after ``starting_position`` with last offset >= offset."""
+        for pos, h in self.log.batch_headers(starting_position):
+            last = h.last_offset if h is not None else self._legacy_last_offset(pos)
+            if last >= offset:
+                return pos, h
+        return None
+
+    def _legacy_last_offset(self, pos: int) -> int:
+        (off,) = struct.unpack(">q", self.log.read(pos, 8))
+        return off
+
+    def read_position(self, start_offset: int) -> int | None:
+        """Position of the batch holding ``start_offset`` (or the next one), None past the end."""
+        _, pos = self.offset_index.lookup(start_offset)
+        found = self.translate_offset(start_offset, pos)
+        return None if found is None else found[0]
+
+    def read_next_offset(self) -> int:
+        """The offset after the segment's last batch, or the base offset when empty."""
+        start = self.read_position(self.offset_index.last_offset)
+        if start is None:
+            return self.base_offset
+        last = None
+        for pos, h in self.log.batch_headers(start):
+            last = h.next_offset if h is not None else self._legacy_last_offset(pos) + 1
+        return last if last is not None else self.base_offset
+
+    def batches(self, start_position: int = 0):
+        """Batches (RecordBatch/legacy) of the segment from ``start_position``, over a mapping."""
+        buf = self.log.map()
+        return iter_batches(buf, start_position, self.log.size)
+
+    # -- recovery and truncation
+    def recover(self, producer_state=None, leader_epochs=None, apply_batch=None) -> int:
+        """Rebuild the indexes from the batches; truncate the invalid tail; bytes truncated.
+
+        ``apply_batch(batch)`` replays each valid v2 batch into producer state / txn index.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        valid_bytes = 0
+        last_index_entry = 0
+        self._max_ts_offset = (-1, -1)
+        buf = self.log.map()
+        try:
+            for batch in iter_batches(buf, 0, self.log.size):
+                batch.ensure_valid()
+                last = batch.last_offset
+                if not self.can_convert_to_relative_offset(last):
+                    raise CorruptRecordError(f"offset {last} overflows the segment's relative range",
+                                             file=self.log.path, position=valid_bytes)
+                max_ts = batch.max_timestamp
+                if max_ts > self.max_timestamp_so_far:
+                    self._max_ts_offset = (max_ts, last)
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(last, valid_bytes)
+                    self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                    last_index_entry = valid_bytes
+                valid_bytes += batch.size
+                if batch.magic == MAGIC_V2:
+                    if leader_epochs is not None:
+                        leader_epochs.assign(batch.header.partition_leader_epoch, batch.header.base_offset)
+                    if apply_batch is not None:
+                        apply_batch(batch)
+        except CorruptRecordError:
+            pass
+        del buf
+        truncated = self.log.size - valid_bytes
+        self.log.truncate_to(valid_bytes)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+                                     skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch at/after ``offset``; bytes removed."""
+        found = self.translate_offset(offset, self.offset_index.lookup(offset)[1])
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        if found is None:
+            return 0
+        pos = found[0]
+        removed = self.log.truncate_to(pos)
+        if pos == 0:
+            self.rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        self._max_ts_offset = self.time_index.last_entry()
+        return removed
+
+    # -- files
+    def file_paths(self) -> list[str]:
+        return [self.log.path, self.offset_index.path, self.time_index.path, self.txn_index.path]
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename the segment's files from suffix ``old`` to ``new`` (e.g. .cleaned -> .swap)."""
+        def renamed(p: str) -> str:
+            if old and not p.endswith(old):
+                raise StorageError(f"{p} does not end with {old}")
+            return (p[:-len(old)] if old else p) + new
+
+        self.log.rename(renamed(self.log.path))
+        self.offset_index.rename(renamed(self.offset_index.path))
+        self.time_index.rename(renamed(self.time_index.path))
+        self.txn_index.rename(renamed(self.txn_index.path))
+        self.suffix = new
+
+    def delete_files(self) -> None:
+        self.close_handles()
+        for p in self.file_paths():
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass

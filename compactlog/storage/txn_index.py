@@ -1,0 +1,113 @@
+"""The aborted-transaction index (``.txnindex``): 34-byte entries, created on first use."""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import NamedTuple
+
+from ..errors import StorageError
+
+_ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = 34
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def encode(self) -> bytes:
+        return _ENTRY.pack(0, self.producer_id, self.first_offset, self.last_offset,
+                           self.last_stable_offset)
+
+
+class TransactionIndex:
+    def __init__(self, path: str, base_offset: int):
+        self.path = path
+        self.base_offset = base_offset
+        self._entries: list[AbortedTxn] | None = None
+
+    def entries(self) -> list[AbortedTxn]:
+        if self._entries is None:
+            self._entries = self._read()
+        return self._entries
+
+    def _read(self) -> list[AbortedTxn]:
+        try:
+            with open(self.path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return []
+        out = []
+        for pos in range(0, len(raw) - len(raw) % ENTRY_SIZE, ENTRY_SIZE):
+            version = raw[pos]
+            if version != 0:
+                raise StorageError(f"{self.path}: position {pos}: unexpected aborted transaction version {version}")
+            _, pid, first, last, lso = _ENTRY.unpack_from(raw, pos)
+            out.append(AbortedTxn(pid, first, last, lso))
+        return out
+
+    def append(self, txn: AbortedTxn) -> None:
+        entries = self.entries()
+        if entries and txn.last_offset <= entries[-1].last_offset:
+            raise StorageError(f"{self.path}: the last offset of appended aborted transaction "
+                               f"({txn.last_offset}) must exceed the previous one ({entries[-1].last_offset})")
+        with open(self.path, "ab") as f:
+            f.write(txn.encode())
+        entries.append(txn)
+
+    def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound); True once the search is complete."""
+        found = []
+        for txn in self.entries():
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound:
+                found.append(txn)
+            if txn.last_stable_offset >= upper_bound:
+                return found, True
+        return found, False
+
+    def truncate_to(self, offset: int) -> None:
+        kept = [t for t in self.entries() if t.last_offset < offset]
+        if len(kept) != len(self.entries()):
+            self._rewrite(kept)
+
+    def reset(self) -> None:
+        self._entries = []
+        if os.path.exists(self.path):
+            with open(self.path, "r+b") as f:
+                f.truncate(0)
+
+    def _rewrite(self, entries: list[AbortedTxn]) -> None:
+        self._entries = list(entries)
+        with open(self.path, "wb") as f:
+            f.write(b"".join(t.encode() for t in entries))
+
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    def sanity_check(self) -> None:
+        for t in self.entries():
+            if t.last_offset < self.base_offset:
+                raise StorageError(f"{self.path}: last offset of aborted transaction {t} is below the "
+                                   f"segment base offset {self.base_offset}")
+
+    def flush(self) -> None:
+        if os.path.exists(self.path):
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def rename(self, new_path: str) -> None:
+        if os.path.exists(self.path):
+            os.replace(self.path, new_path)
+        self.path = new_path
+
+    def delete(self) -> None:
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
