@@ -1,0 +1,120 @@
+"""The cleaner's key -> latest offset map.
+
+Kafka's SkimpyOffsetMap stores an MD5 per key in a fixed buffer and stops a round when it fills.
+Here keys are identified by a 128-bit digest (two independent xxHash64 values) in an open-addressing
+table of numpy arrays that grows as needed, so any number of keys is mapped in one pass. The rest
+of the cleaner sees only ``put`` / ``get`` / ``latest_offset`` (the ``OffsetMap`` protocol), so
+another map (e.g. a distributed one) can stand in.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from numba import njit
+
+EMPTY = -1
+
+
+class OffsetMap(Protocol):
+    latest_offset: int
+
+    def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None: ...
+
+    def get(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+
+@njit(cache=True)
+def _slot(h1, mask):
+    return np.int64(h1 & np.uint64(mask))
+
+
+@njit(cache=True)
+def _put_all(t1, t2, toff, h1, h2, offsets, size):
+    mask = t1.shape[0] - 1
+    for i in range(h1.shape[0]):
+        a = h1[i]
+        b = h2[i]
+        s = _slot(a ^ (b >> np.uint64(17)), mask)
+        while True:
+            if toff[s] == EMPTY:
+                t1[s] = a
+                t2[s] = b
+                toff[s] = offsets[i]
+                size += 1
+                break
+            if t1[s] == a and t2[s] == b:
+                toff[s] = offsets[i]
+                break
+            s = (s + 1) & mask
+    return size
+
+
+@njit(cache=True)
+def _get_all(t1, t2, toff, h1, h2, out):
+    mask = t1.shape[0] - 1
+    for i in range(h1.shape[0]):
+        a = h1[i]
+        b = h2[i]
+        s = _slot(a ^ (b >> np.uint64(17)), mask)
+        out[i] = EMPTY
+        while toff[s] != EMPTY:
+            if t1[s] == a and t2[s] == b:
+                out[i] = toff[s]
+                break
+            s = (s + 1) & mask
+
+
+class InTaskOffsetMap:
+    """Open addressing over (h1, h2, offset) arrays, resized at a load factor of 1/2."""
+
+    def __init__(self, expected_keys: int = 1024):
+        cap = 1
+        while cap < max(16, expected_keys * 2):
+            cap <<= 1
+        self._alloc(cap)
+        self.size = 0
+        self.latest_offset = -1
+
+    def _alloc(self, cap: int) -> None:
+        self.t1 = np.empty(cap, dtype=np.uint64)
+        self.t2 = np.empty(cap, dtype=np.uint64)
+        self.toff = np.full(cap, EMPTY, dtype=np.int64)
+
+    def _grow(self, needed: int) -> None:
+        cap = self.toff.shape[0]
+        if needed * 2 <= cap:
+            return
+        while needed * 2 > cap:
+            cap <<= 1
+        live = self.toff != EMPTY
+        o1, o2, oo = self.t1[live], self.t2[live], self.toff[live]
+        self._alloc(cap)
+        self.size = _put_all(self.t1, self.t2, self.toff, o1, o2, oo, 0)
+
+    def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None:
+        """Record keys in offset order; a later offset for the same key replaces the earlier one."""
+        if h1.shape[0] == 0:
+            return
+        self._grow(self.size + h1.shape[0])
+        self.size = _put_all(self.t1, self.t2, self.toff, h1, h2, offsets, self.size)
+        self.latest_offset = int(offsets[-1])
+
+    def get(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
+        out = np.empty(h1.shape[0], dtype=np.int64)
+        if h1.shape[0]:
+            _get_all(self.t1, self.t2, self.toff, h1, h2, out)
+        return out
+
+    def update_latest_offset(self, offset: int) -> None:
+        self.latest_offset = offset
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def bytes_used(self) -> int:
+        return self.toff.shape[0] * 24

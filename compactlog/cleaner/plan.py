@@ -1,0 +1,193 @@
+"""What to clean and why not: Kafka's LogCleanerManager, for one data dir at one point in time.
+
+Pure decisions over open logs: the cleaner checkpoint (with out-of-range reset), the cleanable
+range (last stable offset, active segment, min.compaction.lag.ms, rounded down to a segment base),
+the dirty ratio (strict ``>``), max.compaction.lag.ms forcing, and the filthiest-first order.
+Nothing here reads or writes records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+LONG_MAX = 9223372036854775807
+
+
+@dataclass
+class CleanableRange:
+    first_dirty: int
+    first_uncleanable: int      # before rounding to a segment base
+    force_checkpoint_update: bool
+    limit: str                  # what set first_uncleanable: "last-stable-offset", "active-segment", "min-compaction-lag"
+    limit_detail: dict
+
+
+def non_active_segments_from(log, offset: int):
+    return log.segments_in_range(offset, log.active_segment.base_offset)
+
+
+def cleanable_offsets(log, checkpoint: int | None, now_ms: int) -> CleanableRange:
+    start = log.log_start_offset
+    ckpt = start if checkpoint is None else checkpoint
+    if ckpt < start or ckpt > log.log_end_offset:
+        first_dirty, force = start, True
+    else:
+        first_dirty, force = ckpt, False
+    limits = [(log.last_stable_offset, "last-stable-offset", {}),
+              (log.active_segment.base_offset, "active-segment", {})]
+    lag = max(log.config.min_compaction_lag_ms, 0)
+    if lag > 0:
+        for seg in non_active_segments_from(log, first_dirty):
+            largest = seg.largest_timestamp()
+            if largest > now_ms - lag:
+                limits.append((seg.base_offset, "min-compaction-lag",
+                               {"segment": seg.base_offset, "largest_timestamp": largest,
+                                "cleanable_at_ms": largest + lag}))
+                break
+    # min() keeps the first of equal offsets, so ties are reported in the order above
+    value, limit, detail = min(limits, key=lambda x: x[0])
+    if limit == "last-stable-offset" and value == log.high_watermark:
+        limit = "active-segment" if value >= log.active_segment.base_offset else limit
+    if limit == "last-stable-offset":
+        first = log.producer_state.first_unstable_offset()
+        owner = log.producer_state.ongoing_txns.get(first) if first is not None else None
+        detail = {"open_transaction_first_offset": first, "producer_id": owner}
+    return CleanableRange(first_dirty, max(first_dirty, value), force, limit, detail)
+
+
+def max_compaction_delay(log, first_dirty: int, now_ms: int) -> int:
+    stamps = [ts for ts in (s.first_batch_timestamp() for s in non_active_segments_from(log, first_dirty))
+              if ts is not None and ts > 0]
+    earliest = min(stamps) if stamps else LONG_MAX
+    clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
+    return clean_until - earliest if earliest < clean_until else 0
+
+
+def _earliest_first_batch_timestamp(log, first_dirty: int) -> int | None:
+    stamps = [ts for ts in (s.first_batch_timestamp() for s in non_active_segments_from(log, first_dirty))
+              if ts is not None and ts > 0]
+    return min(stamps) if stamps else None
+
+
+@dataclass
+class LogToClean:
+    topic: str
+    partition: int
+    first_dirty: int
+    first_uncleanable: int   # rounded down to a segment base
+    clean_bytes: int
+    cleanable_bytes: int
+    need_compaction_now: bool
+    max_compaction_delay_ms: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else float("nan")
+
+
+def log_to_clean(log, first_dirty: int, uncleanable_offset: int, delay_ms: int = 0) -> LogToClean:
+    clean_bytes = sum(s.size for s in log.segments if s.base_offset < first_dirty)
+    nonactive = non_active_segments_from(log, uncleanable_offset)
+    first_uncleanable = nonactive[0].base_offset if nonactive else log.active_segment.base_offset
+    cleanable = sum(s.size for s in log.segments_in_range(min(first_dirty, first_uncleanable), first_uncleanable))
+    return LogToClean(log.topic, log.partition, first_dirty, first_uncleanable, clean_bytes, cleanable,
+                      delay_ms > 0, delay_ms)
+
+
+@dataclass
+class PartitionStatus:
+    topic: str
+    partition: int
+    compacted: bool
+    checkpoint: int | None
+    log_start_offset: int
+    log_end_offset: int
+    first_dirty: int | None = None
+    first_uncleanable: int | None = None
+    clean_bytes: int = 0
+    cleanable_bytes: int = 0
+    dirty_ratio: float = 0.0
+    min_cleanable_dirty_ratio: float = 0.0
+    need_compaction_now: bool = False
+    max_compaction_delay_ms: int = 0
+    eligible: bool = False
+    reason: str = ""
+    limit: str = ""
+    limit_detail: dict | None = None
+    next_eligible_ms: int | None = None
+    force_checkpoint_update: bool = False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if d["dirty_ratio"] != d["dirty_ratio"]:   # NaN when the log has no cleanable bytes at all
+            d["dirty_ratio"] = 0.0
+        return d
+
+
+def partition_status(log, checkpoint: int | None, now_ms: int) -> PartitionStatus:
+    st = PartitionStatus(log.topic, log.partition, log.config.compact, checkpoint,
+                         log.log_start_offset, log.log_end_offset,
+                         min_cleanable_dirty_ratio=log.config.get("min.cleanable.dirty.ratio"))
+    if not log.config.compact:
+        st.reason = "cleanup.policy does not include compact"
+        return st
+    rng = cleanable_offsets(log, checkpoint, now_ms)
+    delay = max_compaction_delay(log, rng.first_dirty, now_ms)
+    ltc = log_to_clean(log, rng.first_dirty, rng.first_uncleanable, delay)
+    st.first_dirty = rng.first_dirty
+    st.first_uncleanable = ltc.first_uncleanable
+    st.clean_bytes, st.cleanable_bytes = ltc.clean_bytes, ltc.cleanable_bytes
+    st.dirty_ratio = ltc.cleanable_ratio if ltc.total_bytes else 0.0
+    st.need_compaction_now = ltc.need_compaction_now
+    st.max_compaction_delay_ms = delay
+    st.limit, st.limit_detail = rng.limit, rng.limit_detail
+    st.force_checkpoint_update = rng.force_checkpoint_update
+    ratio_ok = ltc.total_bytes > 0 and ltc.cleanable_ratio > st.min_cleanable_dirty_ratio
+    lag_ok = ltc.need_compaction_now and ltc.cleanable_bytes > 0
+    st.eligible = ltc.total_bytes > 0 and (lag_ok or ratio_ok)
+    if st.eligible:
+        st.reason = "max.compaction.lag.ms exceeded" if lag_ok and not ratio_ok else "dirty ratio above threshold"
+        return st
+    st.reason = _why_not(log, ltc, rng, st)
+    st.next_eligible_ms = _next_eligible(log, rng, st, now_ms)
+    return st
+
+
+def _why_not(log, ltc: LogToClean, rng: CleanableRange, st: PartitionStatus) -> str:
+    if ltc.cleanable_bytes == 0:
+        if rng.limit == "min-compaction-lag":
+            d = rng.limit_detail
+            return (f"min.compaction.lag.ms: segment {d['segment']} has records until "
+                    f"{d['largest_timestamp']}, cleanable from {d['cleanable_at_ms']}")
+        if rng.limit == "last-stable-offset":
+            d = rng.limit_detail
+            return (f"open transaction: producer {d['producer_id']} has an undecided transaction from offset "
+                    f"{d['open_transaction_first_offset']}, which holds the last stable offset")
+        if log.log_end_offset == log.log_start_offset:
+            return "the log is empty"
+        return (f"active segment: no dirty data outside the active segment "
+                f"(dirty from {rng.first_dirty}, active segment starts at {log.active_segment.base_offset})")
+    return (f"dirty ratio {ltc.cleanable_ratio:.4f} is not above min.cleanable.dirty.ratio "
+            f"{st.min_cleanable_dirty_ratio}")
+
+
+def _next_eligible(log, rng: CleanableRange, st: PartitionStatus, now_ms: int) -> int | None:
+    candidates = []
+    if rng.limit == "min-compaction-lag":
+        candidates.append(rng.limit_detail["cleanable_at_ms"])
+    earliest = _earliest_first_batch_timestamp(log, rng.first_dirty)
+    max_lag = log.config.max_compaction_lag_ms
+    if earliest is not None and earliest + max_lag < LONG_MAX and st.cleanable_bytes > 0:
+        candidates.append(earliest + max_lag + 1)
+    future = [c for c in candidates if c > now_ms]
+    return min(future) if future else None
+
+
+def select_logs(statuses: list[PartitionStatus]) -> list[PartitionStatus]:
+    """Eligible partitions, filthiest first (the order Kafka's cleaner threads would take them)."""
+    eligible = [s for s in statuses if s.eligible]
+    return sorted(eligible, key=lambda s: -s.dirty_ratio)

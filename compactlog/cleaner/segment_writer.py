@@ -1,0 +1,107 @@
+"""Writes a cleaned segment (``*.cleaned`` files) the way Kafka's LogSegment.append indexes it."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from ..errors import StorageError
+from ..storage import files
+from ..storage.txn_index import AbortedTxn
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+INT_MAX = 2147483647
+
+
+class CleanedSegmentWriter:
+    def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int,
+                 max_index_size: int, suffix: str = files.CLEANED_SUFFIX):
+        self.dir = dir_path
+        self.base_offset = base_offset
+        self.suffix = suffix
+        self.index_interval_bytes = index_interval_bytes
+        self.max_offset_entries = max_index_size // 8
+        self.max_time_entries = max_index_size // 12
+        self.paths = {s: files.segment_file(dir_path, base_offset, s, suffix) for s in files.SEGMENT_SUFFIXES}
+        for p in self.paths.values():
+            if os.path.exists(p):
+                os.remove(p)
+        self._log = open(self.paths[files.LOG_SUFFIX], "wb")
+        self.size = 0
+        self.bytes_since_last_index_entry = 0
+        self.offset_entries: list[tuple[int, int]] = []
+        self.time_entries: list[tuple[int, int]] = []
+        self.max_ts = -1
+        self.offset_of_max_ts = base_offset
+        self.aborted: list[AbortedTxn] = []
+
+    def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_ts: int,
+               data: bytes) -> None:
+        if not data:
+            return
+        physical_position = self.size
+        rel = largest_offset - self.base_offset
+        if not 0 <= rel <= INT_MAX:
+            raise StorageError(f"cleaned segment {self.base_offset}: offset {largest_offset} overflows "
+                               f"the 32-bit relative range")
+        self._log.write(data)
+        self.size += len(data)
+        if largest_timestamp > self.max_ts:
+            self.max_ts, self.offset_of_max_ts = largest_timestamp, shallow_offset_of_max_ts
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._append_offset_entry(largest_offset, physical_position)
+            self._maybe_append_time_entry(self.max_ts, self.offset_of_max_ts)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += len(data)
+
+    def _append_offset_entry(self, offset: int, position: int) -> None:
+        if len(self.offset_entries) >= self.max_offset_entries:
+            raise StorageError(f"cleaned segment {self.base_offset}: offset index is full")
+        if self.offset_entries and offset <= self.offset_entries[-1][0]:
+            raise StorageError(f"cleaned segment {self.base_offset}: index offset {offset} not increasing")
+        self.offset_entries.append((offset, position))
+
+    def _maybe_append_time_entry(self, ts: int, offset: int, skip_full_check: bool = False) -> None:
+        if not skip_full_check and len(self.time_entries) >= self.max_time_entries - 1:
+            raise StorageError(f"cleaned segment {self.base_offset}: time index is full")
+        last_ts = self.time_entries[-1][0] if self.time_entries else -1
+        if ts > last_ts:
+            self.time_entries.append((ts, offset))
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        self.aborted.append(txn)
+
+    def finish(self, mtime_ms: int | None = None) -> None:
+        """Final time-index entry, index files written trimmed, everything fsynced."""
+        self._maybe_append_time_entry(self.max_ts, self.offset_of_max_ts, skip_full_check=True)
+        self._log.flush()
+        os.fsync(self._log.fileno())
+        self._log.close()
+        with open(self.paths[files.INDEX_SUFFIX], "wb") as f:
+            f.write(b"".join(_OFFSET_ENTRY.pack(o - self.base_offset, p) for o, p in self.offset_entries))
+            f.flush()
+            os.fsync(f.fileno())
+        with open(self.paths[files.TIME_INDEX_SUFFIX], "wb") as f:
+            f.write(b"".join(_TIME_ENTRY.pack(t, o - self.base_offset) for t, o in self.time_entries))
+            f.flush()
+            os.fsync(f.fileno())
+        if self.aborted:
+            with open(self.paths[files.TXN_INDEX_SUFFIX], "wb") as f:
+                f.write(b"".join(t.encode() for t in self.aborted))
+                f.flush()
+                os.fsync(f.fileno())
+        if mtime_ms is not None:
+            ns = mtime_ms * 1_000_000
+            os.utime(self.paths[files.LOG_SUFFIX], ns=(ns, ns))
+
+    def abort(self) -> None:
+        try:
+            self._log.close()
+        except Exception:
+            pass
+        for p in self.paths.values():
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass

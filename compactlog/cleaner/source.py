@@ -1,0 +1,126 @@
+"""A read-only view of a partition's segments, for the code that runs inside a cleaning task."""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+
+from ..errors import CorruptRecordError
+from ..record.batch import iter_batches
+from ..storage import files
+from ..storage.txn_index import TransactionIndex
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """What the planner knows of a segment before cleaning (sizes are pre-cleaning)."""
+    base_offset: int
+    log_bytes: int
+    offset_index_bytes: int
+    time_index_bytes: int
+    mtime_ms: int
+
+
+class SourceSegment:
+    def __init__(self, dir_path: str, info: SegmentInfo):
+        self.info = info
+        self.base_offset = info.base_offset
+        self.size = info.log_bytes
+        self.path = files.segment_file(dir_path, info.base_offset, files.LOG_SUFFIX)
+        self._index_path = files.segment_file(dir_path, info.base_offset, files.INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(files.segment_file(dir_path, info.base_offset, files.TXN_INDEX_SUFFIX),
+                                          info.base_offset)
+        self._buffer = None
+        self._index: list[tuple[int, int]] | None = None
+
+    @property
+    def buffer(self):
+        if self._buffer is None:
+            if self.size == 0:
+                self._buffer = b""
+            else:
+                with open(self.path, "rb") as f:
+                    actual = os.fstat(f.fileno()).st_size
+                    if actual < self.size:
+                        raise CorruptRecordError(f"segment shrank from {self.size} to {actual} bytes "
+                                                 f"while being cleaned", file=self.path)
+                    self._buffer = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
+        return self._buffer
+
+    def index_entries(self) -> list[tuple[int, int]]:
+        if self._index is None:
+            try:
+                with open(self._index_path, "rb") as f:
+                    raw = f.read()
+            except FileNotFoundError:
+                raw = b""
+            raw = raw[:len(raw) - len(raw) % 8]
+            self._index = [(self.base_offset + r, p) for r, p in _OFFSET_ENTRY.iter_unpack(raw)]
+        return self._index
+
+    def index_position(self, offset: int) -> int:
+        """Position of the offset-index entry with the largest offset <= ``offset`` (0 if none)."""
+        entries = self.index_entries()
+        i = bisect.bisect_right(entries, (offset, float("inf"))) - 1
+        return entries[i][1] if i >= 0 else 0
+
+    def batches(self, start_position: int = 0):
+        try:
+            yield from iter_batches(self.buffer, start_position, self.size)
+        except CorruptRecordError as e:
+            raise e.located(file=self.path) from None
+
+    def read_next_offset(self) -> int:
+        entries = self.index_entries()
+        start = entries[-1][1] if entries else 0
+        last = None
+        for b in self.batches(start):
+            last = b.next_offset
+        return last if last is not None else self.base_offset
+
+    def close(self) -> None:
+        if self._buffer is not None and not isinstance(self._buffer, bytes):
+            try:
+                self._buffer.close()
+            except BufferError:
+                pass   # a batch view still refers to it; the mapping goes with it
+        self._buffer = None
+
+
+class SourceLog:
+    def __init__(self, dir_path: str, segments: list[SegmentInfo]):
+        self.dir = dir_path
+        self.segments = [SourceSegment(dir_path, s) for s in segments]
+        self.bases = [s.base_offset for s in self.segments]
+
+    def segments_in_range(self, start: int, end: int) -> list[SourceSegment]:
+        if start >= end:
+            return []
+        i = max(bisect.bisect_right(self.bases, start) - 1, 0)
+        j = bisect.bisect_left(self.bases, end)
+        return self.segments[i:j]
+
+    def collect_aborted(self, start: int, upper_bound: int):
+        i = bisect.bisect_right(self.bases, start) - 1
+        if i < 0:
+            return []
+        out = []
+        for seg in self.segments[i:]:
+            found, complete = seg.txn_index.collect(start, upper_bound)
+            out.extend(found)
+            if complete:
+                break
+        return out
+
+    def next_base(self, seg: SourceSegment) -> int | None:
+        i = bisect.bisect_right(self.bases, seg.base_offset)
+        return self.bases[i] if i < len(self.bases) else None
+
+    def close(self) -> None:
+        for s in self.segments:
+            s.close()

@@ -1,0 +1,125 @@
+"""One partition's cleaning round, as a self-contained task: the unit a Spark task runs.
+
+The driver describes the round (``PartitionCleanPlan``, plain data); the task builds the key map,
+rewrites the segment groups into ``.cleaned`` files in the partition directory and returns only
+small results (stats and the groups it wrote). The driver then swaps the files in.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..storage import files
+from .grouping import SegmentSizes, group_segments_by_size
+from .map_builder import build_offset_map
+from .offset_map import InTaskOffsetMap
+from .rewrite import RoundContext, clean_group
+from .segment_writer import CleanedSegmentWriter
+from .source import SegmentInfo, SourceLog
+from .stats import CleanerStats
+from .txn_state import CleanedTransactionState
+
+
+@dataclass
+class PartitionCleanPlan:
+    topic: str
+    partition: int
+    dir: str
+    first_dirty: int
+    first_uncleanable: int
+    now_ms: int
+    segments: list[SegmentInfo]              # every segment of the log, the active one last
+    last_offsets_in_index: dict[int, int]    # base -> offset index's last offset (grouping)
+    active_producers: dict[int, tuple]       # pid -> (last data offset or None, epoch)
+    delete_retention_ms: int
+    segment_bytes: int
+    max_index_size: int
+    index_interval_bytes: int
+    max_message_size: int
+    broker_max_message_size: int
+    io_buffer_size: int                      # one read buffer: io.buffer.size / threads / 2
+    legacy_delete_horizon_ms: int
+    map_kind: str = "task"
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass
+class PartitionCleanResult:
+    topic: str
+    partition: int
+    end_offset: int
+    groups: list[list[int]]                  # base offsets of the old segments of each written group
+    stats: dict
+    map_kind: str = "task"
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+def plan_groups(plan: PartitionCleanPlan, end_offset: int) -> list[list[int]]:
+    """Kafka's groupSegmentsBySize over the segments below ``end_offset``."""
+    sizes = [SegmentSizes(s.base_offset, s.log_bytes, s.offset_index_bytes, s.time_index_bytes,
+                          plan.last_offsets_in_index.get(s.base_offset, s.base_offset))
+             for s in _segments_below(plan, end_offset)]
+    groups = group_segments_by_size(sizes, plan.segment_bytes, plan.max_index_size, plan.first_uncleanable)
+    return [[s.base_offset for s in g] for g in groups]
+
+
+def _segments_below(plan: PartitionCleanPlan, end_offset: int) -> list[SegmentInfo]:
+    if end_offset <= 0:
+        return []
+    bases = [s.base_offset for s in plan.segments]
+    import bisect
+    j = bisect.bisect_left(bases, end_offset)
+    return plan.segments[:j]
+
+
+def clean_partition(plan: PartitionCleanPlan, offset_map=None) -> PartitionCleanResult:
+    """Build the map, rewrite every group into ``.cleaned`` files; nothing is swapped here."""
+    stats = CleanerStats(start_s=time.time())
+    log = SourceLog(plan.dir, plan.segments)
+    try:
+        if offset_map is None:
+            offset_map = InTaskOffsetMap()
+            build_offset_map(log, plan.first_dirty, plan.first_uncleanable, offset_map, stats)
+        end_offset = offset_map.latest_offset + 1
+        stats.map_keys = len(offset_map)
+        stats.map_bytes = getattr(offset_map, "bytes_used", 0)
+        stats.map_done_s = time.time()
+        groups = plan_groups(plan, end_offset)
+        ctx = RoundContext(now_ms=plan.now_ms, delete_retention_ms=plan.delete_retention_ms,
+                           upper_bound=plan.first_uncleanable, active_producers=plan.active_producers,
+                           offset_map=offset_map, io_buffer_size=plan.io_buffer_size,
+                           max_message_size=plan.max_message_size,
+                           broker_max_message_size=plan.broker_max_message_size,
+                           legacy_delete_horizon_ms=plan.legacy_delete_horizon_ms)
+        txn = CleanedTransactionState()
+        by_base = {s.base_offset: s for s in log.segments}
+        writers = []
+        try:
+            for group in groups:
+                segs = [by_base[b] for b in group]
+                w = CleanedSegmentWriter(plan.dir, group[0], index_interval_bytes=plan.index_interval_bytes,
+                                         max_index_size=plan.max_index_size)
+                writers.append(w)
+                clean_group(log, segs, w, ctx, txn, stats)
+                w.finish(mtime_ms=segs[-1].info.mtime_ms)
+        except BaseException:
+            for w in writers:
+                w.abort()
+            raise
+        stats.end_s = time.time()
+        return PartitionCleanResult(plan.topic, plan.partition, end_offset, groups, stats.to_dict(),
+                                    plan.map_kind)
+    finally:
+        log.close()
+
+
+def cleaned_files(plan_dir: str, base: int) -> list[str]:
+    return [files.segment_file(plan_dir, base, s, files.CLEANED_SUFFIX) for s in files.SEGMENT_SUFFIXES]

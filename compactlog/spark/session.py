@@ -1,0 +1,65 @@
+"""The project's Spark session: local mode by default, tuned for a small machine, one per process."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+_session = None
+_session_key = None
+
+
+def default_local_dir() -> str:
+    d = os.environ.get("COMPACTLOG_SPARK_LOCAL_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "compactlog", "spark-local")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def session(master: str | None = None, *, local_dir: str | None = None, conf: dict | None = None):
+    """A SparkSession (created once per process) with the kafka-log data source registered."""
+    global _session, _session_key
+    master = master or os.environ.get("COMPACTLOG_SPARK_MASTER") or "local[*]"
+    key = master
+    if _session is not None:
+        if _session_key == key and not _session.sparkContext._jsc.sc().isStopped():
+            return _session
+        _session.stop()
+        _session = None
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+    local_dir = local_dir or default_local_dir()
+    java_opts = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dlog4j2.level=error"
+    builder = (SparkSession.builder.master(master).appName("compactlog")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(os.cpu_count() or 2))
+               .config("spark.default.parallelism", str(os.cpu_count() or 2))
+               .config("spark.local.dir", local_dir)
+               .config("spark.driver.extraJavaOptions", java_opts)
+               .config("spark.executor.extraJavaOptions", java_opts)
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+               .config("spark.sql.warehouse.dir", os.path.join(local_dir, "warehouse")))
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        from .datasource import register
+        register(spark)
+    except ImportError:
+        pass
+    _session, _session_key = spark, key
+    return spark
+
+
+def stop() -> None:
+    global _session
+    if _session is not None:
+        _session.stop()
+        _session = None
