@@ -1,0 +1,1 @@
+"""The compactlog command line."""

@@ -1,0 +1,57 @@
+"""Shared CLI plumbing: the global options, opening the data dir, errors as one clear line."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import typer
+
+from ..errors import CompactlogError, ConfigError
+from ..storage.config import parse_assignments
+from ..storage.datadir import DataDir, load_broker_config
+
+
+@dataclass
+class CliContext:
+    data_dir: str | None
+    overrides: dict = field(default_factory=dict)
+
+    def require_data_dir(self) -> str:
+        if not self.data_dir:
+            raise ConfigError("--data-dir is required (or set COMPACTLOG_DATA_DIR)")
+        return self.data_dir
+
+    def broker(self):
+        return load_broker_config(self.require_data_dir(), self.overrides)
+
+    def open(self, *, create: bool = False, now_ms: int | None = None) -> DataDir:
+        path = self.require_data_dir()
+        if not os.path.isdir(path):
+            if not create:
+                raise CompactlogError(f"{path}: data directory does not exist")
+            os.makedirs(path)
+        clock = (lambda: now_ms) if now_ms is not None else (lambda: int(time.time() * 1000))
+        return DataDir(path, broker=self.broker(), clock=clock)
+
+
+def context(ctx: typer.Context) -> CliContext:
+    obj = ctx.find_root().obj
+    if obj is None:
+        obj = CliContext(None)
+    return obj
+
+
+def parse_configs(items: list[str] | None, what: str = "--config") -> dict[str, str]:
+    return parse_assignments(items, what)
+
+
+def fail(message: str, code: int = 1) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()
