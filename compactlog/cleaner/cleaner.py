@@ -129,9 +129,10 @@ class Cleaner:
         return out
 
     def run(self, now_ms: int, *, topic: str | None = None, partition: int | None = None,
-            force: bool = False, progress=None) -> list[PartitionOutcome]:
+            force: bool = False, exclude: set | None = None) -> list[PartitionOutcome]:
         """One cleaner run at ``now_ms``; returns what happened to every compacted partition."""
-        statuses = self.statuses(now_ms, topic, partition)
+        statuses = [s for s in self.statuses(now_ms, topic, partition)
+                    if not exclude or (s.topic, s.partition) not in exclude]
         checkpoint_updates = {}
         outcomes = {}
         plans = []

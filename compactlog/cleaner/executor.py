@@ -66,3 +66,44 @@ class SparkExecutor:
         rdd = sc.parallelize(plans, len(plans))
         sc.setJobDescription(f"compactlog clean: {len(plans)} partition(s)")
         return rdd.map(run_guarded).collect()
+
+
+class AutoExecutor:
+    """Spark for rounds worth a JVM, this process for small ones (the results are identical).
+
+    A cold Spark session costs about 10 s; a round with less than ``threshold_bytes`` of segments to
+    rewrite finishes sooner in this process. ``--engine spark`` always uses Spark.
+    """
+
+    name = "auto"
+
+    def __init__(self, threshold_bytes: int = 16 << 20, master: str | None = None):
+        self.threshold_bytes = threshold_bytes
+        self.spark_executor = SparkExecutor(master)
+        self.local_executor = InProcessExecutor()
+        self.last_choice = ""
+
+    def choose(self, plans: list[PartitionCleanPlan]):
+        work = sum(s.log_bytes for p in plans for s in p.segments if s.base_offset < p.first_uncleanable)
+        if work >= self.threshold_bytes or len(plans) > 1 and work >= self.threshold_bytes // 4:
+            self.last_choice = f"spark ({work} bytes to rewrite)"
+            return self.spark_executor
+        self.last_choice = f"in-process ({work} bytes to rewrite, below {self.threshold_bytes})"
+        return self.local_executor
+
+    def run(self, plans: list[PartitionCleanPlan]) -> list:
+        if not plans:
+            return []
+        return self.choose(plans).run(plans)
+
+
+def make_executor(engine: str = "auto", master: str | None = None, threshold_bytes: int = 16 << 20):
+    if master and engine == "auto":
+        engine = "spark"
+    if engine == "spark":
+        return SparkExecutor(master)
+    if engine in ("local", "in-process"):
+        return InProcessExecutor()
+    if engine == "auto":
+        return AutoExecutor(threshold_bytes, master)
+    raise ValueError(f"unknown engine {engine!r}: use auto, spark or local")

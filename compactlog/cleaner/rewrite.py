@@ -30,7 +30,8 @@ class RoundContext:
 
     def __init__(self, *, now_ms: int, delete_retention_ms: int, upper_bound: int,
                  active_producers: dict, offset_map: OffsetMap, io_buffer_size: int,
-                 max_message_size: int, broker_max_message_size: int, legacy_delete_horizon_ms: int):
+                 max_message_size: int, broker_max_message_size: int, legacy_delete_horizon_ms: int,
+                 observer=None):
         self.now_ms = now_ms
         self.delete_retention_ms = delete_retention_ms
         self.upper_bound = upper_bound
@@ -40,6 +41,7 @@ class RoundContext:
         self.max_message_size = max_message_size
         self.max_io_buffer_size = broker_max_message_size
         self.legacy_delete_horizon_ms = legacy_delete_horizon_ms
+        self.observer = observer   # explain: told about every tombstone and marker that stays
 
 
 class _ChunkResult:
@@ -67,8 +69,10 @@ def filter_batch(batch, ctx: RoundContext, txn: CleanedTransactionState, legacy_
     if batch.magic < 2:
         raise CorruptRecordError("cleaning magic v0/v1 batches is not supported", offset=batch.last_offset,
                                  field="magic")
+    ctype = None
     if h.is_control:
-        can_discard = txn.on_control_batch(h.last_offset, h.producer_id, control_type_of(batch))
+        ctype = control_type_of(batch)
+        can_discard = txn.on_control_batch(h.last_offset, h.producer_id, ctype)
     else:
         can_discard = txn.on_data_batch(h.last_offset, h.producer_id, h.is_transactional)
     decision = rules.decide_batch(
@@ -114,6 +118,8 @@ def filter_batch(batch, ctx: RoundContext, txn: CleanedTransactionState, legacy_
         need_horizon = rules.needs_delete_horizon(magic=h.magic, has_delete_horizon=h.has_delete_horizon,
                                                   kept_tombstone=tomb,
                                                   marker_for_empty_txn=decision.marker_for_empty_txn)
+        if ctx.observer is not None:
+            _observe(ctx, h, cols, kept, need_horizon, can_discard, ctype)
         if kept.size == n and not need_horizon:
             data = batch.raw()
             stats.messages_written += n
@@ -129,6 +135,20 @@ def filter_batch(batch, ctx: RoundContext, txn: CleanedTransactionState, legacy_
         stats.bytes_written += len(data)
         return data, h.max_timestamp, h.last_offset, h.last_offset
     return None
+
+
+def _observe(ctx: RoundContext, h, cols, kept: np.ndarray, need_horizon: bool, can_discard: bool,
+             control_type: int | None) -> None:
+    horizon = ctx.now_ms + ctx.delete_retention_ms if need_horizon else h.delete_horizon_ms
+    if h.is_control:
+        ctx.observer.retained_marker(h, horizon, can_discard, control_type)
+        return
+    tomb = kept[cols.val_len[kept] < 0]
+    if tomb.size:
+        keys = [bytes(cols.data[cols.key_pos[i]:cols.key_pos[i] + cols.key_len[i]]) if cols.key_len[i] >= 0
+                else None for i in tomb.tolist()]
+        offsets = (h.base_offset + cols.off_delta[tomb]).tolist()
+        ctx.observer.retained_tombstones(h, offsets, keys, horizon)
 
 
 def rebuild_batch(batch, cols, kept: np.ndarray, delete_horizon_ms: int | None):

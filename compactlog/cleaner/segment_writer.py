@@ -105,3 +105,21 @@ class CleanedSegmentWriter:
                 os.remove(p)
             except FileNotFoundError:
                 pass
+
+
+class DryRunWriter:
+    """Counts what a cleaned segment would hold, writes nothing (for explain)."""
+
+    def __init__(self, base_offset: int):
+        self.base_offset = base_offset
+        self.size = 0
+        self.aborted: list[AbortedTxn] = []
+
+    def append(self, largest_offset, largest_timestamp, shallow_offset_of_max_ts, data) -> None:
+        self.size += len(data)
+
+    def finish(self, mtime_ms=None) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass

@@ -15,7 +15,7 @@ from .grouping import SegmentSizes, group_segments_by_size
 from .map_builder import build_offset_map
 from .offset_map import InTaskOffsetMap
 from .rewrite import RoundContext, clean_group
-from .segment_writer import CleanedSegmentWriter
+from .segment_writer import CleanedSegmentWriter, DryRunWriter
 from .source import SegmentInfo, SourceLog
 from .stats import CleanerStats
 from .txn_state import CleanedTransactionState
@@ -80,8 +80,13 @@ def _segments_below(plan: PartitionCleanPlan, end_offset: int) -> list[SegmentIn
     return plan.segments[:j]
 
 
-def clean_partition(plan: PartitionCleanPlan, offset_map=None) -> PartitionCleanResult:
-    """Build the map, rewrite every group into ``.cleaned`` files; nothing is swapped here."""
+def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool = False,
+                    observer=None) -> PartitionCleanResult:
+    """Build the map, rewrite every group into ``.cleaned`` files; nothing is swapped here.
+
+    ``dry_run`` decides everything but writes nothing (explain); ``observer`` hears about every
+    tombstone and marker that stays.
+    """
     stats = CleanerStats(start_s=time.time())
     log = SourceLog(plan.dir, plan.segments)
     try:
@@ -98,15 +103,18 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None) -> PartitionClean
                            offset_map=offset_map, io_buffer_size=plan.io_buffer_size,
                            max_message_size=plan.max_message_size,
                            broker_max_message_size=plan.broker_max_message_size,
-                           legacy_delete_horizon_ms=plan.legacy_delete_horizon_ms)
+                           legacy_delete_horizon_ms=plan.legacy_delete_horizon_ms, observer=observer)
         txn = CleanedTransactionState()
         by_base = {s.base_offset: s for s in log.segments}
         writers = []
         try:
             for group in groups:
                 segs = [by_base[b] for b in group]
-                w = CleanedSegmentWriter(plan.dir, group[0], index_interval_bytes=plan.index_interval_bytes,
-                                         max_index_size=plan.max_index_size)
+                if dry_run:
+                    w = DryRunWriter(group[0])
+                else:
+                    w = CleanedSegmentWriter(plan.dir, group[0], index_interval_bytes=plan.index_interval_bytes,
+                                             max_index_size=plan.max_index_size)
                 writers.append(w)
                 clean_group(log, segs, w, ctx, txn, stats)
                 w.finish(mtime_ms=segs[-1].info.mtime_ms)

@@ -1,1 +1,218 @@
-"""(placeholder, filled in by its own commit)"""
+"""``clean``, ``explain``, ``cleaner status`` and ``cleaner run``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import typer
+
+from ..cleaner.cleaner import Cleaner, PartitionOutcome
+from ..cleaner.executor import SparkExecutor, make_executor
+from ..cleaner.explain import explain_partition
+from ..cleaner.log_format import CleanerLog, summary_text
+from ..cleaner.plan import select_logs
+from .common import context, fail
+from .main import app, cleaner_app
+
+
+def _now(now_ms: int | None) -> int:
+    return now_ms if now_ms is not None else int(time.time() * 1000)
+
+
+def _executor(ctx, engine: str, spark_master: str | None):
+    broker = ctx.broker()
+    master = spark_master or broker.get("compactlog.spark.master")
+    if spark_master is None and master == "local[*]":
+        master = None
+    try:
+        return make_executor(engine, master)
+    except ValueError as e:
+        fail(str(e), 2)
+
+
+def _progress_runner(executor, enabled: bool):
+    """Wrap executor.run with a progress bar on a terminal (per partition, weighted by bytes)."""
+    if not enabled:
+        return executor
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    class WithProgress:
+        name = getattr(executor, "name", "executor")
+
+        def __getattr__(self, item):
+            return getattr(executor, item)
+
+        def run(self, plans):
+            if not plans:
+                return []
+            with Progress(TextColumn("cleaning"), BarColumn(), TextColumn("{task.completed}/{task.total} partitions"),
+                          TimeElapsedColumn(), transient=True) as progress:
+                task = progress.add_task("clean", total=len(plans))
+                result = {}
+
+                def work():
+                    result["r"] = executor.run(plans)
+
+                t = threading.Thread(target=work, daemon=True)
+                t.start()
+                while t.is_alive():
+                    progress.update(task, completed=_completed_tasks(executor, len(plans)))
+                    t.join(0.2)
+                progress.update(task, completed=len(plans))
+                return result["r"]
+
+    return WithProgress()
+
+
+def _completed_tasks(executor, total: int) -> int:
+    inner = getattr(executor, "spark_executor", executor)
+    if isinstance(inner, SparkExecutor) and inner._spark is not None:
+        tracker = inner._spark.sparkContext.statusTracker()
+        done = 0
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info:
+                done += info.numCompletedTasks
+        return min(done, total)
+    return 0
+
+
+@app.command("clean")
+def clean_cmd(ctx: typer.Context,
+              topic: str = typer.Option(None, "--topic", help="Only this topic."),
+              partition: int = typer.Option(None, "--partition", help="Only this partition (needs --topic)."),
+              now_ms: int = typer.Option(None, "--now-ms", help="The cleaner's clock, in ms since the epoch (default: now)."),
+              force: bool = typer.Option(False, "--force", help="Clean the named partitions even when not eligible "
+                                         "(ignores the dirty ratio and min.compaction.lag.ms)."),
+              as_json: bool = typer.Option(False, "--json", help="One JSON object per partition."),
+              engine: str = typer.Option("auto", "--engine", help="spark, local (this process), or auto: "
+                                         "Spark unless the round is small."),
+              spark_master: str = typer.Option(None, "--spark-master", help="A Spark master URL; implies --engine spark.")):
+    """One cleaner run at --now-ms: every eligible compacted partition cleaned once, as Kafka's cleaner would."""
+    c = context(ctx)
+    if partition is not None and topic is None:
+        fail("--partition needs --topic", 2)
+    now = _now(now_ms)
+    executor = _executor(c, engine, spark_master)
+    runner = _progress_runner(executor, os.isatty(2) and not as_json)
+    with c.open(now_ms=now) as dd:
+        outcomes = Cleaner(dd, runner).run(now, topic=topic, partition=partition, force=force)
+        log = CleanerLog(dd.path)
+        for o in outcomes:
+            if o.cleaned:
+                log.cleaned(o)
+            elif o.error:
+                log.error(o)
+    choice = getattr(executor, "last_choice", "") or getattr(executor, "name", "")
+    failed = [o for o in outcomes if o.error]
+    for o in outcomes:
+        if as_json:
+            d = o.to_dict()
+            d["engine"] = choice if o.cleaned else None
+            typer.echo(json.dumps(d))
+        elif o.cleaned:
+            typer.echo(summary_text(o))
+        elif o.error:
+            typer.echo(f"error: {o.name}: {o.error}", err=True)
+        elif topic is not None and o.status is not None:
+            typer.echo(f"{o.name}: not cleaned: {o.status.reason}")
+    if not as_json and not any(o.cleaned for o in outcomes) and topic is None and not failed:
+        typer.echo("nothing to clean")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("explain")
+def explain_cmd(ctx: typer.Context,
+                topic: str = typer.Option(..., "--topic"),
+                partition: int = typer.Option(..., "--partition"),
+                now_ms: int = typer.Option(None, "--now-ms", help="Explain a clean at this time (default: now)."),
+                as_json: bool = typer.Option(False, "--json")):
+    """What a clean at --now-ms would remove (by reason) and when each kept tombstone or marker goes."""
+    c = context(ctx)
+    now = _now(now_ms)
+    with c.open(now_ms=now) as dd:
+        ex = explain_partition(Cleaner(dd), topic, partition, now)
+    if as_json:
+        typer.echo(json.dumps(ex.to_dict(), indent=2))
+        return
+    st = ex.status
+    typer.echo(f"{topic}-{partition} at {now}:")
+    if not st.compacted:
+        typer.echo(f"  not compacted: {st.reason}")
+        return
+    typer.echo(f"  dirty range [{st.first_dirty}, {st.first_uncleanable}), dirty ratio {st.dirty_ratio:.4f} "
+               f"(min.cleanable.dirty.ratio {st.min_cleanable_dirty_ratio})")
+    if ex.would_clean:
+        typer.echo(f"  eligible: {st.reason}")
+    else:
+        typer.echo(f"  not eligible: {st.reason}")
+        if st.next_eligible_ms:
+            typer.echo(f"  eligible from: {st.next_eligible_ms}")
+        if ex.forced:
+            typer.echo("  what `clean --force` would do:")
+        else:
+            return
+    typer.echo(f"  records read {ex.records_read}, kept {ex.records_kept}")
+    if ex.removed:
+        for reason, n in sorted(ex.removed.items()):
+            typer.echo(f"  removed: {n} {reason}")
+    else:
+        typer.echo("  removed: nothing")
+    for item in ex.retained:
+        key = f" key {item.key}" if item.key is not None else ""
+        typer.echo(f"  kept {item.kind} at offset {item.offset}{key}: {item.note}")
+
+
+@cleaner_app.command("status")
+def status_cmd(ctx: typer.Context,
+               topic: str = typer.Option(None, "--topic"),
+               now_ms: int = typer.Option(None, "--now-ms"),
+               as_json: bool = typer.Option(False, "--json")):
+    """Per compacted partition: dirty ratio, cleanable range, eligible or why not, next eligible time."""
+    c = context(ctx)
+    now = _now(now_ms)
+    with c.open(now_ms=now) as dd:
+        statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted]
+    ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
+    max_dirty = int(100 * max(ratios)) if ratios else 0
+    order = {(s.topic, s.partition): i for i, s in enumerate(select_logs(statuses))}
+    if as_json:
+        for s in statuses:
+            d = s.to_dict()
+            d["cleaningOrder"] = order.get((s.topic, s.partition))
+            typer.echo(json.dumps(d))
+        typer.echo(json.dumps({"maxDirtyPercent": max_dirty, "nowMs": now}))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    table = Table("partition", "dirty ratio", "cleanable range", "eligible", "why / next eligible")
+    for s in statuses:
+        why = s.reason + (f"; eligible from {s.next_eligible_ms}" if s.next_eligible_ms else "")
+        table.add_row(f"{s.topic}-{s.partition}", f"{s.dirty_ratio:.4f}",
+                      f"[{s.first_dirty}, {s.first_uncleanable})", "yes" if s.eligible else "no", why)
+    console = Console(width=160)
+    console.print(table)
+    console.print(f"max-dirty-percent: {max_dirty}")
+
+
+@cleaner_app.command("run")
+def run_cmd(ctx: typer.Context,
+            engine: str = typer.Option("spark", "--engine", help="spark (default) or local."),
+            spark_master: str = typer.Option(None, "--spark-master"),
+            iterations: int = typer.Option(0, "--iterations", help="Stop after this many runs (0: until interrupted).")):
+    """A long-running cleaner: cleans every log.cleaner.backoff.ms, retention every log.retention.check.interval.ms."""
+    from ..cleaner.service import CleanerService
+    c = context(ctx)
+    executor = _executor(c, engine, spark_master)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        service = CleanerService(c, executor)
+        service.run(stop, iterations=iterations)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,116 @@
+"""Why a partition is (not) cleaned, what a clean would remove, and when tombstones and markers go.
+
+``explain`` runs the real round in dry-run mode (same map, same rules, nothing written) and
+collects, per reason, what would be removed, plus every tombstone and marker that would stay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ..record.control import CONTROL_TYPE_NAMES
+from .cleaner import Cleaner, make_plan
+from .plan import PartitionStatus, log_to_clean
+from .task import clean_partition
+
+
+@dataclass
+class RetainedItem:
+    kind: str                    # "tombstone" or marker type ("COMMIT", "ABORT", ...)
+    offset: int
+    key: str | None
+    delete_horizon_ms: int | None
+    note: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Explanation:
+    topic: str
+    partition: int
+    now_ms: int
+    status: PartitionStatus
+    would_clean: bool
+    forced: bool
+    records_read: int = 0
+    records_kept: int = 0
+    removed: dict = field(default_factory=dict)
+    retained: list[RetainedItem] = field(default_factory=list)
+    dirty_range: tuple | None = None
+
+    def to_dict(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition, "nowMs": self.now_ms,
+                "status": self.status.to_dict(), "wouldClean": self.would_clean, "forced": self.forced,
+                "dirtyRange": self.dirty_range, "recordsRead": self.records_read,
+                "recordsKept": self.records_kept, "removed": self.removed,
+                "retained": [r.to_dict() for r in self.retained]}
+
+
+def _key_text(key: bytes | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + key.hex()
+
+
+class _Collector:
+    def __init__(self, now_ms: int, delete_retention_ms: int):
+        self.now_ms = now_ms
+        self.delete_retention_ms = delete_retention_ms
+        self.items: list[RetainedItem] = []
+
+    def retained_tombstones(self, header, offsets, keys, horizon):
+        if header.has_delete_horizon:
+            note = (f"delete horizon {horizon} already stamped; removed by the first clean at or after it "
+                    f"(the partition must be selected again, which needs new dirty data)")
+        else:
+            note = (f"this clean stamps delete horizon {horizon} (now + delete.retention.ms); removed by the "
+                    f"first clean at or after it")
+        for off, key in zip(offsets, keys):
+            self.items.append(RetainedItem("tombstone", off, _key_text(key), horizon, note))
+
+    def retained_marker(self, header, horizon, can_discard, control_type):
+        name = CONTROL_TYPE_NAMES.get(control_type, "CONTROL")
+        if not can_discard:
+            note = ("its transaction still has data in the log: kept; once that data is gone a later clean "
+                    "stamps a delete horizon, and the marker goes delete.retention.ms after that")
+            horizon = None
+        elif header.has_delete_horizon:
+            note = f"no data left; delete horizon {horizon}: removed by the first clean at or after it"
+        else:
+            note = f"no data left; this clean stamps delete horizon {horizon}: removed by the first clean after it"
+        self.items.append(RetainedItem(name, header.base_offset, None, horizon, note))
+
+
+def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int) -> Explanation:
+    (status,) = cleaner.statuses(now_ms, topic, partition)
+    ex = Explanation(topic, partition, now_ms, status, status.eligible, False)
+    if not status.compacted:
+        return ex
+    log = cleaner.datadir.open_log(topic, partition)
+    if not status.eligible:
+        # what a forced clean would do: the dirty ratio and min.compaction.lag.ms ignored
+        upper = min(log.last_stable_offset, log.active_segment.base_offset)
+        ltc = log_to_clean(log, status.first_dirty, max(status.first_dirty, upper))
+        if ltc.cleanable_bytes == 0:
+            return ex
+        forced = PartitionStatus(**{**status.__dict__})
+        forced.first_uncleanable = ltc.first_uncleanable
+        status_for_plan = forced
+        ex.forced = True
+    else:
+        status_for_plan = status
+    plan = make_plan(cleaner.datadir, log, status_for_plan, now_ms)
+    collector = _Collector(now_ms, log.config.delete_retention_ms)
+    result = clean_partition(plan, dry_run=True, observer=collector)
+    stats = result.stats
+    ex.dirty_range = (plan.first_dirty, result.end_offset)
+    ex.records_read = stats["messages_read"]
+    ex.records_kept = stats["messages_written"]
+    ex.removed = dict(stats["removed"])
+    ex.retained = collector.items
+    return ex

@@ -1,0 +1,23 @@
+"""Shared fixtures: one SparkSession for the whole run, the unpacked cleaner corpus."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from compactlog.spark.session import session
+    return session("local[2]")
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory):
+    from corpus_support import unpack_corpus
+    return unpack_corpus(str(tmp_path_factory.mktemp("corpus")))
