@@ -263,6 +263,10 @@ class RecordBatch:
 
     def columns(self) -> RecordColumns:
         if self._columns is None:
+            if self.header.records_count == 0:
+                # as Kafka's iterator: a batch of 0 records yields nothing, whatever its section holds
+                self._columns = _empty_columns()
+                return self._columns
             data, start, end = self.section()
             try:
                 self._columns = scan_section(data, start, end, self.header.records_count)
@@ -304,14 +308,23 @@ class RecordBatch:
                 f"count={h.records_count}, position={self.position}, size={h.size})")
 
 
+def _empty_columns() -> RecordColumns:
+    i64 = np.zeros(0, dtype=np.int64)
+    i32 = np.zeros(0, dtype=np.int32)
+    return RecordColumns(np.zeros(0, dtype=np.uint8), i64, i64, i64, i64, i64, i64, i32, i64, i32, i32)
+
+
 def records_from_columns(cols: RecordColumns, base_offset: int, timestamps: np.ndarray) -> list[Record]:
-    data = cols.data
-    raw = data.tobytes() if len(cols) else b""
+    if len(cols) == 0:
+        return []
+    # copy only the records' own bytes (cols.data may be a whole segment buffer)
+    lo, hi = int(cols.rec_pos[0]), int(cols.rec_end[-1])
+    raw = cols.data[lo:hi].tobytes()
     out = []
     offsets = (base_offset + cols.off_delta).tolist()
     ts = timestamps.tolist()
-    kpos, klen = cols.key_pos.tolist(), cols.key_len.tolist()
-    vpos, vlen = cols.val_pos.tolist(), cols.val_len.tolist()
+    kpos, klen = (cols.key_pos - lo).tolist(), cols.key_len.tolist()
+    vpos, vlen = (cols.val_pos - lo).tolist(), cols.val_len.tolist()
     hcount = cols.hdr_count.tolist()
     for i in range(len(offsets)):
         key = raw[kpos[i]:kpos[i] + klen[i]] if klen[i] >= 0 else None
@@ -489,6 +502,21 @@ class ColumnarRecords(NamedTuple):
 
 def _concat(items: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(items)
+    try:
+        # fast path: every item bytes-like (no None, no str), which b"".join enforces
+        joined = b"".join(items)
+    except TypeError:
+        return _concat_mixed(items)
+    lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
+    if off[-1] != len(joined):   # e.g. a multi-byte-item memoryview: let the general path decide
+        return _concat_mixed(items)
+    return np.frombuffer(joined, dtype=np.uint8), off, np.zeros(n, dtype=np.bool_)
+
+
+def _concat_mixed(items: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = len(items)
     null = np.fromiter((x is None for x in items), dtype=np.bool_, count=n)
     if null.any():
         present = [b"" if x is None else x for x in items]
@@ -503,12 +531,70 @@ def _concat(items: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return buf, off, null
 
 
+def _arrow_column(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, offsets, null) of a pyarrow binary/string array, reading its buffers (no Python bytes)."""
+    import pyarrow as pa
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    t = arr.type
+    n = len(arr)
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    bufs = arr.buffers()
+    if pa.types.is_fixed_size_binary(t):
+        w = t.byte_width
+        data = np.frombuffer(bufs[1], dtype=np.uint8) if bufs[1] is not None else np.zeros(0, np.uint8)
+        data = data[arr.offset * w:(arr.offset + n) * w]
+        off = np.arange(n + 1, dtype=np.int64) * w
+    elif pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) \
+            or pa.types.is_large_string(t):
+        odt = np.int64 if (pa.types.is_large_binary(t) or pa.types.is_large_string(t)) else np.int32
+        off = np.frombuffer(bufs[1], dtype=odt)[arr.offset:arr.offset + n + 1].astype(np.int64) \
+            if bufs[1] is not None else np.zeros(n + 1, dtype=np.int64)
+        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        lo, hi = int(off[0]), int(off[-1])
+        data = data[lo:hi]
+        off -= lo
+    elif pa.types.is_null(t):
+        return np.zeros(0, np.uint8), np.zeros(n + 1, dtype=np.int64), np.ones(n, dtype=np.bool_)
+    else:
+        raise TypeError(f"keys/values as a pyarrow array must be binary or string, not {t}")
+    if arr.null_count:
+        null = arr.is_null().to_numpy(zero_copy_only=False)
+    else:
+        null = np.zeros(n, dtype=np.bool_)
+    return data, off, null
+
+
+def _column(items) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, offsets, null) of keys or values given as a Python sequence of bytes/str/None,
+    a pyarrow binary/string array (chunked or not), or a 2-D uint8 numpy array (one row a record)."""
+    if isinstance(items, np.ndarray) and items.ndim == 2 and items.dtype == np.uint8:
+        n, w = items.shape
+        return (_read_only(np.ascontiguousarray(items).reshape(-1)),
+                np.arange(n + 1, dtype=np.int64) * w, np.zeros(n, dtype=np.bool_))
+    if type(items).__module__.startswith("pyarrow"):
+        data, off, null = _arrow_column(items)
+        return _read_only(data), off, null
+    return _concat(items)
+
+
+def _read_only(data: np.ndarray) -> np.ndarray:
+    """A read-only view, as _concat's buffers are (one numba specialization of the encoder)."""
+    if data.flags.writeable:
+        data = data.view()
+        data.flags.writeable = False
+    return data
+
+
 def columnar_records(keys: Sequence, values: Sequence, headers: Sequence | None = None) -> ColumnarRecords:
-    """Build the bulk writer's input from Python sequences of bytes/str/None."""
+    """Build the bulk writer's input from keys and values (each a Python sequence of bytes/str/None,
+    a pyarrow binary/string array, or a 2-D uint8 numpy array) and optional Python headers."""
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys but {len(values)} values")
-    key_buf, key_off, key_null = _concat(keys)
-    val_buf, val_off, val_null = _concat(values)
+    key_buf, key_off, key_null = _column(keys)
+    val_buf, val_off, val_null = _column(values)
     n = len(keys)
     if headers is None or not any(headers):
         hdr_buf = np.zeros(0, dtype=np.uint8)
@@ -532,12 +618,21 @@ def encode_columnar_batch(spec: BatchSpec, records: ColumnarRecords, timestamps:
         last_offset_delta = int(offset_deltas[-1])
     max_ts = int(timestamps.max())
     base_ts = spec.delete_horizon_ms if spec.delete_horizon_ms is not None else int(timestamps[0])
-    out = np.empty(records.encoded_size_bound(), dtype=np.uint8)
-    end = kernels.encode_records(out, 0, timestamps - base_ts, offset_deltas,
-                                 records.key_buf, records.key_off, records.key_null,
-                                 records.val_buf, records.val_off, records.val_null,
-                                 records.hdr_buf, records.hdr_off)
-    return assemble_batch(spec, last_offset_delta, base_ts, max_ts, n, out[:end].tobytes())
+    # records encoded after room for the header, so that an uncompressed batch is assembled in
+    # place (the same bytes assemble_batch produces, without copying the records twice more)
+    out = np.empty(RECORD_BATCH_OVERHEAD + records.encoded_size_bound(), dtype=np.uint8)
+    end = kernels.encode_records_memcpy(out, RECORD_BATCH_OVERHEAD, timestamps - base_ts, offset_deltas,
+                                        records.key_buf, records.key_off, records.key_null,
+                                        records.val_buf, records.val_off, records.val_null,
+                                        records.hdr_buf, records.hdr_off)
+    if spec.compression != compression.NONE:
+        return assemble_batch(spec, last_offset_delta, base_ts, max_ts, n,
+                              out[RECORD_BATCH_OVERHEAD:end].tobytes())
+    _AFTER_CRC.pack_into(out, ATTRIBUTES_OFFSET, attributes_of(spec), last_offset_delta, base_ts, max_ts,
+                         spec.producer_id, spec.producer_epoch, spec.base_sequence, n)
+    _PREFIX.pack_into(out, 0, spec.base_offset, end - LOG_OVERHEAD, spec.partition_leader_epoch, MAGIC_V2)
+    struct.pack_into(">I", out, CRC_OFFSET, _crc32c.crc32c(out[ATTRIBUTES_OFFSET:end]))
+    return out[:end].tobytes()
 
 
 def encode_batch(spec: BatchSpec, records: Sequence, *, last_offset_delta: int | None = None) -> bytes:

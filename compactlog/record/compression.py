@@ -89,11 +89,7 @@ def decompress(codec: int, data) -> bytes:
         if codec == NONE:
             return bytes(data)
         if codec == GZIP:
-            d = zlib.decompressobj(31)
-            out = d.decompress(bytes(data))
-            if not d.eof:
-                raise CorruptRecordError("truncated gzip stream", field="records")
-            return out
+            return _gzip_decompress(bytes(data))
         if codec == SNAPPY:
             return _snappy_decompress(bytes(data))
         if codec == LZ4:
@@ -106,6 +102,37 @@ def decompress(codec: int, data) -> bytes:
         raise CorruptRecordError(f"cannot decompress {CODEC_NAMES.get(codec, codec)} data: {e}",
                                  field="records") from None
     raise CorruptRecordError(f"unknown compression codec {codec}", field="attributes")
+
+
+def _gzip_decompress(data: bytes) -> bytes:
+    """As Java's GZIPInputStream: concatenated members are read on; bytes after the last member
+    that do not start another gzip header are ignored; a truncated member is an error."""
+    parts = []
+    while True:
+        d = zlib.decompressobj(31)
+        parts.append(d.decompress(data))
+        if not d.eof:
+            raise CorruptRecordError("truncated gzip stream", field="records")
+        data = d.unused_data
+        if not data.startswith(b"\x1f\x8b\x08"):
+            return b"".join(parts)
+
+
+def lz4_fix_header_checksum(data: bytes) -> bytes:
+    """The lz4 frame with its header checksum byte recomputed.
+
+    Kafka wrote magic v0 lz4 wrappers with a wrong header checksum (computed over the magic too)
+    and reads them ignoring it; this lets a strict frame decoder read them.
+    """
+    data = bytes(data)
+    if len(data) < 7 or not data.startswith(LZ4_MAGIC):
+        return data
+    flg = data[4]
+    hc_pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if hc_pos >= len(data):
+        return data
+    hc = (_xxh32(data[4:hc_pos]) >> 8) & 0xFF
+    return data[:hc_pos] + bytes([hc]) + data[hc_pos + 1:]
 
 
 def _snappy_xerial_compress(data: bytes) -> bytes:

@@ -354,3 +354,387 @@ def hash_keys(buf, key_pos, key_len, out_h1, out_h2):
         if key_len[i] >= 0:
             out_h1[i] = xxh64(buf, key_pos[i], key_len[i], 0)
             out_h2[i] = xxh64(buf, key_pos[i], key_len[i], 0x9E3779B97F4A7C15)
+
+
+# --- whole-segment scanning and gathering, for the columnar reader (storage/reader.py) --------
+#
+# ``scan_log_uncompressed`` walks the batches of a segment buffer in one call, as Kafka's batch
+# iterator does (record-format.md §12), decoding the records of every uncompressed v2 batch with
+# ``scan_records`` (so a batch is validated exactly as RecordBatch.columns() validates it) and
+# writing per-record and per-batch columns into preallocated arrays. It stops, returning a status,
+# where Python must take over: a compressed batch (decompressed in Python, then decoded by
+# ``scan_section_records``), a legacy (magic 0/1) entry, full output arrays, or the end.
+#
+# Per-batch metadata: int64 matrix ``bmeta[batch, BM_*]``. Per-record columns: int64 matrix
+# ``r64[R64_*, record]`` and int32 matrix ``r32[R32_*, record]``. Key/value positions index the
+# batch's source buffer: source 0 is the segment buffer, source 1 the caller's scratch buffer of
+# decompressed sections (positions there are biased by where the section was placed).
+
+from numba import types  # noqa: E402
+from numba.core import cgutils  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+
+SCAN_END = 0          # end of the buffer or an incomplete trailing batch (or past end_offset)
+SCAN_FULL = 1         # output arrays (records, batches or byte budget) full: flush and resume at pos
+SCAN_COMPRESSED = 2   # compressed v2 batch at pos, already entered as batch nb-1: decompress it
+SCAN_LEGACY = 3       # magic 0/1 entry at pos: handled by the caller
+
+ERR_BATCH_SIZE = -8
+ERR_MAGIC = -9
+ERR_RECORDS_COUNT = -10
+ERR_CODEC = -11
+
+ERROR_MESSAGES[ERR_BATCH_SIZE] = "record batch size is smaller than its header"
+ERROR_MESSAGES[ERR_MAGIC] = "invalid magic byte"
+ERROR_MESSAGES[ERR_RECORDS_COUNT] = "invalid records count"
+ERROR_MESSAGES[ERR_CODEC] = "unknown compression codec"
+
+BM_POS = 0
+BM_SIZE = 1
+BM_BASE_OFFSET = 2
+BM_LAST_OFFSET_DELTA = 3
+BM_ATTRIBUTES = 4
+BM_BASE_TIMESTAMP = 5
+BM_MAX_TIMESTAMP = 6
+BM_PRODUCER_ID = 7
+BM_PRODUCER_EPOCH = 8
+BM_BASE_SEQUENCE = 9
+BM_RECORDS_COUNT = 10
+BM_LEADER_EPOCH = 11
+BM_CRC = 12
+BM_SOURCE = 13      # 0: the segment buffer, 1: the scratch buffer, 2: a legacy entry (no CRC-32C)
+BM_FIRST_RECORD = 14
+BM_MAGIC = 15
+BM_FIELDS = 16
+
+R64_OFFSET = 0
+R64_TIMESTAMP = 1
+R64_KEY_POS = 2
+R64_VAL_POS = 3
+R64_SCRATCH_POS = 4
+R64_SCRATCH_END = 5
+R64_SCRATCH_TAIL = 6
+R64_ROWS = 7
+
+R32_KEY_LEN = 0
+R32_VAL_LEN = 1
+R32_HDR_COUNT = 2
+R32_BATCH = 3
+R32_ROWS = 4
+
+
+@njit(cache=True, inline="always")
+def _be_u(buf, p, n):
+    v = np.uint64(0)
+    for k in range(n):
+        v = (v << np.uint64(8)) | np.uint64(buf[p + k])
+    return v
+
+
+@njit(cache=True, inline="always")
+def _be_i64(buf, p):
+    return np.int64(_be_u(buf, p, 8))
+
+
+@njit(cache=True, inline="always")
+def _be_i32(buf, p):
+    v = np.int64(_be_u(buf, p, 4))
+    return v - 4294967296 if v >= 2147483648 else v
+
+
+@njit(cache=True, inline="always")
+def _be_i16(buf, p):
+    v = np.int64(_be_u(buf, p, 2))
+    return v - 65536 if v >= 32768 else v
+
+
+@njit(cache=True)
+def scan_section_records(buf, start, end, count, bmeta, b, r64, r32, nr, bias,
+                         start_offset, end_offset):
+    """Decode the ``count`` records of batch ``b`` (header in ``bmeta[b]``) laid out in buf[start:end].
+
+    Records go to columns from index ``nr`` (positions + ``bias``); only offsets in
+    [start_offset, end_offset) are kept. Returns (0, new nr) or (error code, position in buf).
+    """
+    if count < 0 or count * MIN_RECORD_SIZE > end - start:
+        return ERR_RECORDS_COUNT, start
+    err, where = scan_records(buf, start, end, count,
+                              r64[R64_SCRATCH_POS, nr:nr + count], r64[R64_SCRATCH_END, nr:nr + count],
+                              r64[R64_TIMESTAMP, nr:nr + count], r64[R64_OFFSET, nr:nr + count],
+                              r64[R64_SCRATCH_TAIL, nr:nr + count],
+                              r64[R64_KEY_POS, nr:nr + count], r32[R32_KEY_LEN, nr:nr + count],
+                              r64[R64_VAL_POS, nr:nr + count], r32[R32_VAL_LEN, nr:nr + count],
+                              r32[R32_HDR_COUNT, nr:nr + count])
+    if err < 0:
+        return err, where
+    base = bmeta[b, BM_BASE_OFFSET]
+    append_time = (bmeta[b, BM_ATTRIBUTES] & 0x08) != 0
+    base_ts = bmeta[b, BM_BASE_TIMESTAMP]
+    max_ts = bmeta[b, BM_MAX_TIMESTAMP]
+    j = nr
+    for i in range(nr, nr + count):
+        off = base + r64[R64_OFFSET, i]
+        if off < start_offset or off >= end_offset:
+            continue
+        r64[R64_OFFSET, j] = off
+        r64[R64_TIMESTAMP, j] = max_ts if append_time else base_ts + r64[R64_TIMESTAMP, i]
+        r64[R64_KEY_POS, j] = r64[R64_KEY_POS, i] + bias
+        r64[R64_VAL_POS, j] = r64[R64_VAL_POS, i] + bias
+        r32[R32_KEY_LEN, j] = r32[R32_KEY_LEN, i]
+        r32[R32_VAL_LEN, j] = r32[R32_VAL_LEN, i]
+        r32[R32_HDR_COUNT, j] = r32[R32_HDR_COUNT, i]
+        r32[R32_BATCH, j] = b
+        j += 1
+    return 0, j
+
+
+@njit(cache=True)
+def scan_log_uncompressed(buf, pos, end, start_offset, end_offset, include_control,
+                          bmeta, nb, r64, r32, nr, byte_budget):
+    """Walk the batches of buf[pos:end] (one segment), decoding uncompressed v2 batches.
+
+    Batches whose last offset is below ``start_offset`` are skipped unread; the walk ends at the
+    first batch whose base offset is >= ``end_offset``. Every other batch is entered in ``bmeta``
+    (control batches too, so their CRC can be checked, but their records only when
+    ``include_control``). ``byte_budget``: batch bytes this call may enter once ``nb`` > 0.
+    Returns (status, pos, nb, nr, where, used): status SCAN_* >= 0 with the position to resume
+    at, or an error code < 0 with the batch position in ``pos`` and the faulty byte position in
+    ``where``; ``used`` = bytes of the batches entered by this call.
+    """
+    cap_b = bmeta.shape[0]
+    cap_r = r64.shape[1]
+    used = 0
+    while pos + 17 < end:
+        base = _be_i64(buf, pos)
+        length = _be_i32(buf, pos + 8)
+        if length < 14:
+            return ERR_BATCH_SIZE, pos, nb, nr, pos + 8, used
+        size = length + 12
+        if pos + size > end:
+            return SCAN_END, pos, nb, nr, pos, used
+        magic = np.int64(buf[pos + 16])
+        if magic >= 128:
+            magic -= 256
+        if magic != 2:
+            if magic == 0 or magic == 1:
+                return SCAN_LEGACY, pos, nb, nr, pos, used
+            return ERR_MAGIC, pos, nb, nr, pos + 16, used
+        if size < 61:
+            return ERR_BATCH_SIZE, pos, nb, nr, pos + 8, used
+        lod = _be_i32(buf, pos + 23)
+        if base + lod < start_offset:
+            pos += size
+            continue
+        if base >= end_offset:
+            return SCAN_END, pos, nb, nr, pos, used
+        attrs = _be_i16(buf, pos + 21)
+        count = _be_i32(buf, pos + 57)
+        control = (attrs & 0x20) != 0
+        codec = attrs & 0x07
+        decode = count != 0 and (include_control or not control)
+        if decode and (count < 0 or (codec == 0 and count * MIN_RECORD_SIZE > size - 61)):
+            return ERR_RECORDS_COUNT, pos, nb, nr, pos + 57, used
+        if decode and codec > 4:
+            return ERR_CODEC, pos, nb, nr, pos + 21, used
+        need = count if decode else 0
+        if nb >= cap_b or nr + need > cap_r or (nb > 0 and used + size > byte_budget):
+            return SCAN_FULL, pos, nb, nr, pos, used
+        bm = bmeta[nb]
+        bm[BM_POS] = pos
+        bm[BM_SIZE] = size
+        bm[BM_BASE_OFFSET] = base
+        bm[BM_LAST_OFFSET_DELTA] = lod
+        bm[BM_ATTRIBUTES] = attrs
+        bm[BM_BASE_TIMESTAMP] = _be_i64(buf, pos + 27)
+        bm[BM_MAX_TIMESTAMP] = _be_i64(buf, pos + 35)
+        bm[BM_PRODUCER_ID] = _be_i64(buf, pos + 43)
+        bm[BM_PRODUCER_EPOCH] = _be_i16(buf, pos + 51)
+        bm[BM_BASE_SEQUENCE] = _be_i32(buf, pos + 53)
+        bm[BM_RECORDS_COUNT] = count
+        bm[BM_LEADER_EPOCH] = _be_i32(buf, pos + 12)
+        bm[BM_CRC] = np.int64(_be_u(buf, pos + 17, 4))
+        bm[BM_SOURCE] = 0 if (codec == 0 or not decode) else 1
+        bm[BM_FIRST_RECORD] = nr
+        bm[BM_MAGIC] = 2
+        nb += 1
+        used += size
+        if decode:
+            if codec != 0:
+                return SCAN_COMPRESSED, pos, nb, nr, pos, used
+            err, nr2 = scan_section_records(buf, pos + 61, pos + size, count, bmeta, nb - 1,
+                                            r64, r32, nr, 0, start_offset, end_offset)
+            if err < 0:
+                return err, pos, nb, nr, nr2, used
+            nr = nr2
+        pos += size
+    return SCAN_END, pos, nb, nr, pos, used
+
+
+@njit(cache=True)
+def seek_batch(buf, pos, end, target):
+    """Position of the first complete batch in buf[pos:end] whose last offset is >= target.
+
+    Legacy entries count with their offset field (the last offset of a wrapper). Returns ``end``
+    when there is none, or -1 - position at an impossible batch size (the caller's iterator
+    reports it).
+    """
+    while pos + 17 < end:
+        base = _be_i64(buf, pos)
+        length = _be_i32(buf, pos + 8)
+        if length < 14:
+            return -1 - pos
+        size = length + 12
+        if pos + size > end:
+            return end
+        if buf[pos + 16] == 2:
+            if size < 61:
+                return -1 - pos
+            last = base + _be_i32(buf, pos + 23)
+        else:
+            last = base
+        if last >= target:
+            return pos
+        pos += size
+    return end
+
+
+@njit(cache=True)
+def last_batch_end(buf, pos, end):
+    """(next offset after the last complete batch or -1, end position of the walk) of buf[pos:end]."""
+    nxt = -1
+    while pos + 17 < end:
+        base = _be_i64(buf, pos)
+        length = _be_i32(buf, pos + 8)
+        if length < 14:
+            break
+        size = length + 12
+        if pos + size > end:
+            break
+        if buf[pos + 16] == 2:
+            if size < 61:
+                break
+            nxt = base + _be_i32(buf, pos + 23) + 1
+        else:
+            nxt = base + 1
+        pos += size
+    return nxt, pos
+
+
+@intrinsic
+def _memcpy(typingctx, dst, dst_off, src, src_off, count):
+    """dst[dst_off:dst_off + count] = src[src_off:src_off + count] as one llvm.memcpy (no checks)."""
+    sig = types.void(dst, types.int64, src, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        d, doff, s, soff, cnt = args
+        dptr = builder.gep(context.make_array(signature.args[0])(context, builder, d).data, [doff])
+        sptr = builder.gep(context.make_array(signature.args[2])(context, builder, s).data, [soff])
+        cgutils.raw_memcpy(builder, dptr, sptr, cnt, 1)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(cache=True)
+def gather_bytes(src0, src1, source, pos, length, out_off, out_data):
+    """Copy items (position ``pos[i]``, length ``length[i]``, -1 = null) into one data buffer.
+
+    Item i comes from ``src1`` when ``source[i]`` is 1, else ``src0``. ``out_off`` (n + 1,
+    int32 or int64) receives Arrow offsets; ``out_data`` must hold the sum of the lengths, and
+    every item must lie inside its source (the scan kernels guarantee it).
+    """
+    n = pos.shape[0]
+    total = 0
+    out_off[0] = 0
+    for i in range(n):
+        ln = np.int64(length[i])
+        if ln > 0:
+            if source[i] == 1:
+                _memcpy(out_data, np.int64(total), src1, np.int64(pos[i]), ln)
+            else:
+                _memcpy(out_data, np.int64(total), src0, np.int64(pos[i]), ln)
+            total += ln
+        out_off[i + 1] = total
+    return total
+
+
+@njit(cache=True)
+def scan_headers(src0, src1, source, val_pos, val_len, hdr_count, hk_pos, hk_len, hv_pos,
+                 hv_len, h_source):
+    """Positions of every record header (records already validated by ``scan_records``).
+
+    The header section of record i starts after its value; headers are written in record order
+    into the flat ``h*`` arrays (sized ``hdr_count.sum()``).
+    """
+    h = 0
+    for i in range(val_pos.shape[0]):
+        nh = hdr_count[i]
+        if nh == 0:
+            continue
+        s = src1 if source[i] == 1 else src0
+        p = val_pos[i] + (val_len[i] if val_len[i] > 0 else 0)
+        end = s.shape[0]
+        _, p = _read_varint(s, p, end)          # the header count
+        for _ in range(nh):
+            kl, p = _read_varint(s, p, end)
+            hk_pos[h] = p
+            hk_len[h] = kl
+            p += kl
+            vl, p = _read_varint(s, p, end)
+            hv_pos[h] = p
+            hv_len[h] = vl
+            if vl > 0:
+                p += vl
+            h_source[h] = source[i]
+            h += 1
+    return h
+
+
+@njit(cache=True)
+def encode_records_memcpy(out, pos, ts_delta, off_delta, key_buf, key_off, key_null,
+                          val_buf, val_off, val_null, hdr_buf, hdr_off):
+    """``encode_records`` with keys, values and header sections copied by memcpy (same bytes)."""
+    n = ts_delta.shape[0]
+    for i in range(n):
+        klen = key_off[i + 1] - key_off[i]
+        vlen = val_off[i + 1] - val_off[i]
+        hlen = hdr_off[i + 1] - hdr_off[i]
+        zts = _zigzag64(ts_delta[i])
+        zod = _zigzag32(off_delta[i])
+        body = 1 + _uvarint_size(zts) + _uvarint_size(zod)
+        if key_null[i]:
+            body += 1
+        else:
+            body += _uvarint_size(_zigzag32(klen)) + klen
+        if val_null[i]:
+            body += 1
+        else:
+            body += _uvarint_size(_zigzag32(vlen)) + vlen
+        body += hlen if hlen > 0 else 1
+        pos = _write_uvarint(out, pos, _zigzag32(body))
+        out[pos] = 0
+        pos += 1
+        pos = _write_uvarint(out, pos, zts)
+        pos = _write_uvarint(out, pos, zod)
+        if key_null[i]:
+            out[pos] = 1
+            pos += 1
+        else:
+            pos = _write_uvarint(out, pos, _zigzag32(klen))
+            if klen > 0:
+                _memcpy(out, np.int64(pos), key_buf, np.int64(key_off[i]), np.int64(klen))
+            pos += klen
+        if val_null[i]:
+            out[pos] = 1
+            pos += 1
+        else:
+            pos = _write_uvarint(out, pos, _zigzag32(vlen))
+            if vlen > 0:
+                _memcpy(out, np.int64(pos), val_buf, np.int64(val_off[i]), np.int64(vlen))
+            pos += vlen
+        if hlen > 0:
+            _memcpy(out, np.int64(pos), hdr_buf, np.int64(hdr_off[i]), np.int64(hlen))
+            pos += hlen
+        else:
+            out[pos] = 0
+            pos += 1
+    return pos

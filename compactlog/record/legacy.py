@@ -82,33 +82,61 @@ class LegacyEntry:
                 position=self.position, offset=self.offset, field="crc")
 
     def inner(self) -> list["LegacyEntry"]:
+        """The messages of this entry: itself if plain, else the wrapper's inner messages with
+        absolute offsets (Kafka's AbstractLegacyRecordBatch.DeepRecordsIterator)."""
         if self.compression == 0:
             return [self]
         if self._inner is None:
+            where = dict(position=self.position, offset=self.offset)
+            if self.magic not in (0, 1):
+                raise CorruptRecordError(f"invalid wrapper magic {self.magic}", field="magic", **where)
+            if self.compression == compression.ZSTD:
+                raise CorruptRecordError("zstd is not allowed in magic v0/v1 message sets",
+                                         field="attributes", **where)
             if self.value is None:
-                raise CorruptRecordError("compressed wrapper message without a value",
-                                         position=self.position, offset=self.offset)
-            data = compression.decompress(self.compression, self.value)
+                raise CorruptRecordError("compressed wrapper message without a value", field="value",
+                                         **where)
+            value = self.value
+            if self.magic == 0 and self.compression == compression.LZ4:
+                # Kafka reads v0 lz4 wrappers ignoring the (historically miscomputed) header checksum
+                value = compression.lz4_fix_header_checksum(value)
+            try:
+                data = compression.decompress(self.compression, value)
+            except CorruptRecordError as e:
+                raise e.located(**where) from None
             inner = []
             p = 0
             while p + 12 <= len(data):
                 _, length = _ENTRY.unpack_from(data, p)
                 if length < 14 or p + 12 + length > len(data):
                     raise CorruptRecordError("truncated message inside a compressed wrapper",
-                                             position=self.position, offset=self.offset)
-                inner.append(LegacyEntry.parse(data, p))
+                                             field="records", **where)
+                m = LegacyEntry.parse(data, p)
+                if m.magic not in (0, 1):
+                    raise CorruptRecordError(f"invalid magic {m.magic} inside a compressed wrapper",
+                                             field="magic", **where)
+                if m.compression != 0:
+                    raise CorruptRecordError("inner messages must not be compressed",
+                                             field="attributes", **where)
+                inner.append(m)
                 p += 12 + length
             if not inner:
-                raise CorruptRecordError("empty compressed wrapper", position=self.position,
-                                         offset=self.offset)
-            if self.magic >= 1 and inner[-1].magic >= 1:
-                # v1 wrappers carry the last absolute offset; inner offsets are relative
-                last_rel = inner[-1].offset
-                for m in inner:
-                    m.offset = self.offset - last_rel + m.offset
-            if self.timestamp_type == LOG_APPEND_TIME:
-                for m in inner:
-                    m.timestamp = self.timestamp
+                raise CorruptRecordError("empty compressed wrapper", field="records", **where)
+            if self.magic == 1:
+                # v1 wrappers carry the absolute offset of the last inner message, inner offsets
+                # are relative; a wrapper offset of 0 (some librdkafka producers) means "as is"
+                if self.offset != 0:
+                    last_rel = inner[-1].offset
+                    if self.offset < last_rel:
+                        raise CorruptRecordError(
+                            f"wrapper offset {self.offset} is less than the last inner offset "
+                            f"{last_rel}", field="offset", **where)
+                    for m in inner:
+                        m.offset = self.offset - last_rel + m.offset
+                if self.timestamp_type == LOG_APPEND_TIME:
+                    for m in inner:
+                        if m.magic == 1:
+                            m.timestamp = self.timestamp
             self._inner = inner
         return self._inner
 
@@ -130,7 +158,9 @@ class LegacyEntry:
 
     @property
     def max_timestamp(self) -> int:
-        return max(m.timestamp for m in self.inner())
+        # Kafka's AbstractLegacyRecordBatch.maxTimestamp(): the outer message's timestamp (the
+        # leader sets a v1 wrapper's to the max of its inner messages; -1 for v0)
+        return self.timestamp
 
     @property
     def base_timestamp(self) -> int:

@@ -47,10 +47,12 @@ def decode_varint(buf, pos: int, max_bytes: int = 5) -> tuple[int, int]:
     for i in range(max_bytes):
         if pos >= end:
             raise CorruptRecordError("truncated varint", position=pos)
-        b = buf[pos]
+        b = int(buf[pos])   # also for numpy buffers (no uint8 arithmetic)
         pos += 1
         u |= (b & 0x7F) << shift
         if b < 0x80:
+            # Kafka reads into a Java int/long: bits past 32 (varint) or 64 (varlong) are lost
+            u &= 0xFFFFFFFF if max_bytes <= 5 else 0xFFFFFFFFFFFFFFFF
             return zigzag_decode(u), pos
         shift += 7
     raise CorruptRecordError(f"varint longer than {max_bytes} bytes", position=pos)
