@@ -36,6 +36,16 @@ def load_broker_config(data_dir: str, overrides: dict[str, str] | None = None) -
     return broker
 
 
+def _readable(checkpoint: OffsetCheckpointFile) -> dict:
+    """The checkpoint's entries, or none when it is unreadable: as Kafka's LogManager, an unreadable
+    recovery-point file means "recover everything" and an unreadable log-start file "use the first
+    segment" (the file is rewritten at the next checkpoint)."""
+    try:
+        return checkpoint.read()
+    except StorageError:
+        return {}
+
+
 class DataDir:
     def __init__(self, path: str, *, broker: BrokerConfig | None = None,
                  clock: Callable[[], int] = system_clock, create: bool = False):
@@ -182,8 +192,8 @@ class DataDir:
                 raise TopicError(f"partition {topic}-{partition} does not exist in {self.path}")
             os.makedirs(pdir)
         clean = self._clean_shutdown()
-        recovery = self.recovery_checkpoint.read().get(key, 0) if not clean else 0
-        log_start = self.log_start_checkpoint.read().get(key, 0)
+        recovery = _readable(self.recovery_checkpoint).get(key, 0) if not clean else 0
+        log_start = _readable(self.log_start_checkpoint).get(key, 0)
         log = Log(pdir, self.topic_config(topic), clock=self.clock, recovery_point=recovery,
                   log_start_offset=log_start, had_clean_shutdown=clean,
                   producer_id_expiration_ms=self.broker.get("producer.id.expiration.ms"))
@@ -197,8 +207,8 @@ class DataDir:
         """Write recovery points and log start offsets of the open logs (Kafka's checkpoint files)."""
         if not self.logs:
             return
-        recovery = self.recovery_checkpoint.read()
-        starts = self.log_start_checkpoint.read()
+        recovery = _readable(self.recovery_checkpoint)
+        starts = _readable(self.log_start_checkpoint)
         for key, log in self.logs.items():
             recovery[key] = log.recovery_point
             if log.log_start_offset > log.segments[0].base_offset:
@@ -218,6 +228,9 @@ class DataDir:
             atomic_write(os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE),
                          json.dumps({"version": 0, "brokerEpoch": 0}).encode("utf-8"))
         self.logs.clear()
+        # opening a log again after close() starts a new session: the marker must be consumed
+        # (removed) again, or a crash in that session would pass for a clean shutdown
+        self._had_clean_shutdown = None
 
     def __enter__(self) -> "DataDir":
         return self

@@ -124,6 +124,7 @@ def segment_is_valid(seg: LogSegment) -> bool:
     positions = {}
     last_offset = None
     end = 0
+    max_ts = -1
     try:
         buf = seg.log.map()
         for b in iter_batches(buf, 0, seg.log.size):
@@ -134,6 +135,7 @@ def segment_is_valid(seg: LogSegment) -> bool:
                 return False
             positions[b.position] = (b.last_offset, b.max_timestamp)
             last_offset = b.last_offset
+            max_ts = max(max_ts, b.max_timestamp)
             end = b.position + b.size
         del buf
     except (CorruptRecordError, StorageError):
@@ -153,20 +155,38 @@ def segment_is_valid(seg: LogSegment) -> bool:
             return False
         prev = (off, pos)
     prev_ts = None
-    for ts, off in seg.time_index.all_entries():
+    time_entries = seg.time_index.all_entries()
+    for ts, off in time_entries:
         if last_offset is None or off > last_offset or off < seg.base_offset:
             return False
         if prev_ts is not None and ts < prev_ts:
             return False
         prev_ts = ts
+    # a closed segment's time index ends with its largest timestamp (the entry Kafka appends on
+    # roll, close and recovery); without it (a crash, a deleted file) the index is rebuilt
+    if max_ts >= 0 and (not time_entries or time_entries[-1][0] != max_ts):
+        return False
     return True
+
+
+def discard_path(log_path: str) -> str:
+    """``<segment>.log.discarded``, or ``<segment>.log.<n>.discarded`` when earlier recoveries already
+    kept bytes of a segment with this base offset (never overwrite what was kept)."""
+    path = log_path + ".discarded"
+    n = 1
+    while os.path.exists(path):
+        path = f"{log_path}.{n}.discarded"
+        n += 1
+    return path
 
 
 def _discard_tail(seg: LogSegment, valid_bytes: int) -> None:
     """Keep the bytes recovery cuts off in ``<segment>.log.discarded`` instead of losing them."""
     if seg.log.size > valid_bytes:
-        with open(seg.log.path + ".discarded", "wb") as f:
+        with open(discard_path(seg.log.path), "wb") as f:
             f.write(seg.log.read(valid_bytes, seg.log.size - valid_bytes))
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def recover_segment(log, seg: LogSegment, producer_state: ProducerStateManager) -> int:
@@ -212,26 +232,29 @@ def recover_log(log, needs_recovery: list[LogSegment], recovery_point: int, log_
         if seg not in to_check:
             to_check.append(seg)
     to_check.sort(key=lambda s: s.base_offset)
-    temp_state = None
-    for i, seg in enumerate(to_check):
+    epochs_before = list(log.leader_epochs.entries)
+    for seg in to_check:
         if id(seg) not in recovered and segment_is_valid(seg):
             continue
-        if temp_state is None:
-            temp_state = ProducerStateManager(log.dir, log.name, log.producer_state.expiration_ms)
-            _rebuild(log, temp_state, seg.base_offset, log_start_offset, reload_from_clean_shutdown=False)
+        # as Kafka's recoverSegment: producer state rebuilt afresh (latest snapshot + the batches up
+        # to this segment), so that segments skipped as valid in between are replayed too
+        temp_state = ProducerStateManager(log.dir, log.name, log.producer_state.expiration_ms)
+        _rebuild(log, temp_state, seg.base_offset, log_start_offset, reload_from_clean_shutdown=False)
         truncated = recover_segment(log, seg, temp_state)
         temp_state.take_snapshot()
         if truncated > 0:
             for later in [s for s in log.segments if s.base_offset > seg.base_offset]:
                 log._remove_segment(later.base_offset)
                 later.close_handles()
-                os.replace(later.log.path, later.log.path + ".discarded")
+                os.replace(later.log.path, discard_path(later.log.path))
                 for p in later.file_paths()[1:]:
                     try:
                         os.remove(p)
                     except FileNotFoundError:
                         pass
             break
+    if log.leader_epochs.entries != epochs_before:
+        log.leader_epochs.flush()     # Kafka's LeaderEpochFileCache.assign writes the checkpoint
 
 
 def load_log(log, *, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> LoadedOffsets:

@@ -133,7 +133,11 @@ class Log:
     def append_records(self, keys: Sequence, values: Sequence, *, timestamps=None, headers=None,
                        producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                        transactional: bool = False, compression: str | int = "none") -> AppendInfo:
-        """Encode one batch from Python sequences and append it as a client produce would."""
+        """Encode one batch and append it as a client produce would.
+
+        ``keys``/``values``: Python sequences of bytes/str/None, pyarrow binary/string arrays, or
+        2-D uint8 numpy arrays (see ``record.batch.columnar_records``).
+        """
         n = len(keys)
         if n == 0:
             raise InvalidRecordError("no records to append")
@@ -211,7 +215,8 @@ class Log:
             ts = b.record_timestamps()
             before = self.config.get("message.timestamp.before.max.ms")
             after = self.config.get("message.timestamp.after.max.ms")
-            bad = np.flatnonzero((now - ts > before) | (ts - now > after))
+            # as Kafka's LogValidator: records without a timestamp (-1) are not range-checked
+            bad = np.flatnonzero((ts != -1) & ((now - ts > before) | (ts - now > after)))
             if bad.size:
                 i = int(bad[0])
                 raise InvalidRecordError(
@@ -261,7 +266,7 @@ class Log:
         base = self.log_end_offset
         struct.pack_into(">qiib", buf, pos, base, h.length, self.leader_epoch, MAGIC_V2)
         nb = RecordBatch(BatchHeader.unpack(buf, pos), buf, pos)
-        return self._append_batches([nb], bytes(buf[pos:pos + h.size]), origin)
+        return self._append_batches([nb], memoryview(buf)[pos:pos + h.size], origin)
 
     def append_as_follower(self, data) -> AppendInfo:
         """Append batches that already carry their offsets (replication, tools, tests)."""
@@ -461,10 +466,12 @@ class Log:
 
     def offset_for_timestamp(self, target: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= target (Kafka's ListOffsets)."""
-        if target == -2:
+        if target in (-2, -4):         # EARLIEST, EARLIEST_LOCAL (no tiered storage)
             return self.log_start_offset, -1
         if target == -1:
             return self.log_end_offset, -1
+        if target == -3:               # MAX_TIMESTAMP
+            return self._offset_of_max_timestamp()
         for seg in self.segments:
             if seg.largest_timestamp() < target:
                 continue
@@ -476,6 +483,20 @@ class Log:
                 for r in b.records():
                     if r.timestamp >= target and r.offset >= self.log_start_offset:
                         return r.offset, r.timestamp
+        return None
+
+    def _offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """Kafka's MAX_TIMESTAMP lookup: the first record carrying the largest timestamp of the
+        (first) segment with the largest maxTimestampSoFar."""
+        seg = max(self.segments, key=lambda s: s.max_timestamp_so_far)
+        ts, off = seg.max_timestamp_so_far, seg.offset_of_max_timestamp_so_far
+        _, pos = seg.offset_index.lookup(off)
+        for b in seg.batches(pos):
+            if b.max_timestamp == ts:
+                for r in b.records():
+                    if r.timestamp == ts:
+                        return r.offset, ts
+                return None
         return None
 
     def collect_aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
@@ -503,6 +524,8 @@ class Log:
             raise StorageError(f"{self.name}: cannot truncate below the first segment")
         self.active_segment.truncate_to(offset)
         self.active_segment.resize_indexes(self.config.max_index_size)
+        if self.active_segment.size == 0:
+            self.active_segment.created_ms = self.clock()   # as Kafka's LogSegment.truncateTo
         self.log_end_offset = offset
         self.recovery_point = min(self.recovery_point, offset)
         self.leader_epochs.truncate_from_end(offset)

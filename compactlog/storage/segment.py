@@ -283,7 +283,11 @@ class LogSegment:
     def batches(self, start_position: int = 0):
         """Batches (RecordBatch/legacy) of the segment from ``start_position``, over a mapping."""
         buf = self.log.map()
-        return iter_batches(buf, start_position, self.log.size)
+        try:
+            yield from iter_batches(buf, start_position, self.log.size)
+        except CorruptRecordError as e:
+            # name the file, as Kafka's FileLogInputStream does ("... in file <path>")
+            raise e.located(file=self.log.path) from None
 
     # -- recovery and truncation
     def recover(self, producer_state=None, leader_epochs=None, apply_batch=None) -> int:
