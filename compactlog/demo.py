@@ -1,8 +1,8 @@
 """The seed walkthrough (``make demo``): a compacted topic, produced, consumed, cleaned on Spark.
 
 Every step runs the real ``compactlog`` command and prints it first, so the output doubles as a
-tutorial. The records are produced 150 ms apart with ``segment.ms=100``, so each one rolls a new
-segment and everything but the last record becomes cleanable.
+tutorial. The records are produced by one command each (each well over ``segment.ms=100`` after the
+previous one), so each one rolls a new segment and everything but the last record becomes cleanable.
 """
 
 from __future__ import annotations
@@ -67,9 +67,12 @@ def main(argv=None) -> int:
     run(data_dir, "topics", "create", "--topic", TOPIC, "--partitions", "1",
         "--config", "cleanup.policy=compact", "--config", "delete.retention.ms=100",
         "--config", "segment.ms=100", "--config", "min.cleanable.dirty.ratio=0.01")
-    print(f"  (producing {' '.join(SEED)}, one record every 150 ms)")
-    run(data_dir, "produce", "--topic", TOPIC, "--batch-size", "1", "--property", "parse.key=true",
-        "--property", "key.separator=:", stdin_lines=SEED, delay=0.15)
+    print(f"  (producing {' '.join(SEED)}, one produce command per record)")
+    # one process per record: a single producer would read the lines that arrive during its own
+    # start-up (~1 s) as one chunk with one timestamp, and only records > segment.ms apart roll
+    for line in SEED:
+        run(data_dir, "produce", "--topic", TOPIC, "--property", "parse.key=true",
+            "--property", "key.separator=:", stdin_lines=[line])
     run(data_dir, "consume", "--topic", TOPIC, "--from-beginning", "--property", "print.key=true",
         "--property", "key.separator=:")
     list_partition(data_dir, "before cleaning")

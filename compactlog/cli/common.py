@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import typer
@@ -55,3 +57,39 @@ def fail(message: str, code: int = 1) -> None:
 
 def stdout_is_tty() -> bool:
     return sys.stdout.isatty()
+
+
+def put_bytes(d: dict, name: str, data: bytes | None) -> None:
+    """``d[name]`` = the UTF-8 text, or ``d[name + "_b64"]`` when the bytes are not UTF-8; None stays null.
+
+    The convention of the cleaner corpus dumps, shared by ``consume``, ``produce`` and ``dump-log``
+    so that one command's JSON lines are the next one's input.
+    """
+    if data is None:
+        d[name] = None
+        return
+    try:
+        d[name] = data.decode("utf-8")
+    except UnicodeDecodeError:
+        d[name + "_b64"] = base64.b64encode(data).decode("ascii")
+
+
+def headers_json(headers) -> list[dict]:
+    out = []
+    for h in headers:
+        d = {"key": h[0]}
+        put_bytes(d, "value", h[1])
+        out.append(d)
+    return out
+
+
+@contextmanager
+def closed_pipe_is_success():
+    """End quietly when the reader of stdout goes away (``| head``), as cat does."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # later flushes (at exit) must not fail again on the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0)

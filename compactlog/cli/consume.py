@@ -1,1 +1,369 @@
-"""(placeholder, filled in by its own commit)"""
+"""``consume``: kafka-console-consumer.sh over a data dir; prints and exits at the end of the log.
+
+Read-only: partitions are read through ``storage.reader.PartitionReader`` (no log loader, no
+recovery, no snapshot, no clean-shutdown marker), so consuming never changes the data dir. Every
+batch read is CRC-checked; a corrupt one stops the command with the file, position and offset.
+
+``read_committed`` (the default here; Kafka's consumer defaults to read_uncommitted) reads up to
+the last stable offset and hides the records of aborted transactions, found in the ``.txnindex``
+files exactly as a Kafka fetch collects them. Transaction markers are never printed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Iterator
+
+import typer
+
+from ..errors import CompactlogError, CorruptRecordError, OffsetOutOfRangeError, TopicError
+from ..record.batch import LOG_APPEND_TIME
+from ..storage import files
+from ..storage.config import parse_assignments
+from ..storage.producer_state import read_snapshot
+from ..storage.reader import PartitionReader
+from ..storage.txn_index import AbortedTxn, TransactionIndex
+from .common import closed_pipe_is_success, context, fail, headers_json, put_bytes
+from .main import app
+
+# kafka-console-consumer's DefaultMessageFormatter properties and their defaults
+TEXT_PROPERTIES = {"print.timestamp": "false", "print.key": "false", "print.value": "true",
+                   "print.partition": "false", "print.offset": "false", "print.headers": "false",
+                   "key.separator": "\t", "line.separator": "\n", "headers.separator": ",",
+                   "headers.key.separator": ":", "null.literal": "null"}
+BOOL_PROPERTIES = [k for k in TEXT_PROPERTIES if k.startswith("print.")]
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    print_timestamp: bool
+    print_key: bool
+    print_value: bool
+    print_partition: bool
+    print_offset: bool
+    print_headers: bool
+    key_separator: bytes
+    line_separator: bytes
+    headers_separator: bytes
+    headers_key_separator: bytes
+    null_literal: bytes
+
+
+@dataclass(frozen=True)
+class StartAt:
+    """Where each partition is read from: earliest, latest, an offset or a timestamp."""
+    kind: str                # earliest, latest, offset, timestamp
+    value: int = 0
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+@app.command("consume")
+def consume_cmd(ctx: typer.Context,
+                topic: str = typer.Option(..., "--topic", help="The topic to read."),
+                from_beginning: bool = typer.Option(False, "--from-beginning",
+                                                    help="Start at the log start offset of each partition "
+                                                         "(default: the log end, which prints nothing)."),
+                partition: int = typer.Option(None, "--partition", help="Only this partition."),
+                offset: str = typer.Option(None, "--offset",
+                                           help="Start offset in --partition: a number, earliest or latest."),
+                timestamp: int = typer.Option(None, "--timestamp",
+                                              help="Start at the first record with a timestamp >= this (ms)."),
+                prop: list[str] = typer.Option(None, "--property",
+                                               help="Formatter property K=V (kafka-console-consumer's): "
+                                                    "print.key, print.timestamp, print.partition, "
+                                                    "print.offset, print.headers, print.value, key.separator, "
+                                                    "line.separator, headers.separator, "
+                                                    "headers.key.separator, null.literal."),
+                max_messages: int = typer.Option(None, "--max-messages",
+                                                 help="Stop after this many records."),
+                output_format: str = typer.Option("text", "--output-format",
+                                                  help="text, or jsonl: one {topic, partition, offset, "
+                                                       "timestamp, key, value, headers} object per record "
+                                                       "(key_b64/value_b64 for non-UTF-8 bytes), which "
+                                                       "`produce --input-format jsonl` reads back."),
+                isolation_level: str = typer.Option("read_committed", "--isolation-level",
+                                                    help="read_committed (hide aborted transactions, stop at "
+                                                         "the last stable offset) or read_uncommitted.")):
+    """Print the records of a topic, partition by partition, and exit at the end of the log."""
+    start = start_at(from_beginning, partition, offset, timestamp)
+    if output_format not in ("text", "jsonl"):
+        fail(f"--output-format {output_format!r}: expected text or jsonl")
+    if isolation_level not in ("read_committed", "read_uncommitted"):
+        fail(f"--isolation-level {isolation_level!r}: expected read_committed or read_uncommitted")
+    if max_messages is not None and max_messages < 0:
+        fail(f"--max-messages must not be negative, got {max_messages}")
+    props = parse_assignments(prop, "--property")
+    if props and output_format == "jsonl":
+        fail("--property applies to text output only (JSON lines carry every field)")
+    fmt = text_format(props)
+    root, partitions = _partitions(context(ctx), topic, partition)
+    with closed_pipe_is_success():
+        print_partitions(root, topic, partitions, start, isolation_level == "read_committed",
+                         output_format, fmt, max_messages)
+
+
+def print_partitions(root: str, topic: str, partitions: list[int], start: StartAt, read_committed: bool,
+                     output_format: str, fmt: TextFormat, max_messages: int | None) -> None:
+    """Each partition's records in turn, as bytes (values are not necessarily text)."""
+    out = sys.stdout
+    out.flush()
+    sink = getattr(out, "buffer", None)
+    remaining = max_messages
+    for p in partitions:
+        if remaining == 0:
+            break
+        pdir = os.path.join(root, files.partition_dir_name(topic, p))
+        if not os.path.isdir(pdir):
+            continue
+        for chunk, n in partition_output(pdir, topic, p, start, read_committed, output_format, fmt, remaining):
+            if sink is not None:
+                sink.write(chunk)
+            else:
+                out.write(chunk.decode("utf-8", errors="replace"))
+            if remaining is not None:
+                remaining -= n
+    if sink is not None:
+        sink.flush()
+
+
+def start_at(from_beginning: bool, partition: int | None, offset: str | None,
+             timestamp: int | None) -> StartAt:
+    if offset is not None and partition is None:
+        fail("--offset needs --partition")
+    if offset is not None and from_beginning:
+        fail("--from-beginning and --offset cannot be given together")
+    if timestamp is not None and (from_beginning or offset is not None):
+        fail("--timestamp cannot be given with --from-beginning or --offset")
+    if timestamp is not None:
+        return StartAt("timestamp", timestamp)
+    if offset is not None:
+        if offset in ("earliest", "latest"):
+            return StartAt(offset)
+        try:
+            value = int(offset)
+        except ValueError:
+            value = -1
+        if value < 0:
+            fail(f"--offset {offset!r}: expected a non-negative number, earliest or latest")
+        return StartAt("offset", value)
+    return StartAt("earliest" if from_beginning else "latest")
+
+
+def _partitions(c, topic: str, partition: int | None) -> tuple[str, list[int]]:
+    """The data dir and the partitions to read; only metadata is read (no log is opened)."""
+    with c.open() as dd:
+        if not dd.has_topic(topic):
+            raise TopicError(f"topic {topic!r} does not exist in {dd.path}")
+        parts = dd.partitions(topic)
+        root = dd.path
+    if partition is not None:
+        if partition not in parts:
+            raise TopicError(f"partition {topic}-{partition} does not exist in {root} "
+                             f"(partitions: {', '.join(map(str, parts))})")
+        parts = [partition]
+    return root, parts
+
+
+def text_format(props: dict[str, str]) -> TextFormat:
+    unknown = sorted(set(props) - set(TEXT_PROPERTIES))
+    if unknown:
+        fail(f"--property {unknown[0]}: unknown property (known: {', '.join(TEXT_PROPERTIES)})")
+    p = {**TEXT_PROPERTIES, **props}
+    for name in BOOL_PROPERTIES:
+        if p[name].strip().lower() not in ("true", "false"):
+            fail(f"--property {name}={p[name]}: expected true or false")
+    flag = {name: p[name].strip().lower() == "true" for name in BOOL_PROPERTIES}
+    enc = (lambda s: s.encode("utf-8"))
+    return TextFormat(flag["print.timestamp"], flag["print.key"], flag["print.value"],
+                      flag["print.partition"], flag["print.offset"], flag["print.headers"],
+                      enc(p["key.separator"]), enc(p["line.separator"]), enc(p["headers.separator"]),
+                      enc(p["headers.key.separator"]), enc(p["null.literal"]))
+
+
+# -- one partition --------------------------------------------------------------------------------
+
+def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read_committed: bool,
+                     output_format: str, fmt: TextFormat, limit: int | None) -> Iterator[tuple[bytes, int]]:
+    """(bytes to print, records in them), a batch at a time, at most ``limit`` records."""
+    reader = PartitionReader(pdir)
+    first = start_offset(reader, start, f"{topic}-{partition}")
+    if first is None:
+        return
+    end = last_stable_offset(reader, pdir) if read_committed else reader.log_end_offset
+    left = limit
+    for batch, records in visible_batches(reader, first, end, read_committed):
+        if left is not None:
+            records = records[:left]
+            left -= len(records)
+        if output_format == "jsonl":
+            lines = [json_line(topic, partition, r) for r in records]
+        else:
+            lines = [text_line(fmt, partition, batch, r) for r in records]
+        yield b"".join(lines), len(records)
+        if left == 0:
+            return
+
+
+def start_offset(reader: PartitionReader, start: StartAt, name: str) -> int | None:
+    """The first offset to read, None when nothing is to be read (no record at/after --timestamp)."""
+    if start.kind == "earliest":
+        return reader.log_start_offset
+    if start.kind == "latest":
+        return reader.log_end_offset
+    if start.kind == "timestamp":
+        return offset_for_timestamp(reader, start.value)
+    if not reader.log_start_offset <= start.value <= reader.log_end_offset:
+        raise OffsetOutOfRangeError(f"{name}: offset {start.value} is outside the log "
+                                    f"[{reader.log_start_offset}, {reader.log_end_offset}]")
+    return start.value
+
+
+def offset_for_timestamp(reader: PartitionReader, target: int) -> int | None:
+    """Kafka's ListOffsets for a timestamp: the first record with timestamp >= target."""
+    for b in reader.batches(reader.log_start_offset):
+        if b.max_timestamp < target:
+            continue
+        for r in b.records():
+            if r.timestamp >= target and r.offset >= reader.log_start_offset:
+                return r.offset
+    return None
+
+
+def visible_batches(reader: PartitionReader, start: int, end: int,
+                    read_committed: bool) -> Iterator[tuple[object, list]]:
+    """(batch, its records in [start, end)) of every data batch a consumer would see."""
+    aborted = aborted_ranges(reader, start, end) if read_committed else {}
+    for b in reader.batches(start, end):
+        try:
+            b.ensure_valid()
+            if b.is_control:
+                continue
+            if aborted and b.is_transactional and _in_aborted(aborted.get(b.producer_id), b.base_offset):
+                continue
+            records = b.records()
+        except CorruptRecordError as e:
+            raise e.located(file=_segment_path(reader, b.base_offset), position=b.position) from None
+        records = [r for r in records if start <= r.offset < end]
+        if records:
+            yield b, records
+
+
+def _in_aborted(ranges: list[tuple[int, int]] | None, offset: int) -> bool:
+    return ranges is not None and any(lo <= offset <= hi for lo, hi in ranges)
+
+
+def _segment_path(reader: PartitionReader, offset: int) -> str | None:
+    segments = reader.segments()
+    i = bisect.bisect_right([s.base_offset for s in segments], offset) - 1
+    return segments[i].path if i >= 0 else None
+
+
+def _index_path(segment_path: str, suffix: str) -> str:
+    """The index file beside a segment (``.log`` or ``.log.swap``) with the same marker suffix."""
+    name = os.path.basename(segment_path)
+    base, _, extra = name.partition(files.LOG_SUFFIX)
+    return os.path.join(os.path.dirname(segment_path), base + suffix + extra)
+
+
+def aborted_ranges(reader: PartitionReader, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
+    """producer id -> [(first, last offset)] of the aborted transactions overlapping [start, end)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for txn in collect_aborted_transactions(reader, start, end):
+        out.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return out
+
+
+def collect_aborted_transactions(reader: PartitionReader, start: int, end: int) -> list[AbortedTxn]:
+    """Kafka's collectAbortedTxns: txn indexes from the segment holding ``start`` until complete."""
+    segments = reader.segments()
+    i = max(bisect.bisect_right([s.base_offset for s in segments], start) - 1, 0)
+    found = []
+    for seg in segments[i:]:
+        index = TransactionIndex(_index_path(seg.path, files.TXN_INDEX_SUFFIX), seg.base_offset)
+        txns, complete = index.collect(start, end)
+        found.extend(txns)
+        if complete:
+            break
+    return found
+
+
+def last_stable_offset(reader: PartitionReader, pdir: str) -> int:
+    """The first offset of the earliest open transaction, else the log end offset.
+
+    Open transactions come from the newest producer snapshot at or below the log end (as Kafka's
+    loader reads them) plus the transactional batches and markers after it.
+    """
+    end = reader.log_end_offset
+    open_txns: dict[int, int] = {}
+    scan_from = reader.log_start_offset
+    for snap in _snapshot_offsets(pdir, reader.log_start_offset, end):
+        try:
+            entries = read_snapshot(os.path.join(pdir, files.filename_prefix(snap) + files.SNAPSHOT_SUFFIX))
+        except (CompactlogError, OSError):
+            continue       # unreadable: Kafka deletes it and rebuilds from an older one or the log
+        open_txns = {e.producer_id: e.current_txn_first_offset for e in entries
+                     if e.current_txn_first_offset is not None}
+        scan_from = snap
+        break
+    for b in reader.batches(scan_from):
+        if b.base_offset < scan_from or not b.is_transactional:
+            continue
+        if b.is_control:
+            open_txns.pop(b.producer_id, None)
+        else:
+            open_txns.setdefault(b.producer_id, b.base_offset)
+    return min([end, *open_txns.values()])
+
+
+def _snapshot_offsets(pdir: str, log_start: int, log_end: int) -> list[int]:
+    """Offsets of the usable producer snapshots, newest first."""
+    offsets = []
+    for name in os.listdir(pdir):
+        if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdigit():
+            off = int(name[:-len(files.SNAPSHOT_SUFFIX)])
+            if log_start <= off <= log_end:
+                offsets.append(off)
+    return sorted(offsets, reverse=True)
+
+
+# -- formatting -----------------------------------------------------------------------------------
+
+def text_line(fmt: TextFormat, partition: int, batch, r) -> bytes:
+    """kafka-console-consumer's DefaultMessageFormatter: the chosen columns, key.separator between."""
+    cols = []
+    if fmt.print_timestamp:
+        cols.append(_timestamp_text(batch, r.timestamp).encode("ascii"))
+    if fmt.print_partition:
+        cols.append(b"Partition:%d" % partition)
+    if fmt.print_offset:
+        cols.append(b"Offset:%d" % r.offset)
+    if fmt.print_headers:
+        cols.append(fmt.headers_separator.join(
+            h[0].encode("utf-8") + fmt.headers_key_separator + (fmt.null_literal if h[1] is None else h[1])
+            for h in r.headers) if r.headers else b"NO_HEADERS")
+    if fmt.print_key:
+        cols.append(fmt.null_literal if r.key is None else r.key)
+    if fmt.print_value:
+        cols.append(fmt.null_literal if r.value is None else r.value)
+    if not cols:
+        return b""
+    return fmt.key_separator.join(cols) + fmt.line_separator
+
+
+def _timestamp_text(batch, ts: int) -> str:
+    if batch.magic == 0 or ts < 0:
+        return "NO_TIMESTAMP"
+    return f"{'LogAppendTime' if batch.timestamp_type == LOG_APPEND_TIME else 'CreateTime'}:{ts}"
+
+
+def json_line(topic: str, partition: int, r) -> bytes:
+    d = {"topic": topic, "partition": partition, "offset": r.offset, "timestamp": r.timestamp}
+    put_bytes(d, "key", r.key)
+    put_bytes(d, "value", r.value)
+    d["headers"] = headers_json(r.headers)
+    return (json.dumps(d) + "\n").encode("utf-8")

@@ -35,7 +35,7 @@ def _global(ctx: typer.Context,
 
 def _register() -> None:
     # each module adds its commands to ``app`` / ``topics_app`` / ``cleaner_app``
-    from . import clean, consume, dump_log, produce, topics, verify  # noqa: F401
+    from . import clean, consume, dump_log, produce, snapshot, topics, verify  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

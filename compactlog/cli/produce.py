@@ -1,1 +1,473 @@
-"""(placeholder, filled in by its own commit)"""
+"""``produce``: kafka-console-producer.sh into a data dir, from lines on stdin.
+
+Input is read a chunk at a time, a chunk being everything stdin has available at that moment (up to
+4 MiB): piped input is parsed and validated as a whole chunk and appended in batches of up to
+``--batch-size`` records (and 1 MiB), while a line typed at a terminal, or fed slowly, is appended
+as soon as it arrives. An invalid line stops the producer before anything of its chunk is appended.
+
+Partitioning follows Kafka's clients: a record with a key goes to ``murmur2(key) % partitions``
+(the default partitioner), one with an explicit ``partition`` (JSON input) there; records with
+neither go round-robin over the partitions, record by record, starting at partition 0 on every run.
+Records without a timestamp get the wall clock at the moment their chunk was read.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import os
+import select
+import sys
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import typer
+
+from ..errors import CompactlogError, TopicError
+from ..record.batch import RECORD_BATCH_OVERHEAD
+from ..record.compression import CODEC_BY_NAME
+from ..record.varint import encode_varint
+from ..storage import files
+from ..storage.config import LogConfig, parse_assignments
+from ..storage.partitioner import partition_for_key
+from .common import context, fail
+from .main import app
+
+READ_BLOCK = 1 << 16
+MAX_CHUNK_BYTES = 4 << 20
+MAX_BATCH_BYTES = 1 << 20
+RECORD_OVERHEAD_BOUND = 21      # Kafka's bound on a record's framing bytes besides key, value, headers
+
+# kafka-console-producer's LineMessageReader properties and their defaults
+TEXT_PROPERTIES = {"parse.key": "false", "key.separator": "\t", "parse.headers": "false",
+                   "headers.delimiter": "\t", "headers.separator": ",", "headers.key.separator": ":",
+                   "null.marker": None, "ignore.error": "false"}
+JSON_FIELDS = {"key", "key_b64", "value", "value_b64", "timestamp", "headers", "partition",
+               "topic", "offset"}   # topic and offset: what `consume --output-format jsonl` adds
+
+
+class InputError(CompactlogError):
+    """A line of input that cannot become a record (message names the line)."""
+
+
+@dataclass(frozen=True)
+class LineFormat:
+    parse_key: bool
+    key_separator: bytes
+    parse_headers: bool
+    headers_delimiter: bytes
+    headers_separator: bytes
+    headers_key_separator: bytes
+    null_marker: bytes | None
+    ignore_error: bool
+
+
+@dataclass
+class PendingRecord:
+    line: int
+    partition: int | None
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: list | None
+
+
+@dataclass
+class Target:
+    """The topic being produced to, created on first append when auto-created."""
+    topic: str
+    partitions: int
+    config: LogConfig
+    exists: bool
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+@app.command("produce")
+def produce_cmd(ctx: typer.Context,
+                topic: str = typer.Option(..., "--topic", help="The topic to produce to."),
+                prop: list[str] = typer.Option(None, "--property",
+                                               help="Line reader property K=V (kafka-console-producer's): "
+                                                    "parse.key, key.separator, null.marker, parse.headers, "
+                                                    "headers.delimiter, headers.separator, "
+                                                    "headers.key.separator, ignore.error. Text input only."),
+                input_format: str = typer.Option("text", "--input-format",
+                                                 help="text (lines, like the console producer) or jsonl "
+                                                      "(one {key, value, timestamp, headers, partition} "
+                                                      "object per line, as `consume --output-format jsonl` prints)."),
+                batch_size: int = typer.Option(500, "--batch-size",
+                                               help="At most this many records per batch (1: every line "
+                                                    "is its own batch)."),
+                compression: str = typer.Option("none", "--compression-codec",
+                                                help="none, gzip, snappy, lz4 or zstd."),
+                verbose: bool = typer.Option(False, "--verbose", help="Print each appended batch's offsets.")):
+    """Append records read from stdin, one per line; prints nothing on success (like the console producer)."""
+    c = context(ctx)
+    if input_format not in ("text", "jsonl"):
+        fail(f"--input-format {input_format!r}: expected text or jsonl")
+    if batch_size < 1:
+        fail(f"--batch-size must be at least 1, got {batch_size}")
+    if compression not in CODEC_BY_NAME:
+        fail(f"--compression-codec {compression!r}: expected one of {', '.join(CODEC_BY_NAME)}")
+    props = parse_assignments(prop, "--property")
+    if props and input_format == "jsonl":
+        fail("--property applies to text input only (JSON lines carry key, value and headers)")
+    fmt = line_format(props)
+    with c.open() as dd:
+        target = _target(dd, topic)
+        producer = Producer(dd, target, batch_size, compression, verbose)
+        line_no = 0
+        try:
+            for lines in input_chunks(sys.stdin):
+                now = int(time.time() * 1000)
+                records = parse_lines(lines, line_no, input_format, fmt, target, now)
+                line_no += len(lines)
+                producer.send(records)
+        except KeyboardInterrupt:
+            pass      # ^C ends the input: what was read before is appended already
+
+
+def _target(dd, topic: str) -> Target:
+    if dd.has_topic(topic):
+        # a Kafka dir may hold only some partitions of a topic: the count is the highest + 1
+        return Target(topic, max(dd.partitions(topic)) + 1, dd.topic_config(topic), True)
+    # Kafka's broker creates a topic on first produce unless auto.create.topics.enable=false
+    if not dd.broker.get("auto.create.topics.enable"):
+        raise TopicError(f"topic {topic!r} does not exist in {dd.path} (auto.create.topics.enable=false)")
+    try:
+        files.validate_topic_name(topic)
+    except ValueError as e:
+        raise TopicError(str(e)) from None
+    return Target(topic, dd.broker.get("num.partitions"), LogConfig({}, dd.broker), False)
+
+
+# -- reading stdin --------------------------------------------------------------------------------
+
+def input_chunks(stream) -> Iterator[list[bytes]]:
+    """Lines of ``stream`` (without their line ends), grouped by what was available at once."""
+    raw = getattr(stream, "buffer", stream)
+    try:
+        fd = raw.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        fd = None
+    if fd is None:          # an in-memory stream (tests, embedding): one chunk
+        data = raw.read()
+        data = data.encode("utf-8") if isinstance(data, str) else data
+        lines = _split_lines(data)
+        if lines:
+            yield lines
+        return
+    pending = b""
+    eof = False
+    while not eof:
+        parts = [pending]
+        size = len(pending)
+        block = os.read(fd, READ_BLOCK)
+        eof = not block
+        parts.append(block)
+        size += len(block)
+        while not eof and size < MAX_CHUNK_BYTES and _readable(fd):
+            block = os.read(fd, READ_BLOCK)
+            eof = not block
+            parts.append(block)
+            size += len(block)
+        data = b"".join(parts)
+        cut = len(data) if eof else data.rfind(b"\n") + 1
+        pending = data[cut:]
+        lines = _split_lines(data[:cut])
+        if lines:
+            yield lines
+
+
+def _readable(fd: int) -> bool:
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    if not data:
+        return []
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    # Java's readLine ends a line at \n or \r\n alike
+    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+
+
+# -- parsing lines --------------------------------------------------------------------------------
+
+def line_format(props: dict[str, str]) -> LineFormat:
+    unknown = sorted(set(props) - set(TEXT_PROPERTIES))
+    if unknown:
+        raise InputError(f"--property {unknown[0]}: unknown property (known: {', '.join(TEXT_PROPERTIES)})")
+    p = {**TEXT_PROPERTIES, **props}
+    for name in ("parse.key", "parse.headers", "ignore.error"):
+        if p[name].strip().lower() not in ("true", "false"):
+            raise InputError(f"--property {name}={p[name]}: expected true or false")
+    for name in ("key.separator", "headers.delimiter", "headers.separator", "headers.key.separator"):
+        if p[name] == "":
+            raise InputError(f"--property {name} may not be empty")
+    marker = p["null.marker"]
+    if marker is not None:
+        for name in ("key.separator", "headers.delimiter", "headers.separator", "headers.key.separator"):
+            if marker == p[name]:
+                raise InputError(f"--property null.marker={marker!r} may not equal {name}")
+    enc = (lambda s: s.encode("utf-8"))
+    return LineFormat(p["parse.key"].strip().lower() == "true", enc(p["key.separator"]),
+                      p["parse.headers"].strip().lower() == "true", enc(p["headers.delimiter"]),
+                      enc(p["headers.separator"]), enc(p["headers.key.separator"]),
+                      None if marker is None else enc(marker), p["ignore.error"].strip().lower() == "true")
+
+
+def parse_lines(lines: list[bytes], first_line: int, input_format: str, fmt: LineFormat,
+                target: Target, now: int) -> list[PendingRecord]:
+    """Records of one chunk, each validated against the topic (nothing is appended yet)."""
+    out = []
+    for i, line in enumerate(lines, start=first_line + 1):
+        if input_format == "jsonl":
+            if not line.strip():
+                continue
+            rec = parse_json_line(line, i, now)
+        else:
+            rec = parse_text_line(line, i, fmt, now)
+        check_record(rec, target, now)
+        out.append(rec)
+    return out
+
+
+def parse_text_line(line: bytes, line_no: int, fmt: LineFormat, now: int) -> PendingRecord:
+    """kafka-console-producer's LineMessageReader: [headers<delim>][key<sep>]value."""
+    headers = None
+    rest = line
+    if fmt.parse_headers:
+        cut = rest.find(fmt.headers_delimiter)
+        if cut < 0:
+            if not fmt.ignore_error:
+                raise InputError(f"line {line_no}: no headers delimiter {_show(fmt.headers_delimiter)} "
+                                 f"found in {_show(line)}")
+        else:
+            headers = _text_headers(rest[:cut], line_no, fmt)
+            rest = rest[cut + len(fmt.headers_delimiter):]
+    key = None
+    if fmt.parse_key:
+        cut = rest.find(fmt.key_separator)
+        if cut < 0:
+            if not fmt.ignore_error:
+                raise InputError(f"line {line_no}: no key separator {_show(fmt.key_separator)} found in {_show(line)}")
+        else:
+            key = rest[:cut]
+            rest = rest[cut + len(fmt.key_separator):]
+            if key == fmt.null_marker:
+                key = None
+    value = None if rest == fmt.null_marker else rest
+    return PendingRecord(line_no, None, key, value, now, headers)
+
+
+def _text_headers(text: bytes, line_no: int, fmt: LineFormat) -> list:
+    headers = []
+    for item in text.split(fmt.headers_separator):
+        if not item:
+            continue
+        hkey, sep, hval = item.partition(fmt.headers_key_separator)
+        if hkey == fmt.null_marker:
+            raise InputError(f"line {line_no}: header key {_show(hkey)} equals null.marker: header keys cannot be null")
+        try:
+            name = hkey.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"line {line_no}: header key {_show(hkey)} is not UTF-8") from None
+        headers.append((name, None if not sep or hval == fmt.null_marker else hval))
+    return headers
+
+
+def parse_json_line(line: bytes, line_no: int, now: int) -> PendingRecord:
+    try:
+        obj = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"line {line_no}: not a JSON object ({e})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"line {line_no}: expected a JSON object, found {type(obj).__name__}")
+    unknown = sorted(set(obj) - JSON_FIELDS)
+    if unknown:
+        raise InputError(f"line {line_no}: unknown field {unknown[0]!r} (fields: {', '.join(sorted(JSON_FIELDS))})")
+    if "value" not in obj and "value_b64" not in obj:
+        raise InputError(f"line {line_no}: no \"value\" (use \"value\": null for a tombstone)")
+    key = json_bytes(obj, "key", line_no)
+    value = json_bytes(obj, "value", line_no)
+    timestamp = obj.get("timestamp")
+    if timestamp is None:
+        timestamp = now
+    elif not _is_int(timestamp) or timestamp < 0:
+        raise InputError(f"line {line_no}: timestamp {timestamp!r} is not a non-negative integer (ms)")
+    partition = obj.get("partition")
+    if partition is not None and (not _is_int(partition) or partition < 0):
+        raise InputError(f"line {line_no}: partition {partition!r} is not a non-negative integer")
+    headers = json_headers(obj.get("headers"), line_no)
+    return PendingRecord(line_no, partition, key, value, timestamp, headers)
+
+
+def json_bytes(obj: dict, name: str, line_no: int, what: str | None = None) -> bytes | None:
+    """``name`` as UTF-8 text or ``name_b64`` as base64; absent or null is None."""
+    what = what or name
+    if name in obj and f"{name}_b64" in obj:
+        raise InputError(f"line {line_no}: both \"{name}\" and \"{name}_b64\" given for {what}")
+    if f"{name}_b64" in obj:
+        raw = obj[f"{name}_b64"]
+        if raw is None:
+            return None
+        if not isinstance(raw, str):
+            raise InputError(f"line {line_no}: {what}_b64 must be a base64 string, found {type(raw).__name__}")
+        try:
+            return base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            raise InputError(f"line {line_no}: {what}_b64 {raw[:40]!r} is not valid base64") from None
+    raw = obj.get(name)
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise InputError(f"line {line_no}: {what} must be a string or null, found {type(raw).__name__}"
+                         f" (binary data goes in \"{name}_b64\")")
+    return raw.encode("utf-8")
+
+
+def json_headers(raw, line_no: int) -> list | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise InputError(f"line {line_no}: headers must be a list of {{\"key\", \"value\"}} objects")
+    headers = []
+    for j, h in enumerate(raw):
+        if not isinstance(h, dict) or not isinstance(h.get("key"), str):
+            raise InputError(f"line {line_no}: header {j} must be an object with a string \"key\"")
+        extra = set(h) - {"key", "value", "value_b64"}
+        if extra:
+            raise InputError(f"line {line_no}: header {j}: unknown field {sorted(extra)[0]!r}")
+        headers.append((h["key"], json_bytes(h, "value", line_no, f"header {j} value")))
+    return headers
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _show(b: bytes, limit: int = 60) -> str:
+    text = b.decode("utf-8", errors="replace")
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+# -- validation against the topic -----------------------------------------------------------------
+
+def check_record(rec: PendingRecord, target: Target, now: int) -> None:
+    """What the log would refuse, refused up front with the line number."""
+    cfg = target.config
+    where = f"line {rec.line}"
+    if cfg.get("message.timestamp.type") == "CreateTime":
+        before = cfg.get("message.timestamp.before.max.ms")
+        after = cfg.get("message.timestamp.after.max.ms")
+        if now - rec.timestamp > before or rec.timestamp - now > after:
+            raise InputError(f"{where}: timestamp {rec.timestamp} is out of range (message.timestamp."
+                             f"before.max.ms={before}, message.timestamp.after.max.ms={after}, now={now})")
+    if rec.partition is not None and rec.partition >= target.partitions:
+        raise InputError(f"{where}: partition {rec.partition} does not exist "
+                         f"(topic {target.topic!r} has {target.partitions} partitions)")
+    if cfg.compact and rec.key is None:
+        raise InputError(f"{where}: topic {target.topic!r} is compacted (cleanup.policy="
+                         f"{','.join(cfg.get('cleanup.policy'))}): a record without a key is refused")
+    size = single_record_batch_size(rec)
+    limit = min(cfg.max_message_size, cfg.segment_bytes)
+    if size > limit:
+        name = "max.message.bytes" if limit == cfg.max_message_size else "segment.bytes"
+        raise InputError(f"{where}: a batch of this record alone is {size} bytes, above {name} ({limit})")
+
+
+def single_record_batch_size(rec: PendingRecord) -> int:
+    """The exact size of a one-record batch of ``rec`` (timestamp and offset deltas 0)."""
+    body = 3 + _field_size(rec.key) + _field_size(rec.value) + len(encode_varint(len(rec.headers or ())))
+    for hkey, hval in rec.headers or ():
+        body += _field_size(hkey.encode("utf-8")) + _field_size(hval)
+    return RECORD_BATCH_OVERHEAD + len(encode_varint(body)) + body
+
+
+def _field_size(b: bytes | None) -> int:
+    return 1 if b is None else len(encode_varint(len(b))) + len(b)
+
+
+def record_size_bound(rec: PendingRecord) -> int:
+    size = RECORD_OVERHEAD_BOUND + len(rec.key or b"") + len(rec.value or b"")
+    for hkey, hval in rec.headers or ():
+        size += 10 + len(hkey) * 4 + len(hval or b"")
+    return size
+
+
+# -- appending ------------------------------------------------------------------------------------
+
+class Producer:
+    """Partitions records, groups them into batches per partition, appends them."""
+
+    def __init__(self, dd, target: Target, batch_size: int, compression: str, verbose: bool):
+        self.dd = dd
+        self.target = target
+        self.batch_size = batch_size
+        self.compression = compression
+        self.verbose = verbose
+        cfg = target.config
+        self.batch_bytes = min(MAX_BATCH_BYTES, cfg.max_message_size, cfg.segment_bytes) - RECORD_BATCH_OVERHEAD
+        self.next_keyless = 0
+        self._partition_of_key: dict[bytes, int] = {}
+
+    def partition_of(self, rec: PendingRecord) -> int:
+        if rec.partition is not None:
+            return rec.partition
+        if rec.key is not None:
+            p = self._partition_of_key.get(rec.key)
+            if p is None:
+                # murmur2 is pure Python: remember it per distinct key (keys repeat in compacted topics)
+                p = partition_for_key(rec.key, self.target.partitions)
+                self._partition_of_key[rec.key] = p
+            return p
+        p = self.next_keyless % self.target.partitions
+        self.next_keyless += 1
+        return p
+
+    def send(self, records: list[PendingRecord]) -> None:
+        by_partition: dict[int, list[PendingRecord]] = {}
+        for rec in records:
+            by_partition.setdefault(self.partition_of(rec), []).append(rec)
+        for p in sorted(by_partition):
+            for batch in self.batches(by_partition[p]):
+                self.append(p, batch)
+
+    def batches(self, records: list[PendingRecord]) -> Iterator[list[PendingRecord]]:
+        batch, size = [], 0
+        for rec in records:
+            n = record_size_bound(rec)
+            if batch and (len(batch) >= self.batch_size or size + n > self.batch_bytes):
+                yield batch
+                batch, size = [], 0
+            batch.append(rec)
+            size += n
+        if batch:
+            yield batch
+
+    def append(self, partition: int, batch: list[PendingRecord]) -> None:
+        if not self.target.exists:
+            self.dd.create_topic(self.target.topic, self.target.partitions, {})
+            self.target.exists = True
+        log = self.dd.open_log(self.target.topic, partition)
+        headers = [r.headers for r in batch] if any(r.headers for r in batch) else None
+        try:
+            info = log.append_records([r.key for r in batch], [r.value for r in batch],
+                                      timestamps=np.fromiter((r.timestamp for r in batch), dtype=np.int64,
+                                                             count=len(batch)),
+                                      headers=headers, compression=self.compression)
+        except CompactlogError as e:
+            lines = f"line {batch[0].line}" if len(batch) == 1 else f"lines {batch[0].line}-{batch[-1].line}"
+            fail(f"{lines}: {e}")
+        if self.verbose:
+            typer.echo(f"{log.name}: appended {info.records} records at offsets "
+                       f"{info.first_offset}..{info.last_offset}")

@@ -1,1 +1,205 @@
-"""(placeholder, filled in by its own commit)"""
+"""``topics create|list|describe|alter|delete``: kafka-topics.sh / kafka-configs.sh on a data dir.
+
+Every name and value is validated (Kafka's names, types and ranges) before anything is written, so
+a refused command leaves the data dir as it was. ``describe`` only reads: partition sizes and
+offsets come from the segment files and checkpoints (``storage.reader``), without running the
+log loader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+
+import typer
+
+from ..errors import StorageError, TopicError
+from ..storage import files
+from ..storage.checkpoint import PartitionMetadataFile
+from ..storage.config import TOPIC_CONFIGS, LogConfig
+from ..storage.reader import PartitionReader
+from .common import context, fail, parse_configs
+from .main import topics_app
+
+@dataclass
+class PartitionSummary:
+    partition: int
+    size_bytes: int
+    log_start_offset: int
+    log_end_offset: int
+    segments: int
+
+
+@dataclass
+class ConfigRow:
+    name: str
+    value: str
+    source: str        # override, broker (set in server.properties / --override) or default
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+@topics_app.command("create")
+def create_cmd(ctx: typer.Context,
+               topic: str = typer.Option(..., "--topic", help="The topic to create."),
+               partitions: int = typer.Option(None, "--partitions",
+                                              help="Number of partitions (default: the broker's num.partitions)."),
+               config: list[str] = typer.Option(None, "--config",
+                                                help="A topic config K=V with Kafka's name, repeatable.")):
+    """Create a topic: its partition directories and its configs."""
+    c = context(ctx)
+    configs = parse_configs(config)
+    broker = c.broker()
+    count = broker.get("num.partitions") if partitions is None else partitions
+    # validated before the data dir is opened (or created): a refused command writes nothing
+    _validate_topic_name(topic)
+    if count < 1:
+        fail(f"--partitions must be at least 1, got {count}")
+    LogConfig(configs, broker)
+    with c.open(create=True) as dd:
+        dd.create_topic(topic, count, configs)
+    typer.echo(f"Created topic {topic}.")
+
+
+@topics_app.command("list")
+def list_cmd(ctx: typer.Context):
+    """Every topic of the data dir, one per line (also topics Kafka wrote, found by their directories)."""
+    with context(ctx).open() as dd:
+        for name in dd.topics():
+            typer.echo(name)
+
+
+@topics_app.command("describe")
+def describe_cmd(ctx: typer.Context,
+                 topic: str = typer.Option(None, "--topic", help="The topic to describe (default: every topic)."),
+                 as_json: bool = typer.Option(False, "--json", help="One JSON object per topic.")):
+    """Configs (override or default) and, per partition, size, log start/end offset and segments."""
+    with context(ctx).open() as dd:
+        names = [topic] if topic is not None else dd.topics()
+        for name in names:
+            if not dd.has_topic(name):
+                raise TopicError(f"topic {name!r} does not exist in {dd.path}")
+            described = _describe_topic(dd, name)
+            if as_json:
+                typer.echo(json.dumps(described))
+            else:
+                _print_description(described)
+
+
+@topics_app.command("alter")
+def alter_cmd(ctx: typer.Context,
+              topic: str = typer.Option(..., "--topic", help="The topic to alter."),
+              config: list[str] = typer.Option(None, "--config", help="Set a topic config K=V, repeatable."),
+              delete_config: list[str] = typer.Option(None, "--delete-config",
+                                                      help="Remove an override (back to the default), repeatable.")):
+    """Set or remove topic config overrides (kafka-configs.sh --alter)."""
+    c = context(ctx)
+    changes = parse_configs(config)
+    removals = list(delete_config or [])
+    if not changes and not removals:
+        fail("nothing to alter: give --config K=V or --delete-config K")
+    with c.open() as dd:
+        if not dd.has_topic(topic):
+            raise TopicError(f"topic {topic!r} does not exist in {dd.path}")
+        current = dd.topic_config(topic)
+        for name in removals:
+            if name not in TOPIC_CONFIGS:
+                fail(f"--delete-config {name}: unknown topic configuration {name}")
+            if name not in current.overrides:
+                # Kafka refuses to delete a config that is not set (InvalidConfigurationException)
+                fail(f"--delete-config {name}: topic {topic!r} has no override for {name}")
+        current.with_overrides(changes, removals)   # validates every name and value first
+        dd.alter_topic(topic, changes, removals)
+    typer.echo(f"Completed updating config for topic {topic}.")
+
+
+@topics_app.command("delete")
+def delete_cmd(ctx: typer.Context, topic: str = typer.Option(..., "--topic", help="The topic to delete.")):
+    """Delete a topic: its partition directories, its configs and its checkpoint entries."""
+    with context(ctx).open() as dd:
+        dd.delete_topic(topic)
+    typer.echo(f"Deleted topic {topic}.")
+
+
+# -- describe -----------------------------------------------------------------------------------
+
+def _validate_topic_name(topic: str) -> None:
+    try:
+        files.validate_topic_name(topic)
+    except ValueError as e:
+        raise TopicError(str(e)) from None
+
+
+def _describe_topic(dd, topic: str) -> dict:
+    config = dd.topic_config(topic)
+    partitions = [partition_summary(dd.path, topic, p) for p in dd.partitions(topic)]
+    return {"topic": topic, "topicId": _topic_id(dd.path, topic, dd.partitions(topic)),
+            "partitionCount": len(partitions),
+            "configs": [asdict(r) for r in config_rows(config)],
+            "partitions": [asdict(p) for p in partitions]}
+
+
+def config_rows(config: LogConfig) -> list[ConfigRow]:
+    rows = []
+    for name, d in TOPIC_CONFIGS.items():
+        if not config.is_default(name):
+            source = "override"
+        elif any(prop in config.broker.props for prop in d.broker):
+            source = "broker"
+        else:
+            source = "default"
+        rows.append(ConfigRow(name, format_config_value(config.get(name)), source))
+    return rows
+
+
+def format_config_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ",".join(v)
+    return str(v)
+
+
+def _topic_id(root: str, topic: str, partitions: list[int]) -> str | None:
+    for p in partitions:
+        try:
+            tid = PartitionMetadataFile(os.path.join(root, files.partition_dir_name(topic, p),
+                                                     files.PARTITION_METADATA)).read()
+        except StorageError:
+            tid = None
+        if tid:
+            return tid
+    return None
+
+
+def _print_description(d: dict) -> None:
+    overrides = ",".join(f"{r['name']}={r['value']}" for r in d["configs"] if r["source"] == "override")
+    typer.echo(f"Topic: {d['topic']}\tTopicId: {d['topicId'] or '-'}\tPartitionCount: {d['partitionCount']}"
+               f"\tConfigs: {overrides}")
+    typer.echo("  Configs:")
+    _print_table([("NAME", "VALUE", "SOURCE")] + [(r["name"], r["value"], r["source"]) for r in d["configs"]])
+    typer.echo("  Partitions:")
+    _print_table([("PARTITION", "SIZE-BYTES", "LOG-START-OFFSET", "LOG-END-OFFSET", "SEGMENTS")]
+                 + [(str(p["partition"]), str(p["size_bytes"]), str(p["log_start_offset"]),
+                     str(p["log_end_offset"]), str(p["segments"])) for p in d["partitions"]])
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        typer.echo("    " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+
+
+# -- read-only partition facts --------------------------------------------------------------------
+
+def partition_summary(root: str, topic: str, partition: int) -> PartitionSummary:
+    """Size, log start/end offset and segment count of a partition, from its files only (the
+    read-only reader resolves leftover .swap/.cleaned/.deleted files as Kafka's loader would)."""
+    pdir = os.path.join(root, files.partition_dir_name(topic, partition))
+    if not os.path.isdir(pdir):
+        return PartitionSummary(partition, 0, 0, 0, 0)
+    reader = PartitionReader(pdir)
+    segments = reader.segments()
+    return PartitionSummary(partition, sum(s.size for s in segments), reader.log_start_offset,
+                            reader.log_end_offset, len(segments))

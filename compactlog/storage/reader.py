@@ -1,0 +1,645 @@
+"""A read-only view of one partition directory: its live segments, batches, records and columns.
+
+``PartitionReader(dir)`` never writes anything: no recovery, no producer snapshots, no index
+rebuild, no clean-shutdown marker, and no renaming or deleting of leftover files. It works out in
+memory which ``.log`` files Kafka's loader would consider live (``loader.py`` and
+segment-files.md §10, passes 1-3): ``*.deleted`` and ``*.cleaned`` files are ignored, ``.swap``
+files at or above the lowest ``.cleaned`` offset are ignored (an interrupted split), and the
+remaining ``.log.swap`` files replace every segment whose base offset falls in
+[lowest swap base, highest swap next offset).
+
+Reads go through read-only memory maps. ``read_columns`` is the fast path: a numba kernel
+(``kernels.scan_log_uncompressed``) walks all batches of a segment in one call and a gather
+kernel copies keys and values into contiguous Arrow buffers, so no per-record Python runs;
+compressed batches are decompressed per batch and decoded by the same record kernel, and CRCs are
+checked per batch with the hardware CRC-32C. ``batches`` and ``records`` yield the codec's Python
+objects, for tools.
+
+The reader trusts no index file: it finds its starting batch by walking batch headers (cheap:
+one header per batch), so an untrimmed or stale ``.index`` of a running broker does not matter.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+from typing import Iterator, NamedTuple
+
+import crc32c as _crc32c
+import numpy as np
+import pyarrow as pa
+
+from ..errors import CorruptRecordError, StorageError
+from ..record import compression, kernels
+from ..record.batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
+                            iter_batches)
+from . import files
+
+K = kernels
+INT64_MAX = 2**63 - 1
+MAX_BINARY_BYTES = 0x7FFFFFFF   # above this a chunk's keys or values need int64 (large_binary) offsets
+
+HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+
+_BASE_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.int64(), nullable=False),
+    pa.field("timestamp_type", pa.int32(), nullable=False),
+    pa.field("producer_id", pa.int64(), nullable=False),
+    pa.field("producer_epoch", pa.int16(), nullable=False),
+    pa.field("partition_leader_epoch", pa.int32(), nullable=False),
+    pa.field("is_transactional", pa.bool_(), nullable=False),
+    pa.field("is_control", pa.bool_(), nullable=False),
+]
+
+
+def column_schema(*, with_headers: bool = False, large: bool = False) -> pa.Schema:
+    """The schema of ``read_columns`` (``large``: key/value as large_binary)."""
+    fields = list(_BASE_FIELDS)
+    if large:
+        fields[0] = pa.field("key", pa.large_binary())
+        fields[1] = pa.field("value", pa.large_binary())
+    if with_headers:
+        fields.append(pa.field("headers", HEADERS_TYPE))
+    return pa.schema(fields)
+
+
+class SegmentFile(NamedTuple):
+    base_offset: int
+    path: str
+    size: int
+
+
+# --- which files are live --------------------------------------------------------------------
+
+def _offset_or_none(name: str) -> int | None:
+    prefix = name.split(".", 1)[0]
+    return int(prefix) if prefix.isdigit() else None
+
+
+def _map_file(path: str):
+    """(read-only mmap or b"", size) of a file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return b"", 0
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ), size
+    finally:
+        os.close(fd)
+
+
+def _u8(buf) -> np.ndarray:
+    arr = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.zeros(0, dtype=np.uint8)
+    if arr.flags.writeable:
+        arr = arr.view()
+        arr.flags.writeable = False
+    return arr
+
+
+def _close(m) -> None:
+    if isinstance(m, mmap.mmap):
+        try:
+            m.close()
+        except BufferError:   # still exported (a caller keeps a view): the GC closes it later
+            pass
+
+
+def next_offset_of(path: str, base_offset: int) -> int:
+    """Kafka's readNextOffset of a segment file: the last complete batch's next offset, else base."""
+    m, size = _map_file(path)
+    try:
+        nxt, _ = K.last_batch_end(_u8(m), 0, size)
+    finally:
+        _close(m)
+    return base_offset if nxt < 0 else int(nxt)
+
+
+def live_segment_files(dir_path: str) -> list[SegmentFile]:
+    """The ``.log`` files Kafka's loader would keep live, resolving leftovers in memory only."""
+    names = sorted(n for n in os.listdir(dir_path) if os.path.isfile(os.path.join(dir_path, n)))
+    regular, swaps = [], []
+    min_cleaned = None
+    for name in names:
+        if name.endswith(files.DELETED_SUFFIX):
+            continue
+        if name.endswith(files.CLEANED_SUFFIX):
+            off = _offset_or_none(name)
+            if off is not None:
+                min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
+            continue
+        if name.endswith(files.SWAP_SUFFIX):
+            swaps.append(name)
+            continue
+        regular.append(name)
+    if min_cleaned is not None:
+        swaps = [s for s in swaps if (_offset_or_none(s) is None or _offset_or_none(s) < min_cleaned)]
+    min_base, max_end = None, None
+    for name in swaps:
+        if not name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
+            continue
+        base = _offset_or_none(name)
+        if base is None:
+            continue
+        end = next_offset_of(os.path.join(dir_path, name), base)
+        min_base = base if min_base is None else min(min_base, base)
+        max_end = end if max_end is None else max(max_end, end)
+    live: dict[int, str] = {}
+    for name in regular:
+        off = _offset_or_none(name)
+        if off is None or not files.is_segment_log(name):
+            continue
+        if min_base is not None and min_base <= off < max_end:
+            continue   # replaced by the swapped-in segments
+        live[off] = name
+    for name in swaps:
+        plain = name[:-len(files.SWAP_SUFFIX)]
+        if files.is_segment_log(plain):
+            live[_offset_or_none(plain)] = name   # a swap file wins over a same-named segment
+    out = []
+    for off in sorted(live):
+        path = os.path.join(dir_path, live[off])
+        out.append(SegmentFile(off, path, os.stat(path).st_size))
+    return out
+
+
+def _checkpointed_log_start(dir_path: str) -> int | None:
+    """The partition's entry in ``../log-start-offset-checkpoint`` (None when absent/unreadable)."""
+    from .checkpoint import OffsetCheckpointFile
+    try:
+        topic, partition = files.parse_partition_dir(dir_path)
+    except ValueError:
+        return None
+    path = os.path.join(os.path.dirname(os.path.abspath(dir_path)), files.LOG_START_OFFSET_CHECKPOINT)
+    if not os.path.exists(path):
+        return None
+    try:
+        return OffsetCheckpointFile(path).read().get((topic, partition))
+    except (StorageError, OSError, UnicodeDecodeError):
+        return None
+
+
+# --- columnar building blocks ----------------------------------------------------------------
+
+def _binary_array(src0, src1, source, pos, length, *, string: bool = False):
+    """Arrow binary (or string) array of items gathered from two buffers; (array, is_large)."""
+    n = pos.shape[0]
+    nulls = int(np.count_nonzero(length < 0))
+    total = int(np.maximum(length, 0).sum(dtype=np.int64))
+    large = total > MAX_BINARY_BYTES
+    odt = np.int64 if large else np.int32
+    # Arrow's allocator (not numpy's, which asks for transparent huge pages and can stall in
+    # page compaction on a fresh large allocation); the kernels write through numpy views
+    off_buf = pa.allocate_buffer((n + 1) * np.dtype(odt).itemsize)
+    data_buf = pa.allocate_buffer(total)
+    out_off = np.frombuffer(off_buf, dtype=odt)
+    out_data = np.frombuffer(data_buf, dtype=np.uint8) if total else np.zeros(0, dtype=np.uint8)
+    K.gather_bytes(src0, src1, source, pos, length, out_off, out_data)
+    validity = pa.py_buffer(np.packbits(length >= 0, bitorder="little")) if nulls else None
+    if string:
+        typ = pa.large_string() if large else pa.string()
+    else:
+        typ = pa.large_binary() if large else pa.binary()
+    arr = pa.Array.from_buffers(typ, n, [validity, off_buf, data_buf], null_count=nulls)
+    return arr, large
+
+
+def _headers_array(src0, src1, source, val_pos, val_len, hdr_count) -> pa.Array:
+    n = val_pos.shape[0]
+    total = int(hdr_count.sum(dtype=np.int64))
+    hk_pos = np.empty(total, dtype=np.int64)
+    hk_len = np.empty(total, dtype=np.int32)
+    hv_pos = np.empty(total, dtype=np.int64)
+    hv_len = np.empty(total, dtype=np.int32)
+    h_src = np.empty(total, dtype=np.int8)
+    K.scan_headers(src0, src1, source, val_pos, val_len, hdr_count, hk_pos, hk_len, hv_pos, hv_len, h_src)
+    hkeys, _ = _binary_array(src0, src1, h_src, hk_pos, hk_len, string=True)
+    try:
+        hkeys.validate(full=True)
+    except pa.ArrowInvalid:   # invalid UTF-8: decode as the Python path does (with replacement)
+        raw, _ = _binary_array(src0, src1, h_src, hk_pos, hk_len)
+        hkeys = pa.array([b.decode("utf-8", errors="replace") for b in raw.to_pylist()], pa.string())
+    hvals, _ = _binary_array(src0, src1, h_src, hv_pos, hv_len)
+    if hkeys.type != pa.string():
+        hkeys = hkeys.cast(pa.string())
+    if hvals.type != pa.binary():
+        hvals = hvals.cast(pa.binary())
+    struct = pa.StructArray.from_arrays([hkeys, hvals], fields=list(HEADERS_TYPE.value_type))
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(hdr_count, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), struct, type=HEADERS_TYPE)
+
+
+class _Chunk:
+    """Preallocated output columns for one call sequence of the scan kernels."""
+
+    def __init__(self, records: int, batches: int):
+        self.bmeta = np.empty((batches, K.BM_FIELDS), dtype=np.int64)
+        self.r64 = np.empty((K.R64_ROWS, records), dtype=np.int64)
+        self.r32 = np.empty((K.R32_ROWS, records), dtype=np.int32)
+        self.reset()
+
+    @property
+    def record_capacity(self) -> int:
+        return self.r64.shape[1]
+
+    def resize(self, records: int) -> None:
+        """New (empty) record columns of another capacity; only between chunks."""
+        self.r64 = np.empty((K.R64_ROWS, records), dtype=np.int64)
+        self.r32 = np.empty((K.R32_ROWS, records), dtype=np.int32)
+
+    def reset(self) -> None:
+        self.nb = 0
+        self.nr = 0
+        self.used = 0
+        self.checked = 0           # batches whose CRC was validated
+        self.scratch: list[bytes] = []
+        self.scratch_len = 0
+
+    def add_scratch(self, data: bytes) -> int:
+        bias = self.scratch_len
+        self.scratch.append(data)
+        self.scratch_len += len(data)
+        return bias
+
+
+# --- the reader ------------------------------------------------------------------------------
+
+class PartitionReader:
+    """Read-only access to one partition directory ``<topic>-<partition>``."""
+
+    def __init__(self, dir_path: str, *, log_start_offset: int | None = None,
+                 chunk_records: int = 1 << 20, chunk_bytes: int = 256 << 20):
+        self.dir = os.path.abspath(dir_path)
+        if not os.path.isdir(self.dir):
+            raise StorageError(f"{self.dir}: partition directory does not exist")
+        self.chunk_records = max(1, int(chunk_records))
+        self.chunk_bytes = max(1, int(chunk_bytes))
+        self._segments = live_segment_files(self.dir)
+        checkpoint = log_start_offset if log_start_offset is not None else _checkpointed_log_start(self.dir)
+        self._log_end: int | None = None
+        if checkpoint is not None and self._segments and self.log_end_offset < checkpoint:
+            # Kafka deletes every segment when the log ends below the checkpointed log start
+            self._segments = []
+            self._log_end = checkpoint
+        first = self._segments[0].base_offset if self._segments else (checkpoint or 0)
+        self.log_start_offset = max(checkpoint or 0, first)
+        self._bases = [s.base_offset for s in self._segments]
+
+    # -- structure
+    def segments(self) -> list[SegmentFile]:
+        """The live segments in offset order (base offset, path, size at listing time)."""
+        return list(self._segments)
+
+    @property
+    def log_end_offset(self) -> int:
+        """The last live segment's next offset (Kafka's readNextOffset of the active segment)."""
+        if self._log_end is None:
+            if not self._segments:
+                self._log_end = 0
+            else:
+                last = self._segments[-1]
+                self._log_end = next_offset_of(last.path, last.base_offset)
+        return self._log_end
+
+    def _segments_from(self, start: int) -> list[SegmentFile]:
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        return self._segments[i:]
+
+    # -- Python objects
+    def batches(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator:
+        """Every batch (RecordBatch or legacy entry) holding offsets >= start_offset, in order,
+        over read-only memory maps (kept alive by the batches themselves)."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        for seg in self._segments_from(start):
+            if end_offset is not None and seg.base_offset >= end_offset:
+                return
+            m, size = _map_file(seg.path)
+            if size == 0:
+                continue
+            pos = int(K.seek_batch(_u8(m), 0, size, start))
+            if pos < 0:
+                pos = -1 - pos    # an impossible batch size there: the iterator reports it
+            try:
+                for b in iter_batches(m, pos, size):
+                    if b.last_offset < start:
+                        continue
+                    if end_offset is not None and b.base_offset >= end_offset:
+                        return
+                    yield b
+            except CorruptRecordError as e:
+                raise e.located(file=seg.path) from None
+
+    def records(self, start_offset: int | None = None, end_offset: int | None = None, *,
+                include_control: bool = False, validate: bool = True) -> Iterator[Record]:
+        """Records as Python objects (as ``Log.records``): for tools and small reads."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        for b in self.batches(start, end_offset):
+            try:
+                if validate:
+                    b.ensure_valid()
+                if b.is_control and not include_control:
+                    continue
+                recs = b.records()
+            except CorruptRecordError as e:
+                raise e.located(file=self._segment_of(b.base_offset), position=b.position) from None
+            for r in recs:
+                if r.offset >= start and (end_offset is None or r.offset < end_offset):
+                    yield r
+
+    def _segment_of(self, offset: int) -> str | None:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self._segments[i].path if i >= 0 else None
+
+    # -- columns
+    def read_columns(self, start_offset: int | None = None, end_offset: int | None = None, *,
+                     include_control: bool = False, validate_crc: bool = True,
+                     with_headers: bool = False) -> pa.Table:
+        """Records in [start_offset, end_offset) as a ``pyarrow.Table`` (see ``column_schema``).
+
+        Control records (transaction markers) are left out unless ``include_control``;
+        ``validate_crc`` checks every batch read (CorruptRecordError on a mismatch), as
+        ``Log.records`` does. Headers (list<struct<key: string, value: binary>>) only when
+        ``with_headers``.
+        """
+        chunks = list(self.iter_columns(start_offset, end_offset, include_control=include_control,
+                                        validate_crc=validate_crc, with_headers=with_headers))
+        large = any(c.schema.field("key").type == pa.large_binary() for c in chunks)
+        schema = column_schema(with_headers=with_headers, large=large)
+        if large:
+            chunks = [c if c.schema == schema else _to_large(c, schema) for c in chunks]
+        return pa.Table.from_batches(chunks, schema=schema)
+
+    def iter_columns(self, start_offset: int | None = None, end_offset: int | None = None, *,
+                     include_control: bool = False, validate_crc: bool = True,
+                     with_headers: bool = False) -> Iterator[pa.RecordBatch]:
+        """``read_columns`` as a stream of Arrow record batches (bounded memory)."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        end = INT64_MAX if end_offset is None else end_offset
+        if start >= end:
+            return
+        chunk = None
+        for seg in self._segments_from(start):
+            if seg.base_offset >= end:
+                return
+            m, size = _map_file(seg.path)
+            if size == 0:
+                continue
+            try:
+                want = min(self.chunk_records, max(1024, size // 64))
+                if chunk is None or chunk.record_capacity < want:
+                    chunk = _Chunk(want, 1 << 14)
+                for batch in self._scan_segment(seg, m, size, chunk, start, end, include_control,
+                                                validate_crc, with_headers):
+                    if batch is not None and batch.num_rows:
+                        yield batch
+            finally:
+                _close(m)
+
+    def _scan_segment(self, seg: SegmentFile, m, size: int, chunk: _Chunk, start: int, end: int,
+                      include_control: bool, validate_crc: bool, with_headers: bool):
+        buf = _u8(m)
+        view = memoryview(m) if size else None
+        pos = 0
+        try:
+            while True:
+                status, pos, nb, nr, where, used = K.scan_log_uncompressed(
+                    buf, pos, size, start, end, include_control, chunk.bmeta, chunk.nb,
+                    chunk.r64, chunk.r32, chunk.nr, self.chunk_bytes - chunk.used)
+                chunk.nb, chunk.nr = int(nb), int(nr)
+                chunk.used += int(used)
+                pos = int(pos)
+                if validate_crc:
+                    self._check_crcs(seg, view, chunk)
+                if status < 0:
+                    self._raise_scan_error(seg, buf, view, int(status), pos, int(where), validate_crc)
+                if status == K.SCAN_END:
+                    break
+                if status == K.SCAN_FULL:
+                    if chunk.nb == 0 and chunk.nr == 0:
+                        self._grow(seg, chunk, buf, view, pos)
+                        continue
+                    full = chunk.nr
+                    yield self._flush(chunk, buf, with_headers)
+                    if full and chunk.record_capacity < self.chunk_records:
+                        chunk.resize(min(2 * chunk.record_capacity, self.chunk_records))
+                    continue
+                if status == K.SCAN_COMPRESSED:
+                    pos = self._decode_compressed(seg, view, chunk, pos, start, end)
+                    continue
+                if status == K.SCAN_LEGACY:
+                    result = self._decode_legacy(seg, m, chunk, pos, start, end, validate_crc)
+                    if result is None:        # chunk full: flush, then retry the entry
+                        yield self._flush(chunk, buf, with_headers)
+                        continue
+                    if result < 0:            # past end_offset
+                        break
+                    pos = result
+            if chunk.nr:
+                yield self._flush(chunk, buf, with_headers)
+        finally:
+            chunk.reset()
+            del buf
+            if view is not None:
+                view.release()
+
+    def _grow(self, seg: SegmentFile, chunk: _Chunk, buf, view, pos: int) -> None:
+        """Make room for a batch holding more records than an empty chunk can take."""
+        count = int(K._be_i32(buf, pos + 57))
+        codec = int(buf[pos + 22]) & 0x07
+        if codec != 0:
+            # a compressed batch's count is only checked after decompression: check it first here
+            # rather than allocate for a corrupt count
+            size = int(K._be_i32(buf, pos + 8)) + 12
+            try:
+                plain = compression.decompress(codec, view[pos + RECORD_BATCH_OVERHEAD:pos + size])
+            except CorruptRecordError as e:
+                raise e.located(file=seg.path, position=pos, offset=int(K._be_i64(buf, pos))) from None
+            if count * K.MIN_RECORD_SIZE > len(plain):
+                raise CorruptRecordError(
+                    f"records count {count} cannot fit in {len(plain)} decompressed bytes",
+                    file=seg.path, position=pos, offset=int(K._be_i64(buf, pos)), field="recordsCount")
+        chunk.resize(max(count, 2 * chunk.record_capacity))
+
+    def _check_crcs(self, seg: SegmentFile, view, chunk: _Chunk) -> None:
+        """CRC-32C of every v2 batch entered since the last check (one C call per batch)."""
+        lo, hi = chunk.checked, chunk.nb
+        if hi <= lo:
+            return
+        chunk.checked = hi
+        bm = chunk.bmeta[lo:hi]
+        crc = _crc32c.crc32c
+        rows = zip((bm[:, K.BM_POS] + 21).tolist(), (bm[:, K.BM_POS] + bm[:, K.BM_SIZE]).tolist(),
+                   bm[:, K.BM_CRC].tolist(), bm[:, K.BM_SOURCE].tolist())
+        for i, (start, end, stored, source) in enumerate(rows):
+            if source != 2 and crc(view[start:end]) != stored:   # 2: legacy, checked when decoded
+                computed = crc(view[start:end])
+                raise CorruptRecordError(
+                    f"stored CRC {stored:#010x} does not match computed {computed:#010x}",
+                    file=seg.path, position=start - 21, offset=int(bm[i, K.BM_BASE_OFFSET]),
+                    field="crc")
+
+    def _raise_scan_error(self, seg: SegmentFile, buf, view, status: int, pos: int, where: int,
+                          validate_crc: bool):
+        base = int(K._be_i64(buf, pos)) if pos + 8 <= buf.shape[0] else None
+        if status not in (K.ERR_BATCH_SIZE, K.ERR_MAGIC) and validate_crc:
+            size = int(K._be_i32(buf, pos + 8)) + 12
+            if RECORD_BATCH_OVERHEAD <= size and pos + size <= buf.shape[0]:
+                stored = int(K._be_u(buf, pos + 17, 4))
+                computed = _crc32c.crc32c(view[pos + 21:pos + size])
+                if stored != computed:
+                    raise CorruptRecordError(
+                        f"stored CRC {stored:#010x} does not match computed {computed:#010x}",
+                        file=seg.path, position=pos, offset=base, field="crc")
+        if status == K.ERR_BATCH_SIZE:
+            length = int(K._be_i32(buf, pos + 8))
+            msg = f"record batch size {length + 12} is invalid (length field {length})"
+            field = "length"
+        elif status == K.ERR_MAGIC:
+            msg = f"invalid magic {int(buf[pos + 16])}"
+            field = "magic"
+        elif status == K.ERR_RECORDS_COUNT:
+            msg = f"invalid records count {int(K._be_i32(buf, pos + 57))}"
+            field = "recordsCount"
+        elif status == K.ERR_CODEC:
+            msg = f"unknown compression codec {int(buf[pos + 22]) & 7}"
+            field = "attributes"
+        else:
+            msg = K.ERROR_MESSAGES.get(status, f"error {status}") + f" (record at byte {where})"
+            field = "records"
+        raise CorruptRecordError(msg, file=seg.path, position=pos, offset=base, field=field)
+
+    def _decode_compressed(self, seg: SegmentFile, view, chunk: _Chunk, pos: int, start: int,
+                           end: int) -> int:
+        b = chunk.nb - 1
+        bm = chunk.bmeta[b]
+        size = int(bm[K.BM_SIZE])
+        count = int(bm[K.BM_RECORDS_COUNT])
+        codec = int(bm[K.BM_ATTRIBUTES]) & 0x07
+        try:
+            plain = compression.decompress(codec, view[pos + RECORD_BATCH_OVERHEAD:pos + size])
+        except CorruptRecordError as e:
+            raise e.located(file=seg.path, position=pos, offset=int(bm[K.BM_BASE_OFFSET])) from None
+        bias = chunk.add_scratch(plain)
+        data = _u8(plain)
+        err, res = K.scan_section_records(data, 0, data.shape[0], count, chunk.bmeta, b, chunk.r64,
+                                          chunk.r32, chunk.nr, bias, start, end)
+        if err < 0:
+            if err == K.ERR_RECORDS_COUNT:
+                msg = f"records count {count} cannot fit in {data.shape[0]} decompressed bytes"
+            else:
+                msg = K.ERROR_MESSAGES.get(int(err), f"error {err}") + \
+                    f" (decompressed byte {int(res)})"
+            raise CorruptRecordError(msg, file=seg.path, position=pos,
+                                     offset=int(bm[K.BM_BASE_OFFSET]), field="records")
+        chunk.nr = int(res)
+        return pos + size
+
+    def _decode_legacy(self, seg: SegmentFile, m, chunk: _Chunk, pos: int, start: int, end: int,
+                       validate_crc: bool) -> int | None:
+        """A magic 0/1 entry into the chunk: next position, None when the chunk is full, -1 past end."""
+        from ..record.legacy import LegacyEntry
+        try:
+            e = LegacyEntry.parse(m, pos)
+            if e.last_offset < start:
+                return pos + e.size
+            if e.base_offset >= end:
+                return -1
+            if validate_crc:
+                e.ensure_valid()
+            recs = [r for r in e.records() if start <= r.offset < end]
+        except CorruptRecordError as err:
+            raise err.located(file=seg.path, position=pos) from None
+        if chunk.nb >= chunk.bmeta.shape[0] or chunk.nr + len(recs) > chunk.record_capacity:
+            if chunk.nb == 0 and chunk.nr == 0:
+                chunk.resize(max(len(recs), 2 * chunk.record_capacity))
+            else:
+                return None
+        b = chunk.nb
+        bm = chunk.bmeta[b]
+        bm[:] = -1
+        bm[K.BM_POS] = pos
+        bm[K.BM_SIZE] = e.size
+        bm[K.BM_BASE_OFFSET] = e.base_offset
+        bm[K.BM_LAST_OFFSET_DELTA] = e.last_offset - e.base_offset
+        bm[K.BM_ATTRIBUTES] = (e.attributes & 0x07) | (0x08 if e.timestamp_type == LOG_APPEND_TIME else 0)
+        bm[K.BM_RECORDS_COUNT] = e.records_count
+        bm[K.BM_CRC] = e.crc
+        bm[K.BM_SOURCE] = 2
+        bm[K.BM_FIRST_RECORD] = chunk.nr
+        bm[K.BM_MAGIC] = e.magic
+        chunk.nb += 1
+        r64, r32 = chunk.r64, chunk.r32
+        for r in recs:
+            i = chunk.nr
+            r64[K.R64_OFFSET, i] = r.offset
+            r64[K.R64_TIMESTAMP, i] = r.timestamp
+            for data, prow, lrow in ((r.key, K.R64_KEY_POS, K.R32_KEY_LEN),
+                                     (r.value, K.R64_VAL_POS, K.R32_VAL_LEN)):
+                if data is None:
+                    r64[prow, i] = chunk.scratch_len
+                    r32[lrow, i] = -1
+                else:
+                    r64[prow, i] = chunk.add_scratch(bytes(data))
+                    r32[lrow, i] = len(data)
+            r32[K.R32_HDR_COUNT, i] = 0
+            r32[K.R32_BATCH, i] = b
+            chunk.nr += 1
+        return pos + e.size
+
+    def _flush(self, chunk: _Chunk, buf, with_headers: bool) -> pa.RecordBatch | None:
+        n, nb = chunk.nr, chunk.nb
+        if n == 0:
+            chunk.reset()
+            return None
+        bm = chunk.bmeta[:nb]
+        r64, r32 = chunk.r64, chunk.r32
+        bidx = r32[K.R32_BATCH, :n]
+        src1 = _u8(b"".join(chunk.scratch)) if chunk.scratch else _u8(b"")
+        if chunk.scratch:
+            source = (bm[:, K.BM_SOURCE] != 0).astype(np.int8)[bidx]
+        else:
+            source = np.zeros(n, dtype=np.int8)
+        kpos, klen = r64[K.R64_KEY_POS, :n], r32[K.R32_KEY_LEN, :n]
+        vpos, vlen = r64[K.R64_VAL_POS, :n], r32[K.R32_VAL_LEN, :n]
+        keys, large_k = _binary_array(buf, src1, source, kpos, klen)
+        values, large_v = _binary_array(buf, src1, source, vpos, vlen)
+        large = large_k or large_v
+        if large:
+            keys = keys.cast(pa.large_binary()) if not large_k else keys
+            values = values.cast(pa.large_binary()) if not large_v else values
+        attrs = bm[:, K.BM_ATTRIBUTES][bidx]
+        columns = [
+            keys, values,
+            pa.array(r64[K.R64_OFFSET, :n].copy()),
+            pa.array(r64[K.R64_TIMESTAMP, :n].copy()),
+            pa.array(((attrs >> 3) & 1).astype(np.int32)),
+            pa.array(bm[:, K.BM_PRODUCER_ID][bidx]),
+            pa.array(bm[:, K.BM_PRODUCER_EPOCH].astype(np.int16)[bidx]),
+            pa.array(bm[:, K.BM_LEADER_EPOCH].astype(np.int32)[bidx]),
+            pa.array((attrs & 0x10) != 0),
+            pa.array((attrs & 0x20) != 0),
+        ]
+        if with_headers:
+            columns.append(_headers_array(buf, src1, source, vpos, vlen, r32[K.R32_HDR_COUNT, :n]))
+        chunk.reset()
+        return pa.RecordBatch.from_arrays(columns, schema=column_schema(with_headers=with_headers,
+                                                                        large=large))
+
+
+def _to_large(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    cols = [batch.column(i).cast(schema.field(i).type) for i in range(batch.num_columns)]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def read_columns(dir_path: str, start_offset: int | None = None, end_offset: int | None = None,
+                 **kwargs) -> pa.Table:
+    """Shorthand for ``PartitionReader(dir_path).read_columns(...)``."""
+    return PartitionReader(dir_path).read_columns(start_offset, end_offset, **kwargs)
+
+
+__all__ = ["PartitionReader", "SegmentFile", "column_schema", "live_segment_files",
+           "next_offset_of", "read_columns", "HEADERS_TYPE", "CREATE_TIME", "LOG_APPEND_TIME"]
