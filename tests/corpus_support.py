@@ -83,7 +83,8 @@ def run_case_api(corpus: str, name: str, data_dir: str, executor) -> list[tuple[
     return results
 
 
-def run_case_cli(corpus: str, name: str, data_dir: str, extra_env: dict | None = None) -> list[tuple[int, list[str], str]]:
+def run_case_cli(corpus: str, name: str, data_dir: str, extra_env: dict | None = None,
+                 clean_args: tuple = ()) -> list[tuple[int, list[str], str]]:
     """The corpus contract through the command line (the hidden cases are run this way)."""
     case = prepare(corpus, name, data_dir)
     exe = os.path.join(os.path.dirname(sys.executable), "compactlog")
@@ -97,7 +98,7 @@ def run_case_cli(corpus: str, name: str, data_dir: str, extra_env: dict | None =
         cmd = [exe, "--data-dir", data_dir]
         for key, v in broker_overrides(case).items():
             cmd += ["--override", f"{key}={v}"]
-        cmd += ["clean", "--now-ms", str(now)]
+        cmd += ["clean", "--now-ms", str(now), *clean_args]
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if p.returncode != 0:
             results.append((k, [f"exit {p.returncode}: {p.stderr.strip()}"], p.stdout))
