@@ -15,7 +15,7 @@ from ..cleaner.executor import SparkExecutor, make_executor
 from ..cleaner.explain import explain_partition
 from ..cleaner.log_format import CleanerLog, summary_text
 from ..cleaner.plan import select_logs
-from .common import context, fail
+from .common import context, fail, parse_configs
 from .main import app, cleaner_app
 
 
@@ -81,6 +81,14 @@ def _completed_tasks(executor, total: int) -> int:
     return 0
 
 
+def _roll_active_segments(dd, topic, partition) -> None:
+    from ..cleaner.cleaner import compacted_partitions
+    for t, p in compacted_partitions(dd, topic, partition):
+        log = dd.open_log(t, p)
+        if log.config.compact and log.active_segment.size > 0:
+            log.roll()
+
+
 @app.command("clean")
 def clean_cmd(ctx: typer.Context,
               topic: str = typer.Option(None, "--topic", help="Only this topic."),
@@ -91,15 +99,26 @@ def clean_cmd(ctx: typer.Context,
               as_json: bool = typer.Option(False, "--json", help="One JSON object per partition."),
               engine: str = typer.Option("auto", "--engine", help="spark, local (this process), or auto: "
                                          "Spark unless the round is small."),
-              spark_master: str = typer.Option(None, "--spark-master", help="A Spark master URL; implies --engine spark.")):
+              spark_master: str = typer.Option(None, "--spark-master", help="A Spark master URL; implies --engine spark."),
+              config: list[str] = typer.Option(None, "--config", help="A topic config K=V for this run only "
+                                               "(e.g. cleanup.policy=compact on a copied Kafka data dir); repeatable."),
+              roll: bool = typer.Option(False, "--roll", help="Roll each chosen partition's active segment first, "
+                                        "so that all of its data can be cleaned (offline compaction).")):
     """One cleaner run at --now-ms: every eligible compacted partition cleaned once, as Kafka's cleaner would."""
     c = context(ctx)
+    session_configs = parse_configs(config)
     if partition is not None and topic is None:
         fail("--partition needs --topic", 2)
     now = _now(now_ms)
     executor = _executor(c, engine, spark_master)
     runner = _progress_runner(executor, os.isatty(2) and not as_json)
     with c.open(now_ms=now) as dd:
+        if session_configs:
+            from ..storage.config import LogConfig
+            LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
+            dd.session_configs = session_configs
+        if roll:
+            _roll_active_segments(dd, topic, partition)
         outcomes = Cleaner(dd, runner).run(now, topic=topic, partition=partition, force=force)
         log = CleanerLog(dd.path)
         for o in outcomes:

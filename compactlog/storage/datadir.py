@@ -57,6 +57,9 @@ class DataDir:
         self.broker = broker or load_broker_config(self.path)
         self.clock = clock
         self.logs: dict[tuple[str, int], Log] = {}
+        # topic configs for this process only (offline compaction of a copied Kafka data dir);
+        # never written to compactlog.topics.json
+        self.session_configs: dict[str, str] = {}
         self._had_clean_shutdown: bool | None = None
         self.cleaner_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.CLEANER_CHECKPOINT))
         self.recovery_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.RECOVERY_POINT_CHECKPOINT))
@@ -114,7 +117,7 @@ class DataDir:
         return dict(meta.get("configs", {})) if meta else {}
 
     def topic_config(self, topic: str) -> LogConfig:
-        return LogConfig(self.topic_overrides(topic), self.broker)
+        return LogConfig({**self.topic_overrides(topic), **self.session_configs}, self.broker)
 
     def create_topic(self, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
         try:
