@@ -109,7 +109,15 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     n, bsz = args.records, args.batch_size
-    print("# reproduce: .venv/bin/python benchmarks/append_read.py " + " ".join(shlex.quote(a) for a in argv))
+    shown, skip = [f"--records {n}", f"--batch-size {bsz}"], False
+    for a in argv:   # the other options as given
+        if skip:
+            skip = False
+        elif a in ("--records", "--batch-size"):
+            skip = True
+        elif not a.startswith(("--records=", "--batch-size=")):
+            shown.append(shlex.quote(a))
+    print("# reproduce: .venv/bin/python benchmarks/append_read.py " + " ".join(shown))
     print(f"# {n:,} records, key {args.key_size} B, value {args.value_size} B (random), "
           f"batches of {bsz}; uncompressed; default topic configs; python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs")

@@ -40,3 +40,20 @@ def test_case_on_spark(name, corpus_dir, spark_executor, tmp_path):
 def _compressed(corpus_dir, name) -> bool:
     from corpus_support import load_case
     return load_case(corpus_dir, name)["compressed"]
+
+
+@pytest.fixture
+def per_batch_path_only():
+    from compactlog.cleaner import fast_path
+    fast_path.ENABLED = False
+    yield
+    fast_path.ENABLED = True
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_case_per_batch_path(name, corpus_dir, tmp_path, per_batch_path_only):
+    """The same cases in this process with the whole-segment kernels off: both paths equal Kafka."""
+    from compactlog.cleaner.executor import InProcessExecutor
+    for k, diffs, outcomes in run_case_api(corpus_dir, name, str(tmp_path / "d"), InProcessExecutor()):
+        assert not diffs, f"round {k}: " + "\n".join(diffs[:10])
+        assert outcomes[0].error is None

@@ -35,8 +35,15 @@ def build_offset_map(log: SourceLog, start: int, end: int, offset_map: OffsetMap
     dirty = log.segments_in_range(start, end)
     txn = CleanedTransactionState()
     txn.add_aborted(log.collect_aborted(start, end))
+    from .fast_path import map_segment_fast
     for i, seg in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+        last = map_segment_fast(seg, start, offset_map, stats)
+        if last is not None:
+            if last >= start:
+                offset_map.update_latest_offset(last)
+            offset_map.update_latest_offset(next_start - 1)
+            continue
         pos = seg.index_position(start)
         stats.map_bytes_read += seg.size - pos
         for batch in seg.batches(pos):

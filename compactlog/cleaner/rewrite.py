@@ -176,6 +176,9 @@ def rebuild_batch(batch, cols, kept: np.ndarray, delete_horizon_ms: int | None):
 
 def clean_segment_into(seg: SourceSegment, writer: CleanedSegmentWriter, ctx: RoundContext,
                        txn: CleanedTransactionState, stats: CleanerStats) -> None:
+    from .fast_path import rewrite_segment_fast
+    if rewrite_segment_fast(seg, writer, ctx, txn, stats):
+        return
     legacy_retain = seg.info.mtime_ms > ctx.legacy_delete_horizon_ms
     capacity = ctx.io_buffer_size
     position = 0

@@ -346,9 +346,12 @@ class PartitionReader:
                 recs = b.records()
             except CorruptRecordError as e:
                 raise e.located(file=self._segment_of(b.base_offset), position=b.position) from None
-            for r in recs:
-                if r.offset >= start and (end_offset is None or r.offset < end_offset):
-                    yield r
+            if b.base_offset >= start and (end_offset is None or b.last_offset < end_offset):
+                yield from recs
+            else:
+                for r in recs:
+                    if r.offset >= start and (end_offset is None or r.offset < end_offset):
+                        yield r
 
     def _segment_of(self, offset: int) -> str | None:
         i = bisect.bisect_right(self._bases, offset) - 1
