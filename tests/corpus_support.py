@@ -67,7 +67,8 @@ def expected_clean_line(corpus: str, name: str, k: int) -> dict:
         return json.loads(f.readline())
 
 
-def run_case_api(corpus: str, name: str, data_dir: str, executor) -> list[tuple[int, list[str], list]]:
+def run_case_api(corpus: str, name: str, data_dir: str, executor,
+                 extra_broker: dict | None = None) -> list[tuple[int, list[str], list]]:
     """Every round through the cleaner's public entry point; (round, diffs, outcomes) per round."""
     from compactlog.cleaner.cleaner import Cleaner
     from compactlog.storage.config import BrokerConfig
@@ -77,7 +78,8 @@ def run_case_api(corpus: str, name: str, data_dir: str, executor) -> list[tuple[
         dd.alter_topic(case["topic"], case["topic_configs"])
     results = []
     for k, now in enumerate(case["rounds"], start=1):
-        with DataDir(data_dir, broker=BrokerConfig(broker_overrides(case)), clock=lambda now=now: now) as dd:
+        broker = BrokerConfig({**broker_overrides(case), **(extra_broker or {})})
+        with DataDir(data_dir, broker=broker, clock=lambda now=now: now) as dd:
             outcomes = Cleaner(dd, executor).run(now)
         results.append((k, compare_round(corpus, name, case, data_dir, k), outcomes))
     return results

@@ -57,3 +57,20 @@ def test_case_per_batch_path(name, corpus_dir, tmp_path, per_batch_path_only):
     for k, diffs, outcomes in run_case_api(corpus_dir, name, str(tmp_path / "d"), InProcessExecutor()):
         assert not diffs, f"round {k}: " + "\n".join(diffs[:10])
         assert outcomes[0].error is None
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_case_with_distributed_map(name, corpus_dir, spark_executor, tmp_path):
+    """The key map built by Spark (scan tasks, a shuffle for the latest offset per key, winners fed
+    to the rewrite task per partition): the same files as Kafka, and the same map statistics."""
+    for k, diffs, outcomes in run_case_api(corpus_dir, name, str(tmp_path / "d"), spark_executor,
+                                           {"compactlog.cleaner.map": "distributed"}):
+        assert not diffs, f"round {k}: " + "\n".join(diffs[:10])
+        (out,) = outcomes
+        assert out.error is None
+        if out.cleaned:
+            assert out.map_kind == "distributed"
+            expected = expected_clean_line(corpus_dir, name, k)
+            mine = out.to_dict()
+            assert (mine["mapMessagesRead"], mine["mapBytesRead"], mine["endOffset"]) == \
+                (expected["mapMessagesRead"], expected["mapBytesRead"], expected["endOffset"])

@@ -36,6 +36,7 @@ class PartitionOutcome:
     end_size: int = 0
     groups: list = field(default_factory=list)
     map_kind: str = ""
+    map_reason: str = ""
 
     @property
     def name(self) -> str:
@@ -47,7 +48,8 @@ class PartitionOutcome:
              "firstUncleanableOffset": self.status.first_uncleanable if self.status else None,
              "endOffset": self.end_offset, "cleanableRatio": self.status.dirty_ratio if self.status else None,
              "startSize": self.start_size, "endSize": self.end_size, "error": self.error,
-             "reason": self.status.reason if self.status else None, "map": self.map_kind or None}
+             "reason": self.status.reason if self.status else None, "map": self.map_kind or None,
+             "mapReason": self.map_reason or None}
         if self.stats is not None:
             s = self.stats
             d.update({"messagesRead": s.messages_read, "bytesRead": s.bytes_read,
@@ -84,7 +86,10 @@ def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> Pa
     io_buffer = broker.get("log.cleaner.io.buffer.size") // threads // 2
     clean_segs = log.segments_in_range(0, status.first_dirty) if status.first_dirty > 0 else []
     legacy_horizon = (clean_segs[-1].last_modified_ms() - log.config.delete_retention_ms) if clean_segs else 0
+    from .map_choice import choose_map
+    map_kind, map_reason = choose_map(log, status.first_dirty, status.first_uncleanable, broker)
     return PartitionCleanPlan(
+        map_kind=map_kind, extra={"map_reason": map_reason},
         topic=log.topic, partition=log.partition, dir=log.dir, first_dirty=status.first_dirty,
         first_uncleanable=status.first_uncleanable, now_ms=now_ms, segments=segment_infos(log),
         last_offsets_in_index={s.base_offset: s.offset_index.last_offset for s in log.segments},
@@ -174,6 +179,7 @@ class Cleaner:
             out.end_offset = res.end_offset
             out.groups = res.groups
             out.map_kind = res.map_kind
+            out.map_reason = res.map_reason
             out.stats = CleanerStats.from_dict(res.stats)
             out.end_size = log.size()
             checkpoint_updates[key] = res.end_offset

@@ -24,10 +24,10 @@ class TaskFailure:
         return f"{self.topic}-{self.partition}"
 
 
-def run_guarded(plan: PartitionCleanPlan):
+def run_guarded(plan: PartitionCleanPlan, offset_map=None):
     """One task; an error becomes a TaskFailure so that the other partitions go on."""
     try:
-        return clean_partition(plan)
+        return clean_partition(plan, offset_map)
     except CompactlogError as e:
         return TaskFailure(plan.topic, plan.partition, str(e), type(e).__name__)
     except Exception as e:  # noqa: BLE001 - reported per partition, like Kafka's uncleanable set
@@ -40,11 +40,36 @@ class InProcessExecutor:
     name = "in-process"
 
     def run(self, plans: list[PartitionCleanPlan]) -> list:
+        for p in plans:
+            if p.map_kind == "distributed":   # there is no Spark here to build it
+                p.map_kind = "task"
+                p.extra["map_reason"] = "in-process engine: " + p.extra.get("map_reason", "")
         return [run_guarded(p) for p in plans]
 
 
+def plan_bytes(plan: PartitionCleanPlan) -> int:
+    return sum(s.log_bytes for s in plan.segments if s.base_offset < plan.first_uncleanable)
+
+
+def pack_plans(plans: list[PartitionCleanPlan], slots: int) -> list[list[PartitionCleanPlan]]:
+    """Partitions into at most ``slots`` tasks of similar size: a big partition gets a task of its
+    own, small ones share one, so cleaning many small partitions costs a few tasks, not many."""
+    slots = max(1, min(slots, len(plans)))
+    bins: list[list] = [[] for _ in range(slots)]
+    loads = [0] * slots
+    for plan in sorted(plans, key=plan_bytes, reverse=True):
+        i = loads.index(min(loads))
+        bins[i].append(plan)
+        loads[i] += plan_bytes(plan) + 1
+    return [b for b in bins if b]
+
+
+def _run_bin(plans):
+    return [run_guarded(p) for p in plans]
+
+
 class SparkExecutor:
-    """One Spark task per partition; partitions clean in parallel on local[*] or a cluster."""
+    """Partitions cleaned in parallel Spark tasks (a task per big partition, small ones packed)."""
 
     name = "spark"
 
@@ -63,9 +88,19 @@ class SparkExecutor:
         if not plans:
             return []
         sc = self.spark.sparkContext
-        rdd = sc.parallelize(plans, len(plans))
-        sc.setJobDescription(f"compactlog clean: {len(plans)} partition(s)")
-        return rdd.map(run_guarded).collect()
+        local = [p for p in plans if p.map_kind != "distributed"]
+        results = {}
+        if local:
+            bins = pack_plans(local, max(2 * sc.defaultParallelism, 1))
+            sc.setJobDescription(f"compactlog clean: {len(local)} partition(s) in {len(bins)} task(s)")
+            for r in sc.parallelize(bins, len(bins)).flatMap(_run_bin).collect():
+                results[(r.topic, r.partition)] = r
+        distributed = [p for p in plans if p.map_kind == "distributed"]
+        if distributed:
+            from .distributed_map import run_distributed
+            for r in run_distributed(self.spark, distributed):
+                results[(r.topic, r.partition)] = r
+        return [results[(p.topic, p.partition)] for p in plans]
 
 
 class AutoExecutor:
@@ -85,6 +120,9 @@ class AutoExecutor:
 
     def choose(self, plans: list[PartitionCleanPlan]):
         work = sum(s.log_bytes for p in plans for s in p.segments if s.base_offset < p.first_uncleanable)
+        if any(p.map_kind == "distributed" for p in plans):
+            self.last_choice = "spark (a distributed key map was chosen)"
+            return self.spark_executor
         if work >= self.threshold_bytes or len(plans) > 1 and work >= self.threshold_bytes // 4:
             self.last_choice = f"spark ({work} bytes to rewrite)"
             return self.spark_executor

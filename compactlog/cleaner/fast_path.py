@@ -426,7 +426,7 @@ def rewrite_segment_fast(seg, writer, ctx, txn, stats: CleanerStats) -> bool:
             if active is not None and active[0] is not None:
                 retain_empty |= (scan.b_pid == pid) & (lasts == active[0])
     h1, h2 = scan.key_hashes()
-    mapped = ctx.map.get(h1, h2)
+    mapped = ctx.map.get(h1, h2, scan.record_offsets())
     keep = np.empty(nr, dtype=np.bool_)
     kind = np.empty(nb, dtype=np.int8)
     out_size = np.empty(nb, dtype=np.int64)

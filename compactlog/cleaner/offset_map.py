@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 EMPTY = -1
+BYTES_PER_KEY = 48   # 24-byte slots kept at most half full
 
 
 class OffsetMap(Protocol):
@@ -22,7 +23,12 @@ class OffsetMap(Protocol):
 
     def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None: ...
 
-    def get(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray: ...
+    def get(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """For each record (key digest, offset): the latest offset of its key, -1 when unmapped.
+
+        Only the comparison with the record's own offset matters to the rules, which lets a map
+        that knows the winning offsets (the distributed one) answer without the keys' table."""
+        ...
 
     def __len__(self) -> int: ...
 
@@ -103,7 +109,7 @@ class InTaskOffsetMap:
         self.size = _put_all(self.t1, self.t2, self.toff, h1, h2, offsets, self.size)
         self.latest_offset = int(offsets[-1])
 
-    def get(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
+    def get(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
         out = np.empty(h1.shape[0], dtype=np.int64)
         if h1.shape[0]:
             _get_all(self.t1, self.t2, self.toff, h1, h2, out)

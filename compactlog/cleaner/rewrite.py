@@ -101,7 +101,7 @@ def filter_batch(batch, ctx: RoundContext, txn: CleanedTransactionState, legacy_
             has_key = cols.key_len >= 0
             has_value = cols.val_len >= 0
             h1, h2 = key_hashes(cols)
-            mapped = ctx.map.get(h1, h2)
+            mapped = ctx.map.get(h1, h2, offsets)
             mapped[~has_key] = -1
             retain = rules.retain_deletes(magic=h.magic, has_delete_horizon=h.has_delete_horizon,
                                           delete_horizon_ms=h.delete_horizon_ms, now_ms=ctx.now_ms,

@@ -56,6 +56,7 @@ class PartitionCleanResult:
     groups: list[list[int]]                  # base offsets of the old segments of each written group
     stats: dict
     map_kind: str = "task"
+    map_reason: str = ""
 
     @property
     def name(self) -> str:
@@ -124,7 +125,7 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
             raise
         stats.end_s = time.time()
         return PartitionCleanResult(plan.topic, plan.partition, end_offset, groups, stats.to_dict(),
-                                    plan.map_kind)
+                                    plan.map_kind, plan.extra.get("map_reason", ""))
     finally:
         log.close()
 

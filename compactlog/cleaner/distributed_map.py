@@ -1,0 +1,215 @@
+"""The distributed key map: any number of distinct keys in one pass, no task holding a key table.
+
+Kafka's map is a fixed buffer (about 5M keys per pass); the in-task map here grows, but a task has a
+memory budget. When a partition's keys would not fit, the map is built by Spark instead:
+
+1. scan tasks, one per segment, emit ``(partition, key digest, offset)`` for every keyed record of
+   the dirty range (transaction markers and aborted data left out, as Kafka's map does) and, in
+   separate tasks, for the records of the clean section below it;
+2. a shuffle keeps the latest offset per key: the *winning* offsets; a semi-join finds the
+   clean-section records whose key reappears in the dirty range (the superseded ones);
+3. both are shuffled by partition to the rewrite task of that partition, which receives them as two
+   sorted offset arrays (8 bytes per key, no hash table) and rewrites its segment groups with the
+   same rules as the in-task path. Only small results reach the driver.
+
+A record's fate needs only the comparison of its offset with its key's latest offset, so the
+rewrite asks ``WinnersMap.get(digests, offsets)``: in the dirty range a record wins exactly when
+its offset is a winning offset; below it, when its offset is not superseded.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+
+from ..record import kernels
+from .executor import TaskFailure, run_guarded
+from .fast_path import SegmentScan, as_u8
+from .source import SourceLog
+from .task import PartitionCleanPlan, PartitionCleanResult, clean_partition
+
+INT64_MAX = 2**63 - 1
+DIRTY, CLEAN, SEED = 0, 1, 2
+
+
+class WinnersMap:
+    """The latest-offset-per-key map as seen by one rewrite task of the distributed path."""
+
+    def __init__(self, first_dirty: int, end_offset: int, winners: np.ndarray, superseded: np.ndarray):
+        self.first_dirty = first_dirty
+        self.winners = np.sort(winners)
+        self.superseded = np.sort(superseded)
+        self.latest_offset = end_offset - 1
+
+    @staticmethod
+    def _member(sorted_values: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if sorted_values.size == 0:
+            return np.zeros(x.shape[0], dtype=bool)
+        i = np.searchsorted(sorted_values, x)
+        i[i == sorted_values.size] = 0
+        return sorted_values[i] == x
+
+    def get(self, h1, h2, offsets: np.ndarray) -> np.ndarray:
+        offsets = np.asarray(offsets, dtype=np.int64)
+        out = np.full(offsets.shape[0], -1, dtype=np.int64)
+        dirty = offsets >= self.first_dirty
+        d = offsets[dirty]
+        out[dirty] = np.where(self._member(self.winners, d), d, INT64_MAX)
+        c = offsets[~dirty]
+        out[~dirty] = np.where(self._member(self.superseded, c), INT64_MAX, -1)
+        return out
+
+    def update_latest_offset(self, offset: int) -> None:
+        self.latest_offset = offset
+
+    def __len__(self) -> int:
+        return int(self.winners.size)
+
+    @property
+    def bytes_used(self) -> int:
+        return int(self.winners.nbytes + self.superseded.nbytes)
+
+
+def _aborted_ranges(log: SourceLog, lo: int, hi: int):
+    return [(t.producer_id, t.first_offset, t.last_offset) for t in log.collect_aborted(lo, hi)]
+
+
+def keyed_records(plan: PartitionCleanPlan, seg_base: int, lo: int, hi: int):
+    """(h1, h2, offsets, records read, bytes read) of the keyed records in [lo, hi) of one segment,
+    without control records and aborted transactional data."""
+    log = SourceLog(plan.dir, plan.segments)
+    try:
+        seg = next(s for s in log.segments if s.base_offset == seg_base)
+        pos = seg.index_position(lo)
+        buf = as_u8(seg.buffer)
+        scan = SegmentScan(buf, pos, seg.size)
+        if scan.ok:
+            offsets = scan.record_offsets()
+            sel = np.flatnonzero((scan.r_klen >= 0) & (offsets >= lo) & (offsets < hi))
+            h1 = np.zeros(sel.size, dtype=np.uint64)
+            h2 = np.zeros(sel.size, dtype=np.uint64)
+            kernels.hash_keys(buf, scan.r_kpos[sel], scan.r_klen[sel], h1, h2)
+            return h1, h2, offsets[sel], scan.nr, seg.size - pos
+        return _keyed_records_per_batch(log, seg, pos, lo, hi)
+    finally:
+        log.close()
+
+
+def _keyed_records_per_batch(log: SourceLog, seg, pos: int, lo: int, hi: int):
+    from .map_builder import key_hashes
+    aborted = _aborted_ranges(log, lo, hi)
+    parts, read = [], 0
+    for b in seg.batches(pos):
+        h = b.header
+        if b.magic < 2 or h.is_control or h.records_count == 0:
+            read += 1 if h.is_control else 0
+            continue
+        if h.is_transactional and any(pid == h.producer_id and first <= h.last_offset < last
+                                      for pid, first, last in aborted):
+            read += h.records_count
+            continue
+        cols = b.columns()
+        offsets = h.base_offset + cols.off_delta
+        sel = np.flatnonzero((cols.key_len >= 0) & (offsets >= lo) & (offsets < hi))
+        if sel.size:
+            h1, h2 = key_hashes(cols, sel)
+            parts.append((h1, h2, offsets[sel]))
+        read += h.records_count
+    if not parts:
+        z = np.zeros(0, dtype=np.uint64)
+        return z, z, np.zeros(0, dtype=np.int64), read, seg.size - pos
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]), read, seg.size - pos)
+
+
+def scan_jobs(plans: list[PartitionCleanPlan]) -> tuple[list, list]:
+    """(dirty-range scan jobs, clean-section scan jobs): rows (plan index, segment, lo, hi)."""
+    dirty, clean = [], []
+    for p, plan in enumerate(plans):
+        bases = [s.base_offset for s in plan.segments]
+        for i, base in enumerate(bases):
+            nxt = bases[i + 1] if i + 1 < len(bases) else None
+            if base < plan.first_uncleanable and (nxt is None or nxt > plan.first_dirty):
+                dirty.append((p, base, plan.first_dirty, plan.first_uncleanable))
+            if base < plan.first_dirty:
+                clean.append((p, base, 0, plan.first_dirty))
+    return dirty, clean
+
+
+def run_distributed(spark, plans: list[PartitionCleanPlan]) -> list:
+    """Clean ``plans`` with the key map built by Spark (see the module docstring)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    sc = spark.sparkContext
+    n_tasks = max(2 * sc.defaultParallelism, 1)
+    records_read = [sc.accumulator(0) for _ in plans]
+    bytes_read = [sc.accumulator(0) for _ in plans]
+    dirty_jobs, clean_jobs = scan_jobs(plans)
+    job_schema = "p int, seg long, lo long, hi long"
+    key_schema = "p int, h1 long, h2 long, offset long"
+
+    def scan(counted: bool):
+        def fn(batches):
+            for jobs in batches:
+                for p, seg, lo, hi in zip(*(jobs.column(i).to_pylist() for i in range(4))):
+                    h1, h2, offs, n, nbytes = keyed_records(plans[p], seg, lo, hi)
+                    if counted:
+                        records_read[p].add(n)
+                        bytes_read[p].add(nbytes)
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array(np.full(offs.size, p, dtype=np.int32)), pa.array(h1.view(np.int64)),
+                         pa.array(h2.view(np.int64)), pa.array(offs)], names=["p", "h1", "h2", "offset"])
+        return fn
+
+    def jobs_df(rows):
+        return spark.createDataFrame(rows, job_schema).repartition(max(min(len(rows), n_tasks * 4), 1))
+
+    # one shuffle: per key, the winning dirty offset and the clean-section offsets it supersedes
+    keyed = jobs_df(dirty_jobs).mapInArrow(scan(True), key_schema).withColumn("kind", F.lit(DIRTY))
+    if clean_jobs:
+        clean = jobs_df(clean_jobs).mapInArrow(scan(False), key_schema).withColumn("kind", F.lit(CLEAN))
+        keyed = keyed.unionByName(clean)
+    per_key = (keyed.groupBy("p", "h1", "h2")
+               .agg(F.max(F.when(F.col("kind") == DIRTY, F.col("offset"))).alias("win"),
+                    F.collect_list(F.when(F.col("kind") == CLEAN, F.col("offset"))).alias("clean"))
+               .where(F.col("win").isNotNull()))
+    entry = lambda off, kind: F.struct(off.cast("long").alias("offset"), F.lit(kind).alias("kind"))  # noqa: E731
+    rows = per_key.select("p", F.explode(F.concat(F.array(entry(F.col("win"), DIRTY)),
+                                                  F.transform("clean", lambda o: entry(o, CLEAN)))).alias("e"))
+    rows = rows.select("p", "e.offset", "e.kind").unionByName(
+        spark.createDataFrame([(p, -1, SEED) for p in range(len(plans))], "p int, offset long, kind int"))
+    rows = rows.repartition(min(len(plans), n_tasks), "p")
+
+    def rewrite(batches):
+        tables = [b for b in batches]
+        if not tables:
+            return
+        t = pa.Table.from_batches(tables)
+        p_col = t.column("p").to_numpy()
+        offs = t.column("offset").to_numpy()
+        kind = t.column("kind").to_numpy()
+        for p in np.unique(p_col).tolist():
+            mine = p_col == p
+            plan = plans[p]
+            winners = offs[mine & (kind == DIRTY)]
+            superseded = offs[mine & (kind == CLEAN)]
+            omap = WinnersMap(plan.first_dirty, plan.first_uncleanable, winners, superseded)
+            result = run_guarded(plan, offset_map=omap)
+            yield pa.RecordBatch.from_arrays([pa.array([p], pa.int32()), pa.array([pickle.dumps(result)], pa.binary())],
+                                             names=["p", "result"])
+
+    sc.setJobDescription(f"compactlog clean (distributed key map): {len(plans)} partition(s)")
+    out = rows.mapInArrow(rewrite, "p int, result binary").collect()
+    results = {r["p"]: pickle.loads(r["result"]) for r in out}
+    ordered = []
+    for p, plan in enumerate(plans):
+        res = results.get(p)
+        if res is None:
+            res = TaskFailure(plan.topic, plan.partition, "the distributed map produced no rewrite task", "Missing")
+        elif isinstance(res, PartitionCleanResult):
+            res.stats["map_messages_read"] = records_read[p].value
+            res.stats["map_bytes_read"] = bytes_read[p].value
+        ordered.append(res)
+    return ordered
