@@ -33,29 +33,46 @@ TOPIC = "bench"
 NOW = 1_900_000_000_000
 
 
-def write_workload(path: str, records: int, keys: int, batch: int, segment_bytes: int, seed: int = 1) -> int:
+def write_workload(path: str, records: int, keys: int, batch: int, segment_bytes: int, seed: int = 1,
+                   partitions: int = 1, unique: bool = False) -> int:
+    """The reference workload; ``unique``: every key once (keys = records); ``partitions``: the
+    records split evenly over that many partitions, each with keys/partitions distinct keys."""
     from compactlog.record.batch import BatchSpec, ColumnarRecords, encode_columnar_batch
     from compactlog.storage.datadir import DataDir
     rng = np.random.default_rng(seed)
     t = [NOW - 86_400_000]
+    key_len = 10
     with DataDir(path, clock=lambda: t[0], create=True) as dd:
-        dd.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
-                                   "min.cleanable.dirty.ratio": "0.01"})
-        log = dd.open_log(TOPIC, 0)
-        key_len = 10
-        for start in range(0, records, batch):
-            n = min(batch, records - start)
-            ids = rng.integers(0, keys, n)
-            key_buf = np.frombuffer("".join(f"k{i:09d}" for i in ids).encode(), dtype=np.uint8)
-            val_buf = rng.integers(0, 256, n * 100, dtype=np.uint8)
-            cols = ColumnarRecords(key_buf, np.arange(n + 1, dtype=np.int64) * key_len, np.zeros(n, np.bool_),
-                                   val_buf, np.arange(n + 1, dtype=np.int64) * 100, np.zeros(n, np.bool_),
-                                   np.zeros(0, np.uint8), np.zeros(n + 1, np.int64))
-            t[0] += 1
-            log.append_as_leader(encode_columnar_batch(BatchSpec(), cols, np.full(n, t[0], dtype=np.int64)))
-        log.roll()
-        log.append_records([b"tail"], [b"tail"])
-        return sum(s.size for s in log.segments[:-1])
+        dd.create_topic(TOPIC, partitions, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
+                                            "min.cleanable.dirty.ratio": "0.01"})
+        total = 0
+        for part in range(partitions):
+            log = dd.open_log(TOPIC, part)
+            n_part = records // partitions
+            k_part = max(keys // partitions, 1)
+            for start in range(0, n_part, batch):
+                n = min(batch, n_part - start)
+                ids = np.arange(start, start + n) if unique else rng.integers(0, k_part, n)
+                key_buf = np.frombuffer("".join(f"k{i:09d}" for i in ids.tolist()).encode(), dtype=np.uint8)
+                val_buf = rng.integers(0, 256, n * 100, dtype=np.uint8)
+                cols = ColumnarRecords(key_buf, np.arange(n + 1, dtype=np.int64) * key_len, np.zeros(n, np.bool_),
+                                       val_buf, np.arange(n + 1, dtype=np.int64) * 100, np.zeros(n, np.bool_),
+                                       np.zeros(0, np.uint8), np.zeros(n + 1, np.int64))
+                t[0] += 1
+                log.append_as_leader(encode_columnar_batch(BatchSpec(), cols, np.full(n, t[0], dtype=np.int64)))
+            log.roll()
+            log.append_records([b"tail"], [b"tail"])
+            total += sum(s.size for s in log.segments[:-1])
+        return total
+
+
+def warm_workers(spark) -> None:
+    """Python workers up, with compactlog and its compiled kernels loaded (a warm session)."""
+    def touch(_):
+        from compactlog.cleaner import fast_path, task  # noqa: F401
+        return 1
+    n = spark.sparkContext.defaultParallelism
+    spark.sparkContext.parallelize(range(n), n).map(touch).collect()
 
 
 class RssSampler:
@@ -150,10 +167,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument("--unique", action="store_true", help="every key once (keys = records)")
+    ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--batch", type=int, default=200)
     ap.add_argument("--segment-bytes", type=int, default=100 * 1024 * 1024)
+    ap.add_argument("--map", default="auto", choices=["auto", "task", "distributed"])
     ap.add_argument("--dir", default=os.path.join("build", "bench-data"))
     ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args(argv)
     print(f"$ {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
@@ -163,61 +184,76 @@ def main(argv=None) -> int:
     os.makedirs(base)
     src = os.path.join(base, "source")
     t0 = time.time()
-    input_bytes = write_workload(src, args.records, args.keys, args.batch, args.segment_bytes)
+    input_bytes = write_workload(src, args.records, args.records if args.unique else args.keys, args.batch,
+                                 args.segment_bytes, partitions=args.partitions, unique=args.unique)
     mb = input_bytes / 1e6
-    print(f"workload: {args.records:,} records, {args.keys:,} keys, {mb:,.1f} MB cleanable "
-          f"(written in {time.time() - t0:.1f} s)")
+    print(f"workload: {args.records:,} records, {args.records if args.unique else args.keys:,} keys, "
+          f"{args.partitions} partition(s), {mb:,.1f} MB cleanable (written in {time.time() - t0:.1f} s)")
     results = {}
+    overrides = {"compactlog.cleaner.map": args.map}
+    exe = os.path.join(os.path.dirname(sys.executable), "compactlog")
 
     # 1. the whole command, cold JVM
-    cold = os.path.join(base, "cold")
-    shutil.copytree(src, cold)
-    exe = os.path.join(os.path.dirname(sys.executable), "compactlog")
-    with RssSampler() as rss:
-        t0 = time.time()
-        p = subprocess.run([exe, "--data-dir", cold, "clean", "--engine", "spark", "--now-ms", str(NOW), "--json"],
-                           capture_output=True, text=True)
-        cold_s = time.time() - t0
-    if p.returncode != 0:
-        print(p.stderr)
-        return 1
-    out = json.loads(p.stdout.splitlines()[0])
-    results["command"] = {"seconds": cold_s, "MB/s": mb / cold_s, "peak_rss_mb": {k: v / 1024 for k, v in rss.peak.items()}}
-    shutil.rmtree(cold)
+    if not args.skip_cold:
+        cold = os.path.join(base, "cold")
+        shutil.copytree(src, cold)
+        with RssSampler() as rss:
+            t0 = time.time()
+            p = subprocess.run([exe, "--data-dir", cold, "--override", f"compactlog.cleaner.map={args.map}",
+                                "clean", "--engine", "spark", "--now-ms", str(NOW), "--json"],
+                               capture_output=True, text=True)
+            cold_s = time.time() - t0
+        if p.returncode != 0:
+            print(p.stderr)
+            return 1
+        results["command"] = {"seconds": cold_s, "MB/s": mb / cold_s,
+                              "peak_rss_mb": {k: v / 1024 for k, v in rss.peak.items()}}
+        shutil.rmtree(cold)
 
     # 2. warm session, through the API
     from compactlog.cleaner.cleaner import Cleaner
     from compactlog.cleaner.executor import SparkExecutor
     from compactlog.spark.session import session
+    from compactlog.storage.config import BrokerConfig
+    from compactlog.storage.datadir import DataDir
     spark = session()
-    spark.sparkContext.parallelize([1], 1).map(lambda x: x).collect()   # python workers up
+    warm_workers(spark)
     warm = os.path.join(base, "warm")
     shutil.copytree(src, warm)
-    from compactlog.storage.datadir import DataDir
     with RssSampler() as rss:
-        with DataDir(warm, clock=lambda: NOW) as dd:
+        with DataDir(warm, broker=BrokerConfig(overrides), clock=lambda: NOW) as dd:
             t0 = time.time()
-            (o,) = [x for x in Cleaner(dd, SparkExecutor(spark=spark)).run(NOW) if x.topic == TOPIC]
+            outs = [x for x in Cleaner(dd, SparkExecutor(spark=spark)).run(NOW) if x.topic == TOPIC]
             warm_s = time.time() - t0
-    assert o.cleaned, o.error or o.status.reason
-    s = o.stats
-    results["warm"] = {"seconds": warm_s, "MB/s": mb / warm_s, "records/s": s.messages_read / warm_s,
-                       "map_s": s.map_seconds, "rewrite_s": s.clean_seconds,
-                       "task_s": s.elapsed_seconds, "overhead_s": warm_s - s.elapsed_seconds,
-                       "records_in": s.messages_read, "records_out": s.messages_written,
+    for o in outs:
+        assert o.cleaned, o.error or o.status.reason
+    stats = [o.stats for o in outs]
+    task_s = max(s.elapsed_seconds for s in stats)
+    results["warm"] = {"seconds": warm_s, "MB/s": mb / warm_s,
+                       "records/s": sum(s.messages_read for s in stats) / warm_s,
+                       "map": sorted({o.map_kind for o in outs}), "map_reason": outs[0].map_reason,
+                       "map_s": sum(s.map_seconds for s in stats),
+                       "rewrite_s": sum(s.clean_seconds - s.write_seconds for s in stats),
+                       "write_io_s": sum(s.write_seconds for s in stats),
+                       "task_s_sum": sum(s.elapsed_seconds for s in stats), "task_s_max": task_s,
+                       "spark_and_driver_s": warm_s - task_s,
+                       "records_in": sum(s.messages_read for s in stats),
+                       "records_out": sum(s.messages_written for s in stats),
                        "peak_rss_mb": {k: v / 1024 for k, v in rss.peak.items()}}
     shutil.rmtree(warm)
 
     # 3. plain Python dict baseline
-    if not args.skip_baseline:
+    if not args.skip_baseline and args.partitions == 1:
         secs, rss_kb = python_dict_baseline(src, os.path.join(base, "baseline.log"))
         results["python-dict"] = {"seconds": secs, "MB/s": mb / secs, "records/s": args.records / secs,
                                   "peak_rss_mb": rss_kb / 1024}
     print(json.dumps(results, indent=2))
     w = results["warm"]
     print(f"\nwarm clean: {w['MB/s']:.1f} MB/s ({w['records/s']:,.0f} records/s) in {w['seconds']:.2f} s "
-          f"(map {w['map_s']:.2f} s, rewrite {w['rewrite_s']:.2f} s, Spark/driver overhead {w['overhead_s']:.2f} s)")
-    print(f"whole command (cold JVM): {results['command']['seconds']:.2f} s = {results['command']['MB/s']:.1f} MB/s")
+          f"with the {'/'.join(w['map'])} map; in tasks: map {w['map_s']:.2f} s, rewrite {w['rewrite_s']:.2f} s, "
+          f"writing {w['write_io_s']:.2f} s; Spark and driver {w['spark_and_driver_s']:.2f} s")
+    if "command" in results:
+        print(f"whole command (cold JVM): {results['command']['seconds']:.2f} s = {results['command']['MB/s']:.1f} MB/s")
     if "python-dict" in results:
         b = results["python-dict"]
         print(f"python dict baseline: {b['MB/s']:.1f} MB/s; compactlog warm is {w['MB/s'] / b['MB/s']:.1f}x")

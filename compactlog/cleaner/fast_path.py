@@ -181,9 +181,14 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats) -> int | 
     offsets = scan.record_offsets()
     sel = np.flatnonzero((scan.r_klen >= 0) & (offsets >= start))
     if sel.size:
-        h1 = np.zeros(sel.size, dtype=np.uint64)
-        h2 = np.zeros(sel.size, dtype=np.uint64)
-        kernels.hash_keys(buf, scan.r_kpos[sel], scan.r_klen[sel], h1, h2)
+        if pos == 0 and sel.size == scan.nr and seg.cache_digests:
+            # the rewrite scans this segment from 0 again: keep the digests for it (16 B/record)
+            h1, h2 = scan.key_hashes()
+            seg.cached_digests = (h1, h2)
+        else:
+            h1 = np.zeros(sel.size, dtype=np.uint64)
+            h2 = np.zeros(sel.size, dtype=np.uint64)
+            kernels.hash_keys(buf, scan.r_kpos[sel], scan.r_klen[sel], h1, h2)
         offset_map.put(h1, h2, offsets[sel])
     stats.map_messages_read += scan.nr
     stats.map_bytes_read += seg.size - pos
@@ -425,7 +430,9 @@ def rewrite_segment_fast(seg, writer, ctx, txn, stats: CleanerStats) -> bool:
             active = ctx.active_producers.get(pid)
             if active is not None and active[0] is not None:
                 retain_empty |= (scan.b_pid == pid) & (lasts == active[0])
-    h1, h2 = scan.key_hashes()
+    cached = getattr(seg, "cached_digests", None)
+    h1, h2 = cached if cached is not None and cached[0].shape[0] == nr else scan.key_hashes()
+    seg.cached_digests = None
     mapped = ctx.map.get(h1, h2, scan.record_offsets())
     keep = np.empty(nr, dtype=np.bool_)
     kind = np.empty(nb, dtype=np.int8)

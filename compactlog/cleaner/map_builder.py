@@ -12,6 +12,9 @@ from .stats import CleanerStats
 from .txn_state import CleanedTransactionState
 
 
+DIGEST_CACHE_MAX_DIRTY_BYTES = 2 << 30
+
+
 def key_hashes(cols, select: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """128-bit digests of the keys of a scanned records section (rows ``select``)."""
     kp, kl = cols.key_pos, cols.key_len
@@ -36,8 +39,11 @@ def build_offset_map(log: SourceLog, start: int, end: int, offset_map: OffsetMap
     txn = CleanedTransactionState()
     txn.add_aborted(log.collect_aborted(start, end))
     from .fast_path import map_segment_fast
+    # keeping 16 bytes of digest per record for the rewrite pays off unless the range is huge
+    cache = sum(s.size for s in dirty) <= DIGEST_CACHE_MAX_DIRTY_BYTES
     for i, seg in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+        seg.cache_digests = cache
         last = map_segment_fast(seg, start, offset_map, stats)
         if last is not None:
             if last >= start:

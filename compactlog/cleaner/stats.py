@@ -19,6 +19,7 @@ class CleanerStats:
     start_s: float = 0.0
     map_done_s: float = 0.0
     end_s: float = 0.0
+    write_seconds: float = 0.0     # of the rewrite: writing and fsyncing the cleaned files
     removed: dict = field(default_factory=dict)   # reason -> records removed
 
     def count_removed(self, reason: str, n: int = 1) -> None:

@@ -119,6 +119,7 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
                 writers.append(w)
                 clean_group(log, segs, w, ctx, txn, stats)
                 w.finish(mtime_ms=segs[-1].info.mtime_ms)
+                stats.write_seconds += w.io_seconds
         except BaseException:
             for w in writers:
                 w.abort()

@@ -349,11 +349,76 @@ def xxh64(buf, start, length, seed):
 
 @njit(cache=True)
 def hash_keys(buf, key_pos, key_len, out_h1, out_h2):
-    """Two independent 64-bit hashes of every non-null key (a 128-bit key digest)."""
+    """The 128-bit digest (MurmurHash3 x64-128, one pass) of every non-null key."""
     for i in range(key_pos.shape[0]):
         if key_len[i] >= 0:
-            out_h1[i] = xxh64(buf, key_pos[i], key_len[i], 0)
-            out_h2[i] = xxh64(buf, key_pos[i], key_len[i], 0x9E3779B97F4A7C15)
+            out_h1[i], out_h2[i] = murmur3_128(buf, key_pos[i], key_len[i])
+
+
+_C1 = np.uint64(0x87C37B91114253D5)
+_C2 = np.uint64(0x4CF5AD432745937F)
+
+
+@njit(cache=True, inline="always")
+def _fmix64(k):
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xFF51AFD7ED558CCD)
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xC4CEB9FE1A85EC53)
+    k ^= k >> np.uint64(33)
+    return k
+
+
+@njit(cache=True)
+def murmur3_128(buf, start, length):
+    h1 = np.uint64(0)
+    h2 = np.uint64(0)
+    nblocks = length // 16
+    p = start
+    for _ in range(nblocks):
+        k1 = _read64(buf, p)
+        k2 = _read64(buf, p + 8)
+        p += 16
+        k1 *= _C1
+        k1 = _rotl(k1, 31)
+        k1 *= _C2
+        h1 ^= k1
+        h1 = _rotl(h1, 27)
+        h1 += h2
+        h1 = h1 * np.uint64(5) + np.uint64(0x52DCE729)
+        k2 *= _C2
+        k2 = _rotl(k2, 33)
+        k2 *= _C1
+        h2 ^= k2
+        h2 = _rotl(h2, 31)
+        h2 += h1
+        h2 = h2 * np.uint64(5) + np.uint64(0x38495AB5)
+    rem = length - nblocks * 16
+    if rem > 8:
+        k2 = np.uint64(0)
+        for j in range(rem - 1, 7, -1):
+            k2 = (k2 << np.uint64(8)) | np.uint64(buf[p + j])
+        k2 *= _C2
+        k2 = _rotl(k2, 33)
+        k2 *= _C1
+        h2 ^= k2
+    if rem > 0:
+        k1 = np.uint64(0)
+        for j in range(min(rem, 8) - 1, -1, -1):
+            k1 = (k1 << np.uint64(8)) | np.uint64(buf[p + j])
+        k1 *= _C1
+        k1 = _rotl(k1, 31)
+        k1 *= _C2
+        h1 ^= k1
+    h1 ^= np.uint64(length)
+    h2 ^= np.uint64(length)
+    h1 += h2
+    h2 += h1
+    h1 = _fmix64(h1)
+    h2 = _fmix64(h2)
+    h1 += h2
+    h2 += h1
+    return h1, h2
 
 
 # --- whole-segment scanning and gathering, for the columnar reader (storage/reader.py) --------

@@ -24,6 +24,7 @@ import bisect
 import json
 import os
 import struct
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +40,11 @@ BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset lo
 HEADERS_SCHEMA = "headers array<struct<key:string,value:binary>>"
 METADATA_SCHEMA = ("segment long, producerId long, producerEpoch int, isTransactional boolean, "
                    "isControl boolean, partitionLeaderEpoch int")
+BASE_NAMES = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+METADATA_NAMES = ["segment", "producerId", "producerEpoch", "isTransactional", "isControl",
+                  "partitionLeaderEpoch"]
 DEFAULT_SPLIT_BYTES = 64 << 20
+MIN_AUTO_SPLIT_BYTES = 4 << 20
 EARLIEST, LATEST = -2, -1
 
 
@@ -116,39 +121,96 @@ def offset_for_timestamp(reader: PartitionReader, ts: int) -> int:
         if b.max_timestamp < ts:
             continue
         for r in b.records():
-            if r.timestamp >= ts:
+            if r.timestamp >= ts and r.offset >= reader.log_start_offset:
                 return r.offset
     return reader.log_end_offset
 
 
+class OffsetRange(NamedTuple):
+    """Offsets [start, end) of one partition, all in the segment with base offset ``segment``."""
+    topic: str
+    partition: int
+    path: str
+    start: int
+    end: int
+    segment: int
+    size: int                  # estimated bytes, for packing ranges into splits
+
+
 class KafkaLogPartition(InputPartition):
-    def __init__(self, topic: str, partition: int, path: str, start: int, end: int, segment: int):
-        super().__init__((topic, partition, start))
-        self.topic = topic
-        self.partition = partition
-        self.path = path
-        self.start = start
-        self.end = end
-        self.segment = segment
+    """One Spark task: consecutive offset ranges, of one or several Kafka partitions.
+
+    ``aborted`` holds, per partition directory, {producer id: [(first, last offset)]} of the aborted
+    transactions overlapping the ranges read (empty for read_uncommitted), found once at planning.
+    """
+
+    def __init__(self, ranges: list[OffsetRange], aborted: dict | None = None):
+        super().__init__([(r.topic, r.partition, r.start) for r in ranges[:1]])
+        self.ranges = ranges
+        self.aborted = aborted or {}
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+
+def _sibling(seg_path: str, suffix: str) -> str:
+    """The index file beside a segment (``.log`` or ``.log.swap``) with the same marker suffix."""
+    name = os.path.basename(seg_path)
+    base, _, extra = name.partition(files.LOG_SUFFIX)
+    return os.path.join(os.path.dirname(seg_path), base + suffix + extra)
+
+
+def index_cuts(seg_path: str, base: int) -> list[tuple[int, int]]:
+    """(offset just after an indexed batch, its file position) from a segment's offset index.
+
+    Only a hint for cutting: the reader walks batch headers and filters records by offset, so a
+    stale or untrimmed index cannot make a split read wrong records, only split unevenly.
+    """
+    try:
+        with open(_sibling(seg_path, files.INDEX_SUFFIX), "rb") as f:
+            raw = f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for rel, pos in struct.iter_unpack(">ii", raw[:len(raw) - len(raw) % 8]):
+        if rel == 0 and pos == 0 and out:
+            break   # the zero tail of a preallocated (active) index
+        if out and (base + rel + 1 <= out[-1][0] or pos <= out[-1][1]):
+            break   # not increasing: garbage after the live entries
+        out.append((base + rel + 1, pos))
+    return out
 
 
 def split_points(seg_path: str, base: int, start: int, end: int, max_bytes: int) -> list[int]:
     """Offsets that cut a segment's [start, end) into pieces of about ``max_bytes`` (index entries)."""
-    idx = seg_path[:-len(files.LOG_SUFFIX)] + files.INDEX_SUFFIX
-    try:
-        with open(idx, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        return []
-    points, last_pos = [], 0
-    for rel, pos in struct.iter_unpack(">ii", raw[:len(raw) - len(raw) % 8]):
-        off = base + rel
-        if rel == 0 and pos == 0 and points:
-            break   # the zero tail of a preallocated (active) index
-        if pos - last_pos >= max_bytes and start < off + 1 < end:
-            points.append(off + 1)
-            last_pos = pos
-    return points
+    return [off for off, _ in _segment_pieces(seg_path, base, 0, start, end, max_bytes)[1:]]
+
+
+def _segment_pieces(seg_path: str, base: int, seg_size: int, start: int, end: int,
+                    max_bytes: int) -> list[tuple[int, int]]:
+    """(first offset, estimated bytes) of the pieces of [start, end) in one segment."""
+    cuts = index_cuts(seg_path, base)
+    offs = [o for o, _ in cuts]
+
+    def pos_of(offset: int) -> int:
+        i = bisect.bisect_right(offs, offset) - 1
+        return cuts[i][1] if i >= 0 else 0
+
+    first_pos = pos_of(start)
+    if cuts and end <= offs[-1]:
+        end_pos = pos_of(end)
+    else:
+        end_pos = max(seg_size, cuts[-1][1] if cuts else 0)
+    pieces, last_off, last_pos = [], start, first_pos
+    for off, pos in cuts:
+        if off <= start or off >= end:
+            continue
+        if pos - last_pos >= max_bytes:
+            pieces.append((last_off, pos - last_pos))
+            last_off, last_pos = off, pos
+    pieces.append((last_off, max(end_pos - last_pos, 0)))
+    return pieces
 
 
 class KafkaLogReader(DataSourceReader):
@@ -157,8 +219,14 @@ class KafkaLogReader(DataSourceReader):
         self.include_headers = _flag(options, "includeHeaders")
         self.include_control = _flag(options, "includeControl")
         self.include_metadata = _flag(options, "includeMetadata")
-        self.read_committed = str(options.get("isolationLevel", "read_committed")).lower() != "read_uncommitted"
-        self.split_bytes = int(options.get("maxBytesPerSplit", DEFAULT_SPLIT_BYTES))
+        level = str(options.get("isolationLevel", "read_committed")).strip().lower()
+        if level not in ("read_committed", "read_uncommitted"):
+            raise StorageError(f"isolationLevel {level!r}: use read_committed or read_uncommitted")
+        self.read_committed = level == "read_committed"
+        self.split_bytes = max(1, int(options.get("maxBytesPerSplit", DEFAULT_SPLIT_BYTES)))
+        self.explicit_split = options.get("maxBytesPerSplit") is not None
+        min_parts = options.get("minPartitions")
+        self.min_partitions = int(min_parts) if min_parts is not None else (os.cpu_count() or 1)
 
     def partitions(self):
         o = self.options
@@ -167,63 +235,121 @@ class KafkaLogReader(DataSourceReader):
             raise StorageError("kafka-log needs a path: .load(<data dir | data dir/topic | partition dir>)")
         starting = _offset_spec(o.get("startingOffsets"), EARLIEST)
         ending = _offset_spec(o.get("endingOffsets"), LATEST)
-        out = []
+        ranges: list[list[OffsetRange]] = []     # per Kafka partition
+        aborted: dict[str, dict] = {}
         for topic, part, pdir in resolve_partition_dirs(path, o.get("topic"), o.get("partitions")):
             reader = PartitionReader(pdir)
-            log_start, log_end = reader.log_start_offset, reader.log_end_offset
+            log_start = reader.log_start_offset
+            # read_committed reads up to the last stable offset, as a Kafka consumer (and Spark's
+            # Kafka source with isolation.level=read_committed): "latest" is the LSO there
+            log_end = _last_stable_offset(reader, pdir) if self.read_committed else reader.log_end_offset
             start = _resolve(_pick(starting, topic, part, EARLIEST), log_start, log_end)
             end = _resolve(_pick(ending, topic, part, LATEST), log_start, log_end)
             if o.get("startingTimestamp") is not None:
-                start = offset_for_timestamp(reader, int(o["startingTimestamp"]))
+                start = min(offset_for_timestamp(reader, int(o["startingTimestamp"])), log_end)
             if o.get("endingTimestamp") is not None:
-                end = offset_for_timestamp(reader, int(o["endingTimestamp"]))
+                end = min(offset_for_timestamp(reader, int(o["endingTimestamp"])), log_end)
+            if start >= end:
+                continue
+            if self.read_committed:
+                txns = _aborted_ranges(reader, start, end)
+                if txns:
+                    aborted[pdir] = txns
             segs = reader.segments()
-            bases = [s.base_offset for s in segs]
+            mine = []
             for i, seg in enumerate(segs):
                 seg_start = max(start, seg.base_offset)
-                seg_end = min(end, segs[i + 1].base_offset if i + 1 < len(segs) else log_end)
+                seg_end = min(end, segs[i + 1].base_offset if i + 1 < len(segs) else end)
                 if seg_start >= seg_end:
                     continue
-                cuts = [seg_start] + split_points(seg.path, seg.base_offset, seg_start, seg_end,
-                                                  self.split_bytes) + [seg_end]
-                for a, b in zip(cuts, cuts[1:]):
+                pieces = _segment_pieces(seg.path, seg.base_offset, seg.size, seg_start, seg_end,
+                                         self.split_bytes)
+                bounds = [p[0] for p in pieces] + [seg_end]
+                for (a, size), b in zip(pieces, bounds[1:]):
                     if a < b:
-                        out.append(KafkaLogPartition(topic, part, pdir, a, b, seg.base_offset))
-            del bases
-        return out or [KafkaLogPartition("", -1, "", 0, 0, 0)]
+                        mine.append(OffsetRange(topic, part, pdir, a, b, seg.base_offset, size))
+            if mine:
+                ranges.append(mine)
+        splits = pack_ranges(ranges, self._target_split_bytes(ranges))
+        out = [KafkaLogPartition(rs, {p: aborted[p] for p in {r.path for r in rs} if p in aborted})
+               for rs in splits]
+        return out or [KafkaLogPartition([])]
+
+    def _target_split_bytes(self, ranges: list[list[OffsetRange]]) -> int:
+        """maxBytesPerSplit, lowered so that a read of some size has ``minPartitions`` tasks.
+
+        Without an explicit maxBytesPerSplit, reads under 4 MiB a task stay in fewer tasks (a
+        Spark task costs more than reading a few MiB).
+        """
+        total = sum(r.size for rs in ranges for r in rs)
+        target = self.split_bytes
+        if self.min_partitions > 1 and total:
+            even = -(-total // self.min_partitions)
+            floor = 1 if self.explicit_split else min(self.split_bytes, MIN_AUTO_SPLIT_BYTES)
+            target = min(target, max(even, floor))
+        return max(1, target)
 
     def read(self, partition: KafkaLogPartition):
-        if partition.partition < 0:
-            return
-        reader = PartitionReader(partition.path)
-        aborted = _aborted_txns(partition.path) if self.read_committed else []
-        for batch in reader.iter_columns(partition.start, partition.end, include_control=self.include_control,
-                                         with_headers=self.include_headers):
-            yield self._shape(batch, partition, aborted)
+        readers: dict[str, PartitionReader] = {}
+        for r in partition.ranges:
+            reader = readers.get(r.path)
+            if reader is None:
+                reader = readers[r.path] = PartitionReader(r.path)
+            aborted = partition.aborted.get(r.path)
+            for batch in reader.iter_columns(r.start, r.end, include_control=self.include_control,
+                                             with_headers=self.include_headers):
+                batch = self._shape(batch, r, aborted)
+                if batch.num_rows:
+                    yield batch
 
-    def _shape(self, batch: pa.RecordBatch, p: KafkaLogPartition, aborted) -> pa.RecordBatch:
+    def _shape(self, batch: pa.RecordBatch, p: OffsetRange, aborted) -> pa.RecordBatch:
         if aborted:
-            batch = batch.filter(pa.array(~_aborted_mask(batch, aborted)))
+            mask = _aborted_mask(batch, aborted)
+            if mask.any():
+                batch = batch.filter(pa.array(~mask))
         n = batch.num_rows
-        cols = {
-            "key": batch.column("key").cast(pa.binary()),
-            "value": batch.column("value").cast(pa.binary()),
-            "topic": _constant_string(p.topic, n),
-            "partition": pa.array(np.full(n, p.partition, dtype=np.int32)),
-            "offset": batch.column("offset"),
-            "timestamp": pa.array(batch.column("timestamp").to_numpy() * 1000, pa.timestamp("us", tz="UTC")),
-            "timestampType": batch.column("timestamp_type"),
-        }
+        ts = batch.column("timestamp").to_numpy() * 1000
+        cols = [
+            _binary(batch.column("key")),
+            _binary(batch.column("value")),
+            _constant_string(p.topic, n),
+            pa.array(np.full(n, p.partition, dtype=np.int32)),
+            batch.column("offset"),
+            pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(ts)]),
+            batch.column("timestamp_type"),
+        ]
+        names = list(BASE_NAMES)
         if self.include_headers:
-            cols["headers"] = batch.column("headers")
+            cols.append(batch.column("headers"))
+            names.append("headers")
         if self.include_metadata:
-            cols["segment"] = pa.array(np.full(n, p.segment, dtype=np.int64))
-            cols["producerId"] = batch.column("producer_id")
-            cols["producerEpoch"] = batch.column("producer_epoch").cast(pa.int32())
-            cols["isTransactional"] = batch.column("is_transactional")
-            cols["isControl"] = batch.column("is_control")
-            cols["partitionLeaderEpoch"] = batch.column("partition_leader_epoch")
-        return pa.RecordBatch.from_pydict(cols)
+            cols += [pa.array(np.full(n, p.segment, dtype=np.int64)),
+                     batch.column("producer_id"),
+                     batch.column("producer_epoch").cast(pa.int32()),
+                     batch.column("is_transactional"),
+                     batch.column("is_control"),
+                     batch.column("partition_leader_epoch")]
+            names += METADATA_NAMES
+        return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def pack_ranges(per_partition: list[list[OffsetRange]], target: int) -> list[list[OffsetRange]]:
+    """Consecutive ranges grouped into splits of about ``target`` bytes (small partitions share)."""
+    splits, cur, cur_size = [], [], 0
+    for rs in per_partition:
+        for r in rs:
+            if cur and cur_size + r.size > target:
+                splits.append(cur)
+                cur, cur_size = [], 0
+            cur.append(r)
+            cur_size += r.size
+    if cur:
+        splits.append(cur)
+    return splits
+
+
+def _binary(col: pa.Array) -> pa.Array:
+    return col if col.type == pa.binary() else col.cast(pa.binary())
 
 
 def _constant_string(text: str, n: int) -> pa.Array:
@@ -238,23 +364,46 @@ def _resolve(spec: int, log_start: int, log_end: int) -> int:
     return min(max(spec, log_start), log_end)
 
 
-def _aborted_txns(pdir: str):
-    out = []
-    for name in sorted(os.listdir(pdir)):
-        if name.endswith(files.TXN_INDEX_SUFFIX) and name[:-len(files.TXN_INDEX_SUFFIX)].isdigit():
-            base = files.offset_from_filename(name)
-            out.extend(TransactionIndex(os.path.join(pdir, name), base).entries())
+def _last_stable_offset(reader: PartitionReader, pdir: str) -> int:
+    # the consumer's (``compactlog consume``) rule: snapshot + transactional batches after it
+    from ..cli.consume import last_stable_offset
+    return last_stable_offset(reader, pdir)
+
+
+def _aborted_ranges(reader: PartitionReader, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
+    """producer id -> [(first, last offset)] of the aborted transactions overlapping [start, end)
+    (Kafka's collectAbortedTxns over the live segments' ``.txnindex`` files)."""
+    segments = reader.segments()
+    i = max(bisect.bisect_right([s.base_offset for s in segments], start) - 1, 0)
+    out: dict[int, list[tuple[int, int]]] = {}
+    for seg in segments[i:]:
+        txns, complete = TransactionIndex(_sibling(seg.path, files.TXN_INDEX_SUFFIX),
+                                          seg.base_offset).collect(start, end)
+        for t in txns:
+            out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+        if complete:
+            break
     return out
 
 
-def _aborted_mask(batch: pa.RecordBatch, aborted) -> np.ndarray:
-    pid = batch.column("producer_id").to_numpy()
+def _aborted_mask(batch: pa.RecordBatch, aborted: dict[int, list[tuple[int, int]]]) -> np.ndarray:
+    """Rows of aborted transactions: transactional data records of an aborted (producer, range)."""
     txn = batch.column("is_transactional").to_numpy(zero_copy_only=False)
+    mask = np.zeros(batch.num_rows, dtype=bool)
+    if not txn.any():
+        return mask
+    pid = batch.column("producer_id").to_numpy()
     ctl = batch.column("is_control").to_numpy(zero_copy_only=False)
     off = batch.column("offset").to_numpy()
-    mask = np.zeros(batch.num_rows, dtype=bool)
-    for t in aborted:
-        mask |= (pid == t.producer_id) & txn & ~ctl & (off >= t.first_offset) & (off <= t.last_offset)
+    lo, hi = int(off.min()), int(off.max())
+    candidates = txn & ~ctl
+    for producer in np.unique(pid[candidates]).tolist():
+        spans = [(a, b) for a, b in aborted.get(producer, ()) if a <= hi and b >= lo]
+        if not spans:
+            continue
+        mine = candidates & (pid == producer)
+        for a, b in spans:
+            mask |= mine & (off >= a) & (off <= b)
     return mask
 
 
