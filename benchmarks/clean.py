@@ -186,6 +186,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     input_bytes = write_workload(src, args.records, args.records if args.unique else args.keys, args.batch,
                                  args.segment_bytes, partitions=args.partitions, unique=args.unique)
+    os.sync()
     mb = input_bytes / 1e6
     print(f"workload: {args.records:,} records, {args.records if args.unique else args.keys:,} keys, "
           f"{args.partitions} partition(s), {mb:,.1f} MB cleanable (written in {time.time() - t0:.1f} s)")
@@ -197,6 +198,7 @@ def main(argv=None) -> int:
     if not args.skip_cold:
         cold = os.path.join(base, "cold")
         shutil.copytree(src, cold)
+        os.sync()
         with RssSampler() as rss:
             t0 = time.time()
             p = subprocess.run([exe, "--data-dir", cold, "--override", f"compactlog.cleaner.map={args.map}",
@@ -220,6 +222,7 @@ def main(argv=None) -> int:
     warm_workers(spark)
     warm = os.path.join(base, "warm")
     shutil.copytree(src, warm)
+    os.sync()   # the copy's dirty pages must not be flushed during the timed clean
     with RssSampler() as rss:
         with DataDir(warm, broker=BrokerConfig(overrides), clock=lambda: NOW) as dd:
             t0 = time.time()

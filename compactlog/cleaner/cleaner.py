@@ -87,9 +87,9 @@ def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> Pa
     clean_segs = log.segments_in_range(0, status.first_dirty) if status.first_dirty > 0 else []
     legacy_horizon = (clean_segs[-1].last_modified_ms() - log.config.delete_retention_ms) if clean_segs else 0
     from .map_choice import choose_map
-    map_kind, map_reason = choose_map(log, status.first_dirty, status.first_uncleanable, broker)
+    map_kind, map_reason, expected_keys = choose_map(log, status.first_dirty, status.first_uncleanable, broker)
     return PartitionCleanPlan(
-        map_kind=map_kind, extra={"map_reason": map_reason},
+        map_kind=map_kind, extra={"map_reason": map_reason, "expected_keys": expected_keys},
         topic=log.topic, partition=log.partition, dir=log.dir, first_dirty=status.first_dirty,
         first_uncleanable=status.first_uncleanable, now_ms=now_ms, segments=segment_infos(log),
         last_offsets_in_index={s.base_offset: s.offset_index.last_offset for s in log.segments},

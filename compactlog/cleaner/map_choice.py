@@ -48,14 +48,17 @@ def estimate_keys(log, first_dirty: int, end: int) -> tuple[int, int, int]:
     return dirty_bytes, est_records, est_keys
 
 
-def choose_map(log, first_dirty: int, end: int, broker) -> tuple[str, str]:
+def choose_map(log, first_dirty: int, end: int, broker) -> tuple[str, str, int]:
+    """(map kind, why, expected keys for sizing an in-task map)."""
     setting = broker.get("compactlog.cleaner.map")
-    if setting in ("task", "distributed"):
-        return setting, f"compactlog.cleaner.map={setting}"
     budget = broker.get("compactlog.cleaner.task.memory.bytes")
     dirty_bytes, est_records, est_keys = estimate_keys(log, first_dirty, end)
+    presize = min(est_keys, budget // BYTES_PER_KEY)
+    if setting in ("task", "distributed"):
+        return setting, f"compactlog.cleaner.map={setting}", presize
     need = est_keys * BYTES_PER_KEY
     if need > budget:
         return "distributed", (f"about {est_keys:,} distinct keys in {dirty_bytes:,} dirty bytes need ~{need:,} "
-                               f"bytes of map, over the task budget of {budget:,}")
-    return "task", f"about {est_keys:,} distinct keys (~{need:,} bytes of map) fit the task budget of {budget:,}"
+                               f"bytes of map, over the task budget of {budget:,}"), 0
+    return ("task", f"about {est_keys:,} distinct keys (~{need:,} bytes of map) fit the task budget of {budget:,}",
+            presize)

@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 EMPTY = -1
-BYTES_PER_KEY = 48   # 24-byte slots kept at most half full
+BYTES_PER_KEY = 22   # the compact map's 16-byte slots at most 3/4 full
 
 
 class OffsetMap(Protocol):
@@ -124,3 +124,127 @@ class InTaskOffsetMap:
     @property
     def bytes_used(self) -> int:
         return self.toff.shape[0] * 24
+
+
+# --- the compact map: 16-byte slots ---------------------------------------------------------------
+
+OFFSET_BITS = 40
+OFFSET_MASK = (1 << OFFSET_BITS) - 1
+CHECK_SHIFT = np.uint64(OFFSET_BITS)
+
+
+@njit(cache=True)
+def _cput_all(t1, tv, h1, h2, rel_offsets, size):
+    mask = t1.shape[0] - 1
+    for i in range(h1.shape[0]):
+        a = h1[i]
+        check = h2[i] >> np.uint64(64 - 24)
+        v = (check << CHECK_SHIFT) | np.uint64(rel_offsets[i] + 1)
+        s = np.int64(a & np.uint64(mask))
+        while True:
+            cur = tv[s]
+            if cur == 0:
+                t1[s] = a
+                tv[s] = v
+                size += 1
+                break
+            if t1[s] == a and (cur >> CHECK_SHIFT) == check:
+                tv[s] = v
+                break
+            s = (s + 1) & mask
+    return size
+
+
+@njit(cache=True)
+def _cget_all(t1, tv, h1, h2, base, out):
+    mask = t1.shape[0] - 1
+    low = np.uint64(OFFSET_MASK)
+    for i in range(h1.shape[0]):
+        a = h1[i]
+        check = h2[i] >> np.uint64(64 - 24)
+        s = np.int64(a & np.uint64(mask))
+        out[i] = -1
+        while True:
+            cur = tv[s]
+            if cur == 0:
+                break
+            if t1[s] == a and (cur >> CHECK_SHIFT) == check:
+                out[i] = base + np.int64(cur & low) - 1
+                break
+            s = (s + 1) & mask
+
+
+class CompactOffsetMap:
+    """16-byte slots: the key digest's first 64 bits, and one word holding the offset (40 bits,
+    relative to the map's base offset) and 24 more bits of the digest, checked on every match so
+    that two keys sharing the first 64 bits stay apart (an 88-bit digest in all).
+
+    Slots start as zero pages the OS hands out lazily (``np.zeros``: nothing is written to memory
+    the map never uses); the table doubles at a load factor of 3/4.
+    """
+
+    LOAD = 0.75
+
+    def __init__(self, base_offset: int, expected_keys: int = 1024):
+        self.base = base_offset
+        cap = 16
+        while cap * self.LOAD < expected_keys:
+            cap <<= 1
+        self._alloc(cap)
+        self.size = 0
+        self.latest_offset = -1
+
+    def _alloc(self, cap: int) -> None:
+        self.t1 = np.zeros(cap, dtype=np.uint64)
+        self.tv = np.zeros(cap, dtype=np.uint64)
+
+    @staticmethod
+    def fits(base_offset: int, end_offset: int) -> bool:
+        return end_offset - base_offset < OFFSET_MASK
+
+    def _grow(self, needed: int) -> None:
+        cap = self.t1.shape[0]
+        if needed <= cap * self.LOAD:
+            return
+        while needed > cap * self.LOAD:
+            cap <<= 1
+        live = self.tv != 0
+        o1, ov = self.t1[live], self.tv[live]
+        self._alloc(cap)
+        # reinsert whole slots: digest word and value word as they are
+        self.size = _creinsert(self.t1, self.tv, o1, ov)
+
+    def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None:
+        if h1.shape[0] == 0:
+            return
+        self._grow(self.size + h1.shape[0])
+        self.size = _cput_all(self.t1, self.tv, h1, h2, offsets - self.base, self.size)
+        self.latest_offset = int(offsets[-1])
+
+    def get(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
+        out = np.empty(h1.shape[0], dtype=np.int64)
+        if h1.shape[0]:
+            _cget_all(self.t1, self.tv, h1, h2, self.base, out)
+        return out
+
+    def update_latest_offset(self, offset: int) -> None:
+        self.latest_offset = offset
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def bytes_used(self) -> int:
+        return self.t1.shape[0] * 16
+
+
+@njit(cache=True)
+def _creinsert(t1, tv, o1, ov):
+    mask = t1.shape[0] - 1
+    for i in range(o1.shape[0]):
+        s = np.int64(o1[i] & np.uint64(mask))
+        while tv[s] != 0:
+            s = (s + 1) & mask
+        t1[s] = o1[i]
+        tv[s] = ov[i]
+    return o1.shape[0]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..storage import files
 from .grouping import SegmentSizes, group_segments_by_size
 from .map_builder import build_offset_map
-from .offset_map import InTaskOffsetMap
+from .offset_map import CompactOffsetMap, InTaskOffsetMap
 from .rewrite import RoundContext, clean_group
 from .segment_writer import CleanedSegmentWriter, DryRunWriter
 from .source import SegmentInfo, SourceLog
@@ -92,7 +92,10 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
     log = SourceLog(plan.dir, plan.segments)
     try:
         if offset_map is None:
-            offset_map = InTaskOffsetMap()
+            if CompactOffsetMap.fits(plan.first_dirty, plan.first_uncleanable):
+                offset_map = CompactOffsetMap(plan.first_dirty, plan.extra.get("expected_keys", 1024))
+            else:
+                offset_map = InTaskOffsetMap()
             build_offset_map(log, plan.first_dirty, plan.first_uncleanable, offset_map, stats)
         end_offset = offset_map.latest_offset + 1
         stats.map_keys = len(offset_map)

@@ -45,6 +45,7 @@ METADATA_NAMES = ["segment", "producerId", "producerEpoch", "isTransactional", "
                   "partitionLeaderEpoch"]
 DEFAULT_SPLIT_BYTES = 64 << 20
 MIN_AUTO_SPLIT_BYTES = 4 << 20
+DEFAULT_BATCH_RECORDS = 1 << 20
 EARLIEST, LATEST = -2, -1
 
 
@@ -225,6 +226,7 @@ class KafkaLogReader(DataSourceReader):
         self.read_committed = level == "read_committed"
         self.split_bytes = max(1, int(options.get("maxBytesPerSplit", DEFAULT_SPLIT_BYTES)))
         self.explicit_split = options.get("maxBytesPerSplit") is not None
+        self.batch_records = max(1, int(options.get("recordsPerBatch", DEFAULT_BATCH_RECORDS)))
         min_parts = options.get("minPartitions")
         self.min_partitions = int(min_parts) if min_parts is not None else (os.cpu_count() or 1)
 
@@ -294,7 +296,7 @@ class KafkaLogReader(DataSourceReader):
         for r in partition.ranges:
             reader = readers.get(r.path)
             if reader is None:
-                reader = readers[r.path] = PartitionReader(r.path)
+                reader = readers[r.path] = PartitionReader(r.path, chunk_records=self.batch_records)
             aborted = partition.aborted.get(r.path)
             for batch in reader.iter_columns(r.start, r.end, include_control=self.include_control,
                                              with_headers=self.include_headers):
