@@ -34,9 +34,10 @@ NOW = 1_900_000_000_000
 
 
 def write_workload(path: str, records: int, keys: int, batch: int, segment_bytes: int, seed: int = 1,
-                   partitions: int = 1, unique: bool = False) -> int:
-    """The reference workload; ``unique``: every key once (keys = records); ``partitions``: the
-    records split evenly over that many partitions, each with keys/partitions distinct keys."""
+                   partitions: int = 1, unique: bool = False, cyclic: bool = False) -> int:
+    """The reference workload; ``unique``: every key once (keys = records); ``cyclic``: keys taken
+    in turn, so exactly ``keys`` distinct ones; ``partitions``: the records split evenly over that
+    many partitions, each with keys/partitions distinct keys."""
     from compactlog.record.batch import BatchSpec, ColumnarRecords, encode_columnar_batch
     from compactlog.storage.datadir import DataDir
     rng = np.random.default_rng(seed)
@@ -52,7 +53,12 @@ def write_workload(path: str, records: int, keys: int, batch: int, segment_bytes
             k_part = max(keys // partitions, 1)
             for start in range(0, n_part, batch):
                 n = min(batch, n_part - start)
-                ids = np.arange(start, start + n) if unique else rng.integers(0, k_part, n)
+                if unique:
+                    ids = np.arange(start, start + n)
+                elif cyclic:
+                    ids = np.arange(start, start + n) % k_part
+                else:
+                    ids = rng.integers(0, k_part, n)
                 key_buf = np.frombuffer("".join(f"k{i:09d}" for i in ids.tolist()).encode(), dtype=np.uint8)
                 val_buf = rng.integers(0, 256, n * 100, dtype=np.uint8)
                 cols = ColumnarRecords(key_buf, np.arange(n + 1, dtype=np.int64) * key_len, np.zeros(n, np.bool_),
@@ -168,6 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--unique", action="store_true", help="every key once (keys = records)")
+    ap.add_argument("--cyclic", action="store_true", help="keys in turn: exactly --keys distinct keys")
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--batch", type=int, default=200)
     ap.add_argument("--segment-bytes", type=int, default=100 * 1024 * 1024)
@@ -185,7 +192,8 @@ def main(argv=None) -> int:
     src = os.path.join(base, "source")
     t0 = time.time()
     input_bytes = write_workload(src, args.records, args.records if args.unique else args.keys, args.batch,
-                                 args.segment_bytes, partitions=args.partitions, unique=args.unique)
+                                 args.segment_bytes, partitions=args.partitions, unique=args.unique,
+                                 cyclic=args.cyclic)
     os.sync()
     mb = input_bytes / 1e6
     print(f"workload: {args.records:,} records, {args.records if args.unique else args.keys:,} keys, "

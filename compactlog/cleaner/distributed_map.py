@@ -19,8 +19,6 @@ its offset is a winning offset; below it, when its offset is not superseded.
 
 from __future__ import annotations
 
-import pickle
-
 import numpy as np
 
 from ..record import kernels
@@ -137,72 +135,76 @@ def scan_jobs(plans: list[PartitionCleanPlan]) -> tuple[list, list]:
     return dirty, clean
 
 
-def run_distributed(spark, plans: list[PartitionCleanPlan]) -> list:
-    """Clean ``plans`` with the key map built by Spark (see the module docstring)."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
+def _buckets(p: int, kind: int, h1: np.ndarray, h2: np.ndarray, offs: np.ndarray, reducers: int):
+    """Split one scan's digests by reducer (high bits of the digest), as whole numpy blocks."""
+    bucket = (h1 >> np.uint64(40)) % np.uint64(reducers)
+    order = np.argsort(bucket, kind="stable")
+    counts = np.bincount(bucket.astype(np.int64), minlength=reducers)
+    h1, h2, offs = h1[order], h2[order], offs[order]
+    start = 0
+    for r, n in enumerate(counts.tolist()):
+        if n:
+            yield r, (p, kind, h1[start:start + n], h2[start:start + n], offs[start:start + n])
+        start += n
 
+
+def _reduce(blocks) -> list:
+    """Per partition: the winning offsets (latest per key) and the superseded clean offsets."""
+    from .offset_map import InTaskOffsetMap
+    by_plan: dict[int, dict[int, list]] = {}
+    for _, (p, kind, h1, h2, offs) in blocks:
+        by_plan.setdefault(p, {DIRTY: [], CLEAN: []})[kind].append((h1, h2, offs))
+    out = []
+    for p, kinds in by_plan.items():
+        latest = InTaskOffsetMap()
+        for h1, h2, offs in kinds[DIRTY]:
+            latest.put_max(h1, h2, offs)
+        superseded = [offs[latest.get(h1, h2) >= 0] for h1, h2, offs in kinds[CLEAN]]
+        out.append((p, (latest.offsets(), np.concatenate(superseded) if superseded else np.zeros(0, np.int64))))
+    return out
+
+
+def run_distributed(spark, plans: list[PartitionCleanPlan]) -> list:
+    """Clean ``plans`` with the key map built by Spark (see the module docstring).
+
+    Digests travel between tasks as numpy blocks in Spark's shuffle (no per-record rows): scan
+    tasks -> reducers by digest (latest offset per key) -> the rewrite task of each partition.
+    """
     sc = spark.sparkContext
-    n_tasks = max(2 * sc.defaultParallelism, 1)
+    parallelism = max(sc.defaultParallelism, 1)
+    dirty_bytes = sum(s.log_bytes for plan in plans for s in plan.segments if s.base_offset < plan.first_uncleanable)
+    reducers = max(1, min(4 * parallelism, dirty_bytes // (64 << 20)))   # ~64 MiB of log per reducer
     records_read = [sc.accumulator(0) for _ in plans]
     bytes_read = [sc.accumulator(0) for _ in plans]
     dirty_jobs, clean_jobs = scan_jobs(plans)
-    job_schema = "p int, seg long, lo long, hi long"
-    key_schema = "p int, h1 long, h2 long, offset long"
+    jobs = [(DIRTY, *j) for j in dirty_jobs] + [(CLEAN, *j) for j in clean_jobs]
 
-    def scan(counted: bool):
-        def fn(batches):
-            for jobs in batches:
-                for p, seg, lo, hi in zip(*(jobs.column(i).to_pylist() for i in range(4))):
-                    h1, h2, offs, n, nbytes = keyed_records(plans[p], seg, lo, hi)
-                    if counted:
-                        records_read[p].add(n)
-                        bytes_read[p].add(nbytes)
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array(np.full(offs.size, p, dtype=np.int32)), pa.array(h1.view(np.int64)),
-                         pa.array(h2.view(np.int64)), pa.array(offs)], names=["p", "h1", "h2", "offset"])
-        return fn
+    def scan(job):
+        kind, p, seg, lo, hi = job
+        h1, h2, offs, n, nbytes = keyed_records(plans[p], seg, lo, hi)
+        if kind == DIRTY:
+            records_read[p].add(n)
+            bytes_read[p].add(nbytes)
+        yield from _buckets(p, kind, h1, h2, offs, reducers)
 
-    def jobs_df(rows):
-        return spark.createDataFrame(rows, job_schema).repartition(max(min(len(rows), n_tasks * 4), 1))
-
-    # one shuffle: per key, the winning dirty offset and the clean-section offsets it supersedes
-    keyed = jobs_df(dirty_jobs).mapInArrow(scan(True), key_schema).withColumn("kind", F.lit(DIRTY))
-    if clean_jobs:
-        clean = jobs_df(clean_jobs).mapInArrow(scan(False), key_schema).withColumn("kind", F.lit(CLEAN))
-        keyed = keyed.unionByName(clean)
-    per_key = (keyed.groupBy("p", "h1", "h2")
-               .agg(F.max(F.when(F.col("kind") == DIRTY, F.col("offset"))).alias("win"),
-                    F.collect_list(F.when(F.col("kind") == CLEAN, F.col("offset"))).alias("clean"))
-               .where(F.col("win").isNotNull()))
-    entry = lambda off, kind: F.struct(off.cast("long").alias("offset"), F.lit(kind).alias("kind"))  # noqa: E731
-    rows = per_key.select("p", F.explode(F.concat(F.array(entry(F.col("win"), DIRTY)),
-                                                  F.transform("clean", lambda o: entry(o, CLEAN)))).alias("e"))
-    rows = rows.select("p", "e.offset", "e.kind").unionByName(
-        spark.createDataFrame([(p, -1, SEED) for p in range(len(plans))], "p int, offset long, kind int"))
-    rows = rows.repartition(min(len(plans), n_tasks), "p")
-
-    def rewrite(batches):
-        tables = [b for b in batches]
-        if not tables:
-            return
-        t = pa.Table.from_batches(tables)
-        p_col = t.column("p").to_numpy()
-        offs = t.column("offset").to_numpy()
-        kind = t.column("kind").to_numpy()
-        for p in np.unique(p_col).tolist():
-            mine = p_col == p
+    def rewrite(items):
+        by_plan: dict[int, list] = {}
+        for p, arrays in items:
+            by_plan.setdefault(p, []).append(arrays)
+        for p, parts in by_plan.items():
             plan = plans[p]
-            winners = offs[mine & (kind == DIRTY)]
-            superseded = offs[mine & (kind == CLEAN)]
+            winners = np.concatenate([w for w, _ in parts])
+            superseded = np.concatenate([c for _, c in parts])
             omap = WinnersMap(plan.first_dirty, plan.first_uncleanable, winners, superseded)
-            result = run_guarded(plan, offset_map=omap)
-            yield pa.RecordBatch.from_arrays([pa.array([p], pa.int32()), pa.array([pickle.dumps(result)], pa.binary())],
-                                             names=["p", "result"])
+            yield p, run_guarded(plan, offset_map=omap)
 
     sc.setJobDescription(f"compactlog clean (distributed key map): {len(plans)} partition(s)")
-    out = rows.mapInArrow(rewrite, "p int, result binary").collect()
-    results = {r["p"]: pickle.loads(r["result"]) for r in out}
+    seeds = sc.parallelize([(p, (np.zeros(0, np.int64), np.zeros(0, np.int64))) for p in range(len(plans))], 1)
+    reduced = (sc.parallelize(jobs, max(min(len(jobs), 4 * parallelism), 1)).flatMap(scan)
+               .partitionBy(reducers, lambda r: r).mapPartitions(_reduce))
+    out = (reduced.union(seeds).partitionBy(min(len(plans), 2 * parallelism), lambda p: p)
+           .mapPartitions(rewrite).collect())
+    results = dict(out)
     ordered = []
     for p, plan in enumerate(plans):
         res = results.get(p)

@@ -22,7 +22,8 @@ def summary_text(o, thread: int = 0) -> str:
         f"({_mb(s.bytes_read / elapsed):,.1f} MB/sec).",
         f"\tIndexed {_mb(s.map_bytes_read):,.1f} MB in {index:.1f} seconds "
         f"({_mb(s.map_bytes_read) / max(index, 1e-9):,.1f} Mb/sec, {100 * index / elapsed:.1f}% of total time)",
-        f"\tKey map: {s.map_keys:,d} keys ({o.map_kind or 'task'} map)",
+        f"\tKey map: {s.map_keys:,d} keys, {o.map_kind or 'task'} map"
+        + (f" ({o.map_reason})" if getattr(o, "map_reason", "") else ""),
         f"\tCleaned {_mb(s.bytes_read):,.1f} MB in {clean:.1f} seconds "
         f"({_mb(s.bytes_read) / clean:,.1f} Mb/sec, {100 * clean / elapsed:.1f}% of total time)",
         f"\tStart size: {_mb(s.bytes_read):,.1f} MB ({s.messages_read:,d} messages)",

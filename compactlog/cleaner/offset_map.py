@@ -60,6 +60,29 @@ def _put_all(t1, t2, toff, h1, h2, offsets, size):
 
 
 @njit(cache=True)
+def _put_max_all(t1, t2, toff, h1, h2, offsets, size):
+    """Like _put_all, but keeps the largest offset whatever the order of arrival."""
+    mask = t1.shape[0] - 1
+    for i in range(h1.shape[0]):
+        a = h1[i]
+        b = h2[i]
+        s = _slot(a ^ (b >> np.uint64(17)), mask)
+        while True:
+            if toff[s] == EMPTY:
+                t1[s] = a
+                t2[s] = b
+                toff[s] = offsets[i]
+                size += 1
+                break
+            if t1[s] == a and t2[s] == b:
+                if offsets[i] > toff[s]:
+                    toff[s] = offsets[i]
+                break
+            s = (s + 1) & mask
+    return size
+
+
+@njit(cache=True)
 def _get_all(t1, t2, toff, h1, h2, out):
     mask = t1.shape[0] - 1
     for i in range(h1.shape[0]):
@@ -108,6 +131,17 @@ class InTaskOffsetMap:
         self._grow(self.size + h1.shape[0])
         self.size = _put_all(self.t1, self.t2, self.toff, h1, h2, offsets, self.size)
         self.latest_offset = int(offsets[-1])
+
+    def put_max(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None:
+        """Record keys arriving in any order, keeping each key's largest offset."""
+        if h1.shape[0] == 0:
+            return
+        self._grow(self.size + h1.shape[0])
+        self.size = _put_max_all(self.t1, self.t2, self.toff, h1, h2, offsets, self.size)
+
+    def offsets(self) -> np.ndarray:
+        """Every key's stored offset (the winners, once all keys are in)."""
+        return self.toff[self.toff != EMPTY]
 
     def get(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
         out = np.empty(h1.shape[0], dtype=np.int64)

@@ -238,3 +238,4 @@ def clean_group(log: SourceLog, group: list[SourceSegment], writer: CleanedSegme
         upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset()
         txn.add_aborted(log.collect_aborted(seg.base_offset, upper))
         clean_segment_into(seg, writer, ctx, txn, stats)
+        seg.close()   # its last use in this round: unmap it
