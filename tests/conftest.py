@@ -9,6 +9,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("COMPACTLOG_SPARK_QUICK_START", "1")   # tests start many JVMs, run short jobs
 
 
 @pytest.fixture(scope="session")

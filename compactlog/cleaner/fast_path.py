@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 
 from ..record import kernels
-from ..record.kernels import _read_varint, scan_records
+from ..record.kernels import _be_i16 as _be16, _be_i32 as _be32, _be_i64 as _be64, scan_records
 from .map_builder import key_hashes
 from .stats import CleanerStats
 
@@ -33,32 +33,6 @@ _I32 = struct.Struct(">I")
 
 # the per-batch path alone when False (tests run the corpus both ways)
 ENABLED = True
-
-
-@njit(cache=True)
-def _be64(buf, p):
-    v = np.int64(0)
-    for k in range(8):
-        v = (v << 8) | np.int64(buf[p + k])
-    return v
-
-
-@njit(cache=True)
-def _be32(buf, p):
-    v = np.int64(0)
-    for k in range(4):
-        v = (v << 8) | np.int64(buf[p + k])
-    if v >= 2147483648:
-        v -= 4294967296
-    return v
-
-
-@njit(cache=True)
-def _be16(buf, p):
-    v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
-    if v >= 32768:
-        v -= 65536
-    return v
 
 
 @njit(cache=True)

@@ -39,7 +39,9 @@ def _slot(h1, mask):
 
 
 @njit(cache=True)
-def _put_all(t1, t2, toff, h1, h2, offsets, size):
+def _put_all(t1, t2, toff, h1, h2, offsets, size, keep_max):
+    """Insert keys; an existing key takes the new offset (in offset order), or the larger one
+    with ``keep_max`` (keys arriving in any order)."""
     mask = t1.shape[0] - 1
     for i in range(h1.shape[0]):
         a = h1[i]
@@ -53,29 +55,7 @@ def _put_all(t1, t2, toff, h1, h2, offsets, size):
                 size += 1
                 break
             if t1[s] == a and t2[s] == b:
-                toff[s] = offsets[i]
-                break
-            s = (s + 1) & mask
-    return size
-
-
-@njit(cache=True)
-def _put_max_all(t1, t2, toff, h1, h2, offsets, size):
-    """Like _put_all, but keeps the largest offset whatever the order of arrival."""
-    mask = t1.shape[0] - 1
-    for i in range(h1.shape[0]):
-        a = h1[i]
-        b = h2[i]
-        s = _slot(a ^ (b >> np.uint64(17)), mask)
-        while True:
-            if toff[s] == EMPTY:
-                t1[s] = a
-                t2[s] = b
-                toff[s] = offsets[i]
-                size += 1
-                break
-            if t1[s] == a and t2[s] == b:
-                if offsets[i] > toff[s]:
+                if not keep_max or offsets[i] > toff[s]:
                     toff[s] = offsets[i]
                 break
             s = (s + 1) & mask
@@ -122,14 +102,14 @@ class InTaskOffsetMap:
         live = self.toff != EMPTY
         o1, o2, oo = self.t1[live], self.t2[live], self.toff[live]
         self._alloc(cap)
-        self.size = _put_all(self.t1, self.t2, self.toff, o1, o2, oo, 0)
+        self.size = _put_all(self.t1, self.t2, self.toff, o1, o2, oo, 0, False)
 
     def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None:
         """Record keys in offset order; a later offset for the same key replaces the earlier one."""
         if h1.shape[0] == 0:
             return
         self._grow(self.size + h1.shape[0])
-        self.size = _put_all(self.t1, self.t2, self.toff, h1, h2, offsets, self.size)
+        self.size = _put_all(self.t1, self.t2, self.toff, h1, h2, offsets, self.size, False)
         self.latest_offset = int(offsets[-1])
 
     def put_max(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None:
@@ -137,7 +117,7 @@ class InTaskOffsetMap:
         if h1.shape[0] == 0:
             return
         self._grow(self.size + h1.shape[0])
-        self.size = _put_max_all(self.t1, self.t2, self.toff, h1, h2, offsets, self.size)
+        self.size = _put_all(self.t1, self.t2, self.toff, h1, h2, offsets, self.size, True)
 
     def offsets(self) -> np.ndarray:
         """Every key's stored offset (the winners, once all keys are in)."""

@@ -8,11 +8,17 @@ same option names (``startingOffsets``/``endingOffsets``: earliest, latest or JS
 
 * ``topic``, ``partitions`` (comma list) to choose partitions;
 * ``includeControl`` (transaction markers as rows), ``isolationLevel`` (``read_committed``, the
-  default, hides aborted transactional records; ``read_uncommitted`` shows them);
+  default, hides aborted transactional records and, as a Kafka consumer, reads no further than
+  the last stable offset, so "latest" is the LSO; ``read_uncommitted`` reads everything);
 * ``includeMetadata=true`` adds segment, producerId, producerEpoch, isTransactional, isControl,
   partitionLeaderEpoch;
-* ``maxBytesPerSplit`` (default 64 MiB): large segments are split at offset-index entries so one
-  big partition is read by several tasks.
+* ``maxBytesPerSplit`` (default 64 MiB) and ``minPartitions`` (default: this machine's cores):
+  the segments to read are cut, at offset-index entries, into splits of about equal bytes, at
+  most maxBytesPerSplit each and a multiple of minPartitions of them (reads under 4 MiB a task
+  stay in fewer tasks); a big segment is read by several tasks and small segments, of any
+  partitions, share one task;
+* ``recordsPerBatch`` (default 65536): rows per Arrow batch sent to Spark (also at most ~32 MiB
+  of keys and values).
 
 Rows travel as Arrow record batches built by numba kernels (``storage/reader.py``), never as
 Python tuples. Reading never writes to the directory.
@@ -45,7 +51,8 @@ METADATA_NAMES = ["segment", "producerId", "producerEpoch", "isTransactional", "
                   "partitionLeaderEpoch"]
 DEFAULT_SPLIT_BYTES = 64 << 20
 MIN_AUTO_SPLIT_BYTES = 4 << 20
-DEFAULT_BATCH_RECORDS = 1 << 20
+DEFAULT_BATCH_RECORDS = 1 << 16
+BATCH_BYTES = 32 << 20            # keys + values of one Arrow batch, at most (about)
 EARLIEST, LATEST = -2, -1
 
 
@@ -183,35 +190,89 @@ def index_cuts(seg_path: str, base: int) -> list[tuple[int, int]]:
     return out
 
 
-def split_points(seg_path: str, base: int, start: int, end: int, max_bytes: int) -> list[int]:
-    """Offsets that cut a segment's [start, end) into pieces of about ``max_bytes`` (index entries)."""
-    return [off for off, _ in _segment_pieces(seg_path, base, 0, start, end, max_bytes)[1:]]
+class SegmentRange(NamedTuple):
+    """Offsets [start, end) of one segment to read, with what is needed to cut it further."""
+    topic: str
+    partition: int
+    path: str                  # partition directory
+    segment: int               # base offset
+    start: int
+    end: int
+    cuts: list                 # [(offset, position)] inside (start, end), from the offset index
+    first_pos: int             # estimated file position of ``start``
+    end_pos: int               # estimated file position of ``end``
+
+    @property
+    def size(self) -> int:
+        return max(self.end_pos - self.first_pos, 0)
 
 
-def _segment_pieces(seg_path: str, base: int, seg_size: int, start: int, end: int,
-                    max_bytes: int) -> list[tuple[int, int]]:
-    """(first offset, estimated bytes) of the pieces of [start, end) in one segment."""
-    cuts = index_cuts(seg_path, base)
+def segment_range(topic: str, partition: int, pdir: str, seg, start: int, end: int) -> SegmentRange:
+    cuts = index_cuts(seg.path, seg.base_offset)
     offs = [o for o, _ in cuts]
 
     def pos_of(offset: int) -> int:
         i = bisect.bisect_right(offs, offset) - 1
         return cuts[i][1] if i >= 0 else 0
 
-    first_pos = pos_of(start)
-    if cuts and end <= offs[-1]:
-        end_pos = pos_of(end)
-    else:
-        end_pos = max(seg_size, cuts[-1][1] if cuts else 0)
-    pieces, last_off, last_pos = [], start, first_pos
-    for off, pos in cuts:
-        if off <= start or off >= end:
-            continue
-        if pos - last_pos >= max_bytes:
-            pieces.append((last_off, pos - last_pos))
-            last_off, last_pos = off, pos
-    pieces.append((last_off, max(end_pos - last_pos, 0)))
-    return pieces
+    end_pos = pos_of(end) if cuts and end <= offs[-1] else max(seg.size, cuts[-1][1] if cuts else 0)
+    inside = [(o, p) for o, p in cuts if start < o < end]
+    return SegmentRange(topic, partition, pdir, seg.base_offset, start, end, inside, pos_of(start), end_pos)
+
+
+def plan_splits(segments: list[SegmentRange], count: int) -> list[list[OffsetRange]]:
+    """Cut the ranges (in order) into ``count`` splits of about equal bytes.
+
+    A split boundary falls at the index entry nearest to each multiple of total/count, so a big
+    segment is shared by several splits and small segments (of any partitions) share one.
+    """
+    total = sum(s.size for s in segments)
+    if not segments:
+        return []
+    count = max(1, min(count, total or 1))
+    bounds = [total * k // count for k in range(1, count)]
+    splits, cur, cum, bi = [], [], 0, 0
+
+    def close():
+        nonlocal cur
+        if cur:
+            splits.append(cur)
+            cur = []
+
+    for s in segments:
+        while bi < len(bounds) and bounds[bi] <= cum:
+            close()
+            bi += 1
+        start, start_pos = s.start, s.first_pos
+        for off, pos in s.cuts:
+            if bi >= len(bounds):
+                break
+            want = bounds[bi] - cum + s.first_pos        # the boundary as a position in the file
+            if pos < want:
+                continue
+            # the first index entry at or past the boundary: cut there (or just before it)
+            cur.append(OffsetRange(s.topic, s.partition, s.path, start, off, s.segment, pos - start_pos))
+            close()
+            start, start_pos = off, pos
+            while bi < len(bounds) and bounds[bi] - cum + s.first_pos <= pos:
+                bi += 1
+        cur.append(OffsetRange(s.topic, s.partition, s.path, start, s.end, s.segment,
+                               max(s.end_pos - start_pos, 0)))
+        cum += s.size
+    close()
+    return splits
+
+
+def split_count(total: int, max_bytes: int, parallelism: int, explicit: bool) -> int:
+    """How many splits: at most ``max_bytes`` each, and a multiple of ``parallelism`` once each
+    task gets at least MIN_AUTO_SPLIT_BYTES (a Spark task costs more than reading a few MiB)."""
+    n = max(1, -(-total // max(1, max_bytes)))
+    if parallelism > 1:
+        if total >= parallelism * MIN_AUTO_SPLIT_BYTES or explicit and n > 1:
+            n = -(-max(n, parallelism) // parallelism) * parallelism
+        else:
+            n = max(n, min(parallelism, -(-total // MIN_AUTO_SPLIT_BYTES)))
+    return n
 
 
 class KafkaLogReader(DataSourceReader):
@@ -237,7 +298,7 @@ class KafkaLogReader(DataSourceReader):
             raise StorageError("kafka-log needs a path: .load(<data dir | data dir/topic | partition dir>)")
         starting = _offset_spec(o.get("startingOffsets"), EARLIEST)
         ending = _offset_spec(o.get("endingOffsets"), LATEST)
-        ranges: list[list[OffsetRange]] = []     # per Kafka partition
+        ranges: list[SegmentRange] = []
         aborted: dict[str, dict] = {}
         for topic, part, pdir in resolve_partition_dirs(path, o.get("topic"), o.get("partitions")):
             reader = PartitionReader(pdir)
@@ -258,45 +319,24 @@ class KafkaLogReader(DataSourceReader):
                 if txns:
                     aborted[pdir] = txns
             segs = reader.segments()
-            mine = []
             for i, seg in enumerate(segs):
                 seg_start = max(start, seg.base_offset)
                 seg_end = min(end, segs[i + 1].base_offset if i + 1 < len(segs) else end)
-                if seg_start >= seg_end:
-                    continue
-                pieces = _segment_pieces(seg.path, seg.base_offset, seg.size, seg_start, seg_end,
-                                         self.split_bytes)
-                bounds = [p[0] for p in pieces] + [seg_end]
-                for (a, size), b in zip(pieces, bounds[1:]):
-                    if a < b:
-                        mine.append(OffsetRange(topic, part, pdir, a, b, seg.base_offset, size))
-            if mine:
-                ranges.append(mine)
-        splits = pack_ranges(ranges, self._target_split_bytes(ranges))
+                if seg_start < seg_end:
+                    ranges.append(segment_range(topic, part, pdir, seg, seg_start, seg_end))
+        total = sum(r.size for r in ranges)
+        count = split_count(total, self.split_bytes, self.min_partitions, self.explicit_split)
         out = [KafkaLogPartition(rs, {p: aborted[p] for p in {r.path for r in rs} if p in aborted})
-               for rs in splits]
+               for rs in plan_splits(ranges, count)]
         return out or [KafkaLogPartition([])]
-
-    def _target_split_bytes(self, ranges: list[list[OffsetRange]]) -> int:
-        """maxBytesPerSplit, lowered so that a read of some size has ``minPartitions`` tasks.
-
-        Without an explicit maxBytesPerSplit, reads under 4 MiB a task stay in fewer tasks (a
-        Spark task costs more than reading a few MiB).
-        """
-        total = sum(r.size for rs in ranges for r in rs)
-        target = self.split_bytes
-        if self.min_partitions > 1 and total:
-            even = -(-total // self.min_partitions)
-            floor = 1 if self.explicit_split else min(self.split_bytes, MIN_AUTO_SPLIT_BYTES)
-            target = min(target, max(even, floor))
-        return max(1, target)
 
     def read(self, partition: KafkaLogPartition):
         readers: dict[str, PartitionReader] = {}
         for r in partition.ranges:
             reader = readers.get(r.path)
             if reader is None:
-                reader = readers[r.path] = PartitionReader(r.path, chunk_records=self.batch_records)
+                reader = readers[r.path] = PartitionReader(r.path, chunk_records=self.batch_records,
+                                                              chunk_bytes=BATCH_BYTES)
             aborted = partition.aborted.get(r.path)
             for batch in reader.iter_columns(r.start, r.end, include_control=self.include_control,
                                              with_headers=self.include_headers):
@@ -333,21 +373,6 @@ class KafkaLogReader(DataSourceReader):
                      batch.column("partition_leader_epoch")]
             names += METADATA_NAMES
         return pa.RecordBatch.from_arrays(cols, names=names)
-
-
-def pack_ranges(per_partition: list[list[OffsetRange]], target: int) -> list[list[OffsetRange]]:
-    """Consecutive ranges grouped into splits of about ``target`` bytes (small partitions share)."""
-    splits, cur, cur_size = [], [], 0
-    for rs in per_partition:
-        for r in rs:
-            if cur and cur_size + r.size > target:
-                splits.append(cur)
-                cur, cur_size = [], 0
-            cur.append(r)
-            cur_size += r.size
-    if cur:
-        splits.append(cur)
-    return splits
 
 
 def _binary(col: pa.Array) -> pa.Array:

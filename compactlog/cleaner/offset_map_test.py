@@ -1,0 +1,54 @@
+import numpy as np
+
+from compactlog.cleaner.distributed_map import INT64_MAX, WinnersMap
+from compactlog.cleaner.offset_map import CompactOffsetMap, InTaskOffsetMap
+
+
+def digests(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 2**63, n, dtype=np.uint64), rng.integers(0, 2**63, n, dtype=np.uint64)
+
+
+def test_latest_offset_per_key_and_growth():
+    for m in (InTaskOffsetMap(), CompactOffsetMap(base_offset=1000)):
+        h1, h2 = digests(50_000)
+        offsets = 1000 + np.arange(100_000, dtype=np.int64)
+        m.put(np.concatenate([h1, h1]), np.concatenate([h2, h2]), offsets)
+        assert len(m) == 50_000
+        assert (m.get(h1, h2) == offsets[50_000:]).all()
+        other1, other2 = digests(100, seed=1)
+        assert (m.get(other1, other2) == -1).all()
+
+
+def test_keys_sharing_the_first_64_bits_stay_apart():
+    h1 = np.array([7, 7], dtype=np.uint64)
+    h2 = np.array([1 << 63, 2 << 60], dtype=np.uint64)   # different top bits of the second word
+    m = CompactOffsetMap(base_offset=0)
+    m.put(h1[:1], h2[:1], np.array([5]))
+    m.put(h1[1:], h2[1:], np.array([9]))
+    assert len(m) == 2
+    assert m.get(h1, h2).tolist() == [5, 9]
+
+
+def test_put_max_keeps_the_largest_offset_whatever_the_order():
+    h1, h2 = digests(1000)
+    m = InTaskOffsetMap()
+    m.put_max(h1, h2, np.full(1000, 50, dtype=np.int64))
+    m.put_max(h1, h2, np.full(1000, 10, dtype=np.int64))
+    assert (m.get(h1, h2) == 50).all()
+    assert sorted(m.offsets().tolist()) == [50] * 1000
+
+
+def test_compact_map_refuses_ranges_beyond_40_bits():
+    assert CompactOffsetMap.fits(0, 2**40 - 2)
+    assert not CompactOffsetMap.fits(0, 2**40)
+
+
+def test_winners_map_answers_from_offsets_alone():
+    m = WinnersMap(first_dirty=100, end_offset=200, winners=np.array([150, 120]), superseded=np.array([40]))
+    offsets = np.array([150, 149, 120, 40, 41])
+    got = m.get(None, None, offsets)
+    # dirty winners map to themselves, other dirty records look superseded,
+    # clean records superseded by the dirty range look superseded, the others absent
+    assert got.tolist() == [150, INT64_MAX, 120, INT64_MAX, -1]
+    assert m.latest_offset == 199
