@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
+from typing import NamedTuple
 
 import pytest
 
@@ -23,3 +25,24 @@ def spark():
 def corpus_dir(tmp_path_factory):
     from corpus_support import unpack_corpus
     return unpack_corpus(str(tmp_path_factory.mktemp("corpus")))
+
+
+class Result(NamedTuple):
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """Run ``compactlog ARGS`` in this process; (exit code, stdout, stderr)."""
+    from compactlog.cli.main import main
+
+    def run(*args: str, stdin: str | bytes | None = None) -> Result:
+        capsys.readouterr()
+        data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+    return run

@@ -4,17 +4,13 @@
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 import re
 import shutil
-import sys
-from typing import NamedTuple
 
 import pytest
 
-from compactlog.cli.main import main
 from compactlog.storage.datadir import DataDir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,25 +21,6 @@ CONNECT = os.path.join(VECTORS, "mscaldas2012+kafka-connect-spooldir", "kafka-da
 SARAMA = os.path.join(VECTORS, "IBM+sarama")
 DPKP = os.path.join(VECTORS, "dpkp+kafka-python")
 SEG0 = "00000000000000000000"
-
-
-class Result(NamedTuple):
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch):
-    """Run ``compactlog ARGS`` in this process; (exit code, stdout, stderr)."""
-    def run(*args: str, stdin: str | bytes | None = None) -> Result:
-        capsys.readouterr()
-        data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-    return run
 
 
 def dump_json(cli, *paths, deep: bool = True) -> list[dict]:

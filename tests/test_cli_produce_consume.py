@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import os
 import subprocess
 import sys
 import time
-from typing import NamedTuple
 
 import pytest
 
-from compactlog.cli.main import main
 from compactlog.storage.datadir import DataDir
 from compactlog.storage.partitioner import partition_for_key
 
@@ -28,25 +25,6 @@ WALKTHROUGH_CREATE = ["topics", "create", "--topic", "latest-product-price", "--
                       "--config", "cleanup.policy=compact", "--config", "delete.retention.ms=100",
                       "--config", "segment.ms=100", "--config", "min.cleanable.dirty.ratio=0.01"]
 KEYED = ["--property", "parse.key=true", "--property", "key.separator=:"]
-
-
-class Result(NamedTuple):
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch):
-    """Run ``compactlog ARGS`` in this process with ``stdin``; (exit code, stdout, stderr)."""
-    def run(*args: str, stdin: str | bytes | None = None) -> Result:
-        capsys.readouterr()
-        data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-    return run
 
 
 @pytest.fixture
@@ -68,7 +46,7 @@ def tree_state(root) -> dict:
     return state
 
 
-def one_error_line(r: Result) -> str:
+def one_error_line(r) -> str:
     assert r.code != 0
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), r.err

@@ -3,38 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
-import sys
-from typing import NamedTuple
 
 import pytest
 
-from compactlog.cli.main import main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTORS = os.path.join(HERE, "data", "kafka-vectors")
-
-
-class Result(NamedTuple):
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch):
-    """Run ``compactlog ARGS`` in this process; (exit code, stdout, stderr)."""
-    def run(*args: str, stdin: str | bytes | None = None) -> Result:
-        capsys.readouterr()
-        data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-    return run
 
 
 def tree_state(root) -> dict:
@@ -62,7 +39,7 @@ def configs_of(described: dict) -> dict:
     return {c["name"]: (c["value"], c["source"]) for c in described["configs"]}
 
 
-def one_error_line(r: Result) -> str:
+def one_error_line(r) -> str:
     assert r.code != 0
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), r.err

@@ -7,7 +7,6 @@ import json
 import os
 import struct
 
-import pytest
 
 from compactlog.cli.main import main
 from compactlog.storage.datadir import DataDir

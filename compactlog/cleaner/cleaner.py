@@ -9,7 +9,6 @@ tasks. Files are replaced only by renames (``.cleaned`` -> ``.swap`` -> live, ol
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 
 from ..errors import CompactlogError

@@ -25,7 +25,7 @@ from ..record import kernels
 from .executor import TaskFailure, run_guarded
 from .fast_path import SegmentScan, as_u8
 from .source import SourceLog
-from .task import PartitionCleanPlan, PartitionCleanResult, clean_partition
+from .task import PartitionCleanPlan, PartitionCleanResult
 
 INT64_MAX = 2**63 - 1
 DIRTY, CLEAN, SEED = 0, 1, 2

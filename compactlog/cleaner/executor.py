@@ -9,7 +9,7 @@ import traceback
 from dataclasses import dataclass
 
 from ..errors import CompactlogError
-from .task import PartitionCleanPlan, PartitionCleanResult, clean_partition
+from .task import PartitionCleanPlan, clean_partition
 
 
 @dataclass

@@ -20,7 +20,6 @@ from numba import njit
 
 from ..record import kernels
 from ..record.kernels import _be_i16 as _be16, _be_i32 as _be32, _be_i64 as _be64, scan_records
-from .map_builder import key_hashes
 from .stats import CleanerStats
 
 # batch kinds in the output

@@ -10,7 +10,7 @@ import time
 
 import typer
 
-from ..cleaner.cleaner import Cleaner, PartitionOutcome
+from ..cleaner.cleaner import Cleaner
 from ..cleaner.executor import SparkExecutor, make_executor
 from ..cleaner.explain import explain_partition
 from ..cleaner.log_format import CleanerLog, summary_text

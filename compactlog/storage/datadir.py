@@ -13,7 +13,7 @@ import os
 import shutil
 from typing import Callable
 
-from ..errors import ConfigError, StorageError, TopicError
+from ..errors import StorageError, TopicError
 from . import files
 from .checkpoint import OffsetCheckpointFile, PartitionMetadataFile, new_topic_id
 from .config import BrokerConfig, LogConfig, parse_properties

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 
 from ..errors import CorruptRecordError, StorageError

@@ -20,8 +20,8 @@ from ..errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeEr
                       RecordTooLargeError, StorageError)
 from ..record import compression as codecs
 from ..record.batch import (BatchHeader, BatchSpec, CREATE_TIME, LOG_APPEND_TIME, MAGIC_V2,
-                            RECORD_BATCH_OVERHEAD, Record, RecordBatch, TIMESTAMP_TYPE_MASK,
-                            assemble_batch, columnar_records, encode_columnar_batch, iter_batches)
+                            Record, RecordBatch, TIMESTAMP_TYPE_MASK,
+                            columnar_records, encode_columnar_batch, iter_batches)
 from ..record.control import ABORT, COMMIT, encode_marker, parse_control_key, parse_marker_value
 from . import files
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
@@ -238,8 +238,8 @@ class Log:
         recs = b.records()
         if codec != h.compression:
             from ..record.batch import encode_batch
-            raw = encode_batch(spec, [(h.base_offset + r.offset - h.base_offset, r.timestamp, r.key, r.value,
-                                       r.headers) for r in recs], last_offset_delta=h.last_offset_delta)
+            raw = encode_batch(spec, [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs],
+                               last_offset_delta=h.last_offset_delta)
         else:
             raw = bytes(buf[pos:pos + h.size])
         if append_time:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import CorruptRecordError, StorageError
 from ..record import kernels
-from ..record.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_LEGACY_SIZE, iter_batches
+from ..record.batch import iter_batches
 from . import files
 from .checkpoint import OffsetCheckpointFile
 from .config import LogConfig
@@ -240,7 +240,6 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
                 read_snapshot(os.path.join(pdir, name))
             except StorageError as e:
                 problems.append(Problem(os.path.join(pdir, name), "", str(e).split(": ", 1)[-1]))
-    start = seg_facts[0].base_offset if seg_facts else 0
     end = seg_facts[-1].last_offset + 1 if seg_facts and seg_facts[-1].last_offset is not None else (
         seg_facts[-1].base_offset if seg_facts else 0)
     for name, entries in checkpoints.items():
