@@ -184,60 +184,6 @@ def _write_uvarint(out, pos, u):
 
 
 @njit(cache=True)
-def encode_records(out, pos, ts_delta, off_delta, key_buf, key_off, key_null,
-                   val_buf, val_off, val_null, hdr_buf, hdr_off):
-    """Append records encoded from columns; returns the end position.
-
-    Keys/values are slices [off[i], off[i+1]) of their buffers (null when the flag is set);
-    ``hdr_buf[hdr_off[i]:hdr_off[i+1]]`` is the record's already-encoded header section
-    (count varint and headers), empty meaning "no headers".
-    """
-    n = ts_delta.shape[0]
-    for i in range(n):
-        klen = key_off[i + 1] - key_off[i]
-        vlen = val_off[i + 1] - val_off[i]
-        hlen = hdr_off[i + 1] - hdr_off[i]
-        zts = _zigzag64(ts_delta[i])
-        zod = _zigzag32(off_delta[i])
-        body = 1 + _uvarint_size(zts) + _uvarint_size(zod)
-        if key_null[i]:
-            body += 1
-        else:
-            body += _uvarint_size(_zigzag32(klen)) + klen
-        if val_null[i]:
-            body += 1
-        else:
-            body += _uvarint_size(_zigzag32(vlen)) + vlen
-        body += hlen if hlen > 0 else 1
-        pos = _write_uvarint(out, pos, _zigzag32(body))
-        out[pos] = 0
-        pos += 1
-        pos = _write_uvarint(out, pos, zts)
-        pos = _write_uvarint(out, pos, zod)
-        if key_null[i]:
-            out[pos] = 1
-            pos += 1
-        else:
-            pos = _write_uvarint(out, pos, _zigzag32(klen))
-            out[pos:pos + klen] = key_buf[key_off[i]:key_off[i + 1]]
-            pos += klen
-        if val_null[i]:
-            out[pos] = 1
-            pos += 1
-        else:
-            pos = _write_uvarint(out, pos, _zigzag32(vlen))
-            out[pos:pos + vlen] = val_buf[val_off[i]:val_off[i + 1]]
-            pos += vlen
-        if hlen > 0:
-            out[pos:pos + hlen] = hdr_buf[hdr_off[i]:hdr_off[i + 1]]
-            pos += hlen
-        else:
-            out[pos] = 0
-            pos += 1
-    return pos
-
-
-@njit(cache=True)
 def reencode_records(out, pos, src, keep_idx, new_ts_delta, off_delta, tail_pos, rec_end):
     """Append records ``keep_idx`` of a scanned section with new timestamp deltas.
 
@@ -757,7 +703,12 @@ def scan_headers(src0, src1, source, val_pos, val_len, hdr_count, hk_pos, hk_len
 @njit(cache=True)
 def encode_records_memcpy(out, pos, ts_delta, off_delta, key_buf, key_off, key_null,
                           val_buf, val_off, val_null, hdr_buf, hdr_off):
-    """``encode_records`` with keys, values and header sections copied by memcpy (same bytes)."""
+    """Append records encoded from columns; returns the end position.
+
+    Keys/values are slices [off[i], off[i+1]) of their buffers (null when the flag is set);
+    ``hdr_buf[hdr_off[i]:hdr_off[i+1]]`` is the record's already-encoded header section
+    (count varint and headers), empty meaning "no headers". Spans are copied with memcpy.
+    """
     n = ts_delta.shape[0]
     for i in range(n):
         klen = key_off[i + 1] - key_off[i]

@@ -12,11 +12,24 @@ import struct
 import numpy as np
 import pyarrow as pa
 import pytest
+from numba import njit
 
 from compactlog.errors import CorruptRecordError
 from compactlog.record import compression as codecs
-from compactlog.record.batch import (BatchSpec, Header, columnar_records, encode_batch,
-                                     encode_columnar_batch, iter_batches)
+from compactlog.record.batch import (
+    BatchSpec,
+    Header,
+    columnar_records,
+    encode_batch,
+    encode_columnar_batch,
+    iter_batches,
+)
+from compactlog.record.kernels import (
+    _uvarint_size,
+    _write_uvarint,
+    _zigzag32,
+    _zigzag64,
+)
 from compactlog.storage.datadir import DataDir
 from compactlog.storage.reader import PartitionReader, column_schema, live_segment_files
 
@@ -592,7 +605,6 @@ def test_header_keys_not_utf8(tmp_path):
 
 def test_encode_columnar_batch_in_place_matches_assemble_batch():
     """The append path assembles uncompressed batches in place: the bytes assemble_batch makes."""
-    from compactlog.record import kernels
     from compactlog.record.batch import assemble_batch
     rng = np.random.default_rng(5)
     for trial in range(150):
@@ -617,7 +629,7 @@ def test_encode_columnar_batch_in_place_matches_assemble_batch():
         deltas = np.arange(n, dtype=np.int64) if offs is None else offs
         base_ts = spec.delete_horizon_ms if spec.delete_horizon_ms is not None else int(ts[0])
         out = np.empty(cols.encoded_size_bound(), dtype=np.uint8)
-        end = kernels.encode_records(out, 0, ts - base_ts, deltas, cols.key_buf, cols.key_off, cols.key_null,
+        end = reference_encode_records(out, 0, ts - base_ts, deltas, cols.key_buf, cols.key_off, cols.key_null,
                                      cols.val_buf, cols.val_off, cols.val_null, cols.hdr_buf, cols.hdr_off)
         expected = assemble_batch(spec, int(deltas[-1]) if lod is None else lod, base_ts, int(ts.max()), n,
                                   out[:end].tobytes())
@@ -635,3 +647,60 @@ def test_large_binary_when_a_chunk_needs_it(mixed, monkeypatch):
     table = reader.read_columns(include_control=True, with_headers=True)
     assert table.schema == column_schema(with_headers=True, large=True)
     assert rows_of(table) == rows_of(small)
+
+
+# the plain, byte-by-byte encoder the memcpy one must match
+@njit(cache=True)
+def reference_encode_records(out, pos, ts_delta, off_delta, key_buf, key_off, key_null,
+                             val_buf, val_off, val_null, hdr_buf, hdr_off):
+    """Reference encoder: records from columns, byte by byte.
+
+    Keys/values are slices [off[i], off[i+1]) of their buffers (null when the flag is set);
+    ``hdr_buf[hdr_off[i]:hdr_off[i+1]]`` is the record's already-encoded header section
+    (count varint and headers), empty meaning "no headers".
+    """
+    n = ts_delta.shape[0]
+    for i in range(n):
+        klen = key_off[i + 1] - key_off[i]
+        vlen = val_off[i + 1] - val_off[i]
+        hlen = hdr_off[i + 1] - hdr_off[i]
+        zts = _zigzag64(ts_delta[i])
+        zod = _zigzag32(off_delta[i])
+        body = 1 + _uvarint_size(zts) + _uvarint_size(zod)
+        if key_null[i]:
+            body += 1
+        else:
+            body += _uvarint_size(_zigzag32(klen)) + klen
+        if val_null[i]:
+            body += 1
+        else:
+            body += _uvarint_size(_zigzag32(vlen)) + vlen
+        body += hlen if hlen > 0 else 1
+        pos = _write_uvarint(out, pos, _zigzag32(body))
+        out[pos] = 0
+        pos += 1
+        pos = _write_uvarint(out, pos, zts)
+        pos = _write_uvarint(out, pos, zod)
+        if key_null[i]:
+            out[pos] = 1
+            pos += 1
+        else:
+            pos = _write_uvarint(out, pos, _zigzag32(klen))
+            out[pos:pos + klen] = key_buf[key_off[i]:key_off[i + 1]]
+            pos += klen
+        if val_null[i]:
+            out[pos] = 1
+            pos += 1
+        else:
+            pos = _write_uvarint(out, pos, _zigzag32(vlen))
+            out[pos:pos + vlen] = val_buf[val_off[i]:val_off[i + 1]]
+            pos += vlen
+        if hlen > 0:
+            out[pos:pos + hlen] = hdr_buf[hdr_off[i]:hdr_off[i + 1]]
+            pos += hlen
+        else:
+            out[pos] = 0
+            pos += 1
+    return pos
+
+
