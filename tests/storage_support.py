@@ -138,3 +138,18 @@ def check_partition_dir(pdir: str, interval: int = 4096, *, exact_indexes: bool 
             assert offs == exp_offs, f"{prefix}.index {offs} != {exp_offs}"
             assert times == exp_times, f"{prefix}.timeindex {times} != {exp_times}"
     return bases
+
+
+def tree_state(root) -> dict:
+    """Every file and directory under root: (size, sha256, mtime) or "dir" (to prove nothing changed)."""
+    state = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            state[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
+        for f in filenames:
+            path = os.path.join(dirpath, f)
+            with open(path, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+            st = os.stat(path)
+            state[os.path.relpath(path, root)] = (st.st_size, digest, st.st_mtime_ns)
+    return state

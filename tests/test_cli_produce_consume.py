@@ -4,7 +4,6 @@ transactions, validation, and the seed walkthrough."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ import time
 
 import pytest
 
+from storage_support import tree_state
 from compactlog.storage.datadir import DataDir
 from compactlog.storage.partitioner import partition_for_key
 
@@ -30,20 +30,6 @@ KEYED = ["--property", "parse.key=true", "--property", "key.separator=:"]
 @pytest.fixture
 def data(tmp_path):
     return tmp_path / "data"
-
-
-def tree_state(root) -> dict:
-    state = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for d in dirnames:
-            state[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
-        for f in filenames:
-            p = os.path.join(dirpath, f)
-            with open(p, "rb") as fh:
-                digest = hashlib.sha256(fh.read()).hexdigest()
-            st = os.stat(p)
-            state[os.path.relpath(p, root)] = (st.st_size, digest, st.st_mtime_ns)
-    return state
 
 
 def one_error_line(r) -> str:

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 
 import pytest
+from storage_support import tree_state
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTORS = os.path.join(HERE, "data", "kafka-vectors")
-
-
-def tree_state(root) -> dict:
-    """Every file under root with its size, content hash and mtime (to prove nothing changed)."""
-    state = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for d in dirnames:
-            state[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
-        for f in filenames:
-            p = os.path.join(dirpath, f)
-            with open(p, "rb") as fh:
-                digest = hashlib.sha256(fh.read()).hexdigest()
-            st = os.stat(p)
-            state[os.path.relpath(p, root)] = (st.st_size, digest, st.st_mtime_ns)
-    return state
 
 
 def describe_json(cli, data, topic) -> dict:

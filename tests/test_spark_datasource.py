@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from storage_support import tree_state
 from compactlog.cli.main import main as cli_main
 from compactlog.spark.datasource import KafkaLogReader
 from compactlog.storage.datadir import DataDir
@@ -39,20 +39,6 @@ APPEND_TIME = T0 + 50_000_000
 
 
 # -- helpers --------------------------------------------------------------------------------------
-
-def tree_state(root: str) -> dict:
-    """Every file and directory under root: (size, mtime_ns, sha256) / "dir"."""
-    state = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for d in dirnames:
-            state[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            st = os.stat(path)
-            with open(path, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
-            state[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns, digest)
-    return state
 
 
 def _bytes(d: dict, name: str) -> bytes | None:

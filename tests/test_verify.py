@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import struct
 
 
+from storage_support import tree_state
 from compactlog.cli.main import main
 from compactlog.storage.datadir import DataDir
 
@@ -27,16 +27,6 @@ def build(path, compacted=True):
     return os.path.join(str(path), "t-0")
 
 
-def snapshot(path):
-    out = {}
-    for root, _, names in os.walk(path):
-        for n in names:
-            p = os.path.join(root, n)
-            with open(p, "rb") as f:
-                out[p] = (hashlib.sha256(f.read()).hexdigest(), os.stat(p).st_mtime_ns)
-    return out
-
-
 def run_verify(path, capsys, *extra):
     code = main(["--data-dir", str(path), "verify", *extra])
     return code, capsys.readouterr().out
@@ -44,11 +34,11 @@ def run_verify(path, capsys, *extra):
 
 def test_healthy_dir_passes_and_nothing_changes(tmp_path, capsys):
     build(tmp_path)
-    before = snapshot(tmp_path)
+    before = tree_state(tmp_path)
     code, out = run_verify(tmp_path, capsys)
     assert code == 0, out
     assert "no problems" in out
-    assert snapshot(tmp_path) == before
+    assert tree_state(tmp_path) == before
 
 
 def test_flipped_bit_is_reported_with_file_and_position(tmp_path, capsys):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..errors import CorruptRecordError
 from ..record.batch import iter_batches
 from ..storage import files
-from ..storage.txn_index import TransactionIndex
+from ..storage.txn_index import TransactionIndex, collect_aborted
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
@@ -114,13 +114,7 @@ class SourceLog:
         i = bisect.bisect_right(self.bases, start) - 1
         if i < 0:
             return []
-        out = []
-        for seg in self.segments[i:]:
-            found, complete = seg.txn_index.collect(start, upper_bound)
-            out.extend(found)
-            if complete:
-                break
-        return out
+        return collect_aborted((s.txn_index for s in self.segments[i:]), start, upper_bound)
 
     def next_base(self, seg: SourceSegment) -> int | None:
         i = bisect.bisect_right(self.bases, seg.base_offset)

@@ -29,7 +29,7 @@ from .config import LogConfig
 from .fsutil import fsync_dir
 from .producer_state import CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerStateManager
 from .segment import LogSegment
-from .txn_index import AbortedTxn
+from .txn_index import AbortedTxn, collect_aborted
 
 Clock = Callable[[], int]
 
@@ -501,15 +501,10 @@ class Log:
 
     def collect_aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start, upper_bound), walking txn indexes forward."""
-        seg = self.floor_segment(start)
-        i = self.segments.index(seg) if seg is not None else 0
-        out = []
-        for s in self.segments[i:]:
-            found, complete = s.txn_index.collect(start, upper_bound)
-            out.extend(found)
-            if complete:
-                break
-        return out
+        i = bisect.bisect_right(self._bases, start) - 1
+        if i < 0:
+            return []
+        return collect_aborted((s.txn_index for s in self.segments[i:]), start, upper_bound)
 
     # -- truncation, retention, replacement
     def truncate_to(self, offset: int) -> None:

@@ -111,3 +111,15 @@ class TransactionIndex:
             os.remove(self.path)
         except FileNotFoundError:
             pass
+
+
+def collect_aborted(indexes, start: int, upper_bound: int) -> list[AbortedTxn]:
+    """Aborted transactions overlapping [start, upper_bound): Kafka's walk over the txn indexes
+    from the segment holding ``start`` onward, stopping once an entry proves the search complete."""
+    out = []
+    for index in indexes:
+        found, complete = index.collect(start, upper_bound)
+        out.extend(found)
+        if complete:
+            break
+    return out
