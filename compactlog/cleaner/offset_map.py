@@ -77,7 +77,20 @@ def _get_all(t1, t2, toff, h1, h2, out):
             s = (s + 1) & mask
 
 
-class InTaskOffsetMap:
+class _KeyTable:
+    """What both in-task maps share: the key count and the map's latest offset."""
+
+    size: int
+    latest_offset: int
+
+    def update_latest_offset(self, offset: int) -> None:
+        self.latest_offset = offset
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class InTaskOffsetMap(_KeyTable):
     """Open addressing over (h1, h2, offset) arrays, resized at a load factor of 1/2."""
 
     def __init__(self, expected_keys: int = 1024):
@@ -128,12 +141,6 @@ class InTaskOffsetMap:
         if h1.shape[0]:
             _get_all(self.t1, self.t2, self.toff, h1, h2, out)
         return out
-
-    def update_latest_offset(self, offset: int) -> None:
-        self.latest_offset = offset
-
-    def __len__(self) -> int:
-        return self.size
 
     @property
     def bytes_used(self) -> int:
@@ -188,7 +195,7 @@ def _cget_all(t1, tv, h1, h2, base, out):
             s = (s + 1) & mask
 
 
-class CompactOffsetMap:
+class CompactOffsetMap(_KeyTable):
     """16-byte slots: the key digest's first 64 bits, and one word holding the offset (40 bits,
     relative to the map's base offset) and 24 more bits of the digest, checked on every match so
     that two keys sharing the first 64 bits stay apart (an 88-bit digest in all).
@@ -240,12 +247,6 @@ class CompactOffsetMap:
         if h1.shape[0]:
             _cget_all(self.t1, self.tv, h1, h2, self.base, out)
         return out
-
-    def update_latest_offset(self, offset: int) -> None:
-        self.latest_offset = offset
-
-    def __len__(self) -> int:
-        return self.size
 
     @property
     def bytes_used(self) -> int:
