@@ -164,7 +164,7 @@ def run(args, root, table):
     timestamps = np.arange(now - n, now, dtype=np.int64)
     print(f"# generated records in {time.perf_counter() - t:.1f} s; data dir {root}")
 
-    dd = DataDir(os.path.join(root, "data"), create=True)
+    dd = DataDir(os.path.join(root, "data"), create=True, writable=True)
     # warm-up: load (or compile) the numba kernels outside the timings
     t = time.perf_counter()
     dd.create_topic("warmup", 1)
@@ -255,7 +255,7 @@ def run(args, root, table):
     # -- Python objects, on a subset
     ns = min(n, args.python_records)
     frac = ns / n
-    dd2 = DataDir(os.path.join(root, "data"))
+    dd2 = DataDir(os.path.join(root, "data"), writable=True)
     log2 = dd2.open_log("bench", 0)
     with Timer() as tm:
         got = sum(1 for _ in itertools.islice(log2.records(), ns))

@@ -43,7 +43,7 @@ def write_workload(path: str, records: int, keys: int, batch: int, segment_bytes
     rng = np.random.default_rng(seed)
     t = [NOW - 86_400_000]
     key_len = 10
-    with DataDir(path, clock=lambda: t[0], create=True) as dd:
+    with DataDir(path, clock=lambda: t[0], create=True, writable=True) as dd:
         dd.create_topic(TOPIC, partitions, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
                                             "min.cleanable.dirty.ratio": "0.01"})
         total = 0
@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     shutil.copytree(src, warm)
     os.sync()   # the copy's dirty pages must not be flushed during the timed clean
     with RssSampler() as rss:
-        with DataDir(warm, broker=BrokerConfig(overrides), clock=lambda: NOW) as dd:
+        with DataDir(warm, broker=BrokerConfig(overrides), clock=lambda: NOW, writable=True) as dd:
             t0 = time.time()
             outs = [x for x in Cleaner(dd, SparkExecutor(spark=spark)).run(NOW) if x.topic == TOPIC]
             warm_s = time.time() - t0

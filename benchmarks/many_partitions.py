@@ -24,7 +24,7 @@ NOW = 1_900_000_000_000
 
 def build(path: str, partitions: int, records: int, keys: int) -> None:
     from compactlog.storage.datadir import DataDir
-    with DataDir(path, clock=lambda: NOW - 60_000, create=True) as dd:
+    with DataDir(path, clock=lambda: NOW - 60_000, create=True, writable=True) as dd:
         dd.create_topic("small", partitions, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
         for p in range(partitions):
             log = dd.open_log("small", p)
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
             return out
         executor.run = timed_run
         t0 = time.perf_counter()
-        with DataDir(work, clock=lambda: NOW) as dd:
+        with DataDir(work, clock=lambda: NOW, writable=True) as dd:
             outs = cleaner_mod.Cleaner(dd, executor).run(NOW)
             t_swapped = time.perf_counter()
         t1 = time.perf_counter()

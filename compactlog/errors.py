@@ -67,3 +67,19 @@ class TopicError(CompactlogError):
 
 class StorageError(CompactlogError):
     """A partition directory or file that cannot be used as it is."""
+
+
+class DataDirLockedError(StorageError):
+    """Another writer (a compactlog process or a Kafka broker) holds the data dir's ``.lock``."""
+
+    def __init__(self, data_dir: str, pid: int | None, holder: str):
+        self.data_dir = data_dir
+        self.pid = pid
+        self.holder = holder
+        who = f"pid {pid} ({holder})" if pid is not None else holder
+        super().__init__(f"{data_dir}: the data directory is locked by another writer, {who}; "
+                         f"commands that write wait for it to finish (read-only commands work meanwhile)")
+
+
+class ReadOnlyError(StorageError):
+    """A write attempted through a data dir or log opened read-only."""

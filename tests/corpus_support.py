@@ -74,12 +74,12 @@ def run_case_api(corpus: str, name: str, data_dir: str, executor,
     from compactlog.storage.config import BrokerConfig
     from compactlog.storage.datadir import DataDir
     case = prepare(corpus, name, data_dir)
-    with DataDir(data_dir) as dd:
+    with DataDir(data_dir, writable=True) as dd:
         dd.alter_topic(case["topic"], case["topic_configs"])
     results = []
     for k, now in enumerate(case["rounds"], start=1):
         broker = BrokerConfig({**broker_overrides(case), **(extra_broker or {})})
-        with DataDir(data_dir, broker=broker, clock=lambda now=now: now) as dd:
+        with DataDir(data_dir, broker=broker, clock=lambda now=now: now, writable=True) as dd:
             outcomes = Cleaner(dd, executor).run(now)
         results.append((k, compare_round(corpus, name, case, data_dir, k), outcomes))
     return results

@@ -40,7 +40,7 @@ SEGMENT_FILES = (".log", ".index", ".timeindex", ".txnindex")
 def build_before(path: str, seed: int) -> None:
     rng = random.Random(seed)
     clock = [NOW - 3_600_000]
-    with DataDir(path, clock=lambda: clock[0], create=True) as dd:
+    with DataDir(path, clock=lambda: clock[0], create=True, writable=True) as dd:
         dd.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": "8192",
                                    "index.interval.bytes": "512", "min.cleanable.dirty.ratio": "0.01",
                                    "delete.retention.ms": "1000"})
@@ -79,7 +79,7 @@ def checkpoint(root: str) -> int | None:
 
 
 def clean(root: str) -> None:
-    with DataDir(root, clock=lambda: NOW) as dd:
+    with DataDir(root, clock=lambda: NOW, writable=True) as dd:
         outcomes = Cleaner(dd, InProcessExecutor()).run(NOW)
         assert outcomes[0].cleaned, outcomes[0].status.reason
 
@@ -148,7 +148,7 @@ def trial(work: str, before: str, *, crash_at: int | None, delay: float | None) 
 
 
 def verify(root: str, before_state: dict, after_state: dict, old_ckpt, new_ckpt) -> str:
-    with DataDir(root, clock=lambda: NOW) as dd:
+    with DataDir(root, clock=lambda: NOW, writable=True) as dd:
         log = dd.open_log(TOPIC, 0)
         for seg in log.segments:
             if not segment_is_valid(seg):

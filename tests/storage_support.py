@@ -148,6 +148,10 @@ def tree_state(root) -> dict:
             state[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
         for f in filenames:
             path = os.path.join(dirpath, f)
+            if f == ".lock":
+                # the data-dir lock: a writer notes its pid there; its presence is what counts
+                state[os.path.relpath(path, root)] = "lock"
+                continue
             with open(path, "rb") as fh:
                 digest = hashlib.sha256(fh.read()).hexdigest()
             st = os.stat(path)

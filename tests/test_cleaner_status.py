@@ -14,7 +14,7 @@ HOUR = 3_600_000
 
 
 def make_topic(path, configs, clock):
-    dd = DataDir(str(path), clock=lambda: clock[0], create=True)
+    dd = DataDir(str(path), clock=lambda: clock[0], create=True, writable=True)
     dd.create_topic("t", 1, {"cleanup.policy": "compact", **configs})
     return dd, dd.open_log("t", 0)
 
@@ -123,7 +123,7 @@ def test_explain_counts_removals_by_reason_and_tombstone_horizons(tmp_path, caps
 
 @pytest.mark.parametrize("policy", ["delete"])
 def test_non_compacted_topics_are_not_listed(tmp_path, capsys, policy):
-    dd = DataDir(str(tmp_path), create=True)
+    dd = DataDir(str(tmp_path), create=True, writable=True)
     dd.create_topic("plain", 1, {"cleanup.policy": policy})
     dd.close()
     assert main(["--data-dir", str(tmp_path), "cleaner", "status", "--json", "--now-ms", str(T0)]) == 0

@@ -183,7 +183,7 @@ def test_index_files_and_snapshot_of_a_produced_log(cli, tmp_path):
 def test_txn_index_and_producer_snapshot(cli, tmp_path):
     data = tmp_path / "data"
     assert cli("--data-dir", data, "topics", "create", "--topic", "t").code == 0
-    with DataDir(str(data)) as dd:
+    with DataDir(str(data), writable=True) as dd:
         log = dd.open_log("t", 0)
         log.append_records([b"a", b"b"], [b"1", b"2"], producer_id=42, producer_epoch=3, base_sequence=0,
                            transactional=True)

@@ -46,7 +46,7 @@ def consume_json(cli, data, topic, *args) -> list[dict]:
 
 
 def log_end_offsets(data, topic) -> list[int]:
-    with DataDir(str(data)) as dd:
+    with DataDir(str(data), writable=True) as dd:
         return [dd.open_log(topic, p).log_end_offset for p in dd.partitions(topic)]
 
 
@@ -444,7 +444,7 @@ def test_consume_stops_at_a_corrupt_batch(cli, data):
 
 def test_read_committed_hides_aborted_transactions_and_markers(cli, data):
     create(cli, data, "t")
-    with DataDir(str(data)) as dd:
+    with DataDir(str(data), writable=True) as dd:
         log = dd.open_log("t", 0)
         log.append_records([b"k"], [b"plain-1"])
         log.append_records([b"a", b"b"], [b"aborted-1", b"aborted-2"], producer_id=7, producer_epoch=0,
@@ -463,7 +463,7 @@ def test_read_committed_hides_aborted_transactions_and_markers(cli, data):
                       "--isolation-level", "read_uncommitted").out.split()
     assert uncommitted == ["plain-1", "aborted-1", "aborted-2", "committed-1", "plain-2", "open-1",
                            "after-open"]
-    with DataDir(str(data)) as dd:
+    with DataDir(str(data), writable=True) as dd:
         dd.open_log("t", 0).append_control(commit=True, producer_id=9, producer_epoch=0)
     committed = cli("--data-dir", data, "consume", "--topic", "t", "--from-beginning").out.split()
     assert committed == ["plain-1", "committed-1", "plain-2", "open-1", "after-open"]

@@ -39,7 +39,7 @@ def test_create_list_describe_alter_delete(cli, tmp_path):
             "--config", "cleanup.policy=compact", "--config", "min.cleanable.dirty.ratio=0.01")
     assert r.code == 0, r.err
     assert r.out.strip() == "Created topic prices."
-    assert sorted(os.listdir(data)) == ["compactlog.topics.json", "prices-0", "prices-1", "prices-2"]
+    assert sorted(os.listdir(data)) == [".lock", "compactlog.topics.json", "prices-0", "prices-1", "prices-2"]
     assert cli("--data-dir", data, "topics", "create", "--topic", "other").code == 0
 
     r = cli("--data-dir", data, "topics", "list")
@@ -74,7 +74,7 @@ def test_create_list_describe_alter_delete(cli, tmp_path):
     r = cli("--data-dir", data, "topics", "delete", "--topic", "prices")
     assert r.code == 0, r.err
     assert cli("--data-dir", data, "topics", "list").out.splitlines() == ["other"]
-    assert sorted(os.listdir(data)) == ["compactlog.topics.json", "other-0"]
+    assert sorted(os.listdir(data)) == [".lock", "compactlog.topics.json", "other-0"]
     assert "does not exist" in one_error_line(cli("--data-dir", data, "topics", "describe", "--topic", "prices"))
 
 

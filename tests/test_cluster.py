@@ -35,7 +35,7 @@ COMPARED = (".log", ".index", ".timeindex", ".txnindex")
 def build(root: str) -> None:
     rng = np.random.default_rng(7)
     t = [T0]
-    with DataDir(root, clock=lambda: t[0], create=True) as dd:
+    with DataDir(root, clock=lambda: t[0], create=True, writable=True) as dd:
         dd.create_topic(TOPIC, PARTITIONS, {"cleanup.policy": "compact", "segment.bytes": str(128 << 10),
                                             "min.cleanable.dirty.ratio": "0.01", "index.interval.bytes": "1024"})
         dd.create_topic("audit", 1, {"cleanup.policy": "compact", "segment.bytes": str(64 << 10)})
@@ -99,7 +99,7 @@ def test_local_cluster_clean_equals_in_process_clean(tmp_path):
     assert p.returncode == 0, p.stderr[-4000:]
     cluster = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
 
-    with DataDir(b, clock=lambda: NOW) as dd:
+    with DataDir(b, clock=lambda: NOW, writable=True) as dd:
         local = [o.to_dict() for o in Cleaner(dd, InProcessExecutor()).run(NOW)]
 
     names = {f"{TOPIC}-{i}" for i in range(PARTITIONS)} | {"audit-0"}

@@ -135,7 +135,7 @@ def test_kafka_partition_opens_reads_appends_and_reopens(tmp_path, case):
     had_indexes = os.path.exists(os.path.join(pdir, "00000000000000000000.index"))
     original_log = read(os.path.join(pdir, "00000000000000000000.log"))
 
-    dd = DataDir(root, clock=lambda: 1_800_000_000_000)
+    dd = DataDir(root, clock=lambda: 1_800_000_000_000, writable=True)
     log = dd.open_log(topic, int(part))
     assert (log.log_start_offset, log.log_end_offset) == (0, leo)
     assert log.segment_bases() == [0]
@@ -155,20 +155,18 @@ def test_kafka_partition_opens_reads_appends_and_reopens(tmp_path, case):
     assert read(os.path.join(pdir, "leader-epoch-checkpoint")) == b"0\n1\n0 0\n"
 
     # appends, reopen (clean), more appends, reopen (unclean)
-    dd = DataDir(root, clock=lambda: 1_800_000_000_000)
+    dd = DataDir(root, clock=lambda: 1_800_000_000_000, writable=True)
     log = dd.open_log(topic, int(part))
     before = [(r.offset, r.key, r.value) for r in log.records()]
     info = log.append_records([b"compactlog-key-1", b"compactlog-key-2"], [b"v1", None])
     assert (info.first_offset, info.last_offset) == (leo, leo + 1)
     dd.close()
-    dd = DataDir(root, clock=lambda: 1_800_000_000_000)
+    dd = DataDir(root, clock=lambda: 1_800_000_000_000, writable=True)
     log = dd.open_log(topic, int(part))
     assert log.log_end_offset == leo + 2
     log.append_records([b"compactlog-key-3"], [b"v3"])
-    for lg in dd.logs.values():                      # crash
-        for seg in lg.segments:
-            seg.close_handles()
-    dd = DataDir(root, clock=lambda: 1_800_000_000_000)
+    dd.abandon()                                     # crash
+    dd = DataDir(root, clock=lambda: 1_800_000_000_000, writable=True)
     log = dd.open_log(topic, int(part))
     after = [(r.offset, r.key, r.value) for r in log.records()]
     assert after == before + [(leo, b"compactlog-key-1", b"v1"), (leo + 1, b"compactlog-key-2", None),
@@ -187,7 +185,7 @@ def test_ldi_poc_files_match_the_readme(tmp_path):
     assert time_index_entries(os.path.join(pdir, "00000000000000000000.timeindex"), 0) == LDI_TIMEINDEX
     assert read_snapshot(os.path.join(pdir, "00000000000000000013.snapshot")) == []
 
-    dd = DataDir(root, clock=lambda: 1_800_000_000_000)
+    dd = DataDir(root, clock=lambda: 1_800_000_000_000, writable=True)
     log = dd.open_log("__consumer_offsets", 6)
     seg = log.segments[0]
     assert seg.offset_index.all_entries() == LDI_INDEX
@@ -206,7 +204,7 @@ def test_ldi_poc_files_match_the_readme(tmp_path):
 
 def test_appending_keyless_records_to_a_compacted_copy_of_cities_is_refused(tmp_path):
     root = setup_dir(tmp_path, BHEEM, ["cities-0"])
-    dd = DataDir(root, clock=lambda: 1_800_000_000_000)
+    dd = DataDir(root, clock=lambda: 1_800_000_000_000, writable=True)
     dd.alter_topic("cities", {"cleanup.policy": "compact"})
     log = dd.open_log("cities", 0)
     with pytest.raises(InvalidRecordError, match="without a key"):
@@ -214,14 +212,14 @@ def test_appending_keyless_records_to_a_compacted_copy_of_cities_is_refused(tmp_
     assert log.log_end_offset == 11
     log.append_records([b"pt"], [b"Lisbon"])
     dd.close()
-    dd = DataDir(root)
+    dd = DataDir(root, writable=True)
     assert [r.value for r in dd.open_log("cities", 0).records()] == CITIES + [b"Lisbon"]
     dd.close()
 
 
 def test_connect_dir_with_kafka_cleaner_checkpoint(tmp_path):
     root = setup_dir(tmp_path, CONNECT, ["docker-connect-configs-0", "docker-connect-status-0"])
-    dd = DataDir(root, clock=lambda: 1_800_000_000_000)
+    dd = DataDir(root, clock=lambda: 1_800_000_000_000, writable=True)
     assert dd.cleaner_checkpoint.read() == {}
     assert dd.topics() == ["docker-connect-configs", "docker-connect-status"]
     for topic in dd.topics():
@@ -232,7 +230,7 @@ def test_connect_dir_with_kafka_cleaner_checkpoint(tmp_path):
         assert log.log_end_offset == n + 1
     dd.close()
     counts = Counter()
-    dd = DataDir(root)
+    dd = DataDir(root, writable=True)
     for topic in dd.topics():
         counts[topic] = sum(1 for _ in dd.open_log(topic, 0).records())
     dd.close()

@@ -26,7 +26,7 @@ def _text(b):
 
 def build(path):
     clock = [T0]
-    with DataDir(str(path), clock=lambda: clock[0], create=True) as dd:
+    with DataDir(str(path), clock=lambda: clock[0], create=True, writable=True) as dd:
         dd.create_topic("topic", 1, {"cleanup.policy": "compact", "segment.bytes": "2000",
                                      "index.interval.bytes": "200"})
         log = dd.open_log("topic", 0)

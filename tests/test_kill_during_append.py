@@ -38,7 +38,7 @@ TOPIC = "crashy"
 def value(o):
     return hashlib.blake2b(b"%d" % o, digest_size=16).digest() * (1 + o % 4)
 
-dd = DataDir(root, clock=lambda: 1_700_000_000_000)
+dd = DataDir(root, clock=lambda: 1_700_000_000_000, writable=True)
 log = dd.open_log(TOPIC, 0)
 state = log.producer_state.producers
 for pid in (2,):
@@ -135,7 +135,7 @@ def run_child(root: str, seed: int, rng: random.Random) -> tuple[int, int]:
 def test_kill_9_during_appends(tmp_path):
     rng = random.Random(99)
     root = str(tmp_path / "data")
-    dd = DataDir(root, create=True)
+    dd = DataDir(root, create=True, writable=True)
     dd.create_topic(TOPIC, 1, CONFIGS)
     dd.close()
     pdir = os.path.join(root, f"{TOPIC}-0")
@@ -148,7 +148,7 @@ def test_kill_9_during_appends(tmp_path):
         if trial % 3 == 1:
             lose_unflushed_tail(pdir, best_flushed, rng)
 
-        dd = DataDir(root, clock=lambda: 1_700_000_000_000)
+        dd = DataDir(root, clock=lambda: 1_700_000_000_000, writable=True)
         log = dd.open_log(TOPIC, 0)
         leo = log.log_end_offset
         assert leo >= best_flushed > 0
@@ -178,8 +178,6 @@ def test_kill_9_during_appends(tmp_path):
             dd.close()
             check_partition_dir(pdir, 300, exact_indexes=False)
         else:
-            for lg in dd.logs.values():
-                for seg in lg.segments:
-                    seg.close_handles()
+            dd.abandon()
     assert best_flushed > 0
 

@@ -49,7 +49,7 @@ def test_clean_without_policy_does_nothing_and_bad_config_is_refused(tmp_path, c
 def test_cleaner_run_cleans_and_logs_in_kafka_format(tmp_path, capsys):
     from compactlog.storage.datadir import DataDir
     d = str(tmp_path / "d")
-    with DataDir(d, create=True) as dd:
+    with DataDir(d, create=True, writable=True) as dd:
         dd.create_topic("t", 2, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
         for p in range(2):
             log = dd.open_log("t", p)
@@ -63,5 +63,5 @@ def test_cleaner_run_cleans_and_logs_in_kafka_format(tmp_path, capsys):
     assert "Log cleaner thread 0 cleaned log t-0 (dirty section = [0, 3])" in text
     assert "Log cleaner thread 0 cleaned log t-1 (dirty section = [0, 3])" in text
     assert "(kafka.log.LogCleaner)" in text
-    with DataDir(d) as dd:
+    with DataDir(d, writable=True) as dd:
         assert dd.cleaner_checkpoint.read() == {("t", 0): 3, ("t", 1): 3}

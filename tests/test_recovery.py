@@ -36,9 +36,7 @@ def crash(log: Log) -> None:
 
 
 def crash_datadir(dd: DataDir) -> None:
-    for log in dd.logs.values():
-        crash(log)
-    dd.logs.clear()
+    dd.abandon()
 
 
 def put(log: Log, i: int, n: int = 2, **kw):
@@ -57,7 +55,7 @@ def env(tmp_path):
     root = str(tmp_path / "data")
 
     def open_dd() -> DataDir:
-        return DataDir(root, clock=clock, create=True)
+        return DataDir(root, clock=clock, create=True, writable=True)
 
     dd = open_dd()
     dd.create_topic(TOPIC, 1, CONFIGS)

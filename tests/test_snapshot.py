@@ -37,7 +37,7 @@ def build(root: str) -> list[tuple]:
     """Write the topic; every record as (partition, offset, key, value, timestamp, aborted)."""
     written = []
     ts = iter(range(T0, T0 + 10**9, 17))
-    with DataDir(root, clock=lambda: T0 + 10**9, create=True) as dd:
+    with DataDir(root, clock=lambda: T0 + 10**9, create=True, writable=True) as dd:
         dd.create_topic(TOPIC, PARTITIONS, {"segment.bytes": "4096"})
         logs = [dd.open_log(TOPIC, p) for p in range(PARTITIONS)]
 

@@ -149,7 +149,7 @@ def build_dir(root: str) -> list[Written]:
         written.append(Written(log.topic, log.partition, info.first_offset,
                                b"\x00\x00\x00" + (b"\x01" if commit else b"\x00"), None, 0, (), "marker", pid))
 
-    with DataDir(root, clock=lambda: clock[0], create=True) as dd:
+    with DataDir(root, clock=lambda: clock[0], create=True, writable=True) as dd:
         dd.create_topic("events", 2, {"segment.bytes": "1400", "index.interval.bytes": "200"})
         dd.create_topic("other", 1, {"message.timestamp.type": "LogAppendTime"})
         p0, p1 = dd.open_log("events", 0), dd.open_log("events", 1)
@@ -450,7 +450,7 @@ def test_reading_changes_nothing(spark, built, tmp_path):
 def test_splits_are_balanced_and_cover_big_segments(tmp_path):
     """Planning only (no Spark): one big segment is cut at index entries into equal splits."""
     root = str(tmp_path / "data")
-    with DataDir(root, clock=lambda: APPEND_TIME, create=True) as dd:
+    with DataDir(root, clock=lambda: APPEND_TIME, create=True, writable=True) as dd:
         dd.create_topic("big", 2, {"segment.bytes": str(8 << 20)})
         for p in (0, 1):
             log = dd.open_log("big", p)

@@ -16,7 +16,7 @@ T0 = 1_900_000_000_000
 
 
 def build(path):
-    with DataDir(str(path), clock=lambda: T0, create=True) as dd:
+    with DataDir(str(path), clock=lambda: T0, create=True, writable=True) as dd:
         dd.create_topic("t", 2, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
         for p in range(2):
             log = dd.open_log("t", p)
@@ -59,8 +59,9 @@ def test_cleaner_run_retries_an_uncleanable_partition_after_the_backoff(tmp_path
     build(tmp_path)
     corrupt_record_length(tmp_path)
     now = [T0]
-    ctx = CliContext(str(tmp_path), {"log.cleaner.backoff.ms": "15000"})
-    service = CleanerService(ctx, InProcessExecutor(), clock=lambda: now[0])
+    dd = CliContext(str(tmp_path), {"log.cleaner.backoff.ms": "15000"}).open(write=True)
+    dd.clock = lambda: now[0]
+    service = CleanerService(dd, InProcessExecutor(), clock=lambda: now[0])
     from compactlog.cleaner.log_format import CleanerLog
     log = CleanerLog(str(tmp_path))
     assert service.run_once(log)                       # t-1 cleaned, t-0 marked uncleanable
@@ -73,3 +74,4 @@ def test_cleaner_run_retries_an_uncleanable_partition_after_the_backoff(tmp_path
     assert service.uncleanable == {("t", 0): T0 + 30000}
     text = open(os.path.join(tmp_path, "logs", "log-cleaner.log")).read()
     assert text.count("Marking its partition (t-0) as uncleanable") == 2
+    dd.close()

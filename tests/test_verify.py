@@ -15,7 +15,7 @@ T0 = 1_900_000_000_000
 
 
 def build(path, compacted=True):
-    dd = DataDir(str(path), clock=lambda: T0, create=True)
+    dd = DataDir(str(path), clock=lambda: T0, create=True, writable=True)
     dd.create_topic("t", 1, {"cleanup.policy": "compact" if compacted else "delete",
                              "index.interval.bytes": "100"})
     log = dd.open_log("t", 0)
@@ -78,7 +78,7 @@ def test_stale_index_entry_is_reported(tmp_path, capsys):
 
 def test_duplicate_key_below_the_cleaner_checkpoint_is_reported(tmp_path, capsys):
     build(tmp_path)
-    with DataDir(str(tmp_path)) as dd:
+    with DataDir(str(tmp_path), writable=True) as dd:
         dd.cleaner_checkpoint.update({("t", 0): 30})   # claims [0, 30) is clean, but it never was
     code, out = run_verify(tmp_path, capsys)
     assert code == 1
@@ -87,7 +87,7 @@ def test_duplicate_key_below_the_cleaner_checkpoint_is_reported(tmp_path, capsys
 
 def test_checkpoint_beyond_log_end_is_reported(tmp_path, capsys):
     build(tmp_path, compacted=False)
-    with DataDir(str(tmp_path)) as dd:
+    with DataDir(str(tmp_path), writable=True) as dd:
         dd.cleaner_checkpoint.update({("t", 0): 1000})
     code, out = run_verify(tmp_path, capsys)
     assert code == 1 and "offset 1000 is outside the log" in out

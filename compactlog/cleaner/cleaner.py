@@ -140,6 +140,7 @@ class Cleaner:
         checkpoint_updates = {}
         outcomes = {}
         plans = []
+        planned_epochs = {}
         enabled = self.datadir.broker.get("log.cleaner.enable") and self.datadir.broker.get("log.cleaner.threads") > 0
         for st in statuses:
             key = (st.topic, st.partition)
@@ -157,9 +158,11 @@ class Cleaner:
             if not (st.eligible or (force and st.cleanable_bytes > 0)):
                 continue
             log = self.datadir.open_log(st.topic, st.partition)
-            discard_cleaned_files(log.dir)
-            out.start_size = log.size()
-            plans.append(make_plan(self.datadir, log, st, now_ms))
+            with log.lock:
+                discard_cleaned_files(log.dir)
+                out.start_size = log.size()
+                plans.append(make_plan(self.datadir, log, st, now_ms))
+                planned_epochs[key] = log.structure_epoch
         results = self.executor.run(plans) if plans else []
         for res in results:
             key = (res.topic, res.partition)
@@ -169,11 +172,19 @@ class Cleaner:
                 out.error = res.error
                 discard_cleaned_files(log.dir)
                 continue
-            try:
-                swap_in(log, res)
-            except (CompactlogError, OSError) as e:
-                out.error = f"{log.dir}: swapping in cleaned segments failed: {e}"
-                continue
+            with log.lock:
+                if log.structure_epoch != planned_epochs[key]:
+                    # truncated, trimmed by retention or replaced while it was cleaned (Kafka aborts
+                    # such a cleaning): the result may cover segments that are gone
+                    discard_cleaned_files(log.dir)
+                    out.error = (f"{log.dir}: cleaning aborted: the log changed while it was cleaned "
+                                 f"(truncation, retention or another swap); it is retried next round")
+                    continue
+                try:
+                    swap_in(log, res)
+                except (CompactlogError, OSError) as e:
+                    out.error = f"{log.dir}: swapping in cleaned segments failed: {e}"
+                    continue
             out.cleaned = True
             out.end_offset = res.end_offset
             out.groups = res.groups

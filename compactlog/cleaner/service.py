@@ -16,8 +16,10 @@ from .log_format import CleanerLog
 
 
 class CleanerService:
-    def __init__(self, cli_context, executor, clock=lambda: int(time.time() * 1000)):
-        self.ctx = cli_context
+    """Runs on a data dir opened for writing (it holds the lock for its whole life)."""
+
+    def __init__(self, datadir, executor, clock=lambda: int(time.time() * 1000)):
+        self.datadir = datadir
         self.executor = executor
         self.clock = clock
         self.uncleanable: dict[tuple[str, int], int] = {}   # partition -> retry time
@@ -25,7 +27,7 @@ class CleanerService:
 
     def run(self, stop: threading.Event, iterations: int = 0) -> None:
         done = 0
-        log = CleanerLog(self.ctx.require_data_dir())
+        log = CleanerLog(self.datadir.path)
         log.info(f"Starting the log cleaner ({getattr(self.executor, 'name', 'executor')})")
         while not stop.is_set():
             cleaned = self.run_once(log)
@@ -33,30 +35,31 @@ class CleanerService:
             if iterations and done >= iterations:
                 break
             if not cleaned:
-                stop.wait(self.ctx.broker().get("log.cleaner.backoff.ms") / 1000.0)
+                stop.wait(self.datadir.broker.get("log.cleaner.backoff.ms") / 1000.0)
         log.info("Shutting down the log cleaner")
 
     def run_once(self, log: CleanerLog) -> bool:
         now = self.clock()
-        broker = self.ctx.broker()
+        dd = self.datadir
+        broker = dd.broker
         backoff = broker.get("log.cleaner.backoff.ms")
         exclude = {tp for tp, retry in self.uncleanable.items() if retry > now}
-        with self.ctx.open(now_ms=now) as dd:
-            outcomes = Cleaner(dd, self.executor).run(now, exclude=exclude)
-            for o in outcomes:
-                key = (o.topic, o.partition)
-                if o.error:
-                    self.uncleanable[key] = now + backoff
-                    log.error(o)
-                elif o.cleaned:
-                    self.uncleanable.pop(key, None)
-                    log.cleaned(o)
-            if now - self.last_retention_ms >= broker.get("log.retention.check.interval.ms"):
-                self.last_retention_ms = now
-                for t, p in dd.all_partitions():
-                    if (t, p) in exclude:
-                        continue
-                    removed = dd.open_log(t, p).delete_old_segments()
-                    if removed:
-                        log.info(f"Deleted {removed} segment(s) of {t}-{p} by retention")
+        outcomes = Cleaner(dd, self.executor).run(now, exclude=exclude)
+        for o in outcomes:
+            key = (o.topic, o.partition)
+            if o.error:
+                self.uncleanable[key] = now + backoff
+                log.error(o)
+            elif o.cleaned:
+                self.uncleanable.pop(key, None)
+                log.cleaned(o)
+        if now - self.last_retention_ms >= broker.get("log.retention.check.interval.ms"):
+            self.last_retention_ms = now
+            for t, p in dd.all_partitions():
+                if (t, p) in exclude:
+                    continue
+                removed = dd.open_log(t, p).delete_old_segments()
+                if removed:
+                    log.info(f"Deleted {removed} segment(s) of {t}-{p} by retention")
+        dd.checkpoint_logs()
         return any(o.cleaned for o in outcomes)

@@ -112,7 +112,7 @@ def clean_cmd(ctx: typer.Context,
     now = _now(now_ms)
     executor = _executor(c, engine, spark_master)
     runner = _progress_runner(executor, os.isatty(2) and not as_json)
-    with c.open(now_ms=now) as dd:
+    with c.open(write=True, now_ms=now) as dd:
         if session_configs:
             from ..storage.config import LogConfig
             LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
@@ -154,7 +154,7 @@ def explain_cmd(ctx: typer.Context,
     """What a clean at --now-ms would remove (by reason) and when each kept tombstone or marker goes."""
     c = context(ctx)
     now = _now(now_ms)
-    with c.open(now_ms=now) as dd:
+    with c.open(write=False, now_ms=now) as dd:
         ex = explain_partition(Cleaner(dd), topic, partition, now)
     if as_json:
         typer.echo(json.dumps(ex.to_dict(), indent=2))
@@ -195,7 +195,7 @@ def status_cmd(ctx: typer.Context,
     """Per compacted partition: dirty ratio, cleanable range, eligible or why not, next eligible time."""
     c = context(ctx)
     now = _now(now_ms)
-    with c.open(now_ms=now) as dd:
+    with c.open(write=False, now_ms=now) as dd:
         statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted]
     ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
     max_dirty = int(100 * max(ratios)) if ratios else 0
@@ -230,8 +230,9 @@ def run_cmd(ctx: typer.Context,
     executor = _executor(c, engine, spark_master)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        service = CleanerService(c, executor)
-        service.run(stop, iterations=iterations)
-    except KeyboardInterrupt:
-        pass
+    with c.open(write=True) as dd:
+        try:
+            service = CleanerService(dd, executor)
+            service.run(stop, iterations=iterations)
+        except KeyboardInterrupt:
+            pass

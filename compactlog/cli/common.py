@@ -20,6 +20,7 @@ from ..storage.datadir import DataDir, load_broker_config
 class CliContext:
     data_dir: str | None
     overrides: dict = field(default_factory=dict)
+    command: list = field(default_factory=list)   # the subcommand's words, for the lock holder's note
 
     def require_data_dir(self) -> str:
         if not self.data_dir:
@@ -29,14 +30,20 @@ class CliContext:
     def broker(self):
         return load_broker_config(self.require_data_dir(), self.overrides)
 
-    def open(self, *, create: bool = False, now_ms: int | None = None) -> DataDir:
+    def open(self, *, write: bool, create: bool = False, now_ms: int | None = None) -> DataDir:
+        """The data dir for one command: ``write`` takes the data-dir lock (a second writer is
+        refused at once, naming the holder); otherwise it is opened read-only and nothing in it
+        changes."""
         path = self.require_data_dir()
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise CompactlogError(f"{path}: not a directory (--data-dir must name a directory)")
         if not os.path.isdir(path):
             if not create:
                 raise CompactlogError(f"{path}: data directory does not exist")
             os.makedirs(path)
         clock = (lambda: now_ms) if now_ms is not None else (lambda: int(time.time() * 1000))
-        return DataDir(path, broker=self.broker(), clock=clock)
+        command = "compactlog " + " ".join(self.command) if self.command else "compactlog"
+        return DataDir(path, broker=self.broker(), clock=clock, writable=write, command=command)
 
 
 def context(ctx: typer.Context) -> CliContext:

@@ -156,7 +156,7 @@ def start_at(from_beginning: bool, partition: int | None, offset: str | None,
 
 def _partitions(c, topic: str, partition: int | None) -> tuple[str, list[int]]:
     """The data dir and the partitions to read; only metadata is read (no log is opened)."""
-    with c.open() as dd:
+    with c.open(write=False) as dd:
         if not dd.has_topic(topic):
             raise TopicError(f"topic {topic!r} does not exist in {dd.path}")
         parts = dd.partitions(topic)

@@ -30,7 +30,16 @@ def _global(ctx: typer.Context,
             override: list[str] = typer.Option(None, "--override",
                                                help="A broker setting K=V (Kafka's name), repeatable.")):
     ctx.obj = CliContext(os.path.abspath(data_dir) if data_dir else None,
-                         parse_assignments(override, "--override"))
+                         parse_assignments(override, "--override"), _command_words(ctx))
+
+
+def _command_words(ctx: typer.Context) -> list[str]:
+    """``["topics", "create"]``: the subcommand being run (no option values, which may be paths)."""
+    words = [ctx.invoked_subcommand] if ctx.invoked_subcommand else []
+    rest = list(getattr(ctx, "protected_args", [])) + list(ctx.args)
+    if words and words[0] in ("topics", "cleaner") and len(rest) > 1 and not rest[1].startswith("-"):
+        words.append(rest[1])
+    return words
 
 
 def _register() -> None:

@@ -117,7 +117,7 @@ def produce_cmd(ctx: typer.Context,
     if props and input_format == "jsonl":
         fail("--property applies to text input only (JSON lines carry key, value and headers)")
     fmt = line_format(props)
-    with c.open() as dd:
+    with c.open(write=True) as dd:
         target = _target(dd, topic)
         producer = Producer(dd, target, batch_size, compression, verbose)
         line_no = 0

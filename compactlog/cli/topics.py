@@ -57,7 +57,7 @@ def create_cmd(ctx: typer.Context,
     if count < 1:
         fail(f"--partitions must be at least 1, got {count}")
     LogConfig(configs, broker)
-    with c.open(create=True) as dd:
+    with c.open(write=True, create=True) as dd:
         dd.create_topic(topic, count, configs)
     typer.echo(f"Created topic {topic}.")
 
@@ -65,7 +65,7 @@ def create_cmd(ctx: typer.Context,
 @topics_app.command("list")
 def list_cmd(ctx: typer.Context):
     """Every topic of the data dir, one per line (also topics Kafka wrote, found by their directories)."""
-    with context(ctx).open() as dd:
+    with context(ctx).open(write=False) as dd:
         for name in dd.topics():
             typer.echo(name)
 
@@ -75,7 +75,7 @@ def describe_cmd(ctx: typer.Context,
                  topic: str = typer.Option(None, "--topic", help="The topic to describe (default: every topic)."),
                  as_json: bool = typer.Option(False, "--json", help="One JSON object per topic.")):
     """Configs (override or default) and, per partition, size, log start/end offset and segments."""
-    with context(ctx).open() as dd:
+    with context(ctx).open(write=False) as dd:
         names = [topic] if topic is not None else dd.topics()
         for name in names:
             if not dd.has_topic(name):
@@ -99,7 +99,7 @@ def alter_cmd(ctx: typer.Context,
     removals = list(delete_config or [])
     if not changes and not removals:
         fail("nothing to alter: give --config K=V or --delete-config K")
-    with c.open() as dd:
+    with c.open(write=True) as dd:
         if not dd.has_topic(topic):
             raise TopicError(f"topic {topic!r} does not exist in {dd.path}")
         current = dd.topic_config(topic)
@@ -117,7 +117,7 @@ def alter_cmd(ctx: typer.Context,
 @topics_app.command("delete")
 def delete_cmd(ctx: typer.Context, topic: str = typer.Option(..., "--topic", help="The topic to delete.")):
     """Delete a topic: its partition directories, its configs and its checkpoint entries."""
-    with context(ctx).open() as dd:
+    with context(ctx).open(write=True) as dd:
         dd.delete_topic(topic)
     typer.echo(f"Deleted topic {topic}.")
 

@@ -4,6 +4,14 @@ Kafka keeps topic metadata outside the log dirs (in KRaft's metadata log). compa
 one file at the data dir's root, ``compactlog.topics.json`` (a file, so Kafka's loader, which only
 looks at directories, ignores it). A directory Kafka wrote opens as is: every ``<topic>-<N>/`` is a
 partition of ``<topic>``, with Kafka's default configs until configured here.
+
+A data dir is opened by one writer at a time (``writable=True``: Kafka's LogManager, which holds
+``.lock`` for its whole life) or by any number of readers (the default), which never change a file:
+their logs are opened read-only, recovery happens in memory, the clean-shutdown marker is left
+alone. A writer removes the marker when it opens its first log, as Kafka does at startup, and
+writes it back at close only when the directory is then really in a clean state: it was clean when
+the writer came, or the writer opened (and so recovered) every partition. Otherwise a partition
+left torn by an earlier crash, and never opened here, would pass for clean at the next open.
 """
 
 from __future__ import annotations
@@ -11,13 +19,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from typing import Callable
 
-from ..errors import StorageError, TopicError
+from ..errors import ReadOnlyError, StorageError, TopicError
 from . import files
 from .checkpoint import OffsetCheckpointFile, PartitionMetadataFile, new_topic_id
 from .config import BrokerConfig, LogConfig, parse_properties
 from .fsutil import atomic_write
+from .lock import DataDirLock
 from .log import Log, system_clock
 
 TOPICS_FILE = "compactlog.topics.json"
@@ -48,15 +58,30 @@ def _readable(checkpoint: OffsetCheckpointFile) -> dict:
 
 class DataDir:
     def __init__(self, path: str, *, broker: BrokerConfig | None = None,
-                 clock: Callable[[], int] = system_clock, create: bool = False):
+                 clock: Callable[[], int] = system_clock, create: bool = False,
+                 writable: bool = False, command: str = "compactlog"):
         self.path = os.path.abspath(path)
         if not os.path.isdir(self.path):
+            if os.path.exists(self.path):
+                raise StorageError(f"{self.path}: not a directory (--data-dir must name a directory)")
             if not create:
                 raise StorageError(f"{self.path}: data directory does not exist")
+            if not writable:
+                raise ReadOnlyError(f"{self.path}: cannot create a data directory when opened read-only")
             os.makedirs(self.path)
-        self.broker = broker or load_broker_config(self.path)
+        self.writable = writable
+        # the lock comes first: nothing is read that a running writer could be changing
+        self.lock = DataDirLock(self.path, command) if writable else None
+        try:
+            self.broker = broker or load_broker_config(self.path)
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
         self.clock = clock
         self.logs: dict[tuple[str, int], Log] = {}
+        self._logs_guard = threading.RLock()
+        self._meta_cache: tuple[tuple, dict] | None = None
         # topic configs for this process only (offline compaction of a copied Kafka data dir);
         # never written to compactlog.topics.json
         self.session_configs: dict[str, str] = {}
@@ -66,22 +91,47 @@ class DataDir:
         self.log_start_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.LOG_START_OFFSET_CHECKPOINT))
 
     # -- topic metadata
+    def _require_writer(self, what: str) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"{self.path}: opened read-only; {what} needs a writer")
+
     def _read_meta(self) -> dict:
+        """The topics file, cached while its size and mtime stay the same (a copy: callers edit it)."""
         path = os.path.join(self.path, TOPICS_FILE)
+        try:
+            st = os.stat(path)
+            sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            return {"version": 1, "topics": {}}
+        if self._meta_cache is not None and self._meta_cache[0] == sig:
+            return json.loads(json.dumps(self._meta_cache[1]))
         try:
             with open(path, "r", encoding="utf-8") as f:
                 meta = json.load(f)
         except FileNotFoundError:
             return {"version": 1, "topics": {}}
+        except UnicodeDecodeError as e:
+            raise StorageError(f"{path}: byte {e.start}: not UTF-8 ({e.reason})") from None
         except json.JSONDecodeError as e:
             raise StorageError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
         if not isinstance(meta, dict) or not isinstance(meta.get("topics"), dict):
             raise StorageError(f"{path}: expected an object with a 'topics' object")
-        return meta
+        for name, entry in meta["topics"].items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("configs", {}), dict):
+                raise StorageError(f"{path}: topic {name!r}: expected an object with a 'configs' object")
+            try:
+                int(entry.get("partitions", 0))
+            except (TypeError, ValueError):
+                raise StorageError(f"{path}: topic {name!r}: partitions {entry.get('partitions')!r} "
+                                   f"is not a number") from None
+        self._meta_cache = (sig, meta)
+        return json.loads(json.dumps(meta))
 
     def _write_meta(self, meta: dict) -> None:
+        self._require_writer("changing topics")
         atomic_write(os.path.join(self.path, TOPICS_FILE),
                      (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        self._meta_cache = None
 
     def partition_dirs(self) -> dict[str, list[int]]:
         """Topics found as live ``<topic>-<N>`` directories."""
@@ -120,6 +170,7 @@ class DataDir:
         return LogConfig({**self.topic_overrides(topic), **self.session_configs}, self.broker)
 
     def create_topic(self, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+        self._require_writer("topic creation")
         try:
             files.validate_topic_name(topic)
         except ValueError as e:
@@ -141,6 +192,7 @@ class DataDir:
 
     def alter_topic(self, topic: str, set_configs: dict[str, str] | None = None,
                     delete_configs: list[str] | None = None) -> LogConfig:
+        self._require_writer("altering a topic")
         if not self.has_topic(topic):
             raise TopicError(f"topic {topic!r} does not exist in {self.path}")
         current = self.topic_config(topic)
@@ -158,6 +210,7 @@ class DataDir:
         return new
 
     def delete_topic(self, topic: str) -> None:
+        self._require_writer("topic deletion")
         if not self.has_topic(topic):
             raise TopicError(f"topic {topic!r} does not exist in {self.path}")
         for key in [k for k in self.logs if k[0] == topic]:
@@ -180,35 +233,38 @@ class DataDir:
         if self._had_clean_shutdown is None:
             marker = os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE)
             self._had_clean_shutdown = os.path.exists(marker)
-            if self._had_clean_shutdown:
+            if self._had_clean_shutdown and self.writable:
                 os.remove(marker)
         return self._had_clean_shutdown
 
     def open_log(self, topic: str, partition: int, *, create: bool = False) -> Log:
         key = (topic, partition)
-        log = self.logs.get(key)
-        if log is not None:
+        with self._logs_guard:
+            log = self.logs.get(key)
+            if log is not None:
+                return log
+            pdir = os.path.join(self.path, files.partition_dir_name(topic, partition))
+            if not os.path.isdir(pdir):
+                if not create:
+                    raise TopicError(f"partition {topic}-{partition} does not exist in {self.path}")
+                self._require_writer("creating a partition")
+                os.makedirs(pdir)
+            clean = self._clean_shutdown()
+            recovery = _readable(self.recovery_checkpoint).get(key, 0) if not clean else 0
+            log_start = _readable(self.log_start_checkpoint).get(key, 0)
+            log = Log(pdir, self.topic_config(topic), clock=self.clock, recovery_point=recovery,
+                      log_start_offset=log_start, had_clean_shutdown=clean,
+                      producer_id_expiration_ms=self.broker.get("producer.id.expiration.ms"),
+                      read_only=not self.writable)
+            self.logs[key] = log
             return log
-        pdir = os.path.join(self.path, files.partition_dir_name(topic, partition))
-        if not os.path.isdir(pdir):
-            if not create:
-                raise TopicError(f"partition {topic}-{partition} does not exist in {self.path}")
-            os.makedirs(pdir)
-        clean = self._clean_shutdown()
-        recovery = _readable(self.recovery_checkpoint).get(key, 0) if not clean else 0
-        log_start = _readable(self.log_start_checkpoint).get(key, 0)
-        log = Log(pdir, self.topic_config(topic), clock=self.clock, recovery_point=recovery,
-                  log_start_offset=log_start, had_clean_shutdown=clean,
-                  producer_id_expiration_ms=self.broker.get("producer.id.expiration.ms"))
-        self.logs[key] = log
-        return log
 
     def all_partitions(self) -> list[tuple[str, int]]:
         return [(t, p) for t in self.topics() for p in self.partitions(t)]
 
     def checkpoint_logs(self) -> None:
         """Write recovery points and log start offsets of the open logs (Kafka's checkpoint files)."""
-        if not self.logs:
+        if not self.logs or not self.writable:
             return
         recovery = _readable(self.recovery_checkpoint)
         starts = _readable(self.log_start_checkpoint)
@@ -223,17 +279,50 @@ class DataDir:
             self.log_start_checkpoint.write(starts)
 
     def close(self) -> None:
-        """Clean shutdown: close every log, write checkpoints and the clean-shutdown marker."""
-        for log in self.logs.values():
-            log.close()
-        self.checkpoint_logs()
-        if self._had_clean_shutdown is not None or self.logs:
-            atomic_write(os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE),
-                         json.dumps({"version": 0, "brokerEpoch": 0}).encode("utf-8"))
-        self.logs.clear()
-        # opening a log again after close() starts a new session: the marker must be consumed
-        # (removed) again, or a crash in that session would pass for a clean shutdown
-        self._had_clean_shutdown = None
+        """Clean shutdown: close every log, write checkpoints and (when every partition is in a
+        clean state) the clean-shutdown marker, then let go of the lock. A reader closes its files."""
+        with self._logs_guard:
+            try:
+                if not self.writable:
+                    for log in self.logs.values():
+                        log.close()
+                    return
+                for log in self.logs.values():
+                    log.close()
+                self.checkpoint_logs()
+                if self._had_clean_shutdown is not None and self._all_partitions_clean():
+                    atomic_write(os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE),
+                                 json.dumps({"version": 0, "brokerEpoch": 0}).encode("utf-8"))
+            finally:
+                self.logs.clear()
+                # opening a log again after close() starts a new session: the marker must be
+                # consumed (removed) again, or a crash in that session would pass for a clean one
+                self._had_clean_shutdown = None
+                if self.lock is not None:
+                    self.lock.release()
+
+    def abandon(self) -> None:
+        """What a kill -9 leaves behind (fault-injection tests): file handles dropped without a
+        flush, trim, snapshot, checkpoint or marker, and the lock released by the kernel."""
+        with self._logs_guard:
+            for log in self.logs.values():
+                for seg in log.segments:
+                    seg.close_handles()
+                log.closed = True
+            self.logs.clear()
+            self._had_clean_shutdown = None
+            if self.lock is not None:
+                self.lock.release()
+
+    def _all_partitions_clean(self) -> bool:
+        """Was the dir clean when this writer came, or did it open (recover) every partition?"""
+        if self._had_clean_shutdown:
+            return True
+        opened = set(self.logs)
+        for topic, parts in self.partition_dirs().items():
+            if any((topic, p) not in opened for p in parts):
+                return False
+        return True
 
     def __enter__(self) -> "DataDir":
         return self

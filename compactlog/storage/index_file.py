@@ -12,18 +12,27 @@ class IndexFile:
 
     Kafka counts every whole entry slot of a loaded file as valid, which is why an index must be
     trimmed to its entries before it is handed over (on roll, close and after recovery).
+
+    Opened ``read_only``, the file is read once and never written: entries added or removed (by
+    an in-memory recovery) live in memory only.
     """
 
     entry_size = 8
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int, *, preallocate: bool):
+    def __init__(self, path: str, base_offset: int, max_index_size: int, *, preallocate: bool,
+                 read_only: bool = False):
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
+        self.read_only = read_only
         self._entries: list[tuple[int, int]] = []
         self._fd: int | None = None
         newly_created = not os.path.exists(path)
-        if newly_created:
+        if read_only:
+            self.length = 0 if newly_created else os.path.getsize(path)
+            if not newly_created:
+                self._entries = self._read_entries()
+        elif newly_created:
             with open(path, "wb") as f:
                 if preallocate:
                     f.truncate(self._round(max_index_size))
@@ -70,14 +79,16 @@ class IndexFile:
 
     def _write_entry(self, entry: tuple[int, int]) -> None:
         pos = len(self._entries) * self.entry_size
-        os.pwrite(self._write_fd(), self._encode(entry), pos)
+        if not self.read_only:
+            os.pwrite(self._write_fd(), self._encode(entry), pos)
         self._entries.append(entry)
         self.length = max(self.length, pos + self.entry_size)
 
     def resize(self, new_size: int) -> None:
         size = max(self._round(new_size), len(self._entries) * self.entry_size)
         if size != self.length:
-            os.ftruncate(self._write_fd(), size)
+            if not self.read_only:
+                os.ftruncate(self._write_fd(), size)
             self.length = size
 
     def trim_to_valid_size(self) -> None:
@@ -87,6 +98,8 @@ class IndexFile:
         """Keep the first n entries (the slots after them are zeroed as Kafka's mmap would leave)."""
         if n < len(self._entries):
             del self._entries[n:]
+            if self.read_only:
+                return
             fd = self._write_fd()
             os.ftruncate(fd, n * self.entry_size)
             if self.length > n * self.entry_size:
@@ -94,6 +107,9 @@ class IndexFile:
 
     def reset(self) -> None:
         self._entries = []
+        if self.read_only:
+            self.length = self._round(self.max_index_size)
+            return
         fd = self._write_fd()
         os.ftruncate(fd, 0)
         os.ftruncate(fd, self._round(self.max_index_size))
@@ -109,11 +125,15 @@ class IndexFile:
             self._fd = None
 
     def rename(self, new_path: str) -> None:
+        if self.read_only:
+            raise StorageError(f"{self.path}: opened read-only")
         if os.path.exists(self.path):
             os.replace(self.path, new_path)
         self.path = new_path
 
     def delete(self) -> None:
+        if self.read_only:
+            raise StorageError(f"{self.path}: opened read-only")
         self.close()
         try:
             os.remove(self.path)

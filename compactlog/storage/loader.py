@@ -21,6 +21,7 @@ from ..errors import CorruptRecordError, StorageError
 from ..record.batch import MAGIC_V2, iter_batches
 from . import files
 from .producer_state import REPLICATION, ProducerStateManager
+from .layout import stable_live_segments
 from .segment import LogSegment
 
 
@@ -181,7 +182,7 @@ def discard_path(log_path: str) -> str:
 
 def _discard_tail(seg: LogSegment, valid_bytes: int) -> None:
     """Keep the bytes recovery cuts off in ``<segment>.log.discarded`` instead of losing them."""
-    if seg.log.size > valid_bytes:
+    if seg.log.size > valid_bytes and not seg.read_only:
         with open(discard_path(seg.log.path), "wb") as f:
             f.write(seg.log.read(valid_bytes, seg.log.size - valid_bytes))
             f.flush()
@@ -237,7 +238,7 @@ def recover_log(log, needs_recovery: list[LogSegment], recovery_point: int, log_
             continue
         # as Kafka's recoverSegment: producer state rebuilt afresh (latest snapshot + the batches up
         # to this segment), so that segments skipped as valid in between are replayed too
-        temp_state = ProducerStateManager(log.dir, log.name, log.producer_state.expiration_ms)
+        temp_state = log.producer_state.sibling()
         _rebuild(log, temp_state, seg.base_offset, log_start_offset, reload_from_clean_shutdown=False)
         truncated = recover_segment(log, seg, temp_state)
         temp_state.take_snapshot()
@@ -245,6 +246,8 @@ def recover_log(log, needs_recovery: list[LogSegment], recovery_point: int, log_
             for later in [s for s in log.segments if s.base_offset > seg.base_offset]:
                 log._remove_segment(later.base_offset)
                 later.close_handles()
+                if log.read_only:
+                    continue
                 os.replace(later.log.path, discard_path(later.log.path))
                 for p in later.file_paths()[1:]:
                     try:
@@ -256,12 +259,31 @@ def recover_log(log, needs_recovery: list[LogSegment], recovery_point: int, log_
         log.leader_epochs.flush()     # Kafka's LeaderEpochFileCache.assign writes the checkpoint
 
 
+def load_live_segments(log) -> list[LogSegment]:
+    """Read-only: open the segments Kafka's loader would keep live, changing nothing on disk."""
+    needs_recovery = []
+    for sf in stable_live_segments(log.dir):
+        seg = LogSegment(log.dir, sf.base_offset, log.config, now_ms=log.clock(), suffix=sf.suffix,
+                         read_only=True)
+        try:
+            if seg.index_missing:
+                raise StorageError("offset index missing")
+            seg.txn_index.sanity_check()
+        except StorageError:
+            needs_recovery.append(seg)
+        log._add_segment(seg)
+    return needs_recovery
+
+
 def load_log(log, *, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> LoadedOffsets:
     if not os.path.isdir(log.dir):
         raise StorageError(f"{log.dir}: partition directory does not exist")
-    swaps = remove_temp_files_and_collect_swaps(log.dir)
-    complete_swaps(log, swaps)
-    needs_recovery = load_segment_files(log)
+    if log.read_only:
+        needs_recovery = load_live_segments(log)
+    else:
+        swaps = remove_temp_files_and_collect_swaps(log.dir)
+        complete_swaps(log, swaps)
+        needs_recovery = load_segment_files(log)
     recover_log(log, needs_recovery, recovery_point, log_start_offset, had_clean_shutdown)
     log_end = None
     if log.segments:
@@ -269,13 +291,17 @@ def load_log(log, *, recovery_point: int, log_start_offset: int, had_clean_shutd
         if log_end < log_start_offset:
             for seg in list(log.segments):
                 log._remove_segment(seg.base_offset)
-                seg.delete_files()
+                if log.read_only:
+                    seg.close_handles()
+                else:
+                    seg.delete_files()
             log.leader_epochs.entries = []
             log.leader_epochs.flush()
             log.producer_state.truncate_fully_and_start_at(log_start_offset)
             log_end = None
     if not log.segments:
-        log._add_segment(LogSegment(log.dir, log_start_offset, log.config, now_ms=log.clock(), new=True))
+        log._add_segment(LogSegment(log.dir, log_start_offset, log.config, now_ms=log.clock(), new=True,
+                                    read_only=log.read_only))
         log_end = log.segments[-1].read_next_offset()
     if had_clean_shutdown:
         new_recovery_point = log_end

@@ -3,20 +3,33 @@
 Kafka's LocalLog + UnifiedLog in one class for a single replica (the high watermark is the log end
 offset). Opening a log runs the loader (``loader.py``): leftover ``.cleaned``/``.swap``/``.deleted``
 files are resolved and unflushed segments recovered, exactly as Kafka's LogLoader does.
+
+Concurrency, as UnifiedLog's ``lock``: every method that changes the log (appends, rolls, flushes,
+truncation, retention, segment replacement) holds the partition's re-entrant ``lock``, so threads
+of one process (the broker's request handlers, its cleaner and retention) never see a
+half-applied change. ``structure_epoch`` counts the changes that invalidate a clean planned
+earlier (truncation, segment deletion, replacement); the cleaner swaps its result in only if the
+epoch it planned at is still current (Kafka aborts the cleaning of a log being truncated).
+
+Opened ``read_only`` (a reader process beside a writer, a read-only mount), nothing is written:
+leftovers are resolved in memory, recovery truncates in memory, snapshots and rebuilt indexes live
+in memory, and every write method raises ReadOnlyError.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import struct
+import threading
 import time as _time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
+from ..errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError, ReadOnlyError,
                       RecordTooLargeError, StorageError)
 from ..record import compression as codecs
 from ..record.batch import (BatchHeader, BatchSpec, CREATE_TIME, LOG_APPEND_TIME, MAGIC_V2,
@@ -38,6 +51,24 @@ def system_clock() -> int:
     return int(_time.time() * 1000)
 
 
+class _MemoryCheckpoint(LeaderEpochCheckpointFile):
+    """A read-only log's leader-epoch checkpoint: read from disk, never written."""
+
+    def write(self, entries, *, sync: bool = True) -> None:
+        pass
+
+
+def _writer(method):
+    """A method that changes the log: refused when read-only, run under the partition lock."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        if self.read_only:
+            raise ReadOnlyError(f"{self.name}: opened read-only; {method.__name__} needs a writer")
+        with self.lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 @dataclass
 class AppendInfo:
     first_offset: int
@@ -54,18 +85,23 @@ class Log:
 
     def __init__(self, dir_path: str, config: LogConfig, *, clock: Clock = system_clock,
                  recovery_point: int = 0, log_start_offset: int = 0, had_clean_shutdown: bool = False,
-                 producer_id_expiration_ms: int = 86400000, leader_epoch: int = 0):
+                 producer_id_expiration_ms: int = 86400000, leader_epoch: int = 0,
+                 read_only: bool = False):
         self.dir = os.path.abspath(dir_path)
         self.topic, self.partition = files.parse_partition_dir(self.dir)
         self.config = config
         self.clock = clock
         self.leader_epoch = leader_epoch
+        self.read_only = read_only
+        self.lock = threading.RLock()
+        self.structure_epoch = 0
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.producer_state = ProducerStateManager(self.dir, f"{self.topic}-{self.partition}",
-                                                   producer_id_expiration_ms)
+                                                   producer_id_expiration_ms, read_only=read_only)
+        checkpoint_cls = _MemoryCheckpoint if read_only else LeaderEpochCheckpointFile
         self.leader_epochs = LeaderEpochCache(
-            LeaderEpochCheckpointFile(os.path.join(self.dir, files.LEADER_EPOCH_CHECKPOINT)))
+            checkpoint_cls(os.path.join(self.dir, files.LEADER_EPOCH_CHECKPOINT)))
         from .loader import load_log
         offsets = load_log(self, recovery_point=recovery_point, log_start_offset=log_start_offset,
                            had_clean_shutdown=had_clean_shutdown)
@@ -130,6 +166,7 @@ class Log:
         return f"{self.topic}-{self.partition}"
 
     # -- appending
+    @_writer
     def append_records(self, keys: Sequence, values: Sequence, *, timestamps=None, headers=None,
                        producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                        transactional: bool = False, compression: str | int = "none") -> AppendInfo:
@@ -150,6 +187,7 @@ class Log:
         batch = encode_columnar_batch(spec, columnar_records(keys, values, headers), timestamps)
         return self.append_as_leader(batch)
 
+    @_writer
     def append_as_leader(self, data, origin: str = CLIENT) -> AppendInfo:
         """Validate batches from a producer, assign offsets from the log end and append them."""
         buf = bytearray(data)
@@ -268,6 +306,7 @@ class Log:
         nb = RecordBatch(BatchHeader.unpack(buf, pos), buf, pos)
         return self._append_batches([nb], memoryview(buf)[pos:pos + h.size], origin)
 
+    @_writer
     def append_as_follower(self, data) -> AppendInfo:
         """Append batches that already carry their offsets (replication, tools, tests)."""
         buf = bytes(data)
@@ -292,6 +331,7 @@ class Log:
         end = batches[-1].position + batches[-1].size
         return self._append_batches(batches, buf[:end], REPLICATION)
 
+    @_writer
     def append_control(self, *, commit: bool, producer_id: int, producer_epoch: int,
                        coordinator_epoch: int = 0, timestamp: int | None = None) -> AppendInfo:
         """Write a COMMIT/ABORT marker as the transaction coordinator would."""
@@ -360,6 +400,7 @@ class Log:
             return self.roll(first_offset)
         return seg
 
+    @_writer
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Close the active segment and start a new one at max(expected, log end offset)."""
         new_base = max(expected_next_offset or 0, self.log_end_offset)
@@ -384,6 +425,7 @@ class Log:
         return seg
 
     # -- flushing and closing
+    @_writer
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment below ``offset`` (default: the log end) and advance the recovery point."""
         upto = self.log_end_offset if offset is None else offset
@@ -395,7 +437,20 @@ class Log:
         self.recovery_point = upto
 
     def close(self) -> None:
-        """Clean close as Kafka's: producer snapshot at the log end, trimmed active indexes, flushed."""
+        """Clean close as Kafka's: producer snapshot at the log end, trimmed active indexes, flushed.
+
+        A read-only log only lets go of its files."""
+        if self.closed:
+            return
+        if self.read_only:
+            for seg in self.segments:
+                seg.close_handles()
+            self.closed = True
+            return
+        with self.lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
         if self.closed:
             return
         self.producer_state.last_map_offset = self.log_end_offset
@@ -433,19 +488,40 @@ class Log:
         return 0, b""
 
     def batches(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator:
-        """Every batch (RecordBatch or legacy entry) holding offsets >= start_offset, in order."""
+        """Every batch (RecordBatch or legacy entry) holding offsets >= start_offset, in order.
+
+        Each segment is mapped under the lock and read outside it, so a writer is never held up;
+        a segment replaced or deleted meanwhile is found again from the next offset needed.
+        """
         start = self.log_start_offset if start_offset is None else start_offset
-        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
-        for seg in self.segments[i:]:
-            if end_offset is not None and seg.base_offset >= end_offset:
-                return
-            _, pos = seg.offset_index.lookup(start)
-            for b in seg.batches(pos):
-                if b.last_offset < start:
-                    continue
-                if end_offset is not None and b.base_offset >= end_offset:
+        end = 2**63 - 1 if end_offset is None else end_offset
+        needed = start
+        while needed < end:
+            with self.lock:
+                i = bisect.bisect_right(self._bases, needed) - 1
+                if i < 0:
+                    if not self.segments or self.segments[0].base_offset >= end:
+                        return
+                    i = 0
+                seg = self.segments[i]
+                nxt = self._bases[i + 1] if i + 1 < len(self._bases) else None
+                if seg.base_offset >= end:
                     return
-                yield b
+                _, pos = seg.offset_index.lookup(needed)
+                buf, size = seg.log.map(), seg.log.size
+            try:
+                for b in iter_batches(buf, pos, size):
+                    if b.last_offset < needed:
+                        continue
+                    if b.base_offset >= end:
+                        return
+                    needed = b.last_offset + 1
+                    yield b
+            except CorruptRecordError as e:
+                raise e.located(file=seg.log.path) from None
+            if nxt is None:
+                return
+            needed = max(needed, nxt)
 
     def records(self, start_offset: int | None = None, *, include_control: bool = False,
                 validate: bool = True) -> Iterator[Record]:
@@ -507,9 +583,11 @@ class Log:
         return collect_aborted((s.txn_index for s in self.segments[i:]), start, upper_bound)
 
     # -- truncation, retention, replacement
+    @_writer
     def truncate_to(self, offset: int) -> None:
         if offset >= self.log_end_offset:
             return
+        self.structure_epoch += 1
         for seg in [s for s in self.segments if s.base_offset > offset]:
             if seg is self.segments[0]:
                 break
@@ -531,6 +609,7 @@ class Log:
         from .loader import rebuild_producer_state
         rebuild_producer_state(self, last_offset, reload_from_clean_shutdown=False)
 
+    @_writer
     def delete_old_segments(self) -> int:
         """Kafka's deleteOldSegments: log start, size and time retention; segments removed."""
         if self.config.delete:
@@ -554,6 +633,7 @@ class Log:
     def _delete_segments(self, deletable: list[LogSegment]) -> int:
         if not deletable:
             return 0
+        self.structure_epoch += 1
         if len(deletable) == len(self.segments):
             self.roll()
         for seg in deletable:
@@ -592,11 +672,13 @@ class Log:
         return self._delete_segments(self._deletable(
             lambda seg, nxt: now - seg.largest_timestamp() > retention))
 
+    @_writer
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
         """Kafka's replaceSegments: ``.cleaned`` -> ``.swap`` -> live, old ones -> ``.deleted`` -> gone.
 
         Every step is a rename; the loader finishes or rolls back a crash between any two of them.
         """
+        self.structure_epoch += 1
         new_segments = sorted(new_segments, key=lambda s: s.base_offset)
         live = {s.base_offset for s in self.segments}
         old_segments = [s for s in old_segments if s.base_offset in live]

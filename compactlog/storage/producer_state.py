@@ -195,10 +195,20 @@ class ProducerAppendInfo:
 
 
 class ProducerStateManager:
-    def __init__(self, log_dir: str, partition: str, producer_id_expiration_ms: int = 86400000):
+    """Kafka's ProducerStateManager.
+
+    ``read_only``: snapshots are read from disk but taken and deleted in memory only (an overlay
+    over the directory), so a read-only open rebuilds the same state without writing.
+    """
+
+    def __init__(self, log_dir: str, partition: str, producer_id_expiration_ms: int = 86400000, *,
+                 read_only: bool = False):
         self.log_dir = log_dir
         self.partition = partition
         self.expiration_ms = producer_id_expiration_ms
+        self.read_only = read_only
+        self._taken: dict[int, bytes] = {}      # read-only: snapshots taken in memory
+        self._deleted: set[int] = set()        # read-only: snapshots deleted in memory
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: dict[int, int] = {}   # first offset -> producer id
         self.last_map_offset = 0
@@ -210,11 +220,28 @@ class ProducerStateManager:
         try:
             names = os.listdir(self.log_dir)
         except FileNotFoundError:
-            return []
+            names = []
         for name in names:
             if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdigit():
                 out.append(files.offset_from_filename(name))
+        if self.read_only:
+            out = [o for o in out if o not in self._deleted]
+            out.extend(o for o in self._taken if o not in out)
         return sorted(out)
+
+    def sibling(self) -> "ProducerStateManager":
+        """An empty manager of the same partition; read-only ones share the in-memory snapshots,
+        as writable ones share the directory."""
+        other = ProducerStateManager(self.log_dir, self.partition, self.expiration_ms, read_only=self.read_only)
+        if self.read_only:
+            other._taken, other._deleted = self._taken, self._deleted
+        return other
+
+    def _read_snapshot_at(self, offset: int) -> list:
+        if offset in self._taken:
+            # decoded afresh each time: loaded entries are mutated by later appends
+            return decode_snapshot(self._taken[offset], self.snapshot_path(offset))
+        return read_snapshot(self.snapshot_path(offset))
 
     def snapshot_path(self, offset: int) -> str:
         return files.segment_file(self.log_dir, offset, files.SNAPSHOT_SUFFIX)
@@ -226,12 +253,21 @@ class ProducerStateManager:
     def take_snapshot(self, sync: bool = True) -> str | None:
         if self.last_map_offset > self.last_snap_offset:
             path = self.snapshot_path(self.last_map_offset)
+            if self.read_only:
+                self._taken[self.last_map_offset] = encode_snapshot(self.producers.values())
+                self._deleted.discard(self.last_map_offset)
+                self.last_snap_offset = self.last_map_offset
+                return None
             write_snapshot(path, self.producers.values(), sync=sync)
             self.last_snap_offset = self.last_map_offset
             return path
         return None
 
     def delete_snapshot(self, offset: int) -> None:
+        if self.read_only:
+            self._taken.pop(offset, None)
+            self._deleted.add(offset)
+            return
         try:
             os.remove(self.snapshot_path(offset))
         except FileNotFoundError:
@@ -278,7 +314,7 @@ class ProducerStateManager:
                 self.last_snap_offset = self.last_map_offset = log_start_offset
                 return
             try:
-                entries = read_snapshot(self.snapshot_path(latest))
+                entries = self._read_snapshot_at(latest)
             except StorageError:
                 self.delete_snapshot(latest)
                 continue
@@ -340,6 +376,11 @@ class ProducerStateManager:
 
 
 def write_snapshot(path: str, entries, *, sync: bool = True) -> None:
+    atomic_write(path, encode_snapshot(entries), sync=sync)
+
+
+def encode_snapshot(entries) -> bytes:
+    """A ``.snapshot`` file's bytes (Kafka's ProducerStateManager.writeSnapshot, version 1)."""
     entries = sorted(entries, key=lambda e: e.producer_id)
     body = [_SNAP_COUNT.pack(len(entries))]
     for e in entries:
@@ -348,8 +389,7 @@ def write_snapshot(path: str, entries, *, sync: bool = True) -> None:
             e.last_timestamp, e.coordinator_epoch,
             -1 if e.current_txn_first_offset is None else e.current_txn_first_offset))
     payload = b"".join(body)
-    data = _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(payload)) + payload
-    atomic_write(path, data, sync=sync)
+    return _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(payload)) + payload
 
 
 def read_snapshot(path: str) -> list[ProducerStateEntry]:

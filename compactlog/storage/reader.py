@@ -22,9 +22,8 @@ one header per batch), so an untrimmed or stale ``.index`` of a running broker d
 from __future__ import annotations
 
 import bisect
-import mmap
 import os
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 import crc32c as _crc32c
 import numpy as np
@@ -35,6 +34,8 @@ from ..record import compression, kernels
 from ..record.batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
                             iter_batches)
 from . import files
+from .layout import (SegmentFile, as_u8, close_map, live_segment_files, map_file, next_offset_of,
+                     stable_live_segments)
 
 K = kernels
 INT64_MAX = 2**63 - 1
@@ -67,103 +68,11 @@ def column_schema(*, with_headers: bool = False, large: bool = False) -> pa.Sche
     return pa.schema(fields)
 
 
-class SegmentFile(NamedTuple):
-    base_offset: int
-    path: str
-    size: int
+# --- which files are live: storage/layout.py (one rule set for readers and the loader) ---------
 
-
-# --- which files are live --------------------------------------------------------------------
-
-def _offset_or_none(name: str) -> int | None:
-    prefix = name.split(".", 1)[0]
-    return int(prefix) if prefix.isdigit() else None
-
-
-def _map_file(path: str):
-    """(read-only mmap or b"", size) of a file."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return b"", 0
-        return mmap.mmap(fd, size, access=mmap.ACCESS_READ), size
-    finally:
-        os.close(fd)
-
-
-def _u8(buf) -> np.ndarray:
-    arr = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.zeros(0, dtype=np.uint8)
-    if arr.flags.writeable:
-        arr = arr.view()
-        arr.flags.writeable = False
-    return arr
-
-
-def _close(m) -> None:
-    if isinstance(m, mmap.mmap):
-        try:
-            m.close()
-        except BufferError:   # still exported (a caller keeps a view): the GC closes it later
-            pass
-
-
-def next_offset_of(path: str, base_offset: int) -> int:
-    """Kafka's readNextOffset of a segment file: the last complete batch's next offset, else base."""
-    m, size = _map_file(path)
-    try:
-        nxt, _ = K.last_batch_end(_u8(m), 0, size)
-    finally:
-        _close(m)
-    return base_offset if nxt < 0 else int(nxt)
-
-
-def live_segment_files(dir_path: str) -> list[SegmentFile]:
-    """The ``.log`` files Kafka's loader would keep live, resolving leftovers in memory only."""
-    names = sorted(n for n in os.listdir(dir_path) if os.path.isfile(os.path.join(dir_path, n)))
-    regular, swaps = [], []
-    min_cleaned = None
-    for name in names:
-        if name.endswith(files.DELETED_SUFFIX):
-            continue
-        if name.endswith(files.CLEANED_SUFFIX):
-            off = _offset_or_none(name)
-            if off is not None:
-                min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
-            continue
-        if name.endswith(files.SWAP_SUFFIX):
-            swaps.append(name)
-            continue
-        regular.append(name)
-    if min_cleaned is not None:
-        swaps = [s for s in swaps if (_offset_or_none(s) is None or _offset_or_none(s) < min_cleaned)]
-    min_base, max_end = None, None
-    for name in swaps:
-        if not name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
-            continue
-        base = _offset_or_none(name)
-        if base is None:
-            continue
-        end = next_offset_of(os.path.join(dir_path, name), base)
-        min_base = base if min_base is None else min(min_base, base)
-        max_end = end if max_end is None else max(max_end, end)
-    live: dict[int, str] = {}
-    for name in regular:
-        off = _offset_or_none(name)
-        if off is None or not files.is_segment_log(name):
-            continue
-        if min_base is not None and min_base <= off < max_end:
-            continue   # replaced by the swapped-in segments
-        live[off] = name
-    for name in swaps:
-        plain = name[:-len(files.SWAP_SUFFIX)]
-        if files.is_segment_log(plain):
-            live[_offset_or_none(plain)] = name   # a swap file wins over a same-named segment
-    out = []
-    for off in sorted(live):
-        path = os.path.join(dir_path, live[off])
-        out.append(SegmentFile(off, path, os.stat(path).st_size))
-    return out
+_map_file = map_file
+_u8 = as_u8
+_close = close_map
 
 
 def _checkpointed_log_start(dir_path: str) -> int | None:
@@ -278,7 +187,7 @@ class PartitionReader:
             raise StorageError(f"{self.dir}: partition directory does not exist")
         self.chunk_records = max(1, int(chunk_records))
         self.chunk_bytes = max(1, int(chunk_bytes))
-        self._segments = live_segment_files(self.dir)
+        self._segments = stable_live_segments(self.dir)
         checkpoint = log_start_offset if log_start_offset is not None else _checkpointed_log_start(self.dir)
         self._log_end: int | None = None
         if checkpoint is not None and self._segments and self.log_end_offset < checkpoint:
@@ -309,26 +218,62 @@ class PartitionReader:
         i = max(bisect.bisect_right(self._bases, start) - 1, 0)
         return self._segments[i:]
 
+    def _relist(self) -> None:
+        self._segments = stable_live_segments(self.dir)
+        self._bases = [s.base_offset for s in self._segments]
+
+    def _mapped_segments(self, start: int, end: int, cursor: list[int]):
+        """(segment, mapping, size, start within it) from the segment holding ``start`` on.
+
+        ``cursor[0]`` is the next offset the caller still needs; the caller advances it as it
+        yields. A segment file that disappears before it is opened (a writer swapped cleaned
+        segments in, or retention removed it) is found again by listing the directory anew and
+        continuing from the segment that now holds ``cursor[0]``: every record read is one the
+        log held before or after the change, none twice.
+        """
+        cursor[0] = max(cursor[0], start)
+        i = max(bisect.bisect_right(self._bases, cursor[0]) - 1, 0)
+        retries = 0
+        while i < len(self._segments):
+            seg = self._segments[i]
+            if seg.base_offset >= end:
+                return
+            try:
+                m, size = _map_file(seg.path)
+            except FileNotFoundError:
+                retries += 1
+                if retries > 100:
+                    raise StorageError(f"{seg.path}: segment keeps disappearing while being read") from None
+                self._relist()
+                i = max(bisect.bisect_right(self._bases, cursor[0]) - 1, 0)
+                continue
+            try:
+                if size:
+                    yield seg, m, size, cursor[0]
+            finally:
+                _close(m)
+            if i + 1 < len(self._segments):
+                cursor[0] = max(cursor[0], self._segments[i + 1].base_offset)
+            i += 1
+
     # -- Python objects
     def batches(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator:
         """Every batch (RecordBatch or legacy entry) holding offsets >= start_offset, in order,
         over read-only memory maps (kept alive by the batches themselves)."""
         start = self.log_start_offset if start_offset is None else start_offset
-        for seg in self._segments_from(start):
-            if end_offset is not None and seg.base_offset >= end_offset:
-                return
-            m, size = _map_file(seg.path)
-            if size == 0:
-                continue
-            pos = int(K.seek_batch(_u8(m), 0, size, start))
+        end = INT64_MAX if end_offset is None else end_offset
+        cursor = [start]
+        for seg, m, size, first in self._mapped_segments(start, end, cursor):
+            pos = int(K.seek_batch(_u8(m), 0, size, first))
             if pos < 0:
                 pos = -1 - pos    # an impossible batch size there: the iterator reports it
             try:
                 for b in iter_batches(m, pos, size):
-                    if b.last_offset < start:
+                    if b.last_offset < first:
                         continue
-                    if end_offset is not None and b.base_offset >= end_offset:
+                    if b.base_offset >= end:
                         return
+                    cursor[0] = b.last_offset + 1
                     yield b
             except CorruptRecordError as e:
                 raise e.located(file=seg.path) from None
@@ -385,22 +330,16 @@ class PartitionReader:
         if start >= end:
             return
         chunk = None
-        for seg in self._segments_from(start):
-            if seg.base_offset >= end:
-                return
-            m, size = _map_file(seg.path)
-            if size == 0:
-                continue
-            try:
-                want = min(self.chunk_records, max(1024, size // 64))
-                if chunk is None or chunk.record_capacity < want:
-                    chunk = _Chunk(want, 1 << 14)
-                for batch in self._scan_segment(seg, m, size, chunk, start, end, include_control,
-                                                validate_crc, with_headers):
-                    if batch is not None and batch.num_rows:
-                        yield batch
-            finally:
-                _close(m)
+        cursor = [start]
+        for seg, m, size, first in self._mapped_segments(start, end, cursor):
+            want = min(self.chunk_records, max(1024, size // 64))
+            if chunk is None or chunk.record_capacity < want:
+                chunk = _Chunk(want, 1 << 14)
+            for batch in self._scan_segment(seg, m, size, chunk, first, end, include_control,
+                                            validate_crc, with_headers):
+                if batch is not None and batch.num_rows:
+                    cursor[0] = batch.column(2)[-1].as_py() + 1
+                    yield batch
 
     def _scan_segment(self, seg: SegmentFile, m, size: int, chunk: _Chunk, start: int, end: int,
                       include_control: bool, validate_crc: bool, with_headers: bool):

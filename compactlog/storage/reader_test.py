@@ -112,7 +112,7 @@ def mixed(tmp_path):
     """A closed data dir with one partition of several segments and every kind of batch."""
     clock = Clock()
     root = str(tmp_path / "data")
-    dd = DataDir(root, create=True, clock=clock)
+    dd = DataDir(root, create=True, clock=clock, writable=True)
     dd.create_topic("mixed", 1, {"segment.bytes": "6000", "index.interval.bytes": "500"})
     log = dd.open_log("mixed", 0)
     fill_mixed_log(log, np.random.default_rng(42), clock)
@@ -121,7 +121,7 @@ def mixed(tmp_path):
 
 
 def open_log(root, topic="mixed", clock=None):
-    dd = DataDir(root, clock=clock or Clock())
+    dd = DataDir(root, clock=clock or Clock(), writable=True)
     return dd, dd.open_log(topic, 0)
 
 
@@ -201,7 +201,7 @@ def test_small_chunks_same_result(mixed, chunk):
 
 def test_log_append_time(tmp_path):
     clock = Clock()
-    dd = DataDir(str(tmp_path / "d"), create=True, clock=clock)
+    dd = DataDir(str(tmp_path / "d"), create=True, clock=clock, writable=True)
     dd.create_topic("lat", 1, {"message.timestamp.type": "LogAppendTime", "segment.bytes": "2000"})
     log = dd.open_log("lat", 0)
     for codec in CODECS:
@@ -497,7 +497,7 @@ def test_columnar_inputs_encode_like_python_lists():
 
 def test_append_records_accepts_arrow(tmp_path):
     clock = Clock()
-    dd = DataDir(str(tmp_path / "d"), create=True, clock=clock)
+    dd = DataDir(str(tmp_path / "d"), create=True, clock=clock, writable=True)
     dd.create_topic("a", 1)
     dd.create_topic("b", 1)
     la, lb = dd.open_log("a", 0), dd.open_log("b", 0)
@@ -555,7 +555,7 @@ def test_random_corruption_never_crashes(tmp_path):
     or raise CorruptRecordError, never anything else (and never read out of bounds)."""
     clock = Clock()
     root = str(tmp_path / "data")
-    dd = DataDir(root, create=True, clock=clock)
+    dd = DataDir(root, create=True, clock=clock, writable=True)
     dd.create_topic("fz", 1, {"segment.bytes": "3000"})
     fill_mixed_log(dd.open_log("fz", 0), np.random.default_rng(3), clock, batches_per_codec=1, n=10)
     dd.close()

@@ -12,7 +12,7 @@ import os
 import random
 import struct
 
-from ..errors import CorruptRecordError, StorageError
+from ..errors import CorruptRecordError, ReadOnlyError, StorageError
 from ..record.batch import (BatchHeader, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2,
                             MIN_LEGACY_SIZE, RECORD_BATCH_OVERHEAD, iter_batches)
 from . import files
@@ -25,10 +25,23 @@ _READ_CHUNK = 1 << 16
 
 
 class FileRecords:
-    """The ``.log`` file: batches end to end, appended at ``size``."""
+    """The ``.log`` file: batches end to end, appended at ``size``.
 
-    def __init__(self, path: str, *, preallocate_size: int = 0):
+    Opened ``read_only``, the file is never written: recovery's truncation only moves ``size``,
+    which bounds every read, so a reader sees what a writer's recovery would keep.
+    """
+
+    def __init__(self, path: str, *, preallocate_size: int = 0, read_only: bool = False):
         self.path = path
+        self.read_only = read_only
+        if read_only:
+            try:
+                self.fd = os.open(path, os.O_RDONLY)
+                self.size = os.fstat(self.fd).st_size
+            except FileNotFoundError:
+                # the empty active segment a writer would create: it exists in memory only
+                self.fd, self.size = -1, 0
+            return
         existed = os.path.exists(path)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if existed:
@@ -48,7 +61,12 @@ class FileRecords:
             return b""
         return mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
 
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"{self.path}: opened read-only")
+
     def append(self, data) -> int:
+        self._writable()
         n = len(data)
         written = os.pwrite(self.fd, data, self.size)
         if written != n:
@@ -60,16 +78,18 @@ class FileRecords:
         if size > self.size or size < 0:
             raise StorageError(f"{self.path}: cannot truncate to {size} bytes, file holds {self.size}")
         removed = self.size - size
-        os.ftruncate(self.fd, size)
+        if not self.read_only:
+            os.ftruncate(self.fd, size)
         self.size = size
         return removed
 
     def trim(self) -> None:
-        if os.fstat(self.fd).st_size != self.size:
+        if not self.read_only and os.fstat(self.fd).st_size != self.size:
             os.ftruncate(self.fd, self.size)
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        if not self.read_only:
+            os.fsync(self.fd)
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -77,13 +97,22 @@ class FileRecords:
             self.fd = -1
 
     def rename(self, new_path: str) -> None:
+        self._writable()
         os.replace(self.path, new_path)
         self.path = new_path
 
     def last_modified_ms(self) -> int:
-        return int(os.stat(self.path).st_mtime * 1000)
+        if self.fd >= 0:
+            return int(os.fstat(self.fd).st_mtime * 1000)
+        try:
+            return int(os.stat(self.path).st_mtime * 1000)
+        except FileNotFoundError:
+            if self.read_only:
+                return 0   # a segment that exists in memory only
+            raise
 
     def set_last_modified_ms(self, ms: int) -> None:
+        self._writable()
         os.utime(self.path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def batch_headers(self, start: int = 0):
@@ -119,22 +148,28 @@ class FileRecords:
 
 class LogSegment:
     def __init__(self, dir_path: str, base_offset: int, config, *, now_ms: int,
-                 suffix: str = "", preallocate_indexes: bool = False, new: bool = False):
+                 suffix: str = "", preallocate_indexes: bool = False, new: bool = False,
+                 read_only: bool = False):
         self.dir = dir_path
         self.base_offset = base_offset
         self.config = config
         self.suffix = suffix
+        self.read_only = read_only
         init_size = config.init_file_size if new else 0
         self.log = FileRecords(files.segment_file(dir_path, base_offset, files.LOG_SUFFIX, suffix),
-                               preallocate_size=init_size)
+                               preallocate_size=init_size, read_only=read_only)
         self.time_index_newly_created = not os.path.exists(
             files.segment_file(dir_path, base_offset, files.TIME_INDEX_SUFFIX, suffix))
+        self.index_missing = not os.path.exists(
+            files.segment_file(dir_path, base_offset, files.INDEX_SUFFIX, suffix))
         self.offset_index = OffsetIndex(files.segment_file(dir_path, base_offset, files.INDEX_SUFFIX, suffix),
-                                        base_offset, config.max_index_size, preallocate=preallocate_indexes)
+                                        base_offset, config.max_index_size, preallocate=preallocate_indexes,
+                                        read_only=read_only)
         self.time_index = TimeIndex(files.segment_file(dir_path, base_offset, files.TIME_INDEX_SUFFIX, suffix),
-                                    base_offset, config.max_index_size, preallocate=preallocate_indexes)
+                                    base_offset, config.max_index_size, preallocate=preallocate_indexes,
+                                    read_only=read_only)
         self.txn_index = TransactionIndex(files.segment_file(dir_path, base_offset, files.TXN_INDEX_SUFFIX, suffix),
-                                          base_offset)
+                                          base_offset, read_only=read_only)
         self.index_interval_bytes = config.index_interval_bytes
         self.bytes_since_last_index_entry = 0
         self.rolling_based_timestamp: int | None = None
@@ -355,6 +390,7 @@ class LogSegment:
 
     def change_suffix(self, old: str, new: str) -> None:
         """Rename the segment's files from suffix ``old`` to ``new`` (e.g. .cleaned -> .swap)."""
+        self.log._writable()
         def renamed(p: str) -> str:
             if old and not p.endswith(old):
                 raise StorageError(f"{p} does not end with {old}")
@@ -367,6 +403,7 @@ class LogSegment:
         self.suffix = new
 
     def delete_files(self) -> None:
+        self.log._writable()
         self.close_handles()
         for p in self.file_paths():
             try:

@@ -24,9 +24,10 @@ class AbortedTxn(NamedTuple):
 
 
 class TransactionIndex:
-    def __init__(self, path: str, base_offset: int):
+    def __init__(self, path: str, base_offset: int, *, read_only: bool = False):
         self.path = path
         self.base_offset = base_offset
+        self.read_only = read_only   # entries change in memory only
         self._entries: list[AbortedTxn] | None = None
 
     def entries(self) -> list[AbortedTxn]:
@@ -54,8 +55,9 @@ class TransactionIndex:
         if entries and txn.last_offset <= entries[-1].last_offset:
             raise StorageError(f"{self.path}: the last offset of appended aborted transaction "
                                f"({txn.last_offset}) must exceed the previous one ({entries[-1].last_offset})")
-        with open(self.path, "ab") as f:
-            f.write(txn.encode())
+        if not self.read_only:
+            with open(self.path, "ab") as f:
+                f.write(txn.encode())
         entries.append(txn)
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
@@ -75,12 +77,14 @@ class TransactionIndex:
 
     def reset(self) -> None:
         self._entries = []
-        if os.path.exists(self.path):
+        if not self.read_only and os.path.exists(self.path):
             with open(self.path, "r+b") as f:
                 f.truncate(0)
 
     def _rewrite(self, entries: list[AbortedTxn]) -> None:
         self._entries = list(entries)
+        if self.read_only:
+            return
         with open(self.path, "wb") as f:
             f.write(b"".join(t.encode() for t in entries))
 
@@ -94,7 +98,7 @@ class TransactionIndex:
                                    f"segment base offset {self.base_offset}")
 
     def flush(self) -> None:
-        if os.path.exists(self.path):
+        if not self.read_only and os.path.exists(self.path):
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -102,11 +106,15 @@ class TransactionIndex:
                 os.close(fd)
 
     def rename(self, new_path: str) -> None:
+        if self.read_only:
+            raise StorageError(f"{self.path}: opened read-only")
         if os.path.exists(self.path):
             os.replace(self.path, new_path)
         self.path = new_path
 
     def delete(self) -> None:
+        if self.read_only:
+            raise StorageError(f"{self.path}: opened read-only")
         try:
             os.remove(self.path)
         except FileNotFoundError:
