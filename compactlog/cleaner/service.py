@@ -8,6 +8,7 @@ while the others go on. Retention (``delete_old_segments``) runs every
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -58,8 +59,9 @@ class CleanerService:
             for t, p in dd.all_partitions():
                 if (t, p) in exclude:
                     continue
-                removed = dd.open_log(t, p).delete_old_segments()
-                if removed:
-                    log.info(f"Deleted {removed} segment(s) of {t}-{p} by retention")
+                dd.open_log(t, p).delete_old_segments()
+        for event in dd.drain_data_events():
+            log.info(str(event))
+            print(f"{'warning' if event.sets_data_aside else 'note'}: {event}", file=sys.stderr)
         dd.checkpoint_logs()
         return any(o.cleaned for o in outcomes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sys
 import time
@@ -14,6 +15,7 @@ import typer
 from ..errors import CompactlogError, ConfigError
 from ..storage.config import parse_assignments
 from ..storage.datadir import DataDir, load_broker_config
+from ..storage.events import EXIT_DATA_SET_ASIDE
 
 
 @dataclass
@@ -43,7 +45,29 @@ class CliContext:
             os.makedirs(path)
         clock = (lambda: now_ms) if now_ms is not None else (lambda: int(time.time() * 1000))
         command = "compactlog " + " ".join(self.command) if self.command else "compactlog"
-        return DataDir(path, broker=self.broker(), clock=clock, writable=write, command=command)
+        dd = DataDir(path, broker=self.broker(), clock=clock, writable=write, command=command)
+        OPENED.append(dd)
+        return dd
+
+
+# the data dirs this command opened: what recovery or retention did in them is reported at exit
+OPENED: list[DataDir] = []
+
+
+def report_data_events(code: int, *, json_output: bool) -> int:
+    """Print every cut, quarantine and retention deletion of this command (stderr, or JSON lines
+    on stdout with --json); data cut or quarantined turns a success into EXIT_DATA_SET_ASIDE."""
+    events = [e for dd in OPENED for e in dd.data_events()]
+    OPENED.clear()
+    for e in events:
+        if json_output:
+            typer.echo(json.dumps(e.to_dict()))
+        else:
+            label = "warning" if e.sets_data_aside else "note"
+            typer.echo(f"{label}: {e}", err=True)
+    if code == 0 and any(e.sets_data_aside for e in events):
+        return EXIT_DATA_SET_ASIDE
+    return code
 
 
 def context(ctx: typer.Context) -> CliContext:

@@ -31,6 +31,15 @@ from .lock import DataDirLock
 from .log import Log, system_clock
 
 TOPICS_FILE = "compactlog.topics.json"
+
+# Kafka's internal topics: their configs are fixed by the broker (GroupCoordinator, TransactionLog),
+# so a copied Kafka dir's internal topics are known even without an entry here
+INTERNAL_TOPIC_CONFIGS = {
+    "__consumer_offsets": {"cleanup.policy": "compact", "compression.type": "producer",
+                           "segment.bytes": "104857600"},
+    "__transaction_state": {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                            "segment.bytes": "104857600"},
+}
 SERVER_PROPERTIES = "server.properties"
 
 
@@ -81,6 +90,7 @@ class DataDir:
         self.clock = clock
         self.logs: dict[tuple[str, int], Log] = {}
         self._logs_guard = threading.RLock()
+        self._closed_events: list = []
         self._meta_cache: tuple[tuple, dict] | None = None
         # topic configs for this process only (offline compaction of a copied Kafka data dir);
         # never written to compactlog.topics.json
@@ -167,7 +177,17 @@ class DataDir:
         return dict(meta.get("configs", {})) if meta else {}
 
     def topic_config(self, topic: str) -> LogConfig:
-        return LogConfig({**self.topic_overrides(topic), **self.session_configs}, self.broker)
+        """The topic's configs. A topic known only by its directories (a Kafka dir copied here)
+        gets Kafka's defaults but ``known = False``: nothing guesses its retention or policy."""
+        meta = self._read_meta()["topics"].get(topic)
+        internal = INTERNAL_TOPIC_CONFIGS.get(topic, {})
+        overrides = dict(meta.get("configs", {})) if meta else {}
+        cfg = LogConfig({**internal, **overrides, **self.session_configs}, self.broker)
+        cfg.known = meta is not None or bool(self.session_configs) or bool(internal)
+        return cfg
+
+    def is_configured(self, topic: str) -> bool:
+        return self.topic_config(topic).known
 
     def create_topic(self, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
         self._require_writer("topic creation")
@@ -294,12 +314,27 @@ class DataDir:
                     atomic_write(os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE),
                                  json.dumps({"version": 0, "brokerEpoch": 0}).encode("utf-8"))
             finally:
+                self._closed_events.extend(e for log in self.logs.values() for e in log.events)
                 self.logs.clear()
                 # opening a log again after close() starts a new session: the marker must be
                 # consumed (removed) again, or a crash in that session would pass for a clean one
                 self._had_clean_shutdown = None
                 if self.lock is not None:
                     self.lock.release()
+
+    def data_events(self) -> list:
+        """What recovery and retention removed or set aside in this data dir since it was opened."""
+        with self._logs_guard:
+            return self._closed_events + [e for log in self.logs.values() for e in log.events]
+
+    def drain_data_events(self) -> list:
+        """``data_events()``, forgotten once returned (a long-running writer reports as it goes)."""
+        with self._logs_guard:
+            out = self.data_events()
+            self._closed_events = []
+            for log in self.logs.values():
+                log.events.clear()
+            return out
 
     def abandon(self) -> None:
         """What a kill -9 leaves behind (fault-injection tests): file handles dropped without a
@@ -309,6 +344,7 @@ class DataDir:
                 for seg in log.segments:
                     seg.close_handles()
                 log.closed = True
+            self._closed_events.extend(e for log in self.logs.values() for e in log.events)
             self.logs.clear()
             self._had_clean_shutdown = None
             if self.lock is not None:

@@ -21,6 +21,7 @@ from ..errors import CorruptRecordError, StorageError
 from ..record.batch import MAGIC_V2, iter_batches
 from . import files
 from .producer_state import REPLICATION, ProducerStateManager
+from .events import RECOVERY_CUT, WOULD_CUT, DataEvent
 from .layout import stable_live_segments
 from .segment import LogSegment
 
@@ -180,13 +181,23 @@ def discard_path(log_path: str) -> str:
     return path
 
 
-def _discard_tail(seg: LogSegment, valid_bytes: int) -> None:
-    """Keep the bytes recovery cuts off in ``<segment>.log.discarded`` instead of losing them."""
-    if seg.log.size > valid_bytes and not seg.read_only:
-        with open(discard_path(seg.log.path), "wb") as f:
-            f.write(seg.log.read(valid_bytes, seg.log.size - valid_bytes))
-            f.flush()
-            os.fsync(f.fileno())
+def _discard_tail(log, seg: LogSegment, valid_bytes: int, why: str) -> None:
+    """Keep the bytes recovery cuts off in ``<segment>.log.discarded`` instead of losing them, and
+    say so."""
+    if seg.log.size <= valid_bytes:
+        return
+    cut = seg.log.size - valid_bytes
+    if seg.read_only:
+        log.events.append(DataEvent(WOULD_CUT, log.name, seg.log.path, why, position=valid_bytes,
+                                    bytes=cut))
+        return
+    kept = discard_path(seg.log.path)
+    with open(kept, "wb") as f:
+        f.write(seg.log.read(valid_bytes, cut))
+        f.flush()
+        os.fsync(f.fileno())
+    log.events.append(DataEvent(RECOVERY_CUT, log.name, seg.log.path, why, position=valid_bytes,
+                                bytes=cut, kept_at=kept))
 
 
 def recover_segment(log, seg: LogSegment, producer_state: ProducerStateManager) -> int:
@@ -206,22 +217,24 @@ def recover_segment(log, seg: LogSegment, producer_state: ProducerStateManager) 
                 producer_state.complete_txn(done)
         producer_state.last_map_offset = h.last_offset + 1
 
-    keep = _valid_prefix_length(seg)
-    _discard_tail(seg, keep)
+    keep, why = _valid_prefix_length(seg)
+    _discard_tail(log, seg, keep, why)
     return seg.recover(leader_epochs=log.leader_epochs, apply_batch=apply)
 
 
-def _valid_prefix_length(seg: LogSegment) -> int:
+def _valid_prefix_length(seg: LogSegment) -> tuple[int, str]:
+    """Bytes of valid batches from the start of the segment, and why the rest is not valid."""
     valid = 0
+    why = "incomplete batch at the end of the segment (a torn write)"
     try:
         buf = seg.log.map()
         for b in iter_batches(buf, 0, seg.log.size):
             b.ensure_valid()
             valid = b.position + b.size
         del buf
-    except CorruptRecordError:
-        pass
-    return valid
+    except CorruptRecordError as e:
+        why = e.detail
+    return valid, why
 
 
 def recover_log(log, needs_recovery: list[LogSegment], recovery_point: int, log_start_offset: int,
@@ -246,9 +259,16 @@ def recover_log(log, needs_recovery: list[LogSegment], recovery_point: int, log_
             for later in [s for s in log.segments if s.base_offset > seg.base_offset]:
                 log._remove_segment(later.base_offset)
                 later.close_handles()
+                why = (f"follows segment {seg.base_offset}, which recovery cut; Kafka's recovery "
+                       f"drops every later segment")
                 if log.read_only:
+                    log.events.append(DataEvent(WOULD_CUT, log.name, later.log.path, why,
+                                                first_offset=later.base_offset, bytes=later.size))
                     continue
-                os.replace(later.log.path, discard_path(later.log.path))
+                kept = discard_path(later.log.path)
+                os.replace(later.log.path, kept)
+                log.events.append(DataEvent(RECOVERY_CUT, log.name, later.log.path, why,
+                                            first_offset=later.base_offset, bytes=later.size, kept_at=kept))
                 for p in later.file_paths()[1:]:
                     try:
                         os.remove(p)

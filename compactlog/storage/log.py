@@ -39,6 +39,7 @@ from ..record.control import ABORT, COMMIT, encode_marker, parse_control_key, pa
 from . import files
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
 from .config import LogConfig
+from .events import RETENTION, DataEvent
 from .fsutil import fsync_dir
 from .producer_state import CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerStateManager
 from .segment import LogSegment
@@ -95,6 +96,7 @@ class Log:
         self.read_only = read_only
         self.lock = threading.RLock()
         self.structure_epoch = 0
+        self.events: list[DataEvent] = []    # what recovery and retention removed or set aside
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.producer_state = ProducerStateManager(self.dir, f"{self.topic}-{self.partition}",
@@ -611,7 +613,12 @@ class Log:
 
     @_writer
     def delete_old_segments(self) -> int:
-        """Kafka's deleteOldSegments: log start, size and time retention; segments removed."""
+        """Kafka's deleteOldSegments: log start, size and time retention; segments removed.
+
+        A topic whose configs are unknown (a copied Kafka dir) is never touched: its retention
+        would be a guess."""
+        if not getattr(self.config, "known", True):
+            return 0
         if self.config.delete:
             n = self._delete_log_start_offset_breached()
             n += self._delete_retention_size_breached()
@@ -630,10 +637,16 @@ class Log:
                 break
         return out
 
-    def _delete_segments(self, deletable: list[LogSegment]) -> int:
+    def _delete_segments(self, deletable: list[LogSegment], reason: str = "") -> int:
         if not deletable:
             return 0
         self.structure_epoch += 1
+        for seg in deletable:
+            nxt = next((s.base_offset for s in self.segments if s.base_offset > seg.base_offset),
+                       self.log_end_offset)
+            self.events.append(DataEvent(RETENTION, self.name, seg.log.path, reason,
+                                         first_offset=seg.base_offset, last_offset=nxt - 1,
+                                         bytes=seg.size))
         if len(deletable) == len(self.segments):
             self.roll()
         for seg in deletable:
@@ -648,7 +661,8 @@ class Log:
 
     def _delete_log_start_offset_breached(self) -> int:
         return self._delete_segments(self._deletable(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset))
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset),
+            f"below the log start offset {self.log_start_offset}")
 
     def _delete_retention_size_breached(self) -> int:
         limit = self.config.get("retention.bytes")
@@ -662,7 +676,8 @@ class Log:
                 diff[0] -= seg.size
                 return True
             return False
-        return self._delete_segments(self._deletable(pred))
+        return self._delete_segments(self._deletable(pred),
+                                     f"retention.bytes={limit} exceeded (log size {size})")
 
     def _delete_retention_ms_breached(self) -> int:
         retention = self.config.get("retention.ms")
@@ -670,7 +685,8 @@ class Log:
             return 0
         now = self.clock()
         return self._delete_segments(self._deletable(
-            lambda seg, nxt: now - seg.largest_timestamp() > retention))
+            lambda seg, nxt: now - seg.largest_timestamp() > retention),
+            f"retention.ms={retention}: newest record older than that at {now}")
 
     @_writer
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
