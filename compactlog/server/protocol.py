@@ -1,0 +1,317 @@
+"""Kafka's request framing and decoding, sans-IO: bytes in, events out, no sockets.
+
+One ``Connection`` per TCP connection, in the manner of h11: the transport hands it whatever it
+read (``receive_data``), then asks for events (``next_event``) until ``NEED_DATA``; each event is a
+``Request`` or a ``Close``. ``encode_response`` turns a kio response body into the complete frame.
+
+What is followed from Kafka:
+
+* ``SocketServer.Processor`` / ``NetworkReceive``: every request is an int32 size and that many
+  bytes; a negative size or one above ``socket.request.max.bytes`` closes the connection before
+  anything more is read. ``parseRequestHeader`` closes it for an unknown API key or a version
+  outside the enabled range, except for ApiVersions (``ApiKeys.isVersionEnabled``).
+* ``RequestHeader.parse``: header v2 (tagged fields) for flexible versions, v1 otherwise;
+  ``client_id`` is a legacy nullable string in both, and null reads as "".
+* ``RequestContext.parseRequest``: an ApiVersions request of a version the broker does not know
+  is not parsed; it is answered as a v0 request (``response_version`` 0). Any other body that
+  fails to parse closes the connection (``InvalidRequestException``). Bytes after the body are
+  ignored, as Kafka's generated readers ignore them.
+* The generated ``*Data.read`` methods: an array count above the bytes left, or a null where
+  the array is not nullable, fails the parse. ``precheck.scan`` makes those checks before kio
+  reads the body: kio reserves memory for a count before reading any element and would abort
+  the process on a forged one.
+* ``RequestChannel.Request``: the event carries the parsed header and body and the frame size.
+  Produce with ``acks = 0`` is never answered (``expects_response`` is false).
+* ``Processor`` mutes a connection after each request until its response is sent, so requests
+  of one connection are handled one at a time, in order. The transport keeps that rule by
+  asking for the next event only once the previous request is answered.
+
+Decoding never raises for any input: a frame kio cannot read becomes a ``Close`` whose reason
+says why (the transport logs it). Differences from Kafka, all ending in a closed connection
+where Kafka would go on: kio refuses strings that are not valid UTF-8 (Java substitutes U+FFFD),
+tagged fields its schema does not list (Kafka skips them), lengths below -1 (Kafka reads any
+negative length as null) and 64-bit durations beyond Python's ``timedelta`` (OffsetCommit v2-4
+``retention_time_ms``); none of the clients of wire-protocol.md §9 sends such requests.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import struct
+from dataclasses import dataclass
+from typing import Iterator, Union
+
+from kio.schema.index import api_key_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from .precheck import MalformedRequest, scan
+from .versions import API_VERSIONS_KEY, BROKER, SupportedApis, request_schema
+
+DEFAULT_MAX_REQUEST_SIZE = 104857600     # socket.request.max.bytes
+PRODUCE_KEY = 0
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+
+
+class NeedData:
+    """The buffered bytes hold no complete request: call ``receive_data`` first."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA = NeedData()
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """The connection must be closed, unanswered, for ``reason`` (meant for the broker's log)."""
+
+    reason: str
+
+
+@dataclass(slots=True, eq=False, repr=False)
+class Request:
+    """One decoded request (Kafka's ``RequestChannel.Request``); treat it as read-only.
+
+    ``header`` and ``body`` are kio entities. ``response_version`` is the version the answer
+    must have: ``api_version``, except 0 for an ApiVersions request of an unknown version, whose
+    ``body`` is then an empty v0 request. ``expects_response`` is false for Produce with
+    ``acks = 0``. ``frame_size`` is the size prefix (header and body, prefix excluded).
+    """
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    header: object
+    body: object
+    frame_size: int
+    response_version: int
+    expects_response: bool
+
+    @property
+    def api_name(self) -> str:
+        return _api_name(self.api_key)
+
+    def produce_records(self) -> Iterator[tuple[str, int, bytes | None]]:
+        """(topic, partition, records) per partition of a Produce request, in request order.
+
+        ``records`` is the bytes object kio read out of the frame (the only copy made of it
+        between the socket buffer and the log), or None when the client sent null.
+        """
+        if self.api_key != PRODUCE_KEY:
+            raise TypeError(f"{self.api_name} request has no records")
+        for topic in self.body.topic_data:
+            for partition in topic.partition_data:
+                yield topic.name, partition.index, partition.records
+
+    def __repr__(self) -> str:
+        return (f"Request({self.api_name} v{self.api_version}, correlation_id="
+                f"{self.correlation_id}, client_id={self.client_id!r}, {self.frame_size} bytes)")
+
+
+Event = Union[Request, Close, NeedData]
+
+
+class Connection:
+    """The protocol state of one client connection (Kafka's ``SocketServer.Processor`` view).
+
+    ``apis`` decides which API versions are accepted (the advertised table); ``max_request_size``
+    is ``socket.request.max.bytes``. Once ``next_event`` has returned a ``Close``, it returns
+    that same event forever and ``receive_data`` discards what it is given.
+    """
+
+    def __init__(self, apis: SupportedApis = BROKER,
+                 max_request_size: int = DEFAULT_MAX_REQUEST_SIZE):
+        if max_request_size < 0:
+            raise ValueError(f"max_request_size must be >= 0, got {max_request_size}")
+        self._apis = apis
+        self._max_request_size = max_request_size
+        # Unparsed input is self._data[self._pos:]. While nothing is pending, the caller's bytes
+        # object is kept as is, so a read holding whole requests is never copied.
+        self._data: bytes | bytearray = b""
+        self._pos = 0
+        self._closed: Close | None = None
+
+    @property
+    def closed(self) -> Close | None:
+        return self._closed
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet consumed by a returned event."""
+        return len(self._data) - self._pos
+
+    def receive_data(self, data: bytes) -> None:
+        if self._closed is not None or not data:
+            return
+        if self._pos >= len(self._data):
+            self._data = data if type(data) is bytes else bytes(data)
+            self._pos = 0
+        elif type(self._data) is bytes:
+            pending = bytearray(memoryview(self._data)[self._pos:])
+            pending += data
+            self._data, self._pos = pending, 0
+        else:
+            if self._pos:
+                del self._data[:self._pos]       # front deletion: O(1) amortised in CPython
+                self._pos = 0
+            self._data += data
+
+    def next_event(self) -> Event:
+        if self._closed is not None:
+            return self._closed
+        data, pos = self._data, self._pos
+        available = len(data) - pos
+        if available < 4:
+            return NEED_DATA
+        size = _SIZE.unpack_from(data, pos)[0]
+        if size < 0:
+            return self._close(f"invalid request size {size} (negative)")
+        if size > self._max_request_size:
+            return self._close(f"invalid request size {size}: larger than socket.request.max.bytes "
+                               f"({self._max_request_size})")
+        if available - 4 < size:
+            return NEED_DATA
+        start = pos + 4
+        self._pos = start + size
+        if self._pos == len(data):
+            self._data, self._pos = b"", 0       # drop the reference: nothing left to parse
+        view = memoryview(data)[start:start + size]
+        if not view.readonly:                    # kio reads read-only buffers only
+            writable, view = view, view.toreadonly()
+            writable.release()
+        try:
+            event = self._decode(view, size)
+        finally:
+            view.release()                       # lets receive_data resize a bytearray again
+        if event.__class__ is Close:
+            self._closed = event
+        return event
+
+    def encode_response(self, request: Request, body) -> bytes:
+        return encode_response(request, body)
+
+    def _close(self, reason: str) -> Close:
+        self._closed = Close(reason)
+        return self._closed
+
+    def _decode(self, frame: memoryview, size: int) -> Request | Close:
+        if size < 4:
+            return Close(f"request of {size} bytes is too short for a request header")
+        api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+        api = self._apis.get(api_key)
+        if api is None:
+            if api_key in api_key_map:
+                return Close(f"request for API key {api_key} ({_api_name(api_key)}) v{api_version}, "
+                             "an API this broker does not enable")
+            return Close(f"unknown API key {api_key} (version {api_version})")
+
+        if api_key == API_VERSIONS_KEY and not api.accepts(api_version):
+            # RequestContext.isUnsupportedApiVersionsRequest: header only, answered as v0.
+            header_type = RequestHeaderV2 if api_version >= 3 else RequestHeaderV1
+            header, _, failure = _kio_read(_reader(header_type), frame, 0)
+            if failure:
+                return Close(f"malformed ApiVersions v{api_version} request header: {failure}")
+            body = request_schema(API_VERSIONS_KEY, 0)()
+            return Request(api_key, api_version, header.correlation_id, header.client_id or "",
+                           header, body, size, 0, True)
+
+        if not api.accepts(api_version):
+            if api_key == PRODUCE_KEY and api_version >= 0:
+                return Close(f"Produce v{api_version} request: Produce is advertised from v0 for "
+                             f"old librdkafka's feature detection but accepted from "
+                             f"v{api.accepted_min} only (KAFKA-18659)")
+            return Close(f"{api.name} v{api_version} request: enabled versions are "
+                         f"{api.accepted_min} to {api.max_version}")
+
+        body_type, header_reader, body_reader = _readers(api_key, api_version)
+        header, offset, failure = _kio_read(header_reader, frame, 0)
+        if failure:
+            return Close(f"malformed {api.name} v{api_version} request header: {failure}")
+        try:
+            scan(body_type, frame, offset, size)
+        except MalformedRequest as e:
+            return _malformed(api, header, e)
+        body, _, failure = _kio_read(body_reader, frame, offset)
+        if failure:
+            return _malformed(api, header, failure)
+        expects_response = api_key != PRODUCE_KEY or body.acks != 0
+        return Request(api_key, api_version, header.correlation_id, header.client_id or "",
+                       header, body, size, api_version, expects_response)
+
+
+def encode_response(request: Request, body) -> bytes:
+    """The complete response frame (size prefix, response header, body) for ``request``.
+
+    The header version is kio's for the body's schema: v1 for flexible versions, v0 otherwise,
+    and v0 for every ApiVersions version. A body of another API or version than the request
+    needs, or any answer to a Produce with acks=0, is a programming error (ValueError).
+    """
+    cls = type(body)
+    if not request.expects_response:
+        raise ValueError(f"{request!r} expects no response (Produce with acks=0)")
+    if (getattr(cls, "__type__", None) is not EntityType.response
+            or cls.__api_key__ != request.api_key or cls.__version__ != request.response_version):
+        raise ValueError(f"{cls.__qualname__} ({cls.__module__}) does not answer {request!r}, "
+                         f"which needs a {request.api_name} v{request.response_version} response")
+    header_type = cls.__header_schema__
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    entity_writer(header_type)(out, header_type(correlation_id=request.correlation_id))
+    entity_writer(cls)(out, body)
+    frame = out.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - 4)
+    try:
+        return bytes(frame)
+    finally:
+        frame.release()
+
+
+def _malformed(api, header, why) -> Close:
+    return Close(f"malformed {api.name} v{header.request_api_version} request (correlation id "
+                 f"{header.correlation_id}, client id {header.client_id!r}): {why}")
+
+
+def _kio_read(reader, frame: memoryview, offset: int):
+    """(entity, offset after it, None), or (None, offset, why kio could not read it).
+
+    Only the kio call is inside the try: kio's own errors (``kio.serial.errors``), ValueError
+    and KeyError from its native reader, OverflowError/ValueError from the Python types it
+    builds, and a Rust panic, which pyo3 raises as a BaseException subclass.
+    """
+    try:
+        entity, consumed = reader(frame, offset)
+    except Exception as e:
+        return None, offset, f"{type(e).__name__}: {e}"
+    except BaseException as e:
+        if type(e).__name__ == "PanicException":
+            return None, offset, f"kio panicked: {e}"
+        raise
+    return entity, offset + consumed, None
+
+
+@functools.lru_cache(maxsize=None)
+def _reader(entity_type):
+    return entity_reader(entity_type)
+
+
+@functools.lru_cache(maxsize=None)
+def _readers(api_key: int, api_version: int):
+    body_type = request_schema(api_key, api_version)
+    return body_type, _reader(body_type.__header_schema__), _reader(body_type)
+
+
+def _api_name(api_key: int) -> str:
+    name = api_key_map.get(api_key)
+    if name is None:
+        return f"API key {api_key}"
+    return "".join(part.capitalize() for part in name.split("_"))

@@ -1,0 +1,185 @@
+"""The API versions the broker advertises and accepts, and its ApiVersions answer.
+
+Follows Kafka's ``ApiKeys`` (which versions are enabled), ``ApiVersionsRequest`` (the
+unsupported-version fallback and the KIP-511 client software name check) and
+``KafkaApis.handleApiVersionsRequest`` (which of the three answers to send). The ranges are
+those of wire-protocol.md §2.1: capped where a higher version would bring topic IDs or batched
+groups, Kafka 4.x minimums, and Produce advertised from 0 but accepted from 3 only (KAFKA-18659:
+librdkafka before its 2025 fix enables compression only if Produce v0 is advertised).
+
+The set of APIs is a parameter (``SupportedApis``): ``BROKER_APIS`` are the APIs of the first
+broker, ``GROUP_APIS`` the classic consumer-group APIs, to be advertised once implemented.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import importlib
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+
+API_VERSIONS_KEY = 18
+
+# ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN; Java's Matcher.matches() = fullmatch.
+_SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+_NO_THROTTLE = datetime.timedelta(0)
+
+# The schema lookups import a module on every uncached call (wire-protocol.md §1.6).
+request_schema = functools.lru_cache(maxsize=None)(load_request_schema)
+response_schema = functools.lru_cache(maxsize=None)(load_response_schema)
+
+
+@dataclass(frozen=True)
+class ApiRange:
+    """One API's entry: the advertised [min_version, max_version] and the accepted minimum.
+
+    ``min_accepted`` differs from ``min_version`` only for Produce (advertised from 0 for old
+    librdkafka's feature map, accepted from 3).
+    """
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    min_accepted: int | None = None
+
+    @property
+    def accepted_min(self) -> int:
+        return self.min_version if self.min_accepted is None else self.min_accepted
+
+    def accepts(self, version: int) -> bool:
+        return self.accepted_min <= version <= self.max_version
+
+
+BROKER_APIS: tuple[ApiRange, ...] = (
+    ApiRange(0, "Produce", 0, 12, min_accepted=3),
+    ApiRange(1, "Fetch", 4, 12),
+    ApiRange(2, "ListOffsets", 1, 8),
+    ApiRange(3, "Metadata", 0, 12),
+    ApiRange(18, "ApiVersions", 0, 4),
+    ApiRange(19, "CreateTopics", 2, 7),
+    ApiRange(20, "DeleteTopics", 1, 5),
+    ApiRange(21, "DeleteRecords", 0, 2),
+    ApiRange(22, "InitProducerId", 0, 4),
+    ApiRange(32, "DescribeConfigs", 1, 4),
+    ApiRange(33, "AlterConfigs", 0, 2),
+    ApiRange(37, "CreatePartitions", 0, 3),
+    ApiRange(44, "IncrementalAlterConfigs", 0, 1),
+    ApiRange(60, "DescribeCluster", 0, 1),
+)
+
+GROUP_APIS: tuple[ApiRange, ...] = (
+    ApiRange(8, "OffsetCommit", 2, 8),
+    ApiRange(9, "OffsetFetch", 1, 7),
+    ApiRange(10, "FindCoordinator", 0, 3),
+    ApiRange(11, "JoinGroup", 0, 7),
+    ApiRange(12, "Heartbeat", 0, 4),
+    ApiRange(13, "LeaveGroup", 0, 4),
+    ApiRange(14, "SyncGroup", 0, 5),
+    ApiRange(15, "DescribeGroups", 0, 5),
+    ApiRange(16, "ListGroups", 0, 5),
+    ApiRange(42, "DeleteGroups", 0, 2),
+    ApiRange(47, "OffsetDelete", 0, 0),
+)
+
+
+def software_name_is_valid(value: str) -> bool:
+    """KIP-511's rule for ApiVersions v3+ ``client_software_name`` / ``_version``."""
+    return _SOFTWARE_NAME_VERSION.fullmatch(value) is not None
+
+
+class SupportedApis:
+    """The broker's API table: what ApiVersions advertises and what a request may use.
+
+    Every accepted version must have a kio request and response schema; the constructor checks
+    that, so a bad table fails at start-up rather than on a client's request.
+    """
+
+    def __init__(self, ranges: Iterable[ApiRange]):
+        by_key: dict[int, ApiRange] = {}
+        for r in ranges:
+            if r.key in by_key:
+                raise ValueError(f"API key {r.key} ({r.name}) is listed twice")
+            if not 0 <= r.accepted_min <= r.max_version or r.min_version > r.accepted_min:
+                raise ValueError(f"{r.name}: bad range {r.min_version}-{r.max_version} "
+                                 f"(accepted from {r.accepted_min})")
+            for version in range(r.accepted_min, r.max_version + 1):
+                # kio raises UnknownEntity/UnknownAPIKey here for a version it cannot decode.
+                request_schema(r.key, version)
+                response_schema(r.key, version)
+            by_key[r.key] = r
+        if API_VERSIONS_KEY not in by_key:
+            raise ValueError("ApiVersions (18) must be supported: clients send it first")
+        self._by_key = dict(sorted(by_key.items()))
+        self._responses: dict[int, object] = {}
+
+    def get(self, api_key: int) -> ApiRange | None:
+        return self._by_key.get(api_key)
+
+    def __contains__(self, api_key: int) -> bool:
+        return api_key in self._by_key
+
+    def __iter__(self):
+        return iter(self._by_key.values())
+
+    def accepts(self, api_key: int, version: int) -> bool:
+        r = self._by_key.get(api_key)
+        return r is not None and r.accepts(version)
+
+    def api_versions_supported(self, version: int) -> bool:
+        """ApiVersionsRequest's ``!hasUnsupportedRequestVersion``: ``version`` is answered as is."""
+        return self._by_key[API_VERSIONS_KEY].accepts(version)
+
+    def api_versions_response(self, request_version: int, request_body=None):
+        """The kio ApiVersionsResponse body for a request of ``request_version``.
+
+        * a version outside the ApiVersions range: a v0 body, UNSUPPORTED_VERSION (35), with the
+          ApiVersions entry only, so the client can retry with a version both sides know;
+        * v3+ with a client software name or version not matching KIP-511's pattern:
+          INVALID_REQUEST (42) and no API list, in the request's version;
+        * otherwise NONE and the full table, in the request's version.
+
+        The response always travels with response header v0 (kio's schema for key 18 says so).
+        """
+        if not self.api_versions_supported(request_version):
+            cls = response_schema(API_VERSIONS_KEY, 0)
+            own = self._by_key[API_VERSIONS_KEY]
+            entry = _api_version_class(cls)(api_key=API_VERSIONS_KEY, min_version=own.min_version,
+                                            max_version=own.max_version)
+            return cls(error_code=ErrorCode.unsupported_version, api_keys=(entry,))
+        if request_version >= 3:
+            if request_body is None:
+                raise TypeError(f"an ApiVersions v{request_version} answer needs the request body")
+            if not (software_name_is_valid(request_body.client_software_name)
+                    and software_name_is_valid(request_body.client_software_version)):
+                return self._body(request_version, ErrorCode.invalid_request, ())
+        cached = self._responses.get(request_version)
+        if cached is None:
+            cls = response_schema(API_VERSIONS_KEY, request_version)
+            entry = _api_version_class(cls)
+            keys = tuple(entry(api_key=r.key, min_version=r.min_version, max_version=r.max_version)
+                         for r in self._by_key.values())
+            cached = self._responses[request_version] = self._body(request_version,
+                                                                   ErrorCode.none, keys)
+        return cached
+
+    @staticmethod
+    def _body(version: int, error: ErrorCode, keys: tuple):
+        cls = response_schema(API_VERSIONS_KEY, version)
+        if version == 0:
+            return cls(error_code=error, api_keys=keys)
+        return cls(error_code=error, api_keys=keys, throttle_time=_NO_THROTTLE)
+
+
+def _api_version_class(response_cls):
+    return importlib.import_module(response_cls.__module__).ApiVersion
+
+
+BROKER = SupportedApis(BROKER_APIS)
+"""The first broker's table (issue 10); ``SupportedApis(BROKER_APIS + GROUP_APIS)`` adds groups."""
