@@ -1,8 +1,9 @@
 """Damaged files: flipped bits in batches, bad index / txn-index / snapshot / checkpoint files.
 
-Unflushed data (at/after the recovery point, after an unclean shutdown) is validated and cut at
-the first bad batch; flushed data is trusted and a bad batch there is reported when read, naming
-the file and byte position.
+Unflushed data (at/after the recovery point, after an unclean shutdown) is validated: a bad batch
+is set aside alone and every valid batch after it kept (storage/repair.py); flushed data is trusted
+and a bad batch there is reported when read, naming the file and byte position (`verify --repair`
+sets it aside on demand).
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ def recs(log, start=None):
 # --- bit flips in batches ---------------------------------------------------------------------
 
 def test_random_bit_flips_in_unflushed_batches(tmp_path):
-    """Every flipped bit covered by a batch's size/magic/CRC check cuts the log at that batch."""
+    """Every flipped bit covered by a batch's size/magic/CRC check sets that one batch aside
+    (quarantined, or cut when nothing follows it in the log) and keeps every other batch."""
     rng = random.Random(2024)
     src = tmp_path / "src" / "t-0"
     log = build(src)
     expected = recs(log)
+    leo = log.log_end_offset
     segs = [(s.base_offset, s.log.path) for s in log.segments]
     crash(log)
     originals = {p: read(p) for _, p in segs}
@@ -62,7 +65,7 @@ def test_random_bit_flips_in_unflushed_batches(tmp_path):
         base, path = segs[rng.randrange(len(segs))]
         data = originals[path]
         batches, _ = raw_batches(data)
-        pos, first, _, _, size, _ = batches[rng.randrange(len(batches))]
+        pos, first, last, _, size, _ = batches[rng.randrange(len(batches))]
         # bytes 0-7 (base offset) and 12-15 (leader epoch) are not covered by the CRC
         rel = rng.choice([8, 9, 10, 11, 16, 17, 18, 19, 20] + list(range(21, size)))
         work = tmp_path / f"trial{trial}" / "t-0"
@@ -72,13 +75,16 @@ def test_random_bit_flips_in_unflushed_batches(tmp_path):
                 f.write(read(str(src / n)))
         victim = str(work / os.path.basename(path))
         flip_bit(victim, pos + rel, rng.randrange(8))
+        flipped = read(victim)
         again = reopen(work)
-        assert recs(again) == [r for r in expected if r[0] < first], (trial, base, pos, rel)
-        assert again.log_end_offset == first
-        assert read(victim) == data[:pos]
-        assert read(victim + ".discarded")[:rel] == data[pos:pos + rel]
+        assert recs(again) == [r for r in expected if not first <= r[0] <= last], (trial, base, pos, rel)
+        at_the_end = path == segs[-1][1] and pos + size == len(data)
+        assert again.log_end_offset == (first if at_the_end else leo)
+        assert read(victim) == data[:pos] + data[pos + size:]
+        aside = victim + (".discarded" if pos + size == len(data) else ".quarantined")
+        assert read(aside) == flipped[pos:pos + size]
         info = again.append_records([b"new"], [b"x"], timestamps=[T0])
-        assert info.first_offset == first
+        assert info.first_offset == again.log_end_offset - 1
         again.close()
         check_partition_dir(str(work), 200, exact_indexes=False)
 

@@ -167,7 +167,9 @@ def _segments_with_data(open_dd, n=40):
     return dd, log
 
 
-def test_flipped_bit_in_unflushed_batch_truncates_there_and_keeps_later_segments_aside(env):
+def test_flipped_bit_in_unflushed_batch_quarantines_that_batch_alone(env):
+    """Kafka truncates at the bad batch and drops every later segment; compactlog sets the one
+    batch aside (its bytes kept, its offsets a gap) and keeps every valid batch after it."""
     open_dd, pdir, _ = env
     dd, log = _segments_with_data(open_dd)
     assert len(log.segments) >= 4
@@ -175,6 +177,7 @@ def test_flipped_bit_in_unflushed_batch_truncates_there_and_keeps_later_segments
     log.recovery_point = flushed_to
     dd.checkpoint_logs()
     expected = records(log)
+    leo = log.log_end_offset
     seg = log.segments[1]
     later = [(s.base_offset, read(s.log.path)) for s in log.segments[2:]]
     crash_datadir(dd)
@@ -182,20 +185,23 @@ def test_flipped_bit_in_unflushed_batch_truncates_there_and_keeps_later_segments
     data = read(seg.log.path)
     batches, _ = raw_batches(data)
     bad_pos, bad_base = batches[3][0], batches[3][1]
+    bad_end = batches[4][0]
     flip_bit(seg.log.path, bad_pos + 70)            # inside the 4th batch's records
     flipped = read(seg.log.path)
     dd = open_dd()
     log = dd.open_log(TOPIC, 0)
-    assert log.log_end_offset == bad_base
-    assert records(log) == [r for r in expected if r[0] < bad_base]
-    assert log.segment_bases() == [0, seg.base_offset]
-    # the cut tail and the dropped segments are preserved, byte for byte
-    assert read(seg.log.path) == data[:bad_pos]
-    assert read(seg.log.path + ".discarded") == flipped[bad_pos:]
-    for base, content in later:
-        assert read(pfile(pdir, base, ".log.discarded")) == content
-        assert not os.path.exists(pfile(pdir, base, ".log"))
-        assert not os.path.exists(pfile(pdir, base, ".index"))
+    assert log.log_end_offset == leo
+    bad_offsets = set(range(bad_base, bad_base + 2))
+    assert records(log) == [r for r in expected if r[0] not in bad_offsets]
+    assert log.segment_bases()[:2] == [0, seg.base_offset]
+    # the quarantined batch is kept byte for byte; the segment holds every other batch
+    assert read(seg.log.path + ".quarantined") == flipped[bad_pos:bad_end]
+    assert read(seg.log.path) == data[:bad_pos] + data[bad_end:]
+    for base, content in later:                      # later segments untouched
+        assert read(pfile(pdir, base, ".log")) == content
+    events = [e for e in dd.data_events() if e.kind == "quarantine"]
+    assert len(events) == 1 and events[0].position == bad_pos
+    assert (events[0].first_offset, events[0].last_offset) == (bad_base, bad_base + 1)
     put(log, 500)
     dd.close()
     check_partition_dir(pdir, INTERVAL, exact_indexes=False)

@@ -15,10 +15,22 @@ from .main import app
 @app.command("verify")
 def verify_cmd(ctx: typer.Context,
                topic: str = typer.Option(None, "--topic", help="Only this topic."),
-               as_json: bool = typer.Option(False, "--json", help="One JSON object per problem, then a summary.")):
+               as_json: bool = typer.Option(False, "--json", help="One JSON object per problem, then a summary."),
+               repair: bool = typer.Option(False, "--repair", help="First repair every partition under the "
+                                           "data-dir lock, as recovery would, below the recovery point too: "
+                                           "corrupt batches quarantined (kept in *.quarantined), a base offset "
+                                           "outside the CRC corrected, an unreadable tail cut (kept in "
+                                           "*.discarded), indexes rebuilt. Everything done is reported.")):
     """CRCs, offsets, batch sizes, indexes against the log, checkpoints, keys unique below the cleaner
     checkpoint, producer snapshots. Exit 0 when healthy; otherwise one line per problem."""
     c = context(ctx)
+    if repair:
+        from ..storage.loader import repair_partition
+        with c.open(write=True) as wdd:
+            names = [topic] if topic else wdd.topics()
+            for t in names:
+                for p in wdd.partitions(t):
+                    repair_partition(wdd.open_log(t, p))
     dd = DataDir(c.require_data_dir(), broker=c.broker())   # never opened for writing: nothing changes
     checkpoints, problems = read_checkpoints(dd.path)
     topics = [topic] if topic else dd.topics()

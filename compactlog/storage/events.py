@@ -16,8 +16,11 @@ RETENTION = "retention"
 RECOVERY_CUT = "recovery-cut"
 # recovery set a corrupt batch aside and kept every valid batch after it
 QUARANTINE = "quarantine"
-# a read-only open would cut these bytes (nothing changed: a writer's recovery will do it)
+# recovery corrected a batch's base offset (outside the CRC) by the one byte that broke the order
+REPAIRED = "repaired"
+# a read-only open would cut, quarantine or repair (nothing changed: a writer's recovery will)
 WOULD_CUT = "would-cut"
+WOULD_REPAIR = "would-repair"
 
 EXIT_DATA_SET_ASIDE = 3
 
@@ -37,7 +40,7 @@ class DataEvent:
     @property
     def sets_data_aside(self) -> bool:
         """Data cut or quarantined by recovery (as opposed to deleted as configured)."""
-        return self.kind in (RECOVERY_CUT, QUARANTINE)
+        return self.kind in (RECOVERY_CUT, QUARANTINE, REPAIRED)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -54,5 +57,7 @@ class DataEvent:
         size = f", {self.bytes} bytes" if self.bytes else ""
         went = f"; kept in {self.kept_at}" if self.kept_at else ""
         verb = {RETENTION: "deleted by retention", RECOVERY_CUT: "cut by recovery",
-                QUARANTINE: "quarantined by recovery", WOULD_CUT: "not readable"}.get(self.kind, self.kind)
+                QUARANTINE: "quarantined by recovery", REPAIRED: "repaired by recovery",
+                WOULD_CUT: "not readable (a writer's recovery or `verify --repair` would set it aside)",
+                WOULD_REPAIR: "needs repair (a writer's recovery or `verify --repair` would correct it)"}.get(self.kind, self.kind)
         return f"{self.partition}: {verb}: {where}{offsets}{size}: {self.reason}{went}"

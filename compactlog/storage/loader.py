@@ -23,6 +23,7 @@ from . import files
 from .producer_state import REPLICATION, ProducerStateManager
 from .events import RECOVERY_CUT, WOULD_CUT, DataEvent
 from .layout import stable_live_segments
+from .repair import repair_segment, scan_segment
 from .segment import LogSegment
 
 
@@ -222,6 +223,67 @@ def recover_segment(log, seg: LogSegment, producer_state: ProducerStateManager) 
     return seg.recover(leader_epochs=log.leader_epochs, apply_batch=apply)
 
 
+def set_aside_corrupt_batches(log, seg: LogSegment) -> LogSegment:
+    """A writer's recovery of a segment holding corrupt batches: each is quarantined alone and
+    every valid batch after it kept (storage/repair.py); the live segment is returned. A torn
+    tail alone is left to ``recover_segment``'s cut, which needs no copy of the segment."""
+    if log.read_only or seg.log.size == 0:
+        return seg
+    i = log.segments.index(seg)
+    prev_last = log.segments[i - 1].read_next_offset() - 1 if i > 0 else seg.base_offset - 1
+    buf = seg.log.map()
+    try:
+        scan = scan_segment(buf, seg.log.size, seg.base_offset, prev_last)
+    finally:
+        del buf
+    if not scan.holes and not any(s.fixed_base is not None for s in scan.spans):
+        return seg
+    return repair_segment(log, seg, scan)[0]
+
+
+def repair_partition(log) -> list:
+    """``verify --repair``: recovery on demand over every segment, below the recovery point too.
+
+    Each segment that does not validate (CRCs, offsets, indexes against the log) is rebuilt from
+    its valid batches: corrupt batches quarantined, a base offset repaired, an unreadable tail cut,
+    indexes rebuilt; producer state is rebuilt after the first repaired segment. Returns the data
+    events of the repair (empty when every segment was valid).
+    """
+    with log.lock:
+        first_events = len(log.events)
+        first_repaired = None
+        prev_last = log.log_start_offset - 1
+        for seg in list(log.segments):
+            if seg.log.size and not segment_is_valid(seg):
+                buf = seg.log.map()
+                try:
+                    scan = scan_segment(buf, seg.log.size, seg.base_offset, prev_last)
+                finally:
+                    del buf
+                if scan.clean:
+                    seg.recover()          # every batch is valid: only the indexes were not
+                else:
+                    seg = repair_segment(log, seg, scan)[0]
+                first_repaired = seg.base_offset if first_repaired is None else first_repaired
+            nxt = seg.read_next_offset()
+            if nxt > seg.base_offset:
+                prev_last = nxt - 1
+        if first_repaired is None:
+            return []
+        log.log_end_offset = log.active_segment.read_next_offset()
+        log.recovery_point = min(log.recovery_point, first_repaired)
+        for off in log.producer_state.snapshot_offsets():
+            if off > first_repaired:
+                log.producer_state.delete_snapshot(off)
+        log.producer_state.clear()
+        log.producer_state.last_map_offset = log.producer_state.last_snap_offset = 0
+        _rebuild(log, log.producer_state, log.log_end_offset, log.log_start_offset,
+                 reload_from_clean_shutdown=False)
+        log.leader_epochs.truncate_from_end(log.log_end_offset)
+        log.flush()
+        return log.events[first_events:]
+
+
 def _valid_prefix_length(seg: LogSegment) -> tuple[int, str]:
     """Bytes of valid batches from the start of the segment, and why the rest is not valid."""
     valid = 0
@@ -249,31 +311,22 @@ def recover_log(log, needs_recovery: list[LogSegment], recovery_point: int, log_
     for seg in to_check:
         if id(seg) not in recovered and segment_is_valid(seg):
             continue
+        seg = set_aside_corrupt_batches(log, seg)
         # as Kafka's recoverSegment: producer state rebuilt afresh (latest snapshot + the batches up
         # to this segment), so that segments skipped as valid in between are replayed too
         temp_state = log.producer_state.sibling()
         _rebuild(log, temp_state, seg.base_offset, log_start_offset, reload_from_clean_shutdown=False)
         truncated = recover_segment(log, seg, temp_state)
         temp_state.take_snapshot()
-        if truncated > 0:
+        if truncated > 0 and log.read_only:
+            # reads cannot cross the unreadable bytes: in memory the log ends there (a writer
+            # sets them aside and keeps every later segment)
             for later in [s for s in log.segments if s.base_offset > seg.base_offset]:
                 log._remove_segment(later.base_offset)
                 later.close_handles()
-                why = (f"follows segment {seg.base_offset}, which recovery cut; Kafka's recovery "
-                       f"drops every later segment")
-                if log.read_only:
-                    log.events.append(DataEvent(WOULD_CUT, log.name, later.log.path, why,
-                                                first_offset=later.base_offset, bytes=later.size))
-                    continue
-                kept = discard_path(later.log.path)
-                os.replace(later.log.path, kept)
-                log.events.append(DataEvent(RECOVERY_CUT, log.name, later.log.path, why,
-                                            first_offset=later.base_offset, bytes=later.size, kept_at=kept))
-                for p in later.file_paths()[1:]:
-                    try:
-                        os.remove(p)
-                    except FileNotFoundError:
-                        pass
+                log.events.append(DataEvent(WOULD_CUT, log.name, later.log.path,
+                                            f"follows unreadable bytes in segment {seg.base_offset}",
+                                            first_offset=later.base_offset, bytes=later.size))
             break
     if log.leader_epochs.entries != epochs_before:
         log.leader_epochs.flush()     # Kafka's LeaderEpochFileCache.assign writes the checkpoint
