@@ -220,3 +220,39 @@ def test_random_damage_never_loses_a_valid_batch(tmp_path):
         assert missing <= touched, (trial, kind, at, n, sorted(missing - touched))
         dd.close()
         check_partition_dir(pdir, 200, exact_indexes=False)
+
+
+def _produce(root, lines):
+    r = subprocess.run(COMMAND + ["--data-dir", root, "produce", "--topic", "c"], input=lines,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_consume_after_a_crash_stops_before_a_torn_tail_and_says_so(tmp_path):
+    """A reader is not a writer: it cannot cut the torn tail, but it reads what recovery keeps."""
+    root = str(tmp_path / "d")
+    assert run(root, "topics", "create", "--topic", "c").returncode == 0
+    _produce(root, "a\nb\nc\n")
+    _produce(root, "d\n")
+    os.remove(os.path.join(root, ".kafka_cleanshutdown"))
+    with open(os.path.join(root, "c-0", "00000000000000000000.log"), "ab") as f:
+        f.write(b"\x00" * 100)                          # preallocated zeros after a crash
+    r = run(root, "consume", "--topic", "c", "--from-beginning")
+    assert r.returncode == 0 and r.stdout.split() == ["a", "b", "c", "d"], r.stderr
+    assert "note:" in r.stderr and "torn tail" in r.stderr and "100 bytes" in r.stderr
+
+
+def test_corrupt_batch_after_a_clean_shutdown_is_an_error_after_the_records_before_it(tmp_path):
+    root = str(tmp_path / "d")
+    assert run(root, "topics", "create", "--topic", "c").returncode == 0
+    _produce(root, "a\nb\nc\n")
+    _produce(root, "d\n")
+    path = os.path.join(root, "c-0", "00000000000000000000.log")
+    batches, _ = raw_batches(read(path))
+    with open(path, "r+b") as f:                         # the second batch's records
+        f.seek(batches[1][0] + 65)
+        f.write(b"\xff")
+    r = run(root, "consume", "--topic", "c", "--from-beginning")
+    assert r.returncode == 1 and r.stdout.split() == ["a", "b", "c"]
+    assert f"position {batches[1][0]}" in r.stderr and "verify --repair" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -185,6 +185,12 @@ class PartitionReader:
         self.dir = os.path.abspath(dir_path)
         if not os.path.isdir(self.dir):
             raise StorageError(f"{self.dir}: partition directory does not exist")
+        # after a crash (no clean-shutdown marker) an unreadable tail of the last segment is a torn
+        # write that the next writer's recovery cuts: reads end before it, with a note, as they
+        # would after that recovery; anywhere else a corrupt batch is an error
+        parent = os.path.dirname(self.dir)
+        self.torn_tail_possible = not os.path.exists(os.path.join(parent, files.CLEAN_SHUTDOWN_FILE))
+        self.notes: list[str] = []
         self.chunk_records = max(1, int(chunk_records))
         self.chunk_bytes = max(1, int(chunk_bytes))
         self._segments = stable_live_segments(self.dir)
@@ -276,6 +282,8 @@ class PartitionReader:
                     cursor[0] = b.last_offset + 1
                     yield b
             except CorruptRecordError as e:
+                if e.position is not None and self._torn_tail(seg, _u8(m), e.position):
+                    return
                 raise e.located(file=seg.path) from None
 
     def records(self, start_offset: int | None = None, end_offset: int | None = None, *,
@@ -290,6 +298,9 @@ class PartitionReader:
                     continue
                 recs = b.records()
             except CorruptRecordError as e:
+                seg = self._segment_file(b.base_offset)
+                if seg is not None and self._torn_tail(seg, _u8(b.buffer)[:seg_size(b.buffer)], b.position):
+                    return
                 raise e.located(file=self._segment_of(b.base_offset), position=b.position) from None
             if b.base_offset >= start and (end_offset is None or b.last_offset < end_offset):
                 yield from recs
@@ -297,6 +308,10 @@ class PartitionReader:
                 for r in recs:
                     if r.offset >= start and (end_offset is None or r.offset < end_offset):
                         yield r
+
+    def _segment_file(self, offset: int) -> SegmentFile | None:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self._segments[i] if i >= 0 else None
 
     def _segment_of(self, offset: int) -> str | None:
         i = bisect.bisect_right(self._bases, offset) - 1
@@ -341,9 +356,53 @@ class PartitionReader:
                     cursor[0] = batch.column(2)[-1].as_py() + 1
                     yield batch
 
+    def _torn_tail(self, seg: SegmentFile, buf: np.ndarray, position: int) -> bool:
+        """Is the unreadable batch at ``position`` a torn write recovery would cut: in the last
+        segment, after a crash, with no valid batch anywhere after it?"""
+        if not self.torn_tail_possible or not self._segments or seg.path != self._segments[-1].path:
+            return False
+        from .repair import _batch_problem, _resync
+        if _batch_problem(buf, position, buf.shape[0], -1, seg.base_offset)[0] is None:
+            return False      # a complete batch with a valid CRC is not a torn write
+        if _resync(buf, position, buf.shape[0], -1, seg.base_offset) is not None:
+            return False
+        note = (f"{seg.path}: the {buf.shape[0] - position} bytes from position {position} are not a "
+                f"valid batch: the torn tail of a write interrupted by a crash, which the next writer's "
+                f"recovery cuts; records before it were read")
+        if note not in self.notes:
+            self.notes.append(note)
+        return True
+
+    def _keep_before(self, chunk: _Chunk, position: int) -> None:
+        """Drop from the chunk every batch (and its records) at or after ``position``."""
+        kb = int(np.searchsorted(chunk.bmeta[:chunk.nb, K.BM_POS], position))
+        chunk.nr = int(np.searchsorted(chunk.r32[K.R32_BATCH, :chunk.nr], kb))
+        chunk.nb = kb
+        chunk.checked = min(chunk.checked, kb)
+
     def _scan_segment(self, seg: SegmentFile, m, size: int, chunk: _Chunk, start: int, end: int,
                       include_control: bool, validate_crc: bool, with_headers: bool):
+        """Chunks of the segment's records; records before a corrupt batch are yielded first,
+        then the error raised (or, for a torn tail after a crash, the scan ends)."""
         buf = _u8(m)
+        try:
+            yield from self._scan_chunks(seg, m, buf, size, chunk, start, end, include_control,
+                                         validate_crc, with_headers)
+        except CorruptRecordError as e:
+            if e.position is None:
+                raise
+            self._keep_before(chunk, e.position)
+            if chunk.nr:
+                yield self._flush(chunk, buf, with_headers)
+            if self._torn_tail(seg, buf, e.position):
+                return
+            raise
+        finally:
+            chunk.reset()
+            del buf
+
+    def _scan_chunks(self, seg: SegmentFile, m, buf, size: int, chunk: _Chunk, start: int, end: int,
+                     include_control: bool, validate_crc: bool, with_headers: bool):
         view = memoryview(m) if size else None
         pos = 0
         try:
@@ -383,8 +442,6 @@ class PartitionReader:
             if chunk.nr:
                 yield self._flush(chunk, buf, with_headers)
         finally:
-            chunk.reset()
-            del buf
             if view is not None:
                 view.release()
 
@@ -570,6 +627,10 @@ class PartitionReader:
         chunk.reset()
         return pa.RecordBatch.from_arrays(columns, schema=column_schema(with_headers=with_headers,
                                                                         large=large))
+
+
+def seg_size(buffer) -> int:
+    return len(buffer)
 
 
 def _to_large(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
