@@ -23,7 +23,12 @@ class CleanableRange:
 
 
 def non_active_segments_from(log, offset: int):
-    return log.segments_in_range(offset, log.active_segment.base_offset)
+    """Kafka's UnifiedLog.nonActiveLogSegmentsFrom: none when ``offset`` is inside the active segment
+    (a cleaner checkpoint or log start offset there leaves nothing to clean)."""
+    active = log.active_segment.base_offset
+    if offset > active:
+        return []
+    return log.segments_in_range(offset, active)
 
 
 def cleanable_offsets(log, checkpoint: int | None, now_ms: int) -> CleanableRange:
@@ -120,6 +125,7 @@ class PartitionStatus:
     limit_detail: dict | None = None
     next_eligible_ms: int | None = None
     force_checkpoint_update: bool = False
+    unknown_configs: bool = False
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -132,6 +138,14 @@ def partition_status(log, checkpoint: int | None, now_ms: int) -> PartitionStatu
     st = PartitionStatus(log.topic, log.partition, log.config.compact, checkpoint,
                          log.log_start_offset, log.log_end_offset,
                          min_cleanable_dirty_ratio=log.config.get("min.cleanable.dirty.ratio"))
+    if not getattr(log.config, "known", True):
+        st.compacted = False
+        st.reason = (f"configs unknown: topic {log.topic} has no entry in compactlog.topics.json (a Kafka "
+                     f"data dir copied here?), so neither the cleaner nor retention touches it; set its "
+                     f"configs with `compactlog topics alter --topic {log.topic} --config "
+                     f"cleanup.policy=compact` or for one run with `clean --config cleanup.policy=compact`")
+        st.unknown_configs = True
+        return st
     if not log.config.compact:
         st.reason = "cleanup.policy does not include compact"
         return st
@@ -139,7 +153,9 @@ def partition_status(log, checkpoint: int | None, now_ms: int) -> PartitionStatu
     delay = max_compaction_delay(log, rng.first_dirty, now_ms)
     ltc = log_to_clean(log, rng.first_dirty, rng.first_uncleanable, delay)
     st.first_dirty = rng.first_dirty
-    st.first_uncleanable = ltc.first_uncleanable
+    # Kafka's first uncleanable offset is a segment base, below first_dirty when first_dirty is
+    # inside that segment; nothing is cleanable then, and the range shown is the empty [d, d)
+    st.first_uncleanable = max(ltc.first_uncleanable, rng.first_dirty)
     st.clean_bytes, st.cleanable_bytes = ltc.clean_bytes, ltc.cleanable_bytes
     st.dirty_ratio = ltc.cleanable_ratio if ltc.total_bytes else 0.0
     st.need_compaction_now = ltc.need_compaction_now
@@ -169,6 +185,12 @@ def _why_not(log, ltc: LogToClean, rng: CleanableRange, st: PartitionStatus) -> 
                     f"{d['open_transaction_first_offset']}, which holds the last stable offset")
         if log.log_end_offset == log.log_start_offset:
             return "the log is empty"
+        active = log.active_segment.base_offset
+        if rng.first_dirty > active:
+            origin = "the log start offset" if rng.force_checkpoint_update or st.checkpoint is None \
+                else "the cleaner checkpoint"
+            return (f"active segment: nothing to clean: the first dirty offset {rng.first_dirty} ({origin}) "
+                    f"lies inside the active segment, which starts at {active}")
         return (f"active segment: no dirty data outside the active segment "
                 f"(dirty from {rng.first_dirty}, active segment starts at {log.active_segment.base_offset})")
     return (f"dirty ratio {ltc.cleanable_ratio:.4f} is not above min.cleanable.dirty.ratio "

@@ -20,7 +20,12 @@ from .main import app, cleaner_app
 
 
 def _now(now_ms: int | None) -> int:
-    return now_ms if now_ms is not None else int(time.time() * 1000)
+    if now_ms is None:
+        return int(time.time() * 1000)
+    if now_ms < 0:
+        # every horizon and lag is computed from it: a negative clock silently cleans nothing
+        fail(f"--now-ms {now_ms}: expected a time in ms since the epoch (0 or more)", 2)
+    return now_ms
 
 
 def _executor(ctx, engine: str, spark_master: str | None):
@@ -139,6 +144,11 @@ def clean_cmd(ctx: typer.Context,
             typer.echo(f"error: {o.name}: {o.error}", err=True)
         elif topic is not None and o.status is not None:
             typer.echo(f"{o.name}: not cleaned: {o.status.reason}")
+    unknown = sorted({o.topic for o in outcomes if o.status is not None and o.status.unknown_configs})
+    if unknown and not as_json and topic is None:
+        typer.echo(f"note: left alone, configs unknown (no entry in compactlog.topics.json): "
+                   f"{', '.join(unknown)}; set them with `compactlog topics alter --topic T --config "
+                   f"cleanup.policy=compact` or for this run with `--config cleanup.policy=compact`", err=True)
     if not as_json and not any(o.cleaned for o in outcomes) and topic is None and not failed:
         typer.echo("nothing to clean")
     if failed:
@@ -196,7 +206,7 @@ def status_cmd(ctx: typer.Context,
     c = context(ctx)
     now = _now(now_ms)
     with c.open(write=False, now_ms=now) as dd:
-        statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted]
+        statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted or s.unknown_configs]
     ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
     max_dirty = int(100 * max(ratios)) if ratios else 0
     order = {(s.topic, s.partition): i for i, s in enumerate(select_logs(statuses))}
@@ -227,6 +237,8 @@ def run_cmd(ctx: typer.Context,
     """A long-running cleaner: cleans every log.cleaner.backoff.ms, retention every log.retention.check.interval.ms."""
     from ..cleaner.service import CleanerService
     c = context(ctx)
+    if iterations < 0:
+        fail(f"--iterations must be 0 (until interrupted) or more, got {iterations}", 2)
     executor = _executor(c, engine, spark_master)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -56,7 +56,7 @@ class TextFormat:
 @dataclass(frozen=True)
 class StartAt:
     """Where each partition is read from: earliest, latest, an offset or a timestamp."""
-    kind: str                # earliest, latest, offset, timestamp
+    kind: str                # earliest, latest, offset, timestamp, max-timestamp
     value: int = 0
 
 
@@ -72,7 +72,9 @@ def consume_cmd(ctx: typer.Context,
                 offset: str = typer.Option(None, "--offset",
                                            help="Start offset in --partition: a number, earliest or latest."),
                 timestamp: int = typer.Option(None, "--timestamp",
-                                              help="Start at the first record with a timestamp >= this (ms)."),
+                                              help="Start at the first record with a timestamp >= this (ms), "
+                                                   "or at Kafka's ListOffsets special times: -1 latest, "
+                                                   "-2 earliest, -3 the record with the largest timestamp."),
                 prop: list[str] = typer.Option(None, "--property",
                                                help="Formatter property K=V (kafka-console-consumer's): "
                                                     "print.key, print.timestamp, print.partition, "
@@ -140,7 +142,7 @@ def start_at(from_beginning: bool, partition: int | None, offset: str | None,
     if timestamp is not None and (from_beginning or offset is not None):
         fail("--timestamp cannot be given with --from-beginning or --offset")
     if timestamp is not None:
-        return StartAt("timestamp", timestamp)
+        return _start_at_time(timestamp)
     if offset is not None:
         if offset in ("earliest", "latest"):
             return StartAt(offset)
@@ -152,6 +154,21 @@ def start_at(from_beginning: bool, partition: int | None, offset: str | None,
             fail(f"--offset {offset!r}: expected a non-negative number, earliest or latest")
         return StartAt("offset", value)
     return StartAt("earliest" if from_beginning else "latest")
+
+
+# Kafka's ListOffsetsRequest special timestamps (kafka-get-offsets.sh --time) that mean something
+# without tiered storage; -4 (earliest-local) and -5 (latest-tiered) only exist with it
+SPECIAL_TIMES = {-1: "latest", -2: "earliest", -3: "max-timestamp"}
+
+
+def _start_at_time(timestamp: int) -> StartAt:
+    if timestamp >= 0:
+        return StartAt("timestamp", timestamp)
+    if timestamp in SPECIAL_TIMES:
+        return StartAt(SPECIAL_TIMES[timestamp])
+    fail(f"--timestamp {timestamp}: expected a time in ms since the epoch (0 or more), or -1 (latest), "
+         f"-2 (earliest) or -3 (the record with the largest timestamp), as Kafka's ListOffsets; "
+         f"-4 and -5 name tiered storage, which a data dir does not have", 2)
 
 
 def _partitions(c, topic: str, partition: int | None) -> tuple[str, list[int]]:
@@ -206,7 +223,9 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read
             lines = [text_line(fmt, partition, batch, r) for r in records]
         yield b"".join(lines), len(records)
         if left == 0:
-            return
+            break
+    for note in reader.notes:
+        typer.echo(f"note: {note}", err=True)
 
 
 def start_offset(reader: PartitionReader, start: StartAt, name: str) -> int | None:
@@ -217,6 +236,9 @@ def start_offset(reader: PartitionReader, start: StartAt, name: str) -> int | No
         return reader.log_end_offset
     if start.kind == "timestamp":
         return offset_for_timestamp(reader, start.value)
+    if start.kind == "max-timestamp":
+        largest = max((b.max_timestamp for b in reader.batches(reader.log_start_offset)), default=None)
+        return None if largest is None else offset_for_timestamp(reader, largest)
     if not reader.log_start_offset <= start.value <= reader.log_end_offset:
         raise OffsetOutOfRangeError(f"{name}: offset {start.value} is outside the log "
                                     f"[{reader.log_start_offset}, {reader.log_end_offset}]")
@@ -310,13 +332,19 @@ def last_stable_offset(reader: PartitionReader, pdir: str) -> int:
                      if e.current_txn_first_offset is not None}
         scan_from = snap
         break
-    for b in reader.batches(scan_from):
-        if b.base_offset < scan_from or not b.is_transactional:
-            continue
-        if b.is_control:
-            open_txns.pop(b.producer_id, None)
-        else:
-            open_txns.setdefault(b.producer_id, b.base_offset)
+    readable_end = end
+    try:
+        for b in reader.batches(scan_from):
+            if b.base_offset >= scan_from and b.is_transactional:
+                if b.is_control:
+                    open_txns.pop(b.producer_id, None)
+                else:
+                    open_txns.setdefault(b.producer_id, b.base_offset)
+            readable_end = b.last_offset + 1
+    except CorruptRecordError:
+        # nothing is stable past a batch that cannot be read: the records before it are served,
+        # then the read reports it
+        end = min(end, readable_end)
     return min([end, *open_txns.values()])
 
 

@@ -41,6 +41,8 @@ READ_BLOCK = 1 << 16
 MAX_CHUNK_BYTES = 4 << 20
 MAX_BATCH_BYTES = 1 << 20
 RECORD_OVERHEAD_BOUND = 21      # Kafka's bound on a record's framing bytes besides key, value, headers
+LONG_MAX = 2**63 - 1
+UTF8_BOM = b"\xef\xbb\xbf"
 
 # kafka-console-producer's LineMessageReader properties and their defaults
 TEXT_PROPERTIES = {"parse.key": "false", "key.separator": "\t", "parse.headers": "false",
@@ -231,6 +233,13 @@ def parse_lines(lines: list[bytes], first_line: int, input_format: str, fmt: Lin
     out = []
     for i, line in enumerate(lines, start=first_line + 1):
         if input_format == "jsonl":
+            if line.startswith(UTF8_BOM):
+                # RFC 8259 lets a parser ignore a BOM at the start of the text, and editors on
+                # Windows write one; anywhere else it means files were concatenated
+                if i != 1:
+                    raise InputError(f"line {i}: a UTF-8 byte order mark (BOM) in the middle of the input "
+                                     f"(only the first line may start with one: were files concatenated?)")
+                line = line[len(UTF8_BOM):]
             if not line.strip():
                 continue
             rec = parse_json_line(line, i, now)
@@ -287,8 +296,15 @@ def _text_headers(text: bytes, line_no: int, fmt: LineFormat) -> list:
 
 def parse_json_line(line: bytes, line_no: int, now: int) -> PendingRecord:
     try:
-        obj = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"line {line_no}: byte 0x{line[e.start]:02x} at column {e.start + 1} is not UTF-8 "
+                         f"(JSON lines are UTF-8 text; binary data goes in \"key_b64\"/\"value_b64\")") from None
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise InputError(f"line {line_no}: not a JSON object (nested too deeply)") from None
+    except ValueError as e:     # JSONDecodeError, or an integer too long to convert
         raise InputError(f"line {line_no}: not a JSON object ({e})") from None
     if not isinstance(obj, dict):
         raise InputError(f"line {line_no}: expected a JSON object, found {type(obj).__name__}")
@@ -302,8 +318,9 @@ def parse_json_line(line: bytes, line_no: int, now: int) -> PendingRecord:
     timestamp = obj.get("timestamp")
     if timestamp is None:
         timestamp = now
-    elif not _is_int(timestamp) or timestamp < 0:
-        raise InputError(f"line {line_no}: timestamp {timestamp!r} is not a non-negative integer (ms)")
+    elif not _is_int(timestamp) or not 0 <= timestamp <= LONG_MAX:
+        raise InputError(f"line {line_no}: timestamp {timestamp!r} is not a time in ms from 0 to {LONG_MAX} "
+                         f"(a record timestamp is a signed 64-bit integer)")
     partition = obj.get("partition")
     if partition is not None and (not _is_int(partition) or partition < 0):
         raise InputError(f"line {line_no}: partition {partition!r} is not a non-negative integer")

@@ -1,12 +1,22 @@
-"""The project's Spark session: local mode by default, tuned for a small machine, one per process."""
+"""The project's Spark session: local mode by default, tuned for a small machine, one per process.
+
+The JVM and the Python workers it starts die with the process that started them, however it ends
+(``watchdog``): the JVM is launched with this process's token in its environment and a watchdog
+process ends whatever carries the token once this process is gone.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import uuid
+
+from . import watchdog
 
 _session = None
 _session_key = None
+_watchdog: tuple[subprocess.Popen, str] | None = None
 
 
 def default_local_dir() -> str:
@@ -48,7 +58,12 @@ def session(master: str | None = None, *, local_dir: str | None = None, conf: di
                .config("spark.sql.warehouse.dir", os.path.join(local_dir, "warehouse")))
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    # only the JVM (and what it starts) inherits the token, not later children of this process
+    os.environ[watchdog.OWNER_ENV] = _watch()
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        os.environ.pop(watchdog.OWNER_ENV, None)
     spark.sparkContext.setLogLevel("ERROR")
     try:
         from .datasource import register
@@ -57,6 +72,24 @@ def session(master: str | None = None, *, local_dir: str | None = None, conf: di
         pass
     _session, _session_key = spark, key
     return spark
+
+
+def _watch() -> str:
+    """This process's token, its watchdog started on first use."""
+    global _watchdog
+    if _watchdog is not None and _watchdog[0].poll() is None:
+        return _watchdog[1]
+    token = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if k != watchdog.OWNER_ENV}
+    try:
+        # -S -I: no site packages, no PYTHON* variables: it imports nothing but the standard library
+        proc = subprocess.Popen([sys.executable, "-S", "-I", watchdog.__file__, token], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+    except OSError:
+        return token        # no watchdog: PySpark's own stdin check is all there is
+    _watchdog = (proc, token)
+    return token
 
 
 def stop() -> None:

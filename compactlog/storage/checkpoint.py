@@ -1,4 +1,9 @@
-"""Kafka's text checkpoint files: offset checkpoints, leader epochs, partition.metadata."""
+"""Kafka's text checkpoint files: offset checkpoints, leader epochs, partition.metadata.
+
+Kafka's CheckpointFile / LeaderEpochCheckpointFile / PartitionMetadataFile formats. Every problem
+reading one (a malformed line, a byte that is not UTF-8, a file that cannot be read) is a
+StorageError naming the file and line, never a decoding exception.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,13 @@ import uuid
 from typing import Callable, Iterable
 
 from ..errors import StorageError
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_text
 
 
 def read_checkpoint(path: str, version: int, parse_entry: Callable[[list[str]], object]) -> list:
     """Entries of a ``version / count / entry...`` file; [] when the file is missing or empty."""
     try:
-        with open(path, "r", encoding="utf-8") as f:
-            lines = f.read().split("\n")
+        lines = read_text(path).split("\n")
     except FileNotFoundError:
         return []
     if lines and lines[-1] == "":
@@ -107,10 +111,15 @@ class LeaderEpochCache:
 
     def __init__(self, checkpoint: LeaderEpochCheckpointFile):
         self.checkpoint = checkpoint
+        # An unreadable file starts the cache empty: the epochs are rebuilt from the batches as they
+        # are recovered or appended, and the next flush rewrites the file. The error is kept so that
+        # the log can report it (Kafka would take the whole log dir offline instead).
+        self.load_error: StorageError | None = None
         try:
             self.entries: list[tuple[int, int]] = checkpoint.read()
-        except StorageError:
+        except StorageError as e:
             self.entries = []
+            self.load_error = e
 
     def latest_epoch(self) -> int | None:
         return self.entries[-1][0] if self.entries else None
@@ -153,8 +162,7 @@ class PartitionMetadataFile:
 
     def read(self) -> str | None:
         try:
-            with open(self.path, "r", encoding="utf-8") as f:
-                lines = f.read().splitlines()
+            lines = read_text(self.path).splitlines()
         except FileNotFoundError:
             return None
         fields = {}

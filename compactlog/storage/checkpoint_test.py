@@ -109,3 +109,36 @@ def test_generic_reader_names_file_and_line(tmp_path):
     with pytest.raises(StorageError) as err:
         read_checkpoint(str(p), 0, lambda t: (int(t[0]), int(t[1])))
     assert str(p) in str(err.value) and "line 4" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint", "cleaner-offset-checkpoint"])
+def test_a_byte_that_is_not_utf8_names_the_file_and_line(tmp_path, name):
+    p = tmp_path / name
+    p.write_bytes(b"0\n2\nt 0 5\nt \xff1 7\n")
+    with pytest.raises(StorageError) as err:
+        OffsetCheckpointFile(str(p)).read()
+    assert str(err.value) == f"{p}: line 4: byte 0xff at column 3 is not UTF-8 text"
+
+
+def test_unreadable_leader_epoch_checkpoint_keeps_its_error(tmp_path):
+    p = tmp_path / "leader-epoch-checkpoint"
+    p.write_bytes(b"0\n1\n\xfe 0\n")
+    cache = LeaderEpochCache(LeaderEpochCheckpointFile(str(p)))
+    assert cache.entries == [] and "line 3" in str(cache.load_error)
+    cache.assign(3, 40)
+    cache.flush()                            # the next flush replaces the bad file
+    assert p.read_text() == "0\n1\n3 40\n"
+    assert LeaderEpochCache(LeaderEpochCheckpointFile(str(p))).load_error is None
+
+
+def test_partition_metadata_not_utf8(tmp_path):
+    p = tmp_path / "partition.metadata"
+    p.write_bytes(b"version: 0\ntopic_id: gSnfpEbtQfSDpxM2l\xe9En9A\n")
+    with pytest.raises(StorageError, match="line 2: byte 0xe9 at column 28"):
+        PartitionMetadataFile(str(p)).read()
+
+
+def test_a_checkpoint_that_cannot_be_read_is_a_storage_error(tmp_path):
+    (tmp_path / "ck").mkdir()                # a directory where the file should be
+    with pytest.raises(StorageError, match="cannot be read"):
+        OffsetCheckpointFile(str(tmp_path / "ck")).read()

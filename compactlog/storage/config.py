@@ -1,19 +1,52 @@
-"""Topic configs (Kafka's LogConfig) and broker settings, with Kafka's names, defaults and ranges.
+"""Topic configs (Kafka's LogConfig) and broker settings (KafkaConfig, CleanerConfig), with Kafka's
+names, types, defaults and validators.
 
 A topic config's default comes from its broker property (``server.properties`` or ``--override``)
 when set there, else from Kafka's default. ``segment.bytes`` accepts values down to 14, as Kafka
 3.x did, so that tests and demos can roll tiny segments.
+
+Values are parsed as Kafka's ConfigDef parses them: numbers are ASCII digits with an optional
+sign, booleans ignore case, and enumerated values (``cleanup.policy``, ``compression.type``,
+``message.timestamp.type``) are case-sensitive, as Kafka's ValidString/ValidList are. Where Kafka
+accepts a value that makes its own cleaner spin forever (I/O buffers of 0 bytes), compactlog refuses
+it.
+
+Names that are not settings (a misspelt ``--override``, a key in ``server.properties``) are not
+errors, as they are not in Kafka, whose broker logs them as unknown: ``setting_warnings`` gives
+the lines to print.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..errors import ConfigError
+from .kafka_names import KAFKA_BROKER_SETTINGS
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
+MIB = 1024 * 1024
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _int(raw) -> int:
+    # Java's Integer.parseInt / Long.parseLong: ASCII digits and a sign only (Python's int() would
+    # also take "1_000" and non-ASCII digits)
+    s = str(raw).strip()
+    if not _INTEGER.fullmatch(s):
+        raise ValueError("not a whole number")
+    return int(s)
+
+
+def _double(raw) -> float:
+    s = str(raw).strip()
+    if "_" in s:
+        raise ValueError("not a number")
+    return float(s)
 
 
 def _bool(v: str) -> bool:
@@ -24,7 +57,10 @@ def _bool(v: str) -> bool:
 
 
 def _list(v: str) -> list[str]:
-    return [x.strip().lower() for x in str(v).split(",") if x.strip()]
+    # Kafka's LIST type: split on commas, each element trimmed; an empty element stays (and is
+    # then refused by the validator), case is kept
+    s = str(v).strip()
+    return [x.strip() for x in s.split(",")] if s else []
 
 
 @dataclass(frozen=True)
@@ -36,16 +72,18 @@ class ConfigDef:
     check: Callable[[Any], str | None] | None = None
     doc: str = ""
 
-    def parse(self, raw) -> Any:
+    def parse(self, raw, name: str | None = None) -> Any:
+        """The value of ``raw``; ``name`` is the setting the user wrote, when it is a broker synonym."""
+        name = name or self.name
         try:
             if self.kind in ("int", "long"):
-                v = int(str(raw).strip())
+                v = _int(raw)
                 if self.kind == "int" and not -2**31 <= v < 2**31:
                     raise ValueError("out of int range")
                 if self.kind == "long" and not -2**63 <= v < 2**63:
                     raise ValueError("out of long range")
             elif self.kind == "double":
-                v = float(str(raw).strip())
+                v = _double(raw)
             elif self.kind == "bool":
                 v = _bool(raw)
             elif self.kind == "list":
@@ -53,11 +91,11 @@ class ConfigDef:
             else:
                 v = str(raw).strip()
         except ValueError as e:
-            raise ConfigError(f"invalid value {raw!r} for configuration {self.name}: {e}") from None
+            raise ConfigError(f"invalid value {raw!r} for configuration {name}: {e}") from None
         if self.check is not None:
             problem = self.check(v)
             if problem:
-                raise ConfigError(f"invalid value {raw!r} for configuration {self.name}: {problem}")
+                raise ConfigError(f"invalid value {raw!r} for configuration {name}: {problem}")
         return v
 
 
@@ -70,14 +108,27 @@ def between(lo, hi):
 
 
 def one_of(*options):
-    return lambda v: None if v in options else f"value must be one of {', '.join(options)}"
+    def check(v):
+        if v in options:
+            return None
+        return f"value must be one of {', '.join(options)}{_case_hint(v, options)}"
+    return check
+
+
+def _case_hint(v: str, options) -> str:
+    same = [o for o in options if o.lower() == str(v).lower()]
+    return f"; did you mean {same[0]}? (values are case-sensitive, as in Kafka)" if same else ""
 
 
 def _policy(v: list[str]) -> str | None:
     if not v:
         return "cleanup.policy must name compact, delete or both"
-    bad = [x for x in v if x not in ("compact", "delete")]
-    return f"unknown cleanup policy {', '.join(bad)}" if bad else None
+    for x in v:
+        if not x:
+            return "empty element in the list (valid: compact, delete)"
+        if x not in ("compact", "delete"):
+            return f"unknown cleanup policy {x} (valid: compact, delete){_case_hint(x, ('compact', 'delete'))}"
+    return None
 
 
 def _gzip_level(v: int) -> str | None:
@@ -109,7 +160,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("compression.zstd.level", "int", 3, ("compression.zstd.level",), between(-131072, 22)),
     ConfigDef("preallocate", "bool", False, ("log.preallocate",)),
     ConfigDef("flush.messages", "long", LONG_MAX, ("log.flush.interval.messages",), at_least(1)),
-    ConfigDef("flush.ms", "long", LONG_MAX, ("log.flush.interval.ms",), at_least(0)),
+    ConfigDef("flush.ms", "long", LONG_MAX, ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"), at_least(0)),
     ConfigDef("min.insync.replicas", "int", 1, ("min.insync.replicas",), at_least(1)),
     ConfigDef("unclean.leader.election.enable", "bool", False, ("unclean.leader.election.enable",)),
     ConfigDef("message.downconversion.enable", "bool", True, ("log.message.downconversion.enable",)),
@@ -118,13 +169,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("remote.storage.enable", "bool", False, ()),
 ]}
 
-_BROKER_UNIT = {"log.roll.hours": 3600000, "log.roll.jitter.hours": 3600000,
-                "log.retention.minutes": 60000, "log.retention.hours": 3600000}
+# broker settings in another unit than the topic config they default: (ms per unit, Kafka's check)
+_BROKER_UNIT = {"log.roll.hours": (3600000, at_least(1)), "log.roll.jitter.hours": (3600000, at_least(0)),
+                "log.retention.minutes": (60000, None), "log.retention.hours": (3600000, None)}
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("log.cleaner.enable", "bool", True),
     ConfigDef("log.cleaner.threads", "int", 1, check=at_least(0)),
-    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728, check=at_least(0)),
     ConfigDef("log.cleaner.io.buffer.size", "int", 524288, check=at_least(0)),
     ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9),
     ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308),
@@ -137,12 +189,23 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, check=at_least(0)),
     ConfigDef("num.partitions", "int", 1, check=at_least(1)),
     ConfigDef("auto.create.topics.enable", "bool", True),
+    # the broker (`compactlog serve`); listeners are checked when it starts (server/listeners.py)
+    ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092"),
+    ConfigDef("advertised.listeners", "string", ""),
+    ConfigDef("node.id", "int", 0, check=at_least(0)),
+    ConfigDef("default.replication.factor", "int", 1, check=at_least(1)),
+    ConfigDef("socket.request.max.bytes", "int", 104857600, check=at_least(1)),
+    ConfigDef("connections.max.idle.ms", "long", 600000),
+    ConfigDef("num.io.threads", "int", 8, check=at_least(1)),
     # compactlog's own settings (not Kafka's)
     ConfigDef("compactlog.spark.master", "string", "local[*]"),
     ConfigDef("compactlog.spark.local.dir", "string", ""),
     ConfigDef("compactlog.cleaner.task.memory.bytes", "long", 2147483648, check=at_least(1024)),
     ConfigDef("compactlog.cleaner.map", "string", "auto", check=one_of("auto", "task", "distributed")),
 ]}
+
+
+_TOPIC_BY_BROKER_NAME = {prop: d for d in TOPIC_CONFIGS.values() for prop in d.broker}
 
 
 class BrokerConfig:
@@ -162,29 +225,128 @@ class BrokerConfig:
         return d.default
 
     def validate(self) -> None:
+        """Every setting compactlog knows checked alone (Kafka's ConfigDef), then together (Kafka's
+        KafkaConfig.validateValues, and the floors compactlog needs to make progress)."""
         for name, raw in self.props.items():
             if name in BROKER_CONFIGS:
                 BROKER_CONFIGS[name].parse(raw)
-            else:
-                for d in TOPIC_CONFIGS.values():
-                    if name in d.broker:
-                        d.parse(raw)
-                        break
+        for d in TOPIC_CONFIGS.values():
+            self.topic_default(d)
+        threads = self.get("log.cleaner.threads")
+        if threads == 0:
+            return      # no cleaner: its buffers are never allocated
+        dedupe = self.get("log.cleaner.dedupe.buffer.size")
+        if dedupe // threads <= MIB:
+            raise ConfigError(f"invalid value {dedupe} for configuration log.cleaner.dedupe.buffer.size: "
+                              f"it must be more than 1 MiB per cleaner thread (Kafka's rule; "
+                              f"log.cleaner.threads={threads})")
+        io_buffer = self.get("log.cleaner.io.buffer.size")
+        # each thread reads and writes through buffers of io.buffer.size / threads / 2 bytes (Kafka's
+        # Cleaner) that grow by doubling when a batch does not fit: from 0 they never grow and the
+        # cleaner spins forever (Kafka's does too); from 1 byte up they reach any batch
+        if io_buffer // threads // 2 < 1:
+            raise ConfigError(f"invalid value {io_buffer} for configuration log.cleaner.io.buffer.size: "
+                              f"each cleaner thread's buffers would be io.buffer.size / threads / 2 = 0 bytes, "
+                              f"which never grow (the cleaner would loop forever); with log.cleaner.threads="
+                              f"{threads} it must be at least {2 * threads}")
+        load_factor = self.get("log.cleaner.io.buffer.load.factor")
+        slots = min(dedupe // threads, INT_MAX) // 24
+        if not slots * load_factor > 1:
+            # Kafka's cleaner thread refuses to start: its offset map (24 bytes a key, filled up to
+            # the load factor) would not hold a single key
+            raise ConfigError(f"invalid value {load_factor} for configuration log.cleaner.io.buffer.load.factor: "
+                              f"the offset map ({slots} slots of 24 bytes per cleaner thread) would not hold "
+                              f"one key; it must be more than {1 / slots:.3g}")
+
 
     def topic_default(self, d: ConfigDef):
+        """The broker's default for topic config ``d``: its first broker synonym that is set."""
         for prop in d.broker:
             if prop in self.props:
                 raw = self.props[prop]
                 if prop in _BROKER_UNIT:
-                    try:
-                        return int(raw) * _BROKER_UNIT[prop]
-                    except ValueError:
-                        raise ConfigError(f"invalid value {raw!r} for broker configuration {prop}") from None
-                return d.parse(raw)
+                    unit, check = _BROKER_UNIT[prop]
+                    value = ConfigDef(prop, "int", None, check=check).parse(raw) * unit
+                elif d.name == "retention.ms":
+                    value = ConfigDef(prop, "long", None).parse(raw)     # no range: see below
+                else:
+                    return d.parse(raw, prop)
+                if d.name == "retention.ms":
+                    value = _broker_retention_ms(prop, raw, value)
+                return value
         return d.default
 
     def __getitem__(self, name: str):
         return self.get(name)
+
+
+def _broker_retention_ms(prop: str, raw, value: int) -> int:
+    # Kafka's KafkaConfig: any negative retention means unlimited (-1), and 0 is refused at the
+    # broker level (a topic may still set retention.ms=0)
+    if value < 0:
+        return -1
+    if value == 0:
+        raise ConfigError(f"invalid value {raw!r} for configuration {prop}: the broker's log retention "
+                          f"must be unlimited (-1) or at least 1 ms")
+    return value
+
+
+def setting_warnings(names: Iterable[str], origin: str, *, explicit: bool) -> list[str]:
+    """Lines to print for names that are not compactlog broker settings (each one ignored).
+
+    ``explicit`` names were asked for on the command line (``--override``): a Kafka broker setting
+    compactlog does not use is then worth a word too; in ``server.properties`` it is expected (a
+    broker's file is full of them) and stays silent, as an unknown name does not.
+    """
+    unknown, unused, topic_names = [], [], []
+    for name in sorted(set(names)):
+        if name in BROKER_CONFIGS or name in _TOPIC_BY_BROKER_NAME:
+            continue
+        if name in TOPIC_CONFIGS:
+            topic_names.append(name)
+        elif name in KAFKA_BROKER_SETTINGS or name.startswith("listener.name."):
+            unused.append(name)
+        else:
+            unknown.append(name)
+    lines = []
+    for name in topic_names:
+        d = TOPIC_CONFIGS[name]
+        broker = f"the broker default is {d.broker[0]}; " if d.broker else ""
+        lines.append(f"{origin}: {name} is a topic config, not a broker setting: ignored ({broker}"
+                     f"a topic's own value is set with --config {name}=...)")
+    if unknown:
+        shown = ", ".join(name + _suggestion(name) for name in unknown)
+        lines.append(f"{origin}: unknown setting{'s' if len(unknown) > 1 else ''} ignored: {shown}")
+    if unused and explicit:
+        lines.append(f"{origin}: Kafka broker setting{'s' if len(unused) > 1 else ''} that compactlog does "
+                     f"not use, ignored: {', '.join(unused)}")
+    return lines
+
+
+def _suggestion(name: str) -> str:
+    known = list(BROKER_CONFIGS) + list(_TOPIC_BY_BROKER_NAME) + list(TOPIC_CONFIGS) + sorted(KAFKA_BROKER_SETTINGS)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A ``.properties`` file (``server.properties``), {} when it does not exist.
+
+    UTF-8, or ISO-8859-1 when it is not: Java's ``Properties.load(InputStream)``, which Kafka uses,
+    reads ISO-8859-1, so any byte is accepted there and must be here (a comment in Latin-1 is common).
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return parse_properties(text)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -217,6 +379,10 @@ def parse_assignments(items: list[str] | None, what: str) -> dict[str, str]:
 class LogConfig:
     """The effective configs of one topic: overrides, else broker defaults, else Kafka defaults."""
 
+    # False for a topic found only as directories (a copied Kafka dir): its real configs live in
+    # the Kafka cluster's metadata, so retention and the cleaner leave it alone (DataDir sets it)
+    known = True
+
     def __init__(self, overrides: dict[str, Any] | None = None, broker: BrokerConfig | None = None):
         self.broker = broker or BrokerConfig()
         self.overrides: dict[str, str] = {}
@@ -229,6 +395,11 @@ class LogConfig:
                 self._values[name] = d.parse(self.overrides[name])
             else:
                 self._values[name] = self.broker.topic_default(d)
+        lo, hi = self._values["min.compaction.lag.ms"], self._values["max.compaction.lag.ms"]
+        if lo > hi:
+            # Kafka's LogConfig.validateValues
+            raise ConfigError(f"conflicting topic configs: min.compaction.lag.ms ({lo}) is greater than "
+                              f"max.compaction.lag.ms ({hi})")
 
     @staticmethod
     def validate_one(name: str, raw) -> None:

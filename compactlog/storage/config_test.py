@@ -98,3 +98,121 @@ def test_properties_parsing():
     assert parse_assignments(["a=1", "b = x=y"], "--config") == {"a": "1", "b": "x=y"}
     with pytest.raises(ConfigError, match="--config"):
         parse_assignments(["novalue"], "--config")
+
+
+# -- Kafka's parsing and validation rules ---------------------------------------------------------
+
+@pytest.mark.parametrize("name,value,hint", [
+    ("cleanup.policy", "COMPACT", "did you mean compact?"),
+    ("cleanup.policy", "compact,Delete", "did you mean delete?"),
+    ("compression.type", "GZIP", "did you mean gzip?"),
+    ("message.timestamp.type", "createtime", "did you mean CreateTime?"),
+])
+def test_enumerated_values_are_case_sensitive_as_in_kafka(name, value, hint):
+    with pytest.raises(ConfigError) as err:
+        LogConfig({name: value})
+    assert name in str(err.value) and hint in str(err.value) and "case-sensitive" in str(err.value)
+
+
+def test_list_values_are_trimmed_but_keep_empty_elements():
+    assert LogConfig({"cleanup.policy": " compact , delete "}).get("cleanup.policy") == ["compact", "delete"]
+    with pytest.raises(ConfigError, match="empty element"):
+        LogConfig({"cleanup.policy": "compact,"})
+    # booleans ignore case, as Kafka's ConfigDef does
+    assert LogConfig({"preallocate": "TRUE"}).get("preallocate") is True
+
+
+@pytest.mark.parametrize("value", ["1_000", "١٠٠٠", "12.0", "0x10", ""])
+def test_numbers_are_ascii_digits_only(value):
+    with pytest.raises(ConfigError, match="segment.bytes"):
+        LogConfig({"segment.bytes": value})
+    assert LogConfig({"segment.bytes": " +2048 "}).segment_bytes == 2048
+
+
+def test_min_compaction_lag_above_max_is_refused():
+    with pytest.raises(ConfigError, match=r"min.compaction.lag.ms \(10\) is greater than max.compaction.lag.ms \(5\)"):
+        LogConfig({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+
+
+@pytest.mark.parametrize("props,name", [
+    ({"log.cleanup.policy": "Compact"}, "log.cleanup.policy"),
+    ({"log.roll.hours": "0"}, "log.roll.hours"),
+    ({"log.roll.jitter.hours": "-1"}, "log.roll.jitter.hours"),
+    ({"log.retention.hours": "0"}, "log.retention.hours"),
+    ({"log.retention.ms": "0"}, "log.retention.ms"),
+    ({"log.roll.ms": "0"}, "log.roll.ms"),
+    ({"log.segment.bytes": "abc"}, "log.segment.bytes"),
+])
+def test_broker_synonyms_are_validated_under_their_own_name(props, name):
+    with pytest.raises(ConfigError) as err:
+        BrokerConfig(props).validate()
+    assert f"configuration {name}:" in str(err.value)
+
+
+def test_broker_retention_follows_kafka():
+    # any negative broker retention is unlimited (Kafka's KafkaConfig), whatever its unit
+    for props in ({"log.retention.hours": "-5"}, {"log.retention.minutes": "-1"}, {"log.retention.ms": "-7"}):
+        b = BrokerConfig(props)
+        b.validate()
+        assert LogConfig({}, b).get("retention.ms") == -1
+    assert LogConfig({}, BrokerConfig({"log.retention.hours": "2"})).get("retention.ms") == 2 * 3600000
+    # a topic may still ask for retention.ms=0
+    assert LogConfig({"retention.ms": "0"}).get("retention.ms") == 0
+
+
+@pytest.mark.parametrize("props,expected", [
+    ({"log.cleaner.io.buffer.size": "0"}, "it must be at least 2$"),
+    ({"log.cleaner.io.buffer.size": "1"}, "would be io.buffer.size / threads / 2 = 0 bytes"),
+    ({"log.cleaner.io.buffer.size": "17", "log.cleaner.threads": "9"}, "it must be at least 18$"),
+    ({"log.cleaner.dedupe.buffer.size": "1048576"}, "more than 1 MiB per cleaner thread"),
+    ({"log.cleaner.dedupe.buffer.size": "8388608", "log.cleaner.threads": "8"}, "more than 1 MiB"),
+    ({"log.cleaner.threads": "1000000"}, "log.cleaner.dedupe.buffer.size"),
+    ({"log.cleaner.io.buffer.load.factor": "0"}, "would not hold one key"),
+    ({"log.cleaner.io.buffer.load.factor": "nan"}, "would not hold one key"),
+    ({"log.cleaner.threads": "-1"}, "at least 0"),
+    ({"log.cleaner.io.buffer.size": "-1"}, "at least 0"),
+])
+def test_cleaner_buffers_that_would_hang_or_break_are_refused(props, expected):
+    with pytest.raises(ConfigError, match=expected):
+        BrokerConfig(props).validate()
+
+
+def test_cleaner_buffer_floors_are_not_checked_without_cleaner_threads():
+    BrokerConfig({"log.cleaner.threads": "0", "log.cleaner.io.buffer.size": "0"}).validate()
+    # buffers of 1 byte grow by doubling to any batch, as in Kafka: accepted
+    BrokerConfig({"log.cleaner.io.buffer.size": "2"}).validate()
+    BrokerConfig({"log.cleaner.io.buffer.size": "18", "log.cleaner.threads": "9",
+                  "log.cleaner.dedupe.buffer.size": str(10 * 2**20)}).validate()
+    BrokerConfig().validate()
+
+
+def test_setting_warnings():
+    from compactlog.storage.config import setting_warnings
+    names = ["log.cleaner.io.bufer.size", "compactlog.spark.mastr", "broker.id", "cleanup.policy",
+             "log.segment.bytes", "compactlog.spark.master", "log.cleaner.threads", "listener.name.x.ssl.y"]
+    lines = setting_warnings(names, "--override", explicit=True)
+    text = "\n".join(lines)
+    assert len(lines) == 3
+    assert "--override: unknown settings ignored: compactlog.spark.mastr (did you mean compactlog.spark.master?), " \
+           "log.cleaner.io.bufer.size (did you mean log.cleaner.io.buffer.size?)" in text
+    assert "cleanup.policy is a topic config" in text and "log.cleanup.policy" in text
+    assert "Kafka broker settings that compactlog does not use, ignored: broker.id, listener.name.x.ssl.y" in text
+    for known in ("log.segment.bytes", "compactlog.spark.master", "log.cleaner.threads"):
+        assert known not in text.replace("compactlog.spark.master?", "")
+    # a Kafka broker's own server.properties is full of settings compactlog does not use: silent
+    kafka_file = ["broker.id", "listeners", "log.dirs", "zookeeper.connect", "num.network.threads",
+                  "process.roles", "node.id", "controller.quorum.voters", "offsets.topic.replication.factor",
+                  "log.retention.hours", "log.segment.bytes", "group.initial.rebalance.delay.ms"]
+    assert setting_warnings(kafka_file, "server.properties", explicit=False) == []
+    assert setting_warnings(["log.retention.hour"], "server.properties", explicit=False) == [
+        "server.properties: unknown setting ignored: log.retention.hour (did you mean log.retention.hours?)"]
+
+
+def test_read_properties_reads_latin1_as_java_does(tmp_path):
+    from compactlog.storage.config import read_properties
+    p = tmp_path / "server.properties"
+    assert read_properties(str(p)) == {}
+    p.write_bytes("# réglages\nname=café\n".encode("utf-8"))
+    assert read_properties(str(p)) == {"name": "café"}
+    p.write_bytes("# réglages\nname=café\n".encode("latin-1"))
+    assert read_properties(str(p)) == {"name": "café"}

@@ -1,8 +1,16 @@
-"""Crash-safe file replacement: write new, fsync, rename, fsync the directory."""
+"""Crash-safe file replacement (write new, fsync, rename, fsync the directory) and text reads that
+name the file and line of a byte that is not UTF-8.
+
+The replacement is Kafka's ``Utils.atomicMoveWithFallback`` after writing ``<file>.tmp`` as its
+CheckpointFile does; unlike Kafka, a failed write (disk full, read-only mount) removes the ``.tmp``
+it started, so no half-written file is left behind.
+"""
 
 from __future__ import annotations
 
 import os
+
+from ..errors import StorageError
 
 
 def fsync_dir(path: str) -> None:
@@ -14,16 +22,35 @@ def fsync_dir(path: str) -> None:
 
 
 def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new content."""
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new content.
+
+    An OSError names the file it concerns (a failed ``write`` on an open file would not).
+    """
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        if sync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        _remove_quietly(tmp)
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror, tmp) from None
+        raise
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
     if sync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass    # never created, or the directory refuses even this: the original error matters
 
 
 def fsync_file(path: str) -> None:
@@ -32,3 +59,29 @@ def fsync_file(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_text(path: str) -> str:
+    """The file's text; a byte that is not UTF-8 is a StorageError naming the file, line and column.
+
+    FileNotFoundError is left to the caller (a missing file often means "empty"); any other
+    failure to read is a StorageError naming the file.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise StorageError(f"{path}: cannot be read: {e.strerror or e}") from None
+    return decode_utf8(raw, path)
+
+
+def decode_utf8(raw: bytes, path: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_start = raw.rfind(b"\n", 0, e.start) + 1
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise StorageError(f"{path}: line {line}: byte 0x{raw[e.start]:02x} at column {e.start - line_start + 1} "
+                           f"is not UTF-8 text") from None

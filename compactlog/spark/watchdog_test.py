@@ -1,0 +1,87 @@
+"""The watchdog ends every process carrying its owner's token once the owner is gone (no Spark here:
+plain processes stand in for the JVM and its workers)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from compactlog.spark import watchdog
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the watchdog reads /proc (Linux)")
+
+# a stand-in for the JVM: optionally deaf to SIGTERM, as a JVM stuck in its shutdown hooks is
+SLEEPER = "import signal, sys, time\nif sys.argv[1] == 'deaf': signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(120)"
+
+
+def start_owned(token: str, mode: str = "plain") -> subprocess.Popen:
+    env = dict(os.environ, **{watchdog.OWNER_ENV: token})
+    return subprocess.Popen([sys.executable, "-c", SLEEPER, mode], env=env)
+
+
+def gone_within(proc: subprocess.Popen, seconds: float) -> bool:
+    try:
+        proc.wait(seconds)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def test_owned_and_reap():
+    token = uuid.uuid4().hex
+    plain, deaf, other = start_owned(token), start_owned(token, "deaf"), start_owned(uuid.uuid4().hex)
+    try:
+        deadline = time.monotonic() + 10
+        while len(watchdog.owned(token)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted(watchdog.owned(token)) == sorted([plain.pid, deaf.pid])
+        watchdog.reap(token, grace=0.2, term_wait=0.5)
+        assert gone_within(plain, 5) and plain.returncode == -signal.SIGTERM
+        assert gone_within(deaf, 5) and deaf.returncode == -signal.SIGKILL
+        assert other.poll() is None                      # another owner's process is left alone
+    finally:
+        for p in (plain, deaf, other):
+            p.kill()
+            p.wait()
+
+
+def test_the_watchdog_acts_when_its_owner_is_killed():
+    token = uuid.uuid4().hex
+    # the owner: starts the watchdog (its stdin a pipe from the owner) and a "JVM", then waits
+    owner_code = (f"import subprocess, sys, os, time\n"
+                  f"w = subprocess.Popen([sys.executable, '-S', '-I', {watchdog.__file__!r}, {token!r}], "
+                  f"stdin=subprocess.PIPE, start_new_session=True)\n"
+                  f"env = dict(os.environ, {watchdog.OWNER_ENV}={token!r})\n"
+                  f"j = subprocess.Popen([sys.executable, '-c', {SLEEPER!r}, 'plain'], env=env)\n"
+                  f"print(w.pid, j.pid, flush=True)\n"
+                  f"time.sleep(120)\n")
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True)
+    watchdog_pid, jvm_pid = map(int, owner.stdout.readline().split())
+    try:
+        owner.kill()                                     # SIGKILL: no atexit, no cleanup of its own
+        owner.wait()
+        deadline = time.monotonic() + watchdog.GRACE_S + watchdog.TERM_WAIT_S + 5
+        while time.monotonic() < deadline and (alive(jvm_pid) or alive(watchdog_pid)):
+            time.sleep(0.1)
+        assert not alive(jvm_pid), "the owner's process outlived it"
+        assert not alive(watchdog_pid), "the watchdog did not exit after its work"
+    finally:
+        for pid in (jvm_pid, watchdog_pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
