@@ -7,6 +7,8 @@ import json
 import os
 import struct
 
+import crc32c
+
 from compactlog.cleaner.service import CleanerService
 from compactlog.cleaner.executor import InProcessExecutor
 from compactlog.cli.common import CliContext
@@ -35,6 +37,9 @@ def corrupt_record_length(path) -> tuple[str, int]:
         for _ in range(4):
             pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
         data[pos + 61] = 0x7E   # the first record's length varint: 63 bytes, more than the batch holds
+        # with a matching CRC, so that the record decoder (not the CRC check) finds the fault
+        size = 12 + struct.unpack_from(">i", data, pos + 8)[0]
+        struct.pack_into(">I", data, pos + 17, crc32c.crc32c(bytes(data[pos + 21:pos + size])))
         f.seek(0)
         f.write(data)
     return seg, pos

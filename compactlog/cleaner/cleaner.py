@@ -171,6 +171,7 @@ class Cleaner:
             if isinstance(res, TaskFailure):
                 out.error = res.error
                 discard_cleaned_files(log.dir)
+                checkpoint_updates.pop(key, None)   # a partition that could not be read stays as it was
                 continue
             with log.lock:
                 if log.structure_epoch != planned_epochs[key]:

@@ -44,6 +44,9 @@ def build_offset_map(log: SourceLog, start: int, end: int, offset_map: OffsetMap
     for i, seg in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         seg.cache_digests = cache
+        # structure and offsets of the segment, then its offset index, the CRC of every batch read
+        seg.check_structure(log.next_base(seg))
+        seg.validate(log.next_base(seg), seg.index_position(start))
         last = map_segment_fast(seg, start, offset_map, stats)
         if last is not None:
             if last >= start:

@@ -12,7 +12,8 @@ import numpy as np
 from ..errors import CorruptRecordError
 from ..record import kernels
 from ..record.batch import (BatchSpec, LOG_APPEND_TIME, assemble_batch, empty_batch)
-from . import rules
+from ..storage.index_check import TxnCarry
+from . import rules, validate
 from .map_builder import control_type_of, key_hashes
 from .offset_map import OffsetMap
 from .rules import BatchRetention
@@ -42,6 +43,7 @@ class RoundContext:
         self.max_io_buffer_size = broker_max_message_size
         self.legacy_delete_horizon_ms = legacy_delete_horizon_ms
         self.observer = observer   # explain: told about every tombstone and marker that stays
+        self.txn_carry = TxnCarry()   # producers' transactions over the segments rewritten so far
 
 
 class _ChunkResult:
@@ -235,6 +237,11 @@ def clean_group(log: SourceLog, group: list[SourceSegment], writer: CleanedSegme
                 ctx: RoundContext, txn: CleanedTransactionState, stats: CleanerStats) -> None:
     txn.cleaned_index = writer.aborted
     for i, seg in enumerate(group):
+        # the groups cover the log from its first segment: the txn index is checked against the
+        # markers with every producer's history
+        next_base = log.next_base(seg)
+        seg.validate(next_base, 0)
+        validate.check_txn_index_of(seg, next_base, ctx.txn_carry)
         upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset()
         txn.add_aborted(log.collect_aborted(seg.base_offset, upper))
         clean_segment_into(seg, writer, ctx, txn, stats)

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from ..errors import CorruptRecordError
 from ..record.batch import iter_batches
 from ..storage import files
+from ..storage.index_check import SegmentLayout, walk_segment
 from ..storage.txn_index import TransactionIndex, collect_aborted
+from . import validate
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
@@ -28,16 +30,23 @@ class SegmentInfo:
 
 
 class SourceSegment:
-    def __init__(self, dir_path: str, info: SegmentInfo):
+    """One segment as a cleaning task reads it: nothing is used before ``validate`` checked it
+    (see validate.py); ``max_message_bytes`` bounds what a compressed batch may inflate to."""
+
+    def __init__(self, dir_path: str, info: SegmentInfo, max_message_bytes: int | None = None):
         self.info = info
         self.base_offset = info.base_offset
         self.size = info.log_bytes
         self.path = files.segment_file(dir_path, info.base_offset, files.LOG_SUFFIX)
-        self._index_path = files.segment_file(dir_path, info.base_offset, files.INDEX_SUFFIX)
+        self.index_path = files.segment_file(dir_path, info.base_offset, files.INDEX_SUFFIX)
         self.txn_index = TransactionIndex(files.segment_file(dir_path, info.base_offset, files.TXN_INDEX_SUFFIX),
                                           info.base_offset)
+        self.max_message_bytes = max_message_bytes
         self._buffer = None
         self._index: list[tuple[int, int]] | None = None
+        self._layout: SegmentLayout | None = None
+        self._structure_checked = False
+        self._crc_from = info.log_bytes   # CRCs verified for every batch from here to the end
         self.cached_digests = None   # key digests the map phase computed, for the rewrite
         self.cache_digests = True
 
@@ -57,13 +66,36 @@ class SourceSegment:
                                              prot=mmap.PROT_READ)
         return self._buffer
 
+    def layout(self) -> SegmentLayout:
+        """The batch headers of the whole file (lengths only; one numba walk, cached)."""
+        if self._layout is None:
+            self._layout = walk_segment(self.buffer, self.base_offset)
+        return self._layout
+
+    def check_structure(self, next_base: int | None) -> None:
+        """The structure and offsets of the whole segment, from its batch headers (once)."""
+        if not self._structure_checked:
+            validate.check_layout(self.path, self.layout(), next_base)
+            self._structure_checked = True
+
+    def validate(self, next_base: int | None, from_position: int = 0) -> None:
+        """Check the structure and offsets of the whole segment (once) and the CRC of every batch
+        from ``from_position`` on (each batch once per round); raises on the first violation."""
+        self.check_structure(next_base)
+        if from_position < self._crc_from:
+            validate.check_crcs(self.path, self.buffer, self.layout(), from_position, self._crc_from)
+            self._crc_from = from_position
+
     def index_entries(self) -> list[tuple[int, int]]:
+        """The offset index, checked against the batches before it is trusted (a flipped entry
+        would make the map start past records it must see)."""
         if self._index is None:
             try:
-                with open(self._index_path, "rb") as f:
+                with open(self.index_path, "rb") as f:
                     raw = f.read()
             except FileNotFoundError:
                 raw = b""
+            validate.check_offset_index_of(self, raw)
             raw = raw[:len(raw) - len(raw) % 8]
             self._index = [(self.base_offset + r, p) for r, p in _OFFSET_ENTRY.iter_unpack(raw)]
         return self._index
@@ -76,7 +108,8 @@ class SourceSegment:
 
     def batches(self, start_position: int = 0):
         try:
-            yield from iter_batches(self.buffer, start_position, self.size)
+            yield from iter_batches(self.buffer, start_position, self.size,
+                                    max_message_bytes=self.max_message_bytes)
         except CorruptRecordError as e:
             raise e.located(file=self.path) from None
 
@@ -98,9 +131,9 @@ class SourceSegment:
 
 
 class SourceLog:
-    def __init__(self, dir_path: str, segments: list[SegmentInfo]):
+    def __init__(self, dir_path: str, segments: list[SegmentInfo], max_message_bytes: int | None = None):
         self.dir = dir_path
-        self.segments = [SourceSegment(dir_path, s) for s in segments]
+        self.segments = [SourceSegment(dir_path, s, max_message_bytes) for s in segments]
         self.bases = [s.base_offset for s in self.segments]
 
     def segments_in_range(self, start: int, end: int) -> list[SourceSegment]:
@@ -111,10 +144,20 @@ class SourceLog:
         return self.segments[i:j]
 
     def collect_aborted(self, start: int, upper_bound: int):
+        """Kafka's collectAbortedTransactions; every txn index consulted is first checked against
+        its segment's markers (the rewrite checks them again with the producers' history)."""
         i = bisect.bisect_right(self.bases, start) - 1
         if i < 0:
             return []
-        return collect_aborted((s.txn_index for s in self.segments[i:]), start, upper_bound)
+        return collect_aborted(self._checked_txn_indexes(self.segments[i:]), start, upper_bound)
+
+    def _checked_txn_indexes(self, segments):
+        """The segments' txn indexes, each checked when the walk reaches it."""
+        for seg in segments:
+            if seg.txn_index.entries():
+                seg.check_structure(self.next_base(seg))   # a bad base offset is named as such
+                validate.check_txn_index_of(seg, self.next_base(seg), None)
+            yield seg.txn_index
 
     def next_base(self, seg: SourceSegment) -> int | None:
         i = bisect.bisect_right(self.bases, seg.base_offset)

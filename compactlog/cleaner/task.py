@@ -3,6 +3,8 @@
 The driver describes the round (``PartitionCleanPlan``, plain data); the task builds the key map,
 rewrites the segment groups into ``.cleaned`` files in the partition directory and returns only
 small results (stats and the groups it wrote). The driver then swaps the files in.
+Nothing the task reads is trusted before validate.py checked it (CRCs, offsets, indexes): a
+violation fails the task, its ``.cleaned`` files are removed and the partition stays as it was.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
     tombstone and marker that stays.
     """
     stats = CleanerStats(start_s=time.time())
-    log = SourceLog(plan.dir, plan.segments)
+    log = SourceLog(plan.dir, plan.segments, plan.max_message_size)
     try:
         if offset_map is None:
             if CompactOffsetMap.fits(plan.first_dirty, plan.first_uncleanable):

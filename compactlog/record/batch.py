@@ -201,14 +201,19 @@ def _as_u8(buf) -> np.ndarray:
 
 
 class RecordBatch:
-    """A v2 batch over a buffer: header fields decoded, records decoded on demand."""
+    """A v2 batch over a buffer: header fields decoded, records decoded on demand.
 
-    __slots__ = ("header", "buffer", "position", "_columns", "_section")
+    ``max_decompressed_size``: the most bytes its records section may inflate to (None: the
+    codec module's default bound, see compression.decompressed_limit).
+    """
 
-    def __init__(self, header: BatchHeader, buffer, position: int):
+    __slots__ = ("header", "buffer", "position", "_columns", "_section", "max_decompressed_size")
+
+    def __init__(self, header: BatchHeader, buffer, position: int, max_decompressed_size: int | None = None):
         self.header = header
         self.buffer = buffer
         self.position = position
+        self.max_decompressed_size = max_decompressed_size
         self._columns: RecordColumns | None = None
         self._section = None
 
@@ -255,9 +260,10 @@ class RecordBatch:
                 self._section = (_as_u8(self.buffer), start, end)
             else:
                 try:
-                    plain = compression.decompress(codec, memoryview(self.buffer)[start:end])
+                    plain = compression.decompress(codec, memoryview(self.buffer)[start:end],
+                                                   max_size=self.max_decompressed_size)
                 except CorruptRecordError as e:
-                    raise e.located(offset=h.base_offset) from None
+                    raise e.located(position=self.position, offset=h.base_offset) from None
                 self._section = (np.frombuffer(plain, dtype=np.uint8), 0, len(plain))
         return self._section
 
@@ -357,11 +363,13 @@ def _parse_headers(raw: bytes, pos: int, count: int) -> tuple:
 
 # --- reading batches from a buffer ------------------------------------------------------------
 
-def iter_batches(buf, start: int = 0, end: int | None = None):
+def iter_batches(buf, start: int = 0, end: int | None = None, *, max_message_bytes: int | None = None):
     """Kafka's batch iteration over a log buffer (record-format.md §12).
 
     Yields RecordBatch (magic 2) or legacy entries (magic 0/1) in file order; stops silently at an
     incomplete trailing batch; raises CorruptRecordError for an impossible size or magic.
+    ``max_message_bytes`` (the topic's max.message.bytes) sets each v2 batch's decompression
+    limit (compression.decompressed_limit); None leaves the codec module's default.
     """
     from .legacy import LegacyEntry
     if end is None:
@@ -380,7 +388,9 @@ def iter_batches(buf, start: int = 0, end: int | None = None):
                 raise CorruptRecordError(
                     f"batch size {length + LOG_OVERHEAD} is smaller than the v2 header ({RECORD_BATCH_OVERHEAD})",
                     position=pos, offset=base_offset, field="length")
-            yield RecordBatch(BatchHeader.unpack(buf, pos), buf, pos)
+            limit = None if max_message_bytes is None else \
+                compression.decompressed_limit(max_message_bytes, length + LOG_OVERHEAD)
+            yield RecordBatch(BatchHeader.unpack(buf, pos), buf, pos, limit)
         elif magic in (0, 1):
             yield LegacyEntry.parse(buf, pos)
         else:

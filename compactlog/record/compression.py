@@ -83,19 +83,69 @@ def compress(codec: int, data: bytes) -> bytes:
     raise CorruptRecordError(f"unknown compression codec {codec}", field="attributes")
 
 
-def decompress(codec: int, data) -> bytes:
-    """Decompress a records section; raises CorruptRecordError on bad input."""
+# --- bounded decompression ---------------------------------------------------------------------
+#
+# Kafka checks a batch's size against max.message.bytes before it is written, but never what its
+# records section inflates to: a 32 KiB zstd section of RLE blocks inflates to 1 GiB with a valid
+# CRC. Kafka's readers stream records out of the codec and never hold a section; the numba record
+# kernels here need the whole section in memory, so its size is capped instead. The cap is
+# DECOMPRESSION_RATIO x the largest batch size that can be legal: 64 x max(max.message.bytes,
+# the batch's own size, Kafka's default message.max.bytes). Real record sections compress 2-20x
+# (text, JSON, Avro), highly repetitive ones a few hundred times at most, so a batch a real producer
+# wrote stays far below the cap (64 MiB at the default 1 MiB limit), while a decompression bomb
+# is refused after at most that many bytes. The default message.max.bytes is a floor because the
+# topic's limit may have been lowered after older, bigger batches were written.
+
+DECOMPRESSION_RATIO = 64
+DEFAULT_MAX_MESSAGE_BYTES = 1048588   # Kafka's default message.max.bytes (1 MiB + record overhead)
+_GZIP_STEP = 4 << 20                  # gzip output per zlib call (bounds the transient copy)
+_ZSTD_BLOCK_MAX = 128 * 1024          # zstd: a compressed block never regenerates more than this
+_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1 << 20, 7: 4 << 20}
+
+
+class DecompressedSizeError(CorruptRecordError):
+    """A compressed records section that inflates past the decompression limit.
+
+    A subclass of CorruptRecordError so that every reader refuses the batch, but distinct because
+    the batch itself may be valid for Kafka (its CRC matches): recovery must not cut a log there.
+    """
+
+
+def decompressed_limit(max_message_bytes: int, compressed_size: int = 0) -> int:
+    """The most bytes a records section of ``compressed_size`` bytes may inflate to, for a topic
+    whose max.message.bytes is ``max_message_bytes`` (see the comment above)."""
+    return DECOMPRESSION_RATIO * max(int(max_message_bytes), int(compressed_size), DEFAULT_MAX_MESSAGE_BYTES)
+
+
+def _too_big(name: str, limit: int, detail: str = "") -> DecompressedSizeError:
+    return DecompressedSizeError(
+        f"{name} records section inflates past the decompression limit of {limit} bytes "
+        f"({DECOMPRESSION_RATIO} x max.message.bytes{detail}): refused as a decompression bomb",
+        field="records")
+
+
+def decompress(codec: int, data, *, max_size: int | None = None):
+    """Decompress a records section; raises CorruptRecordError on bad input.
+
+    The output never exceeds ``max_size`` bytes (default: ``decompressed_limit`` of Kafka's default
+    message.max.bytes and this section's size). A section that would inflate further raises
+    DecompressedSizeError as soon as that is known: no codec sizes its output from a length the
+    input claims, so memory stays bounded by the limit. Returns a bytes-like object (``bytes`` or
+    ``bytearray``).
+    """
+    if max_size is None:
+        max_size = decompressed_limit(DEFAULT_MAX_MESSAGE_BYTES, len(data))
     try:
         if codec == NONE:
             return bytes(data)
         if codec == GZIP:
-            return _gzip_decompress(bytes(data))
+            return _gzip_decompress(data, max_size)
         if codec == SNAPPY:
-            return _snappy_decompress(bytes(data))
+            return _snappy_decompress(bytes(data), max_size)
         if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(bytes(data)))
+            return _decompress_into(cramjam.lz4, "lz4", data, _lz4_frame_bound(data, max_size), max_size)
         if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(bytes(data)))
+            return _decompress_into(cramjam.zstd, "zstd", data, _zstd_frame_bound(data, max_size), max_size)
     except CorruptRecordError:
         raise
     except Exception as e:  # the codec libraries raise assorted error types
@@ -104,18 +154,139 @@ def decompress(codec: int, data) -> bytes:
     raise CorruptRecordError(f"unknown compression codec {codec}", field="attributes")
 
 
-def _gzip_decompress(data: bytes) -> bytes:
+def _decompress_into(module, name: str, data, bound: tuple[int, int], limit: int) -> bytearray:
+    """Decompress into a buffer of min(upper bound, limit + 1) bytes; writing past it fails."""
+    exact, upper = bound
+    if exact > limit:
+        # raw and RLE blocks alone regenerate more than the limit: refused without decompressing
+        raise _too_big(name, limit, f"; its blocks declare at least {exact} bytes")
+    out = bytearray(min(upper, limit + 1))
+    try:
+        n = module.decompress_into(bytes(data), out)
+    except Exception as e:  # noqa: BLE001 - cramjam's DecompressionError and friends
+        if upper > limit and "whole buffer" in str(e):
+            raise _too_big(name, limit) from None
+        raise CorruptRecordError(f"cannot decompress {name} data: {e}", field="records") from None
+    if n > limit:
+        raise _too_big(name, limit)
+    del out[n:]
+    return out
+
+
+def _zstd_frame_bound(data, limit: int) -> tuple[int, int]:
+    """(bytes the raw and RLE blocks regenerate, an upper bound of the whole output) of the zstd
+    frames in ``data``, from the block headers alone (RFC 8878 §3.1); stops once past ``limit``."""
+    view = memoryview(data)
+    n = len(view)
+    pos = exact = upper = 0
+    while pos < n:
+        if pos + 4 > n:
+            raise CorruptRecordError(f"truncated zstd frame at byte {pos}", field="records")
+        magic = int.from_bytes(view[pos:pos + 4], "little")
+        if 0x184D2A50 <= magic <= 0x184D2A5F:            # a skippable frame
+            if pos + 8 > n:
+                raise CorruptRecordError(f"truncated skippable zstd frame at byte {pos}", field="records")
+            pos += 8 + int.from_bytes(view[pos + 4:pos + 8], "little")
+            continue
+        if magic != 0xFD2FB528 or pos + 5 > n:
+            raise CorruptRecordError(f"no zstd frame at byte {pos}", field="records")
+        fhd = view[pos + 4]
+        single_segment = fhd & 0x20
+        # header: magic, descriptor, window (absent in single-segment frames), dictionary id, content size
+        pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 3] \
+            + ((1 if single_segment else 0), 2, 4, 8)[fhd >> 6]
+        while True:
+            if pos + 3 > n:
+                raise CorruptRecordError("truncated zstd block header", field="records")
+            header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+            pos += 3
+            kind, size = (header >> 1) & 3, header >> 3
+            if kind == 0:          # raw: size bytes copied
+                exact += size
+                upper += size
+                pos += size
+            elif kind == 1:        # RLE: one byte repeated size times
+                exact += size
+                upper += size
+                pos += 1
+            elif kind == 2:        # compressed: at most one block's maximum
+                upper += _ZSTD_BLOCK_MAX
+                pos += size
+            else:
+                raise CorruptRecordError("reserved zstd block type", field="records")
+            if exact > limit:
+                return exact, upper
+            if header & 1:
+                break
+        if fhd & 0x04:
+            pos += 4               # content checksum
+    return exact, upper
+
+
+def _lz4_frame_bound(data, limit: int) -> tuple[int, int]:
+    """(bytes of the stored blocks, an upper bound of the whole output) of the lz4 frames in
+    ``data``, from the frame and block headers alone; stops once past ``limit``."""
+    view = memoryview(data)
+    n = len(view)
+    pos = exact = upper = 0
+    while pos < n:
+        if pos + 4 > n:
+            raise CorruptRecordError(f"truncated lz4 frame at byte {pos}", field="records")
+        magic = int.from_bytes(view[pos:pos + 4], "little")
+        if 0x184D2A50 <= magic <= 0x184D2A5F:
+            if pos + 8 > n:
+                raise CorruptRecordError(f"truncated skippable lz4 frame at byte {pos}", field="records")
+            pos += 8 + int.from_bytes(view[pos + 4:pos + 8], "little")
+            continue
+        if magic != 0x184D2204 or pos + 7 > n:
+            raise CorruptRecordError(f"no lz4 frame at byte {pos}", field="records")
+        flg, bd = view[pos + 4], view[pos + 5]
+        block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 7)
+        if block_max is None:
+            raise CorruptRecordError(f"invalid lz4 block maximum size code {(bd >> 4) & 7}", field="records")
+        pos += 7 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+        while True:
+            if pos + 4 > n:
+                raise CorruptRecordError("truncated lz4 block header", field="records")
+            word = int.from_bytes(view[pos:pos + 4], "little")
+            pos += 4
+            if word == 0:
+                break
+            size = word & 0x7FFFFFFF
+            if word & 0x80000000:
+                exact += size
+                upper += size
+            else:
+                upper += block_max
+            pos += size + (4 if flg & 0x10 else 0)
+            if exact > limit:
+                return exact, upper
+        if flg & 0x04:
+            pos += 4
+    return exact, upper
+
+
+def _gzip_decompress(data, limit: int) -> bytearray:
     """As Java's GZIPInputStream: concatenated members are read on; bytes after the last member
-    that do not start another gzip header are ignored; a truncated member is an error."""
-    parts = []
+    that do not start another gzip header are ignored; a truncated member is an error. The output
+    is produced a few MiB at a time and refused once it passes ``limit``."""
+    out = bytearray()
+    data = bytes(data)
     while True:
         d = zlib.decompressobj(31)
-        parts.append(d.decompress(data))
-        if not d.eof:
-            raise CorruptRecordError("truncated gzip stream", field="records")
+        pending = data
+        while not d.eof:
+            step = min(limit + 1 - len(out), _GZIP_STEP)
+            chunk = d.decompress(pending, step)
+            out += chunk
+            if len(out) > limit:
+                raise _too_big("gzip", limit)
+            pending = d.unconsumed_tail
+            if not pending and len(chunk) < step and not d.eof:
+                raise CorruptRecordError("truncated gzip stream", field="records")
         data = d.unused_data
         if not data.startswith(b"\x1f\x8b\x08"):
-            return b"".join(parts)
+            return out
 
 
 def lz4_fix_header_checksum(data: bytes) -> bytes:
@@ -145,11 +316,17 @@ def _snappy_xerial_compress(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_decompress(data: bytes, limit: int):
+    """A raw snappy block, or the xerial framing of raw blocks; every block declares its
+    uncompressed length, which is checked against ``limit`` before anything is allocated."""
     if not data.startswith(XERIAL_MAGIC):
+        n = cramjam.snappy.decompress_raw_len(data)
+        if n > limit:
+            raise _too_big("snappy", limit, f"; the block declares {n} bytes")
         return bytes(cramjam.snappy.decompress_raw(data))
     pos = 16
-    parts = []
+    blocks = []
+    total = 0
     while pos < len(data):
         if pos + 4 > len(data):
             raise CorruptRecordError("truncated snappy block length", field="records")
@@ -157,9 +334,21 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise CorruptRecordError(f"snappy block length {n} out of range", field="records")
-        parts.append(bytes(cramjam.snappy.decompress_raw(data[pos:pos + n])))
+        block = data[pos:pos + n]
+        size = cramjam.snappy.decompress_raw_len(block)
+        total += size
+        if total > limit:
+            raise _too_big("snappy", limit, f"; its blocks declare at least {total} bytes")
+        blocks.append((block, size))
         pos += n
-    return b"".join(parts)
+    out = bytearray(total)
+    view = memoryview(out)
+    at = 0
+    for block, size in blocks:
+        cramjam.snappy.decompress_raw_into(block, view[at:at + size])
+        at += size
+    view.release()
+    return out
 
 
 def _lz4_frame_compress(data: bytes) -> bytes:

@@ -293,3 +293,108 @@ def test_zstd_concatenated_frames_and_skippable_frames():
     assert C.decompress(C.ZSTD, C.compress(C.ZSTD, a) + C.compress(C.ZSTD, b)) == a + b
     skippable = b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"abcd"
     assert C.decompress(C.ZSTD, C.compress(C.ZSTD, a) + skippable) == a
+
+
+# --- bounded decompression --------------------------------------------------------------------
+
+def zstd_rle_bomb(total: int, block: int = 128 * 1024) -> bytes:
+    """A zstd frame of RLE blocks: 4 bytes per 128 KiB of output (1 GiB in 32 KiB)."""
+    n = total // block
+    out = bytearray(b"\x28\xb5\x2f\xfd\x00\x38")   # magic, no checksum/size, 128 KiB window
+    for i in range(n):
+        out += ((block << 3) | (1 << 1) | (1 if i == n - 1 else 0)).to_bytes(3, "little") + b"\x00"
+    return bytes(out)
+
+
+def gzip_of_zeros(total: int) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = bytes(1 << 20)
+    parts = [c.compress(zeros) for _ in range(total >> 20)]
+    return b"".join(parts) + c.flush()
+
+
+def test_default_limit_is_64_times_the_largest_legal_batch():
+    assert C.decompressed_limit(1048588) == 64 * 1048588
+    # the topic's max.message.bytes, or the batch itself when bigger (written before a lower limit)
+    assert C.decompressed_limit(10 << 20) == 64 * (10 << 20)
+    assert C.decompressed_limit(1000, compressed_size=3 << 20) == 64 * (3 << 20)
+    # never below the limit of Kafka's default message.max.bytes
+    assert C.decompressed_limit(1000) == 64 * C.DEFAULT_MAX_MESSAGE_BYTES
+
+
+def test_zstd_rle_bomb_is_refused_from_its_block_headers():
+    bomb = zstd_rle_bomb(1 << 30)
+    assert len(bomb) < 33 * 1024
+    with pytest.raises(C.DecompressedSizeError) as e:
+        C.decompress(C.ZSTD, bomb)
+    assert isinstance(e.value, CorruptRecordError) and e.value.field == "records"
+    assert "zstd" in str(e.value) and str(C.decompressed_limit(C.DEFAULT_MAX_MESSAGE_BYTES)) in str(e.value)
+    # the same frame, small enough, is an ordinary zstd frame
+    assert C.decompress(C.ZSTD, zstd_rle_bomb(1 << 20)) == bytes(1 << 20)
+
+
+@pytest.mark.parametrize("codec", [C.GZIP, C.SNAPPY, C.LZ4, C.ZSTD], ids=lambda c: C.CODEC_NAMES[c])
+def test_output_up_to_the_limit_passes_one_byte_more_is_refused(codec):
+    data = _mixed(300_000, seed=7)
+    packed = C.compress(codec, data)
+    assert C.decompress(codec, packed, max_size=len(data)) == data
+    with pytest.raises(C.DecompressedSizeError):
+        C.decompress(codec, packed, max_size=len(data) - 1)
+    zeros = C.compress(codec, bytes(4 << 20))      # compressed blocks only: no size known upfront
+    with pytest.raises(C.DecompressedSizeError):
+        C.decompress(codec, zeros, max_size=1 << 20)
+    assert C.decompress(codec, zeros, max_size=4 << 20) == bytes(4 << 20)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from([C.GZIP, C.SNAPPY, C.LZ4, C.ZSTD]), st.binary(max_size=5000),
+       st.integers(min_value=0, max_value=6000), st.booleans())
+def test_limit_property(codec, data, limit, concatenate):
+    packed = C.compress(codec, data)
+    if concatenate and codec in (C.GZIP, C.ZSTD, C.LZ4):
+        packed, data = packed + packed, data + data
+    if len(data) <= limit:
+        assert C.decompress(codec, packed, max_size=limit) == data
+    else:
+        with pytest.raises(C.DecompressedSizeError):
+            C.decompress(codec, packed, max_size=limit)
+
+
+def test_snappy_declared_length_is_checked_before_anything_is_allocated():
+    raw = b"\xff\xff\xff\xff\x0f" + b"\x00" * 10      # a raw block claiming 4 GiB
+    with pytest.raises(C.DecompressedSizeError):
+        C.decompress(C.SNAPPY, raw)
+    block = bytes(cramjam.snappy.compress_raw(bytes(32 * 1024)))
+    framed = C.XERIAL_HEADER + (struct.pack(">i", len(block)) + block) * 40   # 1.25 MiB declared
+    with pytest.raises(C.DecompressedSizeError):
+        C.decompress(C.SNAPPY, framed, max_size=1 << 20)
+    assert C.decompress(C.SNAPPY, framed, max_size=40 * 32 * 1024) == bytes(40 * 32 * 1024)
+
+
+_RSS_SCRIPT = """
+import resource, sys, zlib
+from compactlog.record import compression as C
+from compactlog.record.compression_test import gzip_of_zeros, zstd_rle_bomb
+codec = int(sys.argv[1])
+bomb = zstd_rle_bomb(1 << 30) if codec == C.ZSTD else gzip_of_zeros(256 << 20)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    C.decompress(codec, bomb)
+    print("no error")
+except C.DecompressedSizeError as e:
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+@pytest.mark.parametrize("codec", [C.ZSTD, C.GZIP], ids=lambda c: C.CODEC_NAMES[c])
+def test_a_bomb_costs_at_most_the_limit_in_memory(codec):
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(codec)], capture_output=True, text=True,
+                       cwd=root, timeout=300)
+    assert p.returncode == 0, p.stderr
+    grown_kb = int(p.stdout.strip())
+    limit_kb = C.decompressed_limit(C.DEFAULT_MAX_MESSAGE_BYTES) // 1024
+    # the zstd bomb is refused from its block headers; gzip inflates a few MiB at a time up to the limit
+    assert grown_kb < limit_kb + 16 * 1024, grown_kb

@@ -1,10 +1,14 @@
 """Checking a data dir without changing it (``compactlog verify``).
 
-Per partition: every batch's size, magic and CRC; offsets increasing within and across segments
-and inside each segment's 32-bit relative range; no torn tail; offset, time and transaction index
-entries consistent with the log; producer snapshots readable; checkpoint entries within the
-log's offsets; and, for compacted partitions, every key at most once below the cleaner checkpoint.
-Each problem names the file and the byte position (or offset).
+Per partition: every batch's size, magic and CRC; offsets increasing within and across segments,
+each batch inside its segment's range (base offset >= the segment's, last offset below the next
+segment's base and inside the 32-bit relative range): base offsets are not covered by the CRC,
+so this is what catches a flipped one; no torn tail; every record section decodable within the
+decompression limit; offset, time and transaction indexes checked entry by entry against the log
+(``index_check``: the rules under which lookups and read_committed reads can trust them);
+producer snapshots readable; checkpoint entries within the log's offsets; and, for compacted
+partitions, every key at most once below the cleaner checkpoint. Each problem names the file and
+the byte position (or offset, or index entry).
 """
 
 from __future__ import annotations
@@ -19,14 +23,14 @@ import numpy as np
 from ..errors import CorruptRecordError, StorageError
 from ..record import kernels
 from ..record.batch import iter_batches
-from . import files
+from . import files, index_check
 from .checkpoint import OffsetCheckpointFile
 from .config import LogConfig
 from .producer_state import read_snapshot
-from .txn_index import TransactionIndex
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+_TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 @dataclass
@@ -53,6 +57,7 @@ class SegmentFacts:
     batch_max_ts: list         # their max timestamps
     first_offset: int | None
     last_offset: int | None
+    layout: index_check.SegmentLayout | None = None   # the batch headers, for the index checks
 
 
 def live_segment_bases(pdir: str) -> list[int]:
@@ -60,18 +65,22 @@ def live_segment_bases(pdir: str) -> list[int]:
 
 
 def check_segment(pdir: str, base: int, prev_last: int | None, problems: list[Problem],
-                  keys: list | None, key_below: int | None) -> SegmentFacts:
+                  keys: list | None, key_below: int | None, *, next_base: int | None = None,
+                  max_message_bytes: int | None = None) -> SegmentFacts:
     path = files.segment_file(pdir, base, files.LOG_SUFFIX)
     size = os.path.getsize(path)
     facts = SegmentFacts(base, path, size, [], [], [], [], None, None)
     if size == 0:
+        facts.layout = index_check.walk_segment(b"", base)
         return facts
     with open(path, "rb") as f:
         buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    facts.layout = index_check.walk_segment(buf, base)
     pos = 0
     last = prev_last
+    prev_pos = None
     try:
-        for b in iter_batches(buf, 0, size):
+        for b in iter_batches(buf, 0, size, max_message_bytes=max_message_bytes):
             pos = b.position
             h = b.header
             if not b.is_valid():
@@ -79,11 +88,21 @@ def check_segment(pdir: str, base: int, prev_last: int | None, problems: list[Pr
                                                                   f"invalid CRC (stored {b.stored_crc():#010x}, "
                                                                   f"computed {b.computed_crc():#010x})"))
             if last is not None and h.base_offset <= last and b.magic >= 2:
+                after = f" of the batch at position {prev_pos}" if prev_pos is not None else " of the previous segment"
                 problems.append(Problem(path, f"position {pos}", f"base offset {h.base_offset} does not follow "
-                                                                  f"the previous last offset {last}"))
+                                                                  f"the last offset {last}{after} (one of the two "
+                                                                  f"base offsets, which the CRC does not cover, is "
+                                                                  f"wrong)"))
+            if h.base_offset < base:
+                problems.append(Problem(path, f"position {pos}", f"base offset {h.base_offset} is below the "
+                                                                  f"segment's base offset {base}"))
             if not 0 <= h.last_offset - base <= 0x7FFFFFFF:
                 problems.append(Problem(path, f"position {pos}", f"last offset {h.last_offset} is outside the "
                                                                   f"relative range of base offset {base}"))
+            if next_base is not None and h.last_offset >= next_base:
+                problems.append(Problem(path, f"position {pos}", f"last offset {h.last_offset} (base offset "
+                                                                  f"{h.base_offset}) is not below the next "
+                                                                  f"segment's base offset {next_base}"))
             if b.magic >= 2 and h.records_count > h.last_offset_delta + 1:
                 problems.append(Problem(path, f"position {pos}", f"{h.records_count} records in a batch of "
                                                                   f"{h.last_offset_delta + 1} offsets"))
@@ -93,7 +112,8 @@ def check_segment(pdir: str, base: int, prev_last: int | None, problems: list[Pr
                 elif b.magic >= 2 and h.records_count:
                     b.columns()
             except CorruptRecordError as e:
-                problems.append(Problem(path, f"position {pos}", f"records of batch {h.base_offset}: {e.detail}"))
+                problems.append(Problem(path, f"position {pos}",
+                                        f"records of the batch at offset {h.base_offset}: {e.detail}"))
             facts.batch_pos.append(pos)
             facts.batch_base.append(h.base_offset)
             facts.batch_last.append(h.last_offset)
@@ -102,6 +122,7 @@ def check_segment(pdir: str, base: int, prev_last: int | None, problems: list[Pr
                 facts.first_offset = h.base_offset
             facts.last_offset = h.last_offset
             last = h.last_offset
+            prev_pos = pos
             pos = b.position + b.size
     except CorruptRecordError as e:
         problems.append(Problem(path, f"position {e.position if e.position is not None else pos}", e.detail))
@@ -124,79 +145,51 @@ def _collect_keys(b, keys: list, key_below: int | None) -> None:
     keys.append((h1, h2, offsets[sel]))
 
 
+def _index_problem(problem: index_check.IndexProblem, raw: bytes, base: int, kind: str) -> Problem:
+    """A Problem naming the entry with its decoded values."""
+    i = problem.entry
+    where = f"entry {i}"
+    if problem.field != "size" and not problem.missing:
+        if kind == "offset" and len(raw) >= (i + 1) * 8:
+            rel, pos = _OFFSET_ENTRY.unpack_from(raw, i * 8)
+            where = f"entry {i} (offset {base + rel}, position {pos})"
+        elif kind == "time" and len(raw) >= (i + 1) * 12:
+            ts, rel = _TIME_ENTRY.unpack_from(raw, i * 12)
+            where = f"entry {i} (timestamp {ts}, offset {base + rel})"
+        elif kind == "txn" and len(raw) >= (i + 1) * 34:
+            _, pid, first, last, _ = _TXN_ENTRY.unpack_from(raw, i * 34)
+            where = f"entry {i} (producer {pid}, offsets {first}-{last})"
+    return Problem(problem.file, where, f"{problem.field} {problem.value}: {problem.why}")
+
+
 def check_offset_index(pdir: str, facts: SegmentFacts, problems: list[Problem]) -> None:
     path = files.segment_file(pdir, facts.base_offset, files.INDEX_SUFFIX)
     if not os.path.exists(path):
         problems.append(Problem(path, "", "offset index is missing (Kafka rebuilds it on recovery)"))
         return
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) % 8:
-        problems.append(Problem(path, "", f"size {len(raw)} is not a multiple of 8"))
-    positions = {p: i for i, p in enumerate(facts.batch_pos)}
-    prev = None
-    for i, (rel, pos) in enumerate(_OFFSET_ENTRY.iter_unpack(raw[:len(raw) - len(raw) % 8])):
-        off = facts.base_offset + rel
-        where = f"entry {i} (offset {off}, position {pos})"
-        if prev is not None and (off <= prev[0] or pos <= prev[1]):
-            problems.append(Problem(path, where, "entries do not increase (untrimmed or stale index?)"))
-            break
-        k = positions.get(pos)
-        if k is None:
-            problems.append(Problem(path, where, f"position is not the start of a batch in {os.path.basename(facts.path)}"))
-        elif off < facts.batch_base[k] or (facts.last_offset is not None and off > facts.last_offset):
-            # a cleaner chunk's entry holds its largest retained offset, which may be below the
-            # last offset of the batch at that position, never below its base offset
-            problems.append(Problem(path, where, f"offset does not belong to the batches from that position "
-                                                 f"(batch {facts.batch_base[k]}-{facts.batch_last[k]})"))
-        prev = (off, pos)
+    raw = index_check.read_file(path)
+    problem = index_check.check_offset_index(raw, facts.layout, path=path)
+    if problem is not None:
+        problems.append(_index_problem(problem, raw, facts.base_offset, "offset"))
 
 
-def check_time_index(pdir: str, facts: SegmentFacts, problems: list[Problem]) -> None:
+def check_time_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *, closed: bool) -> None:
     path = files.segment_file(pdir, facts.base_offset, files.TIME_INDEX_SUFFIX)
     if not os.path.exists(path):
         return   # Kafka creates an empty one on load
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) % 12:
-        problems.append(Problem(path, "", f"size {len(raw)} is not a multiple of 12"))
-    running = {}
-    mx = -1
-    for last, ts in zip(facts.batch_last, facts.batch_max_ts):
-        mx = max(mx, ts)
-        running[last] = mx
-    prev_ts = None
-    for i, (ts, rel) in enumerate(_TIME_ENTRY.iter_unpack(raw[:len(raw) - len(raw) % 12])):
-        off = facts.base_offset + rel
-        where = f"entry {i} (timestamp {ts}, offset {off})"
-        if prev_ts is not None and ts < prev_ts:
-            problems.append(Problem(path, where, "timestamps decrease"))
-            break
-        if off not in running:
-            problems.append(Problem(path, where, "offset is not the last offset of a batch"))
-        elif running[off] < ts:
-            problems.append(Problem(path, where, f"no record up to that offset has this timestamp "
-                                                 f"(max is {running[off]})"))
-        prev_ts = ts
+    raw = index_check.read_file(path)
+    problem = index_check.check_time_index(raw, facts.layout, closed=closed, path=path)
+    if problem is not None:
+        problems.append(_index_problem(problem, raw, facts.base_offset, "time"))
 
 
-def check_txn_index(pdir: str, facts: SegmentFacts, problems: list[Problem]) -> None:
+def check_txn_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *, next_base: int | None,
+                    carry: index_check.TxnCarry) -> None:
     path = files.segment_file(pdir, facts.base_offset, files.TXN_INDEX_SUFFIX)
-    if not os.path.exists(path):
-        return
-    try:
-        entries = TransactionIndex(path, facts.base_offset).entries()
-    except StorageError as e:
-        problems.append(Problem(path, "", str(e)))
-        return
-    prev = None
-    for i, t in enumerate(entries):
-        if t.last_offset < facts.base_offset:
-            problems.append(Problem(path, f"entry {i}", f"aborted transaction ends at {t.last_offset}, below the "
-                                                        f"segment base {facts.base_offset}"))
-        if prev is not None and t.last_offset <= prev:
-            problems.append(Problem(path, f"entry {i}", "last offsets do not increase"))
-        prev = t.last_offset
+    raw = index_check.read_file(path)
+    problem = index_check.check_txn_index(raw, facts.layout, next_base=next_base, path=path, carry=carry)
+    if problem is not None:
+        problems.append(_index_problem(problem, raw, facts.base_offset, "txn"))
 
 
 def check_keys_unique(pdir: str, keys: list, checkpoint: int, problems: list[Problem]) -> None:
@@ -226,13 +219,17 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
     keys = [] if (config.compact and cleaner_ckpt) else None
     prev_last = None
     seg_facts = []
-    for base in live_segment_bases(pdir):
-        facts = check_segment(pdir, base, prev_last, problems, keys, cleaner_ckpt)
+    carry = index_check.TxnCarry()
+    bases = live_segment_bases(pdir)
+    for i, base in enumerate(bases):
+        next_base = bases[i + 1] if i + 1 < len(bases) else None
+        facts = check_segment(pdir, base, prev_last, problems, keys, cleaner_ckpt, next_base=next_base,
+                              max_message_bytes=config.max_message_size)
         if facts.last_offset is not None:
             prev_last = facts.last_offset
         check_offset_index(pdir, facts, problems)
-        check_time_index(pdir, facts, problems)
-        check_txn_index(pdir, facts, problems)
+        check_time_index(pdir, facts, problems, closed=next_base is not None)
+        check_txn_index(pdir, facts, problems, next_base=next_base, carry=carry)
         seg_facts.append(facts)
     for name in sorted(os.listdir(pdir)):
         if name.endswith(files.SNAPSHOT_SUFFIX):
