@@ -245,8 +245,6 @@ def test_a_bad_partition_metadata_file_does_not_break_describe(cli, data):
     assert r.code == 0 and "Traceback" not in r.err, r.err
 
 
-@pytest.mark.xfail(strict=True, reason="datadir.load_broker_config decodes server.properties as UTF-8 only; "
-                                       "config.read_properties reads it as Kafka does (ISO-8859-1 when not UTF-8)")
 def test_a_latin1_server_properties_is_read_as_kafka_reads_it(cli, data):
     # Java's Properties.load(InputStream), which Kafka uses, reads ISO-8859-1: any byte is accepted
     data.mkdir()

@@ -163,6 +163,10 @@ def test_verify_repair_below_the_recovery_point(tmp_path):
     got = [json.loads(line)["offset"] for line in r.stdout.splitlines()]
     assert got == [x[0] for x in expected if not first <= x[0] <= last]
     check_partition_dir(os.path.dirname(paths[0]), 200, exact_indexes=False)
+    r = run(root, "verify")                  # healthy, but the set-aside bytes are reported
+    assert r.returncode == EXIT_DATA_SET_ASIDE and ".quarantined" in r.stdout, r.stdout
+    os.remove(paths[0] + ".quarantined")
+    assert run(root, "verify").returncode == 0
 
 
 def test_repair_of_a_healthy_partition_changes_nothing(tmp_path):

@@ -30,7 +30,10 @@ class CliContext:
         return self.data_dir
 
     def broker(self):
-        return load_broker_config(self.require_data_dir(), self.overrides)
+        path = self.require_data_dir()
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise CompactlogError(f"{path}: not a directory (--data-dir must name a directory)")
+        return load_broker_config(path, self.overrides)
 
     def open(self, *, write: bool, create: bool = False, now_ms: int | None = None) -> DataDir:
         """The data dir for one command: ``write`` takes the data-dir lock (a second writer is
@@ -44,10 +47,22 @@ class CliContext:
                 raise CompactlogError(f"{path}: data directory does not exist")
             os.makedirs(path)
         clock = (lambda: now_ms) if now_ms is not None else (lambda: int(time.time() * 1000))
-        command = "compactlog " + " ".join(self.command) if self.command else "compactlog"
+        command = _command_path(self.command)
         dd = DataDir(path, broker=self.broker(), clock=clock, writable=write, command=command)
         OPENED.append(dd)
         return dd
+
+
+def _command_path(words: list) -> str:
+    """``compactlog topics create``: the command being run, for the lock holder's note."""
+    try:
+        from typer._click.globals import get_current_context   # typer >= 0.29 vendors click
+    except ImportError:
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    if ctx is not None:
+        return ctx.command_path
+    return "compactlog " + " ".join(words) if words else "compactlog"   # not inside a command
 
 
 # the data dirs this command opened: what recovery or retention did in them is reported at exit

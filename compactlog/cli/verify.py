@@ -7,6 +7,7 @@ import json
 import typer
 
 from ..storage.datadir import DataDir
+from ..storage.events import EXIT_DATA_SET_ASIDE
 from ..storage.verify import read_checkpoints, verify_partition
 from .common import context
 from .main import app
@@ -47,4 +48,5 @@ def verify_cmd(ctx: typer.Context,
     elif not problems:
         typer.echo(f"ok: {partitions} partition(s) verified, no problems")
     if problems:
-        raise typer.Exit(1)
+        # only bytes recovery set aside: the data is healthy, but not everything it held is there
+        raise typer.Exit(EXIT_DATA_SET_ASIDE if all(p.set_aside for p in problems) else 1)

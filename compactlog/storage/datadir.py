@@ -20,13 +20,14 @@ import json
 import os
 import shutil
 import threading
+import uuid
 from typing import Callable
 
 from ..errors import ReadOnlyError, StorageError, TopicError
 from . import files
 from .checkpoint import OffsetCheckpointFile, PartitionMetadataFile, new_topic_id
-from .config import BrokerConfig, LogConfig, parse_properties
-from .fsutil import atomic_write
+from .config import BrokerConfig, LogConfig, read_properties
+from .fsutil import atomic_write, fsync_dir
 from .lock import DataDirLock
 from .log import Log, system_clock
 
@@ -44,15 +45,18 @@ SERVER_PROPERTIES = "server.properties"
 
 
 def load_broker_config(data_dir: str, overrides: dict[str, str] | None = None) -> BrokerConfig:
-    props = {}
-    path = os.path.join(data_dir, SERVER_PROPERTIES)
-    if os.path.exists(path):
-        with open(path, "r", encoding="utf-8") as f:
-            props = parse_properties(f.read())
+    props = read_properties(os.path.join(data_dir, SERVER_PROPERTIES))
     props.update(overrides or {})
     broker = BrokerConfig(props)
     broker.validate()
     return broker
+
+
+def _delete_dir_name(topic: str, partition: int) -> str:
+    """Kafka's UnifiedLog.logDeleteDirName: ``<topic>-<p>.<uuid hex>-delete``, the topic cut short so
+    that the name fits in 255 characters."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
+    return topic[:255 - len(suffix)] + suffix
 
 
 def _readable(checkpoint: OffsetCheckpointFile) -> dict:
@@ -204,11 +208,20 @@ class DataDir:
         topic_id = new_topic_id()
         meta = self._read_meta()
         meta["topics"][topic] = {"partitions": partitions, "configs": configs, "topic_id": topic_id}
-        for p in range(partitions):
-            pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
-            os.makedirs(pdir, exist_ok=True)
-            PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(topic_id)
-        self._write_meta(meta)
+        made = []
+        try:
+            for p in range(partitions):
+                pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
+                if not os.path.isdir(pdir):
+                    os.makedirs(pdir)
+                    made.append(pdir)
+                PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(topic_id)
+            self._write_meta(meta)
+        except BaseException:
+            # a half-created topic (disk full) would be listed by its directories: undo them
+            for pdir in made:
+                shutil.rmtree(pdir, ignore_errors=True)
+            raise
 
     def alter_topic(self, topic: str, set_configs: dict[str, str] | None = None,
                     delete_configs: list[str] | None = None) -> LogConfig:
@@ -229,24 +242,118 @@ class DataDir:
                 log.config = new
         return new
 
-    def delete_topic(self, topic: str) -> None:
-        self._require_writer("topic deletion")
-        if not self.has_topic(topic):
-            raise TopicError(f"topic {topic!r} does not exist in {self.path}")
-        for key in [k for k in self.logs if k[0] == topic]:
-            self.logs.pop(key).close()
+    def set_topic_configs(self, topic: str, configs: dict[str, str]) -> LogConfig:
+        """Make ``configs`` the topic's complete set of overrides (Kafka's AlterConfigs; what
+        IncrementalAlterConfigs computes), validated first; open logs use the new configs at once."""
+        self._require_writer("altering a topic")
+        with self._logs_guard:
+            if not self.has_topic(topic):
+                raise TopicError(f"topic {topic!r} does not exist in {self.path}")
+            configs = dict(configs)
+            new = LogConfig({**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **configs, **self.session_configs},
+                            self.broker)
+            meta = self._read_meta()
+            entry = meta["topics"].get(topic)
+            if entry is None:
+                entry = {"partitions": len(self.partitions(topic)), "configs": {}}
+                meta["topics"][topic] = entry
+            entry["configs"] = configs
+            self._write_meta(meta)
+            for (t, _), log in self.logs.items():
+                if t == topic:
+                    log.config = new
+            return new
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id (base64, as in ``partition.metadata``): from the topics file, else from
+        the first partition directory holding one; None when neither has it."""
+        entry = self._read_meta()["topics"].get(topic)
+        if entry and entry.get("topic_id"):
+            return entry["topic_id"]
         for p in self.partition_dirs().get(topic, []):
             pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
-            trash = pdir + ".deleting"
-            os.replace(pdir, trash)
-            shutil.rmtree(trash)
-        meta = self._read_meta()
-        meta["topics"].pop(topic, None)
-        self._write_meta(meta)
-        for ck in (self.cleaner_checkpoint, self.recovery_checkpoint, self.log_start_checkpoint):
-            offsets = ck.read()
-            if any(t == topic for t, _ in offsets):
-                ck.write({k: v for k, v in offsets.items() if k[0] != topic})
+            try:
+                found = PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).read()
+            except StorageError:
+                continue
+            if found:
+                return found
+        return None
+
+    def add_partitions(self, topic: str, count: int) -> list[int]:
+        """Grow ``topic`` to ``count`` partitions (Kafka's CreatePartitions: a topic never shrinks);
+        the new partition numbers. Each new directory gets the topic's id in partition.metadata."""
+        self._require_writer("adding partitions")
+        with self._logs_guard:
+            if not self.has_topic(topic):
+                raise TopicError(f"topic {topic!r} does not exist in {self.path}")
+            # a copied Kafka dir may hold only some partitions: the count is the highest + 1
+            current = max(self.partitions(topic), default=-1) + 1
+            if count <= current:
+                raise TopicError(f"topic {topic!r} has {current} partition(s); {count} would not be "
+                                 f"an increase")
+            topic_id = self.topic_id(topic)
+            added = list(range(current, count))
+            for p in added:
+                pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
+                os.makedirs(pdir, exist_ok=True)
+                if topic_id is not None:
+                    PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(topic_id)
+            meta = self._read_meta()
+            entry = meta["topics"].get(topic)
+            # a topic known only by its directories stays so (its configs are not known here)
+            if entry is not None:
+                entry["partitions"] = count
+                self._write_meta(meta)
+            return added
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Kafka's DeleteRecords on one partition: raise its log start offset to ``offset`` (see
+        ``Log.delete_records_before``) and checkpoint it at once, so that a crash cannot bring the
+        deleted records back; the new log start offset."""
+        self._require_writer("deleting records")
+        log = self.open_log(topic, partition)
+        start = log.delete_records_before(offset)
+        self.checkpoint_logs()
+        return start
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic (Kafka's LogManager.asyncDelete, with the removal done at once).
+
+        Its open logs are marked deleted under their own locks, so a thread still holding one (a
+        produce, the cleaner) gets a TopicError instead of writing into a removed directory. Each
+        directory is first renamed to Kafka's ``<topic>-<p>.<uuid>-delete``, which is never taken
+        for a live partition again, even when a crash comes before the removal."""
+        self._require_writer("topic deletion")
+        with self._logs_guard:
+            if not self.has_topic(topic):
+                raise TopicError(f"topic {topic!r} does not exist in {self.path}")
+            for key in [k for k in self.logs if k[0] == topic]:
+                log = self.logs.pop(key)
+                with log.lock:
+                    log.deleted = True
+                    log.structure_epoch += 1      # a clean planned before this never swaps in
+                    for seg in log.segments:
+                        seg.close_handles()
+                    log.closed = True
+                self._closed_events.extend(log.events)
+            trash = []
+            for p in self.partition_dirs().get(topic, []):
+                pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
+                target = os.path.join(self.path, _delete_dir_name(topic, p))
+                os.replace(pdir, target)
+                trash.append(target)
+            if trash:
+                fsync_dir(self.path)
+            meta = self._read_meta()
+            meta["topics"].pop(topic, None)
+            self._write_meta(meta)
+            for ck in (self.cleaner_checkpoint, self.recovery_checkpoint, self.log_start_checkpoint):
+                offsets = _readable(ck)
+                if any(t == topic for t, _ in offsets):
+                    ck.write({k: v for k, v in offsets.items() if k[0] != topic})
+            for target in trash:
+                shutil.rmtree(target)
 
     # -- logs
     def _clean_shutdown(self) -> bool:
@@ -286,17 +393,20 @@ class DataDir:
         """Write recovery points and log start offsets of the open logs (Kafka's checkpoint files)."""
         if not self.logs or not self.writable:
             return
-        recovery = _readable(self.recovery_checkpoint)
-        starts = _readable(self.log_start_checkpoint)
-        for key, log in self.logs.items():
-            recovery[key] = log.recovery_point
-            if log.log_start_offset > log.segments[0].base_offset:
-                starts[key] = log.log_start_offset
-            else:
-                starts.pop(key, None)
-        self.recovery_checkpoint.write(recovery)
-        if starts or os.path.exists(self.log_start_checkpoint.path):
-            self.log_start_checkpoint.write(starts)
+        # one writer of the checkpoint files at a time: the broker's request handlers
+        # (DeleteRecords) and its background checkpointing both call this
+        with self._logs_guard:
+            recovery = _readable(self.recovery_checkpoint)
+            starts = _readable(self.log_start_checkpoint)
+            for key, log in self.logs.items():
+                recovery[key] = log.recovery_point
+                if log.log_start_offset > log.segments[0].base_offset:
+                    starts[key] = log.log_start_offset
+                else:
+                    starts.pop(key, None)
+            self.recovery_checkpoint.write(recovery)
+            if starts or os.path.exists(self.log_start_checkpoint.path):
+                self.log_start_checkpoint.write(starts)
 
     def close(self) -> None:
         """Clean shutdown: close every log, write checkpoints and (when every partition is in a

@@ -18,6 +18,8 @@ RECOVERY_CUT = "recovery-cut"
 QUARANTINE = "quarantine"
 # recovery corrected a batch's base offset (outside the CRC) by the one byte that broke the order
 REPAIRED = "repaired"
+# a metadata file that could not be read was rebuilt from the log (nothing lost)
+REBUILT = "rebuilt"
 # a read-only open would cut, quarantine or repair (nothing changed: a writer's recovery will)
 WOULD_CUT = "would-cut"
 WOULD_REPAIR = "would-repair"
@@ -58,6 +60,7 @@ class DataEvent:
         went = f"; kept in {self.kept_at}" if self.kept_at else ""
         verb = {RETENTION: "deleted by retention", RECOVERY_CUT: "cut by recovery",
                 QUARANTINE: "quarantined by recovery", REPAIRED: "repaired by recovery",
+                REBUILT: "unreadable, rebuilt",
                 WOULD_CUT: "not readable (a writer's recovery or `verify --repair` would set it aside)",
                 WOULD_REPAIR: "needs repair (a writer's recovery or `verify --repair` would correct it)"}.get(self.kind, self.kind)
         return f"{self.partition}: {verb}: {where}{offsets}{size}: {self.reason}{went}"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from ..errors import StorageError
 
 
@@ -26,6 +28,7 @@ class IndexFile:
         self.max_index_size = max_index_size
         self.read_only = read_only
         self._entries: list[tuple[int, int]] = []
+        self.untrimmed_slots = 0     # zero-filled slots after the entries (a preallocated index)
         self._fd: int | None = None
         newly_created = not os.path.exists(path)
         if read_only:
@@ -54,9 +57,33 @@ class IndexFile:
         raise NotImplementedError
 
     def _read_entries(self) -> list[tuple[int, int]]:
+        """The entries before the zero-filled slots a preallocated (untrimmed) index ends with.
+
+        A file left untrimmed by a crash or by a running writer is mostly a sparse run of zeros
+        (up to segment.index.bytes, 2 GiB at most): only its data part is read, found with
+        SEEK_HOLE, and the zero slots are counted in ``untrimmed_slots`` instead of decoded.
+        """
+        size = self._round(self.length)
         with open(self.path, "rb") as f:
-            raw = f.read(self._round(self.length))
-        return self._decode(raw)
+            data_end = size
+            try:
+                hole = os.lseek(f.fileno(), 0, os.SEEK_HOLE)
+                try:
+                    more = os.lseek(f.fileno(), hole, os.SEEK_DATA) < size
+                except OSError:
+                    more = False      # ENXIO: no data after the hole
+                if not more:
+                    data_end = min(size, self._round(hole + self.entry_size - 1))
+            except OSError:
+                pass
+            f.seek(0)
+            raw = f.read(data_end)
+        arr = np.frombuffer(raw, dtype=np.uint8)
+        rows = arr[:len(arr) - len(arr) % self.entry_size].reshape(-1, self.entry_size)
+        nonzero = np.flatnonzero(rows.any(axis=1))
+        used = int(nonzero[-1]) + 1 if nonzero.size else 0
+        self.untrimmed_slots = (size - used * self.entry_size) // self.entry_size
+        return self._decode(raw[:used * self.entry_size])
 
     @property
     def max_entries(self) -> int:
@@ -107,6 +134,7 @@ class IndexFile:
 
     def reset(self) -> None:
         self._entries = []
+        self.untrimmed_slots = 0
         if self.read_only:
             self.length = self._round(self.max_index_size)
             return

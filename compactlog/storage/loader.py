@@ -144,6 +144,8 @@ def segment_is_valid(seg: LogSegment) -> bool:
         return False
     if end != seg.log.size:
         return False
+    if seg.offset_index.untrimmed_slots or seg.time_index.untrimmed_slots:
+        return False          # left preallocated by a crash: Kafka's sanity check fails and rebuilds
     try:
         seg.offset_index.sanity_check()
         seg.time_index.sanity_check()
@@ -230,7 +232,10 @@ def set_aside_corrupt_batches(log, seg: LogSegment) -> LogSegment:
     if log.read_only or seg.log.size == 0:
         return seg
     i = log.segments.index(seg)
-    prev_last = log.segments[i - 1].read_next_offset() - 1 if i > 0 else seg.base_offset - 1
+    prev_last = seg.base_offset - 1
+    if i > 0:
+        last = log.segments[i - 1].layout().last_offset     # its readable batches, trusted or not
+        prev_last = last if last is not None else log.segments[i - 1].base_offset - 1
     buf = seg.log.map()
     try:
         scan = scan_segment(buf, seg.log.size, seg.base_offset, prev_last)
@@ -357,6 +362,12 @@ def load_log(log, *, recovery_point: int, log_start_offset: int, had_clean_shutd
         swaps = remove_temp_files_and_collect_swaps(log.dir)
         complete_swaps(log, swaps)
         needs_recovery = load_segment_files(log)
+    if log.segments and log.segments[-1] not in needs_recovery:
+        # the log end offset comes from valid batches only: a last segment whose batches do not
+        # read to its end is recovered even after a clean shutdown (Kafka would trust it)
+        layout = log.segments[-1].layout()
+        if layout.end != log.segments[-1].log.size:
+            needs_recovery.append(log.segments[-1])
     recover_log(log, needs_recovery, recovery_point, log_start_offset, had_clean_shutdown)
     log_end = None
     if log.segments:
@@ -421,7 +432,7 @@ def _rebuild(log, state: ProducerStateManager, last_offset: int, log_start_offse
                 state.take_snapshot()
             infos = {}
             completed = []
-            for b in seg.batches(seg.offset_index.lookup(start)[1]):
+            for b in seg.batches(seg.lookup_position(start)):
                 if b.base_offset >= last_offset:
                     break
                 if b.last_offset < start or b.magic != MAGIC_V2 or b.producer_id < 0:

@@ -29,8 +29,9 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError, ReadOnlyError,
-                      RecordTooLargeError, StorageError)
+from ..errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+                      OffsetOutOfRangeError, ReadOnlyError, RecordListTooLargeError,
+                      RecordTooLargeError, StorageError, TopicError)
 from ..record import compression as codecs
 from ..record.batch import (BatchHeader, BatchSpec, CREATE_TIME, LOG_APPEND_TIME, MAGIC_V2,
                             Record, RecordBatch, TIMESTAMP_TYPE_MASK,
@@ -39,7 +40,7 @@ from ..record.control import ABORT, COMMIT, encode_marker, parse_control_key, pa
 from . import files
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
 from .config import LogConfig
-from .events import RETENTION, DataEvent
+from .events import REBUILT, RETENTION, DataEvent
 from .fsutil import fsync_dir
 from .producer_state import CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerStateManager
 from .segment import LogSegment
@@ -66,6 +67,9 @@ def _writer(method):
         if self.read_only:
             raise ReadOnlyError(f"{self.name}: opened read-only; {method.__name__} needs a writer")
         with self.lock:
+            if self.deleted:
+                # a thread that held this Log across a topic deletion (a produce, the cleaner)
+                raise TopicError(f"partition {self.name} was deleted; {method.__name__} refused")
             return method(self, *args, **kwargs)
     return locked
 
@@ -83,6 +87,9 @@ class AppendInfo:
 
 class Log:
     """One partition directory ``<topic>-<partition>``."""
+
+    # set (under the lock) when the partition's topic is deleted: every later change is refused
+    deleted = False
 
     def __init__(self, dir_path: str, config: LogConfig, *, clock: Clock = system_clock,
                  recovery_point: int = 0, log_start_offset: int = 0, had_clean_shutdown: bool = False,
@@ -111,15 +118,36 @@ class Log:
         self.recovery_point = offsets.recovery_point
         self.log_end_offset = offsets.log_end_offset
         self.closed = False
+        if getattr(self.leader_epochs, "load_error", None) is not None:
+            self._rebuild_leader_epochs(self.leader_epochs.load_error)
+
+    def _rebuild_leader_epochs(self, error) -> None:
+        """An unreadable leader-epoch-checkpoint: rebuilt from the batches' partition leader epochs
+        (a writer writes it back), and reported."""
+        self.leader_epochs.entries = []
+        for b in self.batches(self.log_start_offset):
+            if b.magic == MAGIC_V2:
+                self.leader_epochs.assign(b.header.partition_leader_epoch, b.base_offset)
+        if not self.read_only:
+            self.leader_epochs.flush()
+        what = "rebuilt from the batches" if not self.read_only else "a writer rebuilds it from the batches"
+        self.events.append(DataEvent(REBUILT, self.name, self.leader_epochs.checkpoint.path,
+                                     f"{error}; {what}"))
 
     # -- segment bookkeeping
     def _add_segment(self, seg: LogSegment) -> None:
+        seg.report = self._report_index_rebuild
+        seg.is_active = lambda: bool(self.segments) and self.segments[-1] is seg
         i = bisect.bisect_left(self._bases, seg.base_offset)
         if i < len(self._bases) and self._bases[i] == seg.base_offset:
             self.segments[i] = seg
         else:
             self._bases.insert(i, seg.base_offset)
             self.segments.insert(i, seg)
+
+    def _report_index_rebuild(self, event) -> None:
+        event.partition = self.name
+        self.events.append(event)
 
     def _remove_segment(self, base_offset: int) -> LogSegment | None:
         i = bisect.bisect_left(self._bases, base_offset)
@@ -160,7 +188,9 @@ class Log:
     def last_stable_offset(self) -> int:
         first = self.producer_state.first_unstable_offset()
         if first is not None and first < self.high_watermark:
-            return first
+            # UnifiedLog.maybeIncrementFirstUnstableOffset: never below the log start offset
+            # (DeleteRecords may move it past the start of an open transaction)
+            return max(first, self.log_start_offset)
         return self.high_watermark
 
     @property
@@ -227,8 +257,6 @@ class Log:
         if h.size > self.config.max_message_size:
             raise RecordTooLargeError(f"{where}: size {h.size} exceeds max.message.bytes "
                                       f"({self.config.max_message_size})")
-        if h.size > self.config.segment_bytes:
-            raise RecordTooLargeError(f"{where}: size {h.size} exceeds segment.bytes ({self.config.segment_bytes})")
         try:
             b.ensure_valid()
         except CorruptRecordError as e:
@@ -248,9 +276,13 @@ class Log:
         if self.config.compact:
             keyless = np.flatnonzero(cols.key_len < 0)
             if keyless.size:
+                # Kafka's LogValidator.validateKey: one RecordError per keyless record
+                why = f"Compacted topic cannot accept message without key in topic partition {self.name}."
                 raise InvalidRecordError(
                     f"{where}: compacted topic cannot accept a record without a key "
-                    f"(record {int(keyless[0])} of the batch)")
+                    f"(record {int(keyless[0])} of the batch"
+                    + (f", {keyless.size} keyless in all)" if keyless.size > 1 else ")"),
+                    record_errors=[(int(i), why) for i in keyless])
         if h.timestamp_type == CREATE_TIME and self.config.get("message.timestamp.type") == "CreateTime":
             ts = b.record_timestamps()
             before = self.config.get("message.timestamp.before.max.ms")
@@ -259,9 +291,22 @@ class Log:
             bad = np.flatnonzero((ts != -1) & ((now - ts > before) | (ts - now > after)))
             if bad.size:
                 i = int(bad[0])
-                raise InvalidRecordError(
+                raise InvalidTimestampError(
                     f"{where}: record {i} timestamp {int(ts[i])} is out of range "
-                    f"(message.timestamp.before.max.ms={before}, after.max.ms={after}, now={now})")
+                    f"(message.timestamp.before.max.ms={before}, after.max.ms={after}, now={now})",
+                    record_errors=[(int(j), f"Timestamp {int(ts[j])} of record {int(j)} is out of range.")
+                                   for j in bad])
+        elif h.timestamp_type == LOG_APPEND_TIME:
+            # LogValidator.validateTimestamp: only the broker may set LogAppendTime
+            raise InvalidTimestampError(
+                f"{where}: the producer set the timestamp type to LogAppendTime; only the broker may",
+                record_errors=[(i, "Invalid timestamp type LogAppendTime set by the producer.")
+                               for i in range(h.records_count)])
+        # Kafka checks the size against segment.bytes last, on the validated batch
+        # (UnifiedLog.append: RecordBatchTooLargeException)
+        if h.size > self.config.segment_bytes:
+            raise RecordListTooLargeError(f"{where}: size {h.size} exceeds segment.bytes "
+                                          f"({self.config.segment_bytes})")
 
     def _conform_to_topic(self, buf: bytearray, pos: int, b: RecordBatch, now: int) -> tuple[bytearray, int, RecordBatch]:
         """Re-encode for compression.type / LogAppendTime as Kafka's LogValidator does."""
@@ -509,7 +554,7 @@ class Log:
                 nxt = self._bases[i + 1] if i + 1 < len(self._bases) else None
                 if seg.base_offset >= end:
                     return
-                _, pos = seg.offset_index.lookup(needed)
+                pos = seg.lookup_position(needed)
                 buf, size = seg.log.map(), seg.log.size
             try:
                 for b in iter_batches(buf, pos, size):
@@ -553,8 +598,9 @@ class Log:
         for seg in self.segments:
             if seg.largest_timestamp() < target:
                 continue
+            seg.ensure_indexes_trusted()
             _, ts_off = seg.time_index.lookup(target)
-            _, pos = seg.offset_index.lookup(max(ts_off, self.log_start_offset))
+            pos = seg.lookup_position(max(ts_off, self.log_start_offset))
             for b in seg.batches(pos):
                 if b.max_timestamp < target:
                     continue
@@ -568,7 +614,7 @@ class Log:
         (first) segment with the largest maxTimestampSoFar."""
         seg = max(self.segments, key=lambda s: s.max_timestamp_so_far)
         ts, off = seg.max_timestamp_so_far, seg.offset_of_max_timestamp_so_far
-        _, pos = seg.offset_index.lookup(off)
+        pos = seg.lookup_position(off)
         for b in seg.batches(pos):
             if b.max_timestamp == ts:
                 for r in b.records():
@@ -606,6 +652,29 @@ class Log:
         self.leader_epochs.truncate_from_end(offset)
         self.producer_state.truncate_and_reload(self.log_start_offset, offset, self.clock())
         self.rebuild_producer_state(offset)
+
+    @_writer
+    def delete_records_before(self, offset: int) -> int:
+        """Raise the log start offset to ``offset`` (Kafka's UnifiedLog.maybeIncrementLogStartOffset
+        for DeleteRecords); the new log start offset (the partition's low watermark).
+
+        Nothing is removed here: reads below the new start are out of range at once, and the
+        segments wholly below it go at the next retention check (``delete_old_segments``), as in
+        Kafka. An offset at or below the current start changes nothing. The caller checkpoints it
+        (``DataDir.delete_records``)."""
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"The offset {offset} for partition {self.name} is not valid")
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition {self.name} "
+                f"since it is larger than the high watermark {self.high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epochs.truncate_from_start(offset)
+            # ProducerStateManager.onLogStartOffsetIncremented; a single replica has no
+            # unreplicated transactions to drop
+            self.producer_state.last_map_offset = max(self.producer_state.last_map_offset, offset)
+        return self.log_start_offset
 
     def rebuild_producer_state(self, last_offset: int) -> None:
         from .loader import rebuild_producer_state

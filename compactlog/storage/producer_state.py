@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 import crc32c
 
-from ..errors import InvalidRecordError, StorageError
+from ..errors import (InvalidProducerEpochError, InvalidRecordError, InvalidTxnStateError,
+                      OutOfOrderSequenceError, StorageError)
 from . import files
 from .fsutil import atomic_write
 
@@ -141,14 +142,14 @@ class ProducerAppendInfo:
 
     def _check_epoch(self, epoch: int, offset: int) -> None:
         if epoch < self.updated.producer_epoch and self.origin != REPLICATION:
-            raise InvalidRecordError(
+            raise InvalidProducerEpochError(
                 f"{self.partition}: epoch {epoch} of producer {self.producer_id} at offset {offset} is "
                 f"smaller than the last seen epoch {self.updated.producer_epoch}")
 
     def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
         if epoch != self.updated.producer_epoch:
             if first_seq != 0 and self.updated.producer_epoch != NO_EPOCH:
-                raise InvalidRecordError(
+                raise OutOfOrderSequenceError(
                     f"{self.partition}: invalid sequence {first_seq} for new epoch {epoch} of producer "
                     f"{self.producer_id} at offset {offset} (current epoch {self.updated.producer_epoch})")
             return
@@ -160,7 +161,7 @@ class ProducerAppendInfo:
             current_last = NO_SEQUENCE
         in_sequence = first_seq == current_last + 1 or (first_seq == 0 and current_last == 0x7FFFFFFF)
         if not (self.current.producer_epoch == NO_EPOCH or in_sequence):
-            raise InvalidRecordError(
+            raise OutOfOrderSequenceError(
                 f"{self.partition}: out of order sequence {first_seq} for producer {self.producer_id} at "
                 f"offset {offset} (last sequence {current_last})")
 
@@ -171,7 +172,7 @@ class ProducerAppendInfo:
             self._check_sequence(epoch, first_seq, first_offset)
         self.updated.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp)
         if self.updated.current_txn_first_offset is not None and not transactional:
-            raise InvalidRecordError(
+            raise InvalidTxnStateError(
                 f"{self.partition}: expected a transactional write from producer {self.producer_id} at offset {first_offset}")
         if self.updated.current_txn_first_offset is None and transactional:
             self.updated.current_txn_first_offset = first_offset

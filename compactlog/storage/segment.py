@@ -175,6 +175,11 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self._max_ts_offset: tuple[int, int] | None = None
         self.created_ms = now_ms
+        # Kafka trusts a loaded index; here it is checked against the .log before its first use
+        self._indexes_trusted = False
+        self.report = None          # set by the Log: called with a DataEvent when an index is rebuilt
+        self.is_active = lambda: True   # set by the Log; a closed segment's time index must end
+                                        # with its largest timestamp (retention trusts it)
         jitter = config.get("segment.jitter.ms")
         self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(0, 2**31) % min(jitter, config.segment_ms)
 
@@ -188,6 +193,8 @@ class LogSegment:
 
     # -- timestamps
     def _max_ts(self) -> tuple[int, int]:
+        if self._max_ts_offset is None:
+            self.ensure_indexes_trusted()      # retention decides by it
         if self._max_ts_offset is None:
             self._max_ts_offset = self.time_index.last_entry()
         return self._max_ts_offset
@@ -286,6 +293,75 @@ class LogSegment:
         self.time_index.close()
         self.log.close()
 
+    # -- index checks
+    def layout(self):
+        """The segment's batch headers (index_check.walk_segment over the .log, lengths only)."""
+        from .index_check import walk_segment
+        buf = self.log.map()
+        try:
+            return walk_segment(buf, self.base_offset, end=self.log.size)
+        finally:
+            del buf
+
+    def ensure_indexes_trusted(self) -> None:
+        """Check the offset and time indexes against the batches of the ``.log`` (index_check) the
+        first time they are used; rebuild them from the batches when they lie (on disk for a
+        writer, in memory when read-only) and report it. New entries appended later are right by
+        construction."""
+        if self._indexes_trusted:
+            return
+        self._indexes_trusted = True
+        from .index_check import check_offset_index, check_time_index
+        layout = self.layout()
+        raw_offsets = b"".join(self.offset_index._encode(e) for e in self.offset_index.all_entries())
+        raw_times = b"".join(self.time_index._encode(e) for e in self.time_index.all_entries())
+        problem = (check_offset_index(raw_offsets, layout, path=self.offset_index.path)
+                   or check_time_index(raw_times, layout, closed=not self.is_active(),
+                                       path=self.time_index.path))
+        if problem is None:
+            for index in (self.offset_index, self.time_index):
+                if index.untrimmed_slots:
+                    # zero slots read from disk: Kafka reads each as a (base offset, 0) entry, which
+                    # fails its sanity check (a crash's untrimmed index, or zeros written over one)
+                    from .index_check import IndexProblem
+                    problem = IndexProblem(index.path, index.entries, "size", index.length,
+                                           f"{index.untrimmed_slots} zero-filled slots after the entries")
+                    break
+        if problem is None:
+            return
+        self._rebuild_indexes(layout)
+        if self.report is not None:
+            from .events import REBUILT, DataEvent
+            self.report(DataEvent(REBUILT, "", problem.file, f"index entry {problem.entry}: {problem.field} "
+                                  f"{problem.value}: {problem.why}; rebuilt from the batches of "
+                                  f"{os.path.basename(self.log.path)}" + (" (in memory)" if self.read_only else "")))
+
+    def _rebuild_indexes(self, layout) -> None:
+        """Offset and time index entries as Kafka's LogSegment.recover writes them, from the batch
+        headers (the .log itself is not touched)."""
+        max_index = self.offset_index.length
+        self.offset_index.reset()
+        self.time_index.reset()
+        valid_bytes = 0
+        last_entry = 0
+        max_ts, max_off = -1, -1
+        for i in range(layout.batches):
+            last = int(layout.last[i])
+            ts = int(layout.max_ts[i])
+            if ts > max_ts:
+                max_ts, max_off = ts, last
+            if valid_bytes - last_entry > self.index_interval_bytes:
+                self.offset_index.append(last, valid_bytes)
+                self.time_index.maybe_append(max_ts, max_off)
+                last_entry = valid_bytes
+            valid_bytes += int(layout.size[i])
+        self._max_ts_offset = (max_ts, max_off)
+        self.time_index.maybe_append(max_ts, max_off, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        if max_index > self.offset_index.length:     # an active segment keeps its preallocation
+            self.resize_indexes(max_index)
+
     # -- reading
     def translate_offset(self, offset: int, starting_position: int = 0):
         """(position, header) of the first batch at/after ``starting_position`` with last offset >= offset."""
@@ -299,14 +375,20 @@ class LogSegment:
         (off,) = struct.unpack(">q", self.log.read(pos, 8))
         return off
 
+    def lookup_position(self, offset: int) -> int:
+        """The position to scan from for ``offset`` (the offset index's floor entry), trusted."""
+        self.ensure_indexes_trusted()
+        return self.offset_index.lookup(offset)[1]
+
     def read_position(self, start_offset: int) -> int | None:
         """Position of the batch holding ``start_offset`` (or the next one), None past the end."""
-        _, pos = self.offset_index.lookup(start_offset)
+        pos = self.lookup_position(start_offset)
         found = self.translate_offset(start_offset, pos)
         return None if found is None else found[0]
 
     def read_next_offset(self) -> int:
         """The offset after the segment's last batch, or the base offset when empty."""
+        self.ensure_indexes_trusted()
         start = self.read_position(self.offset_index.last_offset)
         if start is None:
             return self.base_offset
@@ -370,7 +452,7 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch at/after ``offset``; bytes removed."""
-        found = self.translate_offset(offset, self.offset_index.lookup(offset)[1])
+        found = self.translate_offset(offset, self.lookup_position(offset))
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)

@@ -38,6 +38,7 @@ class Problem:
     file: str
     where: str
     message: str
+    set_aside: bool = False      # bytes recovery kept aside (.discarded/.quarantined), not damage
 
     def __str__(self) -> str:
         return f"{self.file}: {self.where}: {self.message}" if self.where else f"{self.file}: {self.message}"
@@ -162,22 +163,37 @@ def _index_problem(problem: index_check.IndexProblem, raw: bytes, base: int, kin
     return Problem(problem.file, where, f"{problem.field} {problem.value}: {problem.why}")
 
 
-def check_offset_index(pdir: str, facts: SegmentFacts, problems: list[Problem]) -> None:
+def _without_preallocation(raw: bytes, entry_size: int) -> bytes:
+    """The entries of an index a writer preallocated (zero-filled slots after them): what a live
+    broker's, or a crashed one's, active segment holds; recovery trims them."""
+    n = len(raw) - len(raw) % entry_size
+    arr = np.frombuffer(raw[:n], dtype=np.uint8).reshape(-1, entry_size)
+    used = np.flatnonzero(arr.any(axis=1))
+    return raw[:(int(used[-1]) + 1) * entry_size] if used.size else b""
+
+
+def check_offset_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *,
+                       preallocated: bool = False) -> None:
     path = files.segment_file(pdir, facts.base_offset, files.INDEX_SUFFIX)
     if not os.path.exists(path):
         problems.append(Problem(path, "", "offset index is missing (Kafka rebuilds it on recovery)"))
         return
     raw = index_check.read_file(path)
+    if preallocated:
+        raw = _without_preallocation(raw, 8)
     problem = index_check.check_offset_index(raw, facts.layout, path=path)
     if problem is not None:
         problems.append(_index_problem(problem, raw, facts.base_offset, "offset"))
 
 
-def check_time_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *, closed: bool) -> None:
+def check_time_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *, closed: bool,
+                     preallocated: bool = False) -> None:
     path = files.segment_file(pdir, facts.base_offset, files.TIME_INDEX_SUFFIX)
     if not os.path.exists(path):
         return   # Kafka creates an empty one on load
     raw = index_check.read_file(path)
+    if preallocated:
+        raw = _without_preallocation(raw, 12)
     problem = index_check.check_time_index(raw, facts.layout, closed=closed, path=path)
     if problem is not None:
         problems.append(_index_problem(problem, raw, facts.base_offset, "time"))
@@ -221,17 +237,27 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
     seg_facts = []
     carry = index_check.TxnCarry()
     bases = live_segment_bases(pdir)
+    # without the clean-shutdown marker a writer is running (or crashed): the active segment's
+    # indexes are preallocated, their zero-filled tail is not a problem
+    live = not os.path.exists(os.path.join(root, files.CLEAN_SHUTDOWN_FILE))
     for i, base in enumerate(bases):
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         facts = check_segment(pdir, base, prev_last, problems, keys, cleaner_ckpt, next_base=next_base,
                               max_message_bytes=config.max_message_size)
         if facts.last_offset is not None:
             prev_last = facts.last_offset
-        check_offset_index(pdir, facts, problems)
-        check_time_index(pdir, facts, problems, closed=next_base is not None)
+        active = live and next_base is None
+        check_offset_index(pdir, facts, problems, preallocated=active)
+        check_time_index(pdir, facts, problems, closed=next_base is not None, preallocated=active)
         check_txn_index(pdir, facts, problems, next_base=next_base, carry=carry)
         seg_facts.append(facts)
     for name in sorted(os.listdir(pdir)):
+        if name.endswith((".discarded", ".quarantined")):
+            path = os.path.join(pdir, name)
+            what = "quarantined" if name.endswith(".quarantined") else "cut off"
+            problems.append(Problem(path, "", f"{os.path.getsize(path)} bytes {what} by recovery are kept "
+                                              f"here for inspection; delete the file once you have",
+                                    set_aside=True))
         if name.endswith(files.SNAPSHOT_SUFFIX):
             try:
                 read_snapshot(os.path.join(pdir, name))

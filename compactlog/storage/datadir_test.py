@@ -1,0 +1,183 @@
+"""DataDir's topic-level changes the broker's admin APIs make: partitions added, records deleted
+(the log start offset moved), configs replaced, topics deleted while their logs are open."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from compactlog.errors import ConfigError, OffsetOutOfRangeError, TopicError
+from compactlog.storage import files
+from compactlog.storage.checkpoint import OffsetCheckpointFile, PartitionMetadataFile
+from compactlog.storage.conftest import Clock
+from compactlog.storage.datadir import DataDir
+
+
+@pytest.fixture
+def dd(tmp_path):
+    d = DataDir(str(tmp_path / "data"), create=True, writable=True, clock=Clock())
+    yield d
+    if d.lock is not None and d.logs is not None:
+        d.close()
+
+
+def fill(log, n, size=20):
+    for i in range(n):
+        log.append_records([b"k%d" % i], [b"v" * size])
+
+
+def test_add_partitions_gives_new_directories_the_topic_id(dd):
+    dd.create_topic("t", 2)
+    assert dd.add_partitions("t", 5) == [2, 3, 4]
+    assert dd.partitions("t") == [0, 1, 2, 3, 4]
+    topic_id = dd.topic_id("t")
+    for p in range(5):
+        pdir = os.path.join(dd.path, files.partition_dir_name("t", p))
+        assert PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).read() == topic_id
+    assert dd.open_log("t", 4).log_end_offset == 0
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_a_topic_never_shrinks(dd, count):
+    dd.create_topic("t", 2)
+    with pytest.raises(TopicError, match="2 partition"):
+        dd.add_partitions("t", count)
+    assert dd.partitions("t") == [0, 1]
+
+
+def test_add_partitions_to_a_topic_known_only_by_its_directories(dd):
+    # a copied Kafka dir: no entry in the topics file, and none is made (its configs stay unknown)
+    for p in (0, 1):
+        os.makedirs(os.path.join(dd.path, files.partition_dir_name("k", p)))
+    PartitionMetadataFile(os.path.join(dd.path, "k-0", files.PARTITION_METADATA)).write("AAAAAAAAAAAAAAAAAAAAAQ")
+    assert dd.add_partitions("k", 3) == [2]
+    assert dd.partitions("k") == [0, 1, 2]
+    assert not dd.is_configured("k")
+    assert dd.topic_id("k") == "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert PartitionMetadataFile(os.path.join(dd.path, "k-2", files.PARTITION_METADATA)).read() == \
+        "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+def test_delete_records_moves_the_log_start_and_checkpoints_it(dd):
+    dd.create_topic("t", 1, {"segment.bytes": "200"})
+    log = dd.open_log("t", 0)
+    fill(log, 10)
+    bases = log.segment_bases()
+    assert len(bases) > 2
+    assert dd.delete_records("t", 0, 5) == 5
+    assert log.log_start_offset == 5
+    # reads below the new start are out of range at once; the data is still on disk
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(4)
+    assert [r.offset for r in log.records()] == list(range(5, 10))
+    assert log.segment_bases() == bases
+    assert OffsetCheckpointFile(os.path.join(dd.path, files.LOG_START_OFFSET_CHECKPOINT)).read() == {("t", 0): 5}
+    # the next retention check removes the segments wholly below it
+    log.delete_old_segments()
+    assert log.segment_bases()[0] <= 5 < (log.segment_bases() + [log.log_end_offset])[1]
+    assert log.segment_bases()[0] > 0
+
+
+def test_deleted_records_stay_deleted_after_a_crash(dd, tmp_path):
+    dd.create_topic("t", 1)
+    fill(dd.open_log("t", 0), 10)
+    dd.delete_records("t", 0, 7)
+    dd.abandon()                        # kill -9: no close, no further checkpoint
+    again = DataDir(dd.path, writable=True, clock=Clock())
+    try:
+        log = again.open_log("t", 0)
+        assert log.log_start_offset == 7
+        assert [r.offset for r in log.records()] == [7, 8, 9]
+    finally:
+        again.close()
+
+
+def test_delete_records_bounds(dd):
+    dd.create_topic("t", 1)
+    log = dd.open_log("t", 0)
+    fill(log, 4)
+    with pytest.raises(OffsetOutOfRangeError, match="larger than the high watermark 4"):
+        dd.delete_records("t", 0, 5)
+    with pytest.raises(OffsetOutOfRangeError, match="not valid"):
+        dd.delete_records("t", 0, -2)
+    assert dd.delete_records("t", 0, 4) == 4          # up to the high watermark: the log reads empty
+    assert list(log.records()) == []
+    assert dd.delete_records("t", 0, 2) == 4          # never backwards
+    fill(log, 1)
+    assert [r.offset for r in log.records()] == [4]
+
+
+def test_last_stable_offset_never_below_the_log_start(dd):
+    dd.create_topic("t", 1)
+    log = dd.open_log("t", 0)
+    fill(log, 2)
+    log.append_records([b"a", b"b"], [b"1", b"2"], producer_id=7, producer_epoch=0, base_sequence=0,
+                       transactional=True)     # an open transaction from offset 2
+    fill(log, 2)
+    assert log.last_stable_offset == 2
+    dd.delete_records("t", 0, 5)
+    assert log.last_stable_offset == 5
+
+
+def test_set_topic_configs_replaces_every_override_and_reaches_open_logs(dd):
+    dd.create_topic("t", 1, {"retention.ms": "1000", "segment.bytes": "4096"})
+    log = dd.open_log("t", 0)
+    dd.set_topic_configs("t", {"cleanup.policy": "compact"})
+    assert dd.topic_overrides("t") == {"cleanup.policy": "compact"}
+    assert log.config.compact and log.config.get("retention.ms") == 604800000
+    with pytest.raises(ConfigError):
+        dd.set_topic_configs("t", {"segment.bytes": "1"})
+    assert dd.topic_overrides("t") == {"cleanup.policy": "compact"}
+    with pytest.raises(TopicError):
+        dd.set_topic_configs("nope", {})
+
+
+def test_internal_topic_configs_survive_a_replacement(dd):
+    dd.create_topic("__consumer_offsets", 1)
+    dd.set_topic_configs("__consumer_offsets", {"retention.ms": "5"})
+    cfg = dd.topic_config("__consumer_offsets")
+    assert cfg.compact and cfg.get("retention.ms") == 5
+    assert dd.topic_overrides("__consumer_offsets") == {"retention.ms": "5"}
+
+
+def test_delete_topic_while_its_logs_are_open(dd):
+    dd.create_topic("t", 2)
+    dd.create_topic("u", 1)
+    log = dd.open_log("t", 0)
+    fill(log, 3)
+    dd.delete_records("t", 0, 1)
+    dd.checkpoint_logs()
+    dd.delete_topic("t")
+    assert dd.topics() == ["u"]
+    assert sorted(os.listdir(dd.path)) == sorted(n for n in os.listdir(dd.path) if not n.startswith("t-"))
+    assert not any(n.endswith("-delete") for n in os.listdir(dd.path))
+    # a thread still holding the Log (a produce, the cleaner) cannot write into the removed topic
+    assert log.deleted
+    with pytest.raises(TopicError, match="deleted"):
+        fill(log, 1)
+    for name in (files.RECOVERY_POINT_CHECKPOINT, files.LOG_START_OFFSET_CHECKPOINT):
+        offsets = OffsetCheckpointFile(os.path.join(dd.path, name)).read()
+        assert all(t != "t" for t, _ in offsets)
+    with pytest.raises(TopicError):
+        dd.open_log("t", 0)
+    # the name can be used again, with a new id
+    dd.create_topic("t", 1)
+    assert dd.open_log("t", 0).log_end_offset == 0
+
+
+def test_delete_topic_with_the_longest_name(dd):
+    topic = "t" * 249
+    dd.create_topic(topic, 2)
+    fill(dd.open_log(topic, 1), 2)
+    dd.delete_topic(topic)
+    assert os.listdir(dd.path) == [n for n in os.listdir(dd.path) if not n.startswith("t")]
+    assert dd.topics() == []
+
+
+def test_a_directory_left_mid_deletion_is_not_a_partition(dd):
+    from compactlog.storage.datadir import _delete_dir_name
+    name = _delete_dir_name("x" * 249, 3)
+    assert len(name) == 255 and name.endswith("-delete")
+    os.makedirs(os.path.join(dd.path, name))
+    assert dd.partition_dirs() == {}
