@@ -113,3 +113,18 @@ def test_recovery_cut_is_reported_with_its_own_exit_code(tmp_path):
     assert os.path.exists(str(seg) + ".discarded")
     r = run(d, "consume", "--topic", "t", "--from-beginning")
     assert r.stdout.split() == ["a", "b", "c", "d"]
+
+
+def test_a_deletion_interrupted_by_a_crash_is_finished_and_reported(tmp_path):
+    d = str(tmp_path / "d")
+    with DataDir(d, create=True, writable=True) as dd:
+        dd.create_topic("gone", 1)
+        dd.open_log("gone", 0).append_records([b"k"], [b"v"])
+    os.rename(os.path.join(d, "gone-0"), os.path.join(d, "gone-0.0123456789abcdef0123456789abcdef-delete"))
+    with DataDir(d) as ro:                      # a reader leaves it alone
+        assert "gone" not in ro.partition_dirs()
+    assert os.path.exists(os.path.join(d, "gone-0.0123456789abcdef0123456789abcdef-delete"))
+    with DataDir(d, writable=True) as dd:
+        events = dd.data_events()
+    assert not any(n.endswith("-delete") for n in os.listdir(d))
+    assert [e.kind for e in events] == ["deleted"] and events[0].partition == "gone-0"

@@ -128,8 +128,11 @@ class Cleaner:
         out = []
         for t, p in compacted_partitions(self.datadir, topic, partition):
             log = self.datadir.open_log(t, p)
-            log.producer_state.remove_expired(now_ms)
-            out.append(partition_status(log, checkpoints.get((t, p)), now_ms))
+            # under the partition lock: in a broker, appends, retention and other cleaner threads
+            # change the segments and the producer state meanwhile
+            with log.lock:
+                log.producer_state.remove_expired(now_ms)
+                out.append(partition_status(log, checkpoints.get((t, p)), now_ms))
         return out
 
     def run(self, now_ms: int, *, topic: str | None = None, partition: int | None = None,
@@ -206,7 +209,7 @@ class Cleaner:
         from .plan import log_to_clean
         upper = min(log.last_stable_offset, log.active_segment.base_offset)
         ltc = log_to_clean(log, st.first_dirty, max(st.first_dirty, upper))
-        st.first_uncleanable = ltc.first_uncleanable
+        st.first_uncleanable = max(ltc.first_uncleanable, st.first_dirty)
         st.cleanable_bytes = ltc.cleanable_bytes
         if ltc.cleanable_bytes > 0:
             st.reason = f"forced ({st.reason})"

@@ -5,6 +5,7 @@ Both run the same ``clean_partition`` on the same plans; only small results trav
 
 from __future__ import annotations
 
+import os
 import traceback
 from dataclasses import dataclass
 
@@ -30,6 +31,10 @@ def run_guarded(plan: PartitionCleanPlan, offset_map=None):
         return clean_partition(plan, offset_map)
     except CompactlogError as e:
         return TaskFailure(plan.topic, plan.partition, str(e), type(e).__name__)
+    except OSError as e:
+        # disk full, permissions: name the file (the partition dir when the error has none)
+        where = os.fsdecode(e.filename) if e.filename is not None else plan.dir
+        return TaskFailure(plan.topic, plan.partition, f"{where}: {e.strerror or e}", type(e).__name__)
     except Exception as e:  # noqa: BLE001 - reported per partition, like Kafka's uncleanable set
         return TaskFailure(plan.topic, plan.partition,
                            f"{type(e).__name__}: {e} ({traceback.format_exc(limit=3).splitlines()[-2].strip()})",

@@ -103,6 +103,23 @@ class DataDir:
         self.cleaner_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.CLEANER_CHECKPOINT))
         self.recovery_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.RECOVERY_POINT_CHECKPOINT))
         self.log_start_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.LOG_START_OFFSET_CHECKPOINT))
+        if writable:
+            self._finish_deletions()
+
+    def _finish_deletions(self) -> None:
+        """``<topic>-<p>.<id>-delete`` directories left by a crash during a topic deletion: removed,
+        as Kafka's LogManager removes logs marked for deletion at startup (and reported)."""
+        from .events import DataEvent
+        for name in sorted(os.listdir(self.path)):
+            m = files.deleted_partition_dir(name)
+            path = os.path.join(self.path, name)
+            if m is None or not os.path.isdir(path):
+                continue
+            size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)
+                       if os.path.isfile(os.path.join(path, f)))
+            shutil.rmtree(path)
+            self._closed_events.append(DataEvent("deleted", m, path, "the rest of a topic deletion that a "
+                                                 "crash interrupted", bytes=size))
 
     # -- topic metadata
     def _require_writer(self, what: str) -> None:

@@ -59,12 +59,18 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return topic, int(part)
 
 
+def deleted_partition_dir(name: str) -> str | None:
+    """``topic-p`` of a directory renamed for deletion (``<topic>-<p>.<id>-delete``), else None."""
+    m = _SUFFIXED_DIR.match(name)
+    return f"{m.group(1)}-{m.group(2)}" if m and m.group(4) == "delete" else None
+
+
 def validate_topic_name(topic: str) -> None:
     if not topic or topic in (".", ".."):
         raise ValueError(f"topic name {topic!r} is illegal")
     if len(topic) > MAX_TOPIC_LENGTH:
         raise ValueError(f"topic name {topic!r} is longer than {MAX_TOPIC_LENGTH} characters")
-    if not _LEGAL_TOPIC.match(topic):
+    if not _LEGAL_TOPIC.fullmatch(topic):      # match() with $ would accept a trailing newline
         raise ValueError(f"topic name {topic!r} may only contain ASCII letters, digits, '.', '_' and '-'")
 
 
