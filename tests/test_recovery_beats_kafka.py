@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from corpus_support import kcompare
 from storage_support import Clock, check_partition_dir, raw_batches, read
 from compactlog.storage.datadir import DataDir
 from compactlog.storage.events import EXIT_DATA_SET_ASIDE
@@ -182,7 +183,7 @@ def test_repair_of_a_healthy_partition_changes_nothing(tmp_path):
         {n: v for n, v in before.items() if n.endswith((".log", ".index", ".timeindex"))}
 
 
-def test_random_damage_never_loses_a_valid_batch(tmp_path):
+def test_random_damage_never_loses_a_valid_batch(tmp_path, corpus_dir):
     """200 random damages (bit flips, overwritten runs, zeroed runs) anywhere in any segment:
     the open never fails, no corrupt batch is served, and every batch the damage did not touch
     is still in the log."""
@@ -224,6 +225,10 @@ def test_random_damage_never_loses_a_valid_batch(tmp_path):
         assert missing <= touched, (trial, kind, at, n, sorted(missing - touched))
         dd.close()
         check_partition_dir(pdir, 200, exact_indexes=False)
+        if trial % 10 == 0:       # the corpus' independent decoder reads the result as we do
+            lines, problems = kcompare(corpus_dir).decode_dir(root)
+            assert problems == [], (trial, problems)
+            assert [x["offset"] for x in lines if x["type"] == "record"] == [r[0] for r in got]
 
 
 def _produce(root, lines):
@@ -260,3 +265,24 @@ def test_corrupt_batch_after_a_clean_shutdown_is_an_error_after_the_records_befo
     assert r.returncode == 1 and r.stdout.split() == ["a", "b", "c"]
     assert f"position {batches[1][0]}" in r.stderr and "verify --repair" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_flipped_base_offset_in_flushed_data_is_an_error_not_a_silent_stop(tmp_path):
+    """Outside the CRC: consume used to stop early without a word; now the read stops with the
+    file and position, and verify --repair corrects the byte."""
+    root = str(tmp_path / "d")
+    expected, paths = build(root, flush=True)
+    data = read(paths[0])
+    batches, _ = raw_batches(data)
+    pos, first = batches[3][0], batches[3][1]
+    with open(paths[0], "r+b") as f:
+        f.seek(pos + 7)
+        f.write(bytes([data[pos + 7] ^ 0x03]))           # base offset lowered (or raised) by a few
+    r = run(root, "consume", "--topic", TOPIC, "--from-beginning", "--output-format", "jsonl")
+    assert r.returncode == 1 and "baseOffset" in r.stderr and "Traceback" not in r.stderr
+    r = run(root, "verify", "--repair")
+    assert r.returncode == EXIT_DATA_SET_ASIDE and "repaired by recovery" in r.stderr, r.stderr
+    r = run(root, "consume", "--topic", TOPIC, "--from-beginning", "--output-format", "jsonl")
+    assert r.returncode == 0
+    assert [json.loads(line)["offset"] for line in r.stdout.splitlines()] == [x[0] for x in expected]
+    assert read(paths[0]) == data

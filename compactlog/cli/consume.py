@@ -20,13 +20,11 @@ from typing import Iterator
 
 import typer
 
-from ..errors import CompactlogError, CorruptRecordError, OffsetOutOfRangeError, TopicError
+from ..errors import CorruptRecordError, OffsetOutOfRangeError, TopicError
 from ..record.batch import LOG_APPEND_TIME
 from ..storage import files
 from ..storage.config import parse_assignments
-from ..storage.producer_state import read_snapshot
 from ..storage.reader import PartitionReader
-from ..storage.txn_index import AbortedTxn, TransactionIndex
 from .common import closed_pipe_is_success, context, fail, headers_json, put_bytes
 from .main import app
 
@@ -285,78 +283,17 @@ def _segment_path(reader: PartitionReader, offset: int) -> str | None:
     return segments[i].path if i >= 0 else None
 
 
-def _index_path(segment_path: str, suffix: str) -> str:
-    """The index file beside a segment (``.log`` or ``.log.swap``) with the same marker suffix."""
-    name = os.path.basename(segment_path)
-    base, _, extra = name.partition(files.LOG_SUFFIX)
-    return os.path.join(os.path.dirname(segment_path), base + suffix + extra)
-
-
 def aborted_ranges(reader: PartitionReader, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
     """producer id -> [(first, last offset)] of the aborted transactions overlapping [start, end)."""
     out: dict[int, list[tuple[int, int]]] = {}
-    for txn in collect_aborted_transactions(reader, start, end):
+    for txn in reader.aborted_transactions(start, end):
         out.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
     return out
 
 
-def collect_aborted_transactions(reader: PartitionReader, start: int, end: int) -> list[AbortedTxn]:
-    """Kafka's collectAbortedTxns: txn indexes from the segment holding ``start`` until complete."""
-    segments = reader.segments()
-    i = max(bisect.bisect_right([s.base_offset for s in segments], start) - 1, 0)
-    found = []
-    for seg in segments[i:]:
-        index = TransactionIndex(_index_path(seg.path, files.TXN_INDEX_SUFFIX), seg.base_offset)
-        txns, complete = index.collect(start, end)
-        found.extend(txns)
-        if complete:
-            break
-    return found
-
-
-def last_stable_offset(reader: PartitionReader, pdir: str) -> int:
-    """The first offset of the earliest open transaction, else the log end offset.
-
-    Open transactions come from the newest producer snapshot at or below the log end (as Kafka's
-    loader reads them) plus the transactional batches and markers after it.
-    """
-    end = reader.log_end_offset
-    open_txns: dict[int, int] = {}
-    scan_from = reader.log_start_offset
-    for snap in _snapshot_offsets(pdir, reader.log_start_offset, end):
-        try:
-            entries = read_snapshot(os.path.join(pdir, files.filename_prefix(snap) + files.SNAPSHOT_SUFFIX))
-        except (CompactlogError, OSError):
-            continue       # unreadable: Kafka deletes it and rebuilds from an older one or the log
-        open_txns = {e.producer_id: e.current_txn_first_offset for e in entries
-                     if e.current_txn_first_offset is not None}
-        scan_from = snap
-        break
-    readable_end = end
-    try:
-        for b in reader.batches(scan_from):
-            if b.base_offset >= scan_from and b.is_transactional:
-                if b.is_control:
-                    open_txns.pop(b.producer_id, None)
-                else:
-                    open_txns.setdefault(b.producer_id, b.base_offset)
-            readable_end = b.last_offset + 1
-    except CorruptRecordError:
-        # nothing is stable past a batch that cannot be read: the records before it are served,
-        # then the read reports it
-        end = min(end, readable_end)
-    return min([end, *open_txns.values()])
-
-
-def _snapshot_offsets(pdir: str, log_start: int, log_end: int) -> list[int]:
-    """Offsets of the usable producer snapshots, newest first."""
-    offsets = []
-    for name in os.listdir(pdir):
-        if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdigit():
-            off = int(name[:-len(files.SNAPSHOT_SUFFIX)])
-            if log_start <= off <= log_end:
-                offsets.append(off)
-    return sorted(offsets, reverse=True)
+def last_stable_offset(reader: PartitionReader, pdir: str | None = None) -> int:
+    """The partition's last stable offset (PartitionReader.last_stable_offset)."""
+    return reader.last_stable_offset()
 
 
 # -- formatting -----------------------------------------------------------------------------------

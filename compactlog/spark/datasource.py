@@ -39,7 +39,6 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from ..errors import StorageError
 from ..storage import files
 from ..storage.reader import PartitionReader
-from ..storage.txn_index import TransactionIndex
 
 BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
                "timestamp timestamp, timestampType int")
@@ -392,24 +391,15 @@ def _resolve(spec: int, log_start: int, log_end: int) -> int:
 
 
 def _last_stable_offset(reader: PartitionReader, pdir: str) -> int:
-    # the consumer's (``compactlog consume``) rule: snapshot + transactional batches after it
-    from ..cli.consume import last_stable_offset
-    return last_stable_offset(reader, pdir)
+    return reader.last_stable_offset()
 
 
 def _aborted_ranges(reader: PartitionReader, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
     """producer id -> [(first, last offset)] of the aborted transactions overlapping [start, end)
-    (Kafka's collectAbortedTxns over the live segments' ``.txnindex`` files)."""
-    segments = reader.segments()
-    i = max(bisect.bisect_right([s.base_offset for s in segments], start) - 1, 0)
+    (the reader's read_committed view: Kafka's collectAbortedTxns over checked ``.txnindex`` files)."""
     out: dict[int, list[tuple[int, int]]] = {}
-    for seg in segments[i:]:
-        txns, complete = TransactionIndex(_sibling(seg.path, files.TXN_INDEX_SUFFIX),
-                                          seg.base_offset).collect(start, end)
-        for t in txns:
-            out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
-        if complete:
-            break
+    for t in reader.aborted_transactions(start, end):
+        out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
     return out
 
 

@@ -103,6 +103,7 @@ class Log:
         self.read_only = read_only
         self.lock = threading.RLock()
         self.structure_epoch = 0
+        self._txn_indexes_trusted = False
         self.events: list[DataEvent] = []    # what recovery and retention removed or set aside
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -625,10 +626,43 @@ class Log:
 
     def collect_aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start, upper_bound), walking txn indexes forward."""
-        i = bisect.bisect_right(self._bases, start) - 1
-        if i < 0:
-            return []
-        return collect_aborted((s.txn_index for s in self.segments[i:]), start, upper_bound)
+        with self.lock:
+            self._ensure_txn_indexes_trusted()
+            i = bisect.bisect_right(self._bases, start) - 1
+            if i < 0:
+                return []
+            indexes = [s.txn_index for s in self.segments[i:]]
+        return collect_aborted(indexes, start, upper_bound)
+
+    def _ensure_txn_indexes_trusted(self) -> None:
+        """The ``.txnindex`` files checked against the log's markers (index_check) before the first
+        read_committed read; when one lies they are all rebuilt from the markers (on disk for a
+        writer) and that is reported: a wrong entry would serve aborted records."""
+        if self._txn_indexes_trusted:
+            return
+        self._txn_indexes_trusted = True
+        from .index_check import TxnCarry, check_txn_index
+        from .txn_index import aborted_from_markers
+        layouts = [seg.layout() for seg in self.segments]
+        carry = TxnCarry()
+        problem = None
+        for i, seg in enumerate(self.segments):
+            nxt = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            try:
+                raw = b"".join(t.encode() for t in seg.txn_index.entries())
+            except StorageError as e:
+                problem = str(e)
+                break
+            found = check_txn_index(raw, layouts[i], next_base=nxt, path=seg.txn_index.path, carry=carry)
+            if found is not None:
+                problem = str(found)
+                break
+        if problem is None:
+            return
+        for seg, txns in zip(self.segments, aborted_from_markers(layouts)):
+            seg.txn_index._rewrite(txns)
+        where = "rebuilt from the log's markers" + (" (in memory)" if self.read_only else "")
+        self.events.append(DataEvent(REBUILT, self.name, self.dir, f"{problem}; every .txnindex {where}"))
 
     # -- truncation, retention, replacement
     @_writer

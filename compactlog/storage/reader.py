@@ -29,11 +29,12 @@ import crc32c as _crc32c
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptRecordError, StorageError
+from ..errors import CompactlogError, CorruptRecordError, StorageError
 from ..record import compression, kernels
 from ..record.batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
                             iter_batches)
 from . import files
+from .txn_index import TransactionIndex, aborted_from_markers, collect_aborted
 from .layout import (SegmentFile, as_u8, close_map, live_segment_files, map_file, next_offset_of,
                      stable_live_segments)
 
@@ -149,6 +150,7 @@ class _Chunk:
         self.bmeta = np.empty((batches, K.BM_FIELDS), dtype=np.int64)
         self.r64 = np.empty((K.R64_ROWS, records), dtype=np.int64)
         self.r32 = np.empty((K.R32_ROWS, records), dtype=np.int32)
+        self.prev_last = -1        # the last offset of the last batch checked (across flushes)
         self.reset()
 
     @property
@@ -191,6 +193,7 @@ class PartitionReader:
         parent = os.path.dirname(self.dir)
         self.torn_tail_possible = not os.path.exists(os.path.join(parent, files.CLEAN_SHUTDOWN_FILE))
         self.notes: list[str] = []
+        self._aborted: list | None = None
         self.chunk_records = max(1, int(chunk_records))
         self.chunk_bytes = max(1, int(chunk_bytes))
         self._segments = stable_live_segments(self.dir)
@@ -269,12 +272,15 @@ class PartitionReader:
         start = self.log_start_offset if start_offset is None else start_offset
         end = INT64_MAX if end_offset is None else end_offset
         cursor = [start]
+        prev_last = -1
         for seg, m, size, first in self._mapped_segments(start, end, cursor):
             pos = int(K.seek_batch(_u8(m), 0, size, first))
             if pos < 0:
                 pos = -1 - pos    # an impossible batch size there: the iterator reports it
             try:
                 for b in iter_batches(m, pos, size):
+                    _check_order(b.base_offset, b.last_offset, prev_last, b.position)
+                    prev_last = b.last_offset
                     if b.last_offset < first:
                         continue
                     if b.base_offset >= end:
@@ -317,6 +323,89 @@ class PartitionReader:
         i = bisect.bisect_right(self._bases, offset) - 1
         return self._segments[i].path if i >= 0 else None
 
+    # -- transactions (the read_committed view)
+    def aborted_transactions(self, start: int, end: int) -> list:
+        """Aborted transactions overlapping [start, end), as Kafka's collectAbortedTxns walks the
+        ``.txnindex`` files; the files are first checked against the log's markers
+        (index_check) and, when one lies, the aborted transactions are taken from the markers
+        instead (with a note): a wrong entry would serve aborted records."""
+        if self._aborted is None:
+            self._aborted = self._load_aborted()
+        bases = [s.base_offset for s in self._segments]
+        i = bisect.bisect_right(bases, start) - 1
+        if i < 0:
+            return []
+        return collect_aborted(self._aborted[i:], start, end)
+
+    def _load_aborted(self) -> list:
+        from .index_check import TxnCarry, check_txn_index, read_file, walk_segment
+        layouts, indexes = [], []
+        carry = TxnCarry()
+        problem = None
+        for j, seg in enumerate(self._segments):
+            m, size = _map_file(seg.path)
+            try:
+                layout = walk_segment(m, seg.base_offset, end=size)
+            finally:
+                _close(m)
+            layouts.append(layout)
+            path = _sibling(seg.path, files.TXN_INDEX_SUFFIX)
+            index = TransactionIndex(path, seg.base_offset, read_only=True)
+            indexes.append(index)
+            if problem is None:
+                nxt = self._segments[j + 1].base_offset if j + 1 < len(self._segments) else None
+                problem = check_txn_index(read_file(path), layout, next_base=nxt, path=path, carry=carry)
+        if problem is None:
+            return indexes
+        self.notes.append(f"{problem}; aborted transactions are taken from the log's markers instead "
+                          f"(a writer's recovery or `verify --repair` rebuilds the file)")
+        for index, txns in zip(indexes, aborted_from_markers(layouts)):
+            index._entries = txns
+        return indexes
+
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, else the log end offset.
+
+        Open transactions come from the newest producer snapshot at or below the log end (as Kafka's
+        loader reads them) plus the transactional batches and markers after it. Nothing is stable
+        past a batch that cannot be read: the records before it are served, then the read reports it.
+        """
+        from .producer_state import read_snapshot
+        end = self.log_end_offset
+        open_txns: dict[int, int] = {}
+        scan_from = self.log_start_offset
+        for snap in self._snapshot_offsets(end):
+            try:
+                entries = read_snapshot(os.path.join(self.dir, files.filename_prefix(snap) + files.SNAPSHOT_SUFFIX))
+            except (CompactlogError, OSError):
+                continue       # unreadable: Kafka deletes it and rebuilds from an older one or the log
+            open_txns = {e.producer_id: e.current_txn_first_offset for e in entries
+                         if e.current_txn_first_offset is not None}
+            scan_from = snap
+            break
+        readable_end = end
+        try:
+            for b in self.batches(scan_from):
+                if b.base_offset >= scan_from and b.is_transactional:
+                    if b.is_control:
+                        open_txns.pop(b.producer_id, None)
+                    else:
+                        open_txns.setdefault(b.producer_id, b.base_offset)
+                readable_end = b.last_offset + 1
+        except CorruptRecordError:
+            end = min(end, readable_end)
+        return min([end, *open_txns.values()])
+
+    def _snapshot_offsets(self, log_end: int) -> list[int]:
+        """Offsets of the usable producer snapshots, newest first."""
+        offsets = []
+        for name in os.listdir(self.dir):
+            if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdigit():
+                off = int(name[:-len(files.SNAPSHOT_SUFFIX)])
+                if self.log_start_offset <= off <= log_end:
+                    offsets.append(off)
+        return sorted(offsets, reverse=True)
+
     # -- columns
     def read_columns(self, start_offset: int | None = None, end_offset: int | None = None, *,
                      include_control: bool = False, validate_crc: bool = True,
@@ -349,7 +438,9 @@ class PartitionReader:
         for seg, m, size, first in self._mapped_segments(start, end, cursor):
             want = min(self.chunk_records, max(1024, size // 64))
             if chunk is None or chunk.record_capacity < want:
+                prev_last = chunk.prev_last if chunk is not None else -1
                 chunk = _Chunk(want, 1 << 14)
+                chunk.prev_last = prev_last
             for batch in self._scan_segment(seg, m, size, chunk, first, end, include_control,
                                             validate_crc, with_headers):
                 if batch is not None and batch.num_rows:
@@ -413,8 +504,7 @@ class PartitionReader:
                 chunk.nb, chunk.nr = int(nb), int(nr)
                 chunk.used += int(used)
                 pos = int(pos)
-                if validate_crc:
-                    self._check_crcs(seg, view, chunk)
+                self._check_batches(seg, view, chunk, validate_crc)
                 if status < 0:
                     self._raise_scan_error(seg, buf, view, int(status), pos, int(where), validate_crc)
                 if status == K.SCAN_END:
@@ -463,13 +553,28 @@ class PartitionReader:
                     file=seg.path, position=pos, offset=int(K._be_i64(buf, pos)), field="recordsCount")
         chunk.resize(max(count, 2 * chunk.record_capacity))
 
-    def _check_crcs(self, seg: SegmentFile, view, chunk: _Chunk) -> None:
-        """CRC-32C of every v2 batch entered since the last check (one C call per batch)."""
+    def _check_batches(self, seg: SegmentFile, view, chunk: _Chunk, validate_crc: bool) -> None:
+        """Offsets increasing from batch to batch (a base offset is outside the CRC) and, with
+        ``validate_crc``, the CRC-32C of every v2 batch entered since the last check (one C call
+        per batch)."""
         lo, hi = chunk.checked, chunk.nb
         if hi <= lo:
             return
         chunk.checked = hi
         bm = chunk.bmeta[lo:hi]
+        base = bm[:, K.BM_BASE_OFFSET]
+        last = base + bm[:, K.BM_LAST_OFFSET_DELTA]
+        prev = np.concatenate(([chunk.prev_last], last[:-1]))
+        bad = np.flatnonzero(base <= prev)
+        if bad.size:
+            i = int(bad[0])
+            try:
+                _check_order(int(base[i]), int(last[i]), int(prev[i]), int(bm[i, K.BM_POS]))
+            except CorruptRecordError as e:
+                raise e.located(file=seg.path) from None
+        chunk.prev_last = int(last[-1])
+        if not validate_crc:
+            return
         crc = _crc32c.crc32c
         rows = zip((bm[:, K.BM_POS] + 21).tolist(), (bm[:, K.BM_POS] + bm[:, K.BM_SIZE]).tolist(),
                    bm[:, K.BM_CRC].tolist(), bm[:, K.BM_SOURCE].tolist())
@@ -627,6 +732,22 @@ class PartitionReader:
         chunk.reset()
         return pa.RecordBatch.from_arrays(columns, schema=column_schema(with_headers=with_headers,
                                                                         large=large))
+
+
+def _check_order(base: int, last: int, prev_last: int, position: int) -> None:
+    """A batch's offsets must follow the previous batch's: its base offset lies outside the CRC,
+    and a flipped byte there would make reads skip or repeat records without a word."""
+    if base <= prev_last:
+        raise CorruptRecordError(f"base offset {base} is not above the previous batch's last offset "
+                                 f"{prev_last} (the base offset is not covered by the CRC)",
+                                 position=position, offset=base, field="baseOffset")
+
+
+def _sibling(segment_path: str, suffix: str) -> str:
+    """The index file beside a segment (``.log`` or ``.log.swap``) with the same marker suffix."""
+    name = os.path.basename(segment_path)
+    base, _, extra = name.partition(files.LOG_SUFFIX)
+    return os.path.join(os.path.dirname(segment_path), base + suffix + extra)
 
 
 def seg_size(buffer) -> int:

@@ -83,10 +83,10 @@ class TransactionIndex:
 
     def _rewrite(self, entries: list[AbortedTxn]) -> None:
         self._entries = list(entries)
-        if self.read_only:
+        if self.read_only or (not entries and not os.path.exists(self.path)):
             return
-        with open(self.path, "wb") as f:
-            f.write(b"".join(t.encode() for t in entries))
+        from .fsutil import atomic_write
+        atomic_write(self.path, b"".join(t.encode() for t in entries))
 
     def exists(self) -> bool:
         return os.path.exists(self.path)
@@ -130,4 +130,31 @@ def collect_aborted(indexes, start: int, upper_bound: int) -> list[AbortedTxn]:
         out.extend(found)
         if complete:
             break
+    return out
+
+
+def aborted_from_markers(layouts) -> list[list[AbortedTxn]]:
+    """Each segment's aborted transactions rebuilt from the batch headers (``index_check``
+    layouts, in log order), as the producer state records them when the ABORT marker is appended:
+    first offset = the producer's first transactional data batch since its previous marker (the
+    marker itself when none is left, e.g. after compaction), last stable offset = the earliest
+    other open transaction, else marker + 1 (Kafka's ProducerStateManager.lastStableOffset)."""
+    from .index_check import ABORT, COMMIT
+    open_first: dict[int, int] = {}
+    out: list[list[AbortedTxn]] = []
+    for lay in layouts:
+        found: list[AbortedTxn] = []
+        for i in range(lay.batches):
+            if int(lay.magic[i]) != 2:
+                continue
+            pid, attrs, ctype = int(lay.pid[i]), int(lay.attrs[i]), int(lay.ctype[i])
+            if ctype in (ABORT, COMMIT):
+                first = open_first.pop(pid, None)
+                if ctype == ABORT:
+                    marker = int(lay.base[i])
+                    lso = min(open_first.values()) if open_first else marker + 1
+                    found.append(AbortedTxn(pid, marker if first is None else first, marker, lso))
+            elif attrs & 0x10 and not attrs & 0x20:
+                open_first.setdefault(pid, int(lay.base[i]))
+        out.append(found)
     return out

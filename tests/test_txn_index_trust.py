@@ -1,0 +1,76 @@
+"""A ``.txnindex`` that lies (a flipped byte) never makes a read_committed read serve aborted
+records: the reader and the log check it against the markers and use the markers when it lies."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from storage_support import Clock, read
+from compactlog.storage.datadir import DataDir
+from compactlog.storage.reader import PartitionReader
+
+T0 = 1_700_000_000_000
+EXE = os.path.join(os.path.dirname(sys.executable), "compactlog")
+COMMAND = [EXE] if os.path.exists(EXE) else [sys.executable, "-m", "compactlog.cli.main"]
+
+
+def build(root):
+    """Committed and aborted transactions of two producers, over several segments."""
+    dd = DataDir(root, create=True, writable=True, clock=Clock(T0))
+    dd.create_topic("t", 1, {"segment.bytes": "1500"})
+    log = dd.open_log("t", 0)
+    committed = []
+    for i in range(12):
+        pid = 7 + i % 2
+        info = log.append_records([b"k%d" % i, b"j%d" % i], [b"v%d" % i, b"w%d" % i], producer_id=pid,
+                                  producer_epoch=0, base_sequence=2 * (i // 2), transactional=True,
+                                  timestamps=[T0 + i] * 2)
+        commit = i % 3 != 1
+        log.append_control(commit=commit, producer_id=pid, producer_epoch=0)
+        if commit:
+            committed += [info.first_offset, info.last_offset]
+        log.append_records([b"plain%d" % i], [b"p"], timestamps=[T0 + i])
+        committed.append(log.log_end_offset - 1)
+    txn_files = [s.txn_index.path for s in log.segments if os.path.exists(s.txn_index.path)
+                 and os.path.getsize(s.txn_index.path)]
+    dd.close()
+    return sorted(committed), txn_files
+
+
+def consumed(root):
+    r = subprocess.run(COMMAND + ["--data-dir", root, "consume", "--topic", "t", "--from-beginning",
+                                  "--isolation-level", "read_committed", "--output-format", "jsonl"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line)["offset"] for line in r.stdout.splitlines()], r.stderr
+
+
+@pytest.mark.parametrize("field_pos", [3, 9, 17, 25])     # producer id, first, last, LSO
+def test_flipped_txn_index_byte_never_serves_aborted_records(tmp_path, field_pos):
+    root = str(tmp_path / "d")
+    committed, txn_files = build(root)
+    assert consumed(root)[0] == committed
+    victim = txn_files[0]
+    originals = {p: read(p) for p in txn_files}
+    data = bytearray(read(victim))
+    data[field_pos] ^= 0x40
+    with open(victim, "wb") as f:
+        f.write(data)
+    got, err = consumed(root)
+    assert got == committed                                   # the markers decide
+    assert "aborted transactions are taken from the log's markers" in err
+    reader = PartitionReader(os.path.join(root, "t-0"))
+    # the writer checks too, and rebuilds the file from the markers
+    dd = DataDir(root, writable=True, clock=Clock(T0))
+    log = dd.open_log("t", 0)
+    aborted = log.collect_aborted_transactions(0, log.log_end_offset)
+    assert aborted == reader.aborted_transactions(0, 10**6)
+    assert any(e.kind == "rebuilt" for e in dd.data_events())
+    dd.close()
+    assert consumed(root) == (committed, "")                  # the file is right again
+    assert {p: read(p) for p in txn_files} == originals       # byte for byte what was written
