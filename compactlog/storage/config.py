@@ -189,7 +189,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, check=at_least(0)),
     ConfigDef("num.partitions", "int", 1, check=at_least(1)),
     ConfigDef("auto.create.topics.enable", "bool", True),
-    # the broker (`compactlog serve`); listeners are checked when it starts (server/listeners.py)
+    # the broker (`compactlog serve`); listeners are checked when it starts (server/state.py)
     ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092"),
     ConfigDef("advertised.listeners", "string", ""),
     ConfigDef("node.id", "int", 0, check=at_least(0)),

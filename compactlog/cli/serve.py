@@ -1,0 +1,50 @@
+"""``serve``: a single-node Kafka broker on the data dir (``compactlog.server``).
+
+The broker holds the data-dir lock for its whole life: another ``serve`` or a CLI command that
+writes is refused with the lock's message (naming ``compactlog serve`` and its pid), while
+read-only commands (consume, dump-log, verify, explain, cleaner status) keep working on its files.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ..server.app import Broker, broker_listeners, configure_logging
+from .common import context, fail
+from .main import app
+
+
+@app.command("serve")
+def serve_cmd(ctx: typer.Context,
+              engine: str = typer.Option("auto", "--engine", help="Where the log cleaner rewrites "
+                                         "segments: auto (this process for small rounds, Spark for "
+                                         "large ones), spark, or local."),
+              spark_master: str = typer.Option(None, "--spark-master", help="A Spark master URL for "
+                                               "the cleaner (default: compactlog.spark.master); "
+                                               "implies --engine spark."),
+              log_file: str = typer.Option(None, "--log-file", help="Also append the broker's log "
+                                           "lines to this file (they always go to stderr).")):
+    """Run a Kafka broker on the data dir until SIGINT/SIGTERM (listeners, advertised.listeners,
+    node.id, ... from DIR/server.properties and --override, with Kafka's names)."""
+    c = context(ctx)
+    if engine not in ("auto", "spark", "local", "in-process"):
+        fail(f"unknown --engine {engine!r}: use auto, spark or local", 2)
+    broker = c.broker()
+    broker_listeners(broker)                 # a bad listener is an error before the lock is taken
+    master = spark_master or broker.get("compactlog.spark.master")
+    if spark_master is None and master == "local[*]":
+        master = None                        # the default: Spark only for large rounds
+    configure_logging(log_file)
+    dd = c.open(write=True, create=True)
+    try:
+        b = Broker(dd, engine=engine, spark_master=master,
+                   node_id_explicit="node.id" in broker.props)
+        code = b.run()
+    except KeyboardInterrupt:
+        # Ctrl-C while the logs were still loading: what was opened is closed cleanly
+        dd.close()
+        raise typer.Exit(130)
+    except BaseException:
+        dd.close()
+        raise
+    raise typer.Exit(code)

@@ -1,0 +1,156 @@
+"""``compactlog serve``: one broker process (Kafka's ``BrokerServer`` start-up and shutdown).
+
+Start-up: the data dir is already open for writing (the caller took the data-dir lock, which the
+broker holds until it exits); ``meta.properties`` gives the cluster and node ids; every partition
+is opened, which recovers it after a kill -9 exactly as ``LogManager.loadLogs`` does; then the
+listeners, the worker pool and the background threads start. Shutdown on SIGINT/SIGTERM
+(``BrokerServer.shutdown``): stop accepting, let in-flight requests finish, answer waiting fetches,
+stop the cleaner and the scheduler, then close every log (producer snapshots, flush, trimmed
+indexes), write the checkpoints and the clean-shutdown marker, and let go of the lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import CompactlogError, ConfigError
+from ..storage.datadir import DataDir
+from .background import Background, make_cleaner_executor
+from .handlers import advertised_apis, dispatch_table
+from .state import BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
+from .transport import BrokerServer, pid_cpu_seconds
+
+log = logging.getLogger("kafka.server.KafkaServer")
+
+LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+SHUTDOWN_GRACE_S = 30.0
+
+
+def configure_logging(log_file: str | None = None, level: int = logging.INFO) -> None:
+    """Kafka's log4j layout, one line per event, on stderr (and in ``log_file``)."""
+    formatter = logging.Formatter(LOG_FORMAT)
+    root = logging.getLogger("kafka")
+    root.setLevel(level)
+    root.propagate = False
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(formatter)
+    root.addHandler(stream)
+    if log_file:
+        fh = logging.FileHandler(log_file, encoding="utf-8")
+        fh.setFormatter(formatter)
+        root.addHandler(fh)
+
+
+def broker_listeners(broker) -> tuple[list[Listener], list[Listener]]:
+    """(listeners, advertised listeners), checked; advertised defaults to listeners."""
+    listeners = parse_listeners(broker.get("listeners"), "listeners")
+    raw = broker.get("advertised.listeners")
+    advertised = parse_listeners(raw, "advertised.listeners") if raw else \
+        [Listener(x.name, x.host, x.port) for x in listeners]
+    for a in advertised:
+        if a.host in ("0.0.0.0", "::"):
+            raise ConfigError(f"invalid value {raw or broker.get('listeners')!r} for configuration "
+                              f"advertised.listeners: clients cannot connect to the meta-address "
+                              f"{a.host}; name a host (set advertised.listeners)")
+        if not a.host:
+            a.host = socket.getfqdn()
+    return listeners, advertised
+
+
+class Broker:
+    def __init__(self, datadir: DataDir, *, engine: str = "auto", spark_master: str | None = None,
+                 node_id_explicit: bool = False):
+        self.datadir = datadir
+        self.engine = engine
+        self.spark_master = spark_master
+        broker = datadir.broker
+        self.listeners, self.advertised = broker_listeners(broker)
+        node_id = broker.get("node.id") if node_id_explicit else None
+        self.node_id, self.cluster_id = load_identity(datadir.path, node_id)
+        self.bound: list[tuple[str, int]] = []
+        self.server: BrokerServer | None = None
+        self.state: BrokerState | None = None
+
+    def load_logs(self) -> int:
+        """Open (and so recover) every partition, as LogManager.loadLogs at start-up."""
+        started = time.monotonic()
+        dd = self.datadir
+        highest_pid = -1
+        n = 0
+        for topic, partition in dd.all_partitions():
+            lg = dd.open_log(topic, partition, create=True)
+            if lg.producer_state.producers:
+                highest_pid = max(highest_pid, max(lg.producer_state.producers))
+            n += 1
+        logging.getLogger("kafka.log.LogManager").info(
+            f"Loaded {n} log(s) from {dd.path} in {1000 * (time.monotonic() - started):.0f} ms")
+        return highest_pid
+
+    def run(self) -> int:
+        """Serve until SIGINT/SIGTERM; the exit code."""
+        highest_pid = self.load_logs()
+        self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],
+                                 producer_ids=ProducerIdManager(self.datadir.path, highest_pid))
+        return asyncio.run(self._main())
+
+    async def _main(self) -> int:
+        loop = asyncio.get_running_loop()
+        state = self.state
+        broker = self.datadir.broker
+        state.appends.bind(loop)
+        table = dispatch_table()
+        apis = advertised_apis(table)
+        state.apis = apis
+        pool = ThreadPoolExecutor(broker.get("num.io.threads"),
+                                  thread_name_prefix="data-plane-kafka-request-handler")
+        server = self.server = BrokerServer(state, table, apis, pool,
+                                            max_request_size=broker.get("socket.request.max.bytes"),
+                                            idle_ms=broker.get("connections.max.idle.ms"))
+        stop = asyncio.Event()
+        try:
+            bound = await server.start(self.listeners)
+        except OSError as e:
+            pool.shutdown(wait=True)
+            where = ", ".join(str(x) for x in self.listeners)
+            raise CompactlogError(f"cannot listen on {where}: {e.strerror or e}") from None
+        self.bound = bound
+        for a, listener in zip(self.advertised, self.listeners):
+            if a.port == 0:         # port 0: advertise the port the system chose
+                a.port = next(p for h, p in bound) if listener.port == 0 else listener.port
+        state.advertised = self.advertised[0]
+        background = Background(state, make_cleaner_executor(self.engine, self.spark_master))
+        background.start()
+
+        def on_signal(name: str) -> None:
+            if stop.is_set():
+                log.info(f"[KafkaServer id={self.node_id}] {name} received again; already shutting down")
+            else:
+                log.info(f"[KafkaServer id={self.node_id}] {name} received: shutting down")
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+        log.info(f"[KafkaServer id={self.node_id}] started (cluster id {self.cluster_id}, data dir "
+                 f"{self.datadir.path}, advertised {', '.join(str(a) for a in self.advertised)}, "
+                 f"APIs {', '.join(r.name for r in apis)})")
+        try:
+            await stop.wait()
+        finally:
+            log.info(f"[KafkaServer id={self.node_id}] shutting down")
+            await server.stop(SHUTDOWN_GRACE_S)
+            await loop.run_in_executor(None, background.stop)
+            pool.shutdown(wait=True)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        await loop.run_in_executor(None, self.datadir.close)
+        log.info(f"[KafkaServer id={self.node_id}] shut down completed "
+                 f"({pid_cpu_seconds():.2f} CPU seconds used)")
+        return 0

@@ -1,0 +1,278 @@
+"""The broker's background work, while clients produce and fetch: Kafka's ``LogCleaner`` threads
+and ``LogManager``'s scheduled tasks (retention, flushes, checkpoints, producer-id expiration).
+
+Cleaner threads (``log.cleaner.threads``) each take the filthiest eligible compacted partition that
+no other thread is cleaning and that is not backing off after a failure (Kafka's
+``LogCleanerManager.grabFilthiestCompactedLog`` with its ``inProgress`` map and uncleanable set),
+clean it with ``Cleaner.run`` and take the next; with nothing to clean a thread sleeps
+``log.cleaner.backoff.ms``. A partition whose cleaning fails is logged and retried after the
+backoff while the others go on. ``Cleaner.run`` holds the partition's lock only to plan and to
+swap, never while rewriting, so appends and fetches go on during a clean; a log whose structure
+changed meanwhile (retention, another swap) has the result discarded and is cleaned again later.
+Small rounds are cleaned in this process, large ones (or every round, with a Spark master) on
+Spark (``cleaner.executor.AutoExecutor``).
+
+The scheduler thread runs, each at its interval: retention (``log.retention.check.interval.ms``),
+producer-id expiration (``producer.id.expiration.check.interval.ms``), time-based flushes
+(``flush.ms`` / ``log.flush.interval.ms``), the recovery-point and log-start checkpoints
+(``log.flush.offset.checkpoint.interval.ms``), and the report of what recovery or retention
+removed (``storage/events.py``), one log line per event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ..cleaner.cleaner import Cleaner
+from ..cleaner.executor import AutoExecutor, InProcessExecutor, SparkExecutor, TaskFailure
+from ..cleaner.log_format import CleanerLog
+from ..cleaner.plan import select_logs
+from ..storage.checkpoint import OffsetCheckpointFile
+from ..storage.config import LONG_MAX
+from .state import BrokerState
+
+cleaner_log = logging.getLogger("kafka.log.LogCleaner")
+manager_log = logging.getLogger("kafka.log.LogManager")
+
+EVENTS_INTERVAL_MS = 1000
+MIN_FLUSH_INTERVAL_MS = 100
+
+
+class LockedCheckpointFile(OffsetCheckpointFile):
+    """The cleaner checkpoint, read-modify-written by several cleaner threads: one at a time."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self._lock = threading.RLock()
+
+    def read(self):
+        with self._lock:
+            return super().read()
+
+    def write(self, offsets, *, sync: bool = True) -> None:
+        with self._lock:
+            super().write(offsets, sync=sync)
+
+    def update(self, changes, remove=()) -> None:
+        with self._lock:
+            super().update(changes, remove)
+
+
+class _StopAware:
+    """An executor that starts no cleaning once the broker is shutting down."""
+
+    def __init__(self, inner, stop: threading.Event):
+        self.inner = inner
+        self.stop = stop
+        self.name = getattr(inner, "name", "executor")
+
+    @property
+    def last_choice(self) -> str:
+        return getattr(self.inner, "last_choice", "") or self.name
+
+    def run(self, plans):
+        if self.stop.is_set():
+            return [TaskFailure(p.topic, p.partition, "the broker is shutting down", "Shutdown")
+                    for p in plans]
+        return self.inner.run(plans)
+
+
+def make_cleaner_executor(engine: str, spark_master: str | None):
+    """in-process for ``local``; Spark always with a master or ``spark``; else by round size."""
+    if engine in ("local", "in-process"):
+        return InProcessExecutor()
+    if engine == "spark" or spark_master:
+        return SparkExecutor(spark_master)
+    if engine == "auto":
+        return AutoExecutor()
+    raise ValueError(f"unknown engine {engine!r}: use auto, spark or local")
+
+
+class Background:
+    def __init__(self, state: BrokerState, executor, clock=lambda: int(time.time() * 1000)):
+        self.state = state
+        self.datadir = state.datadir
+        self.clock = clock
+        self.stop_event = threading.Event()
+        self.executor = _StopAware(executor, self.stop_event)
+        self.threads: list[threading.Thread] = []
+        self._guard = threading.Lock()
+        self.in_progress: set[tuple[str, int]] = set()
+        self.uncleanable: dict[tuple[str, int], int] = {}     # partition -> retry time (ms)
+        self.cleaner_file_log = CleanerLog(self.datadir.path)
+        self.datadir.cleaner_checkpoint = LockedCheckpointFile(self.datadir.cleaner_checkpoint.path)
+        self._last_flush: dict[tuple[str, int], int] = {}
+
+    # -- life cycle
+    def start(self) -> None:
+        broker = self.datadir.broker
+        threads = broker.get("log.cleaner.threads") if broker.get("log.cleaner.enable") else 0
+        for i in range(threads):
+            t = threading.Thread(target=self._cleaner_loop, args=(i,), daemon=True,
+                                 name=f"kafka-log-cleaner-thread-{i}")
+            self.threads.append(t)
+        if threads:
+            cleaner_log.info(f"Starting the log cleaner: {threads} thread(s), "
+                             f"{getattr(self.executor.inner, 'name', 'executor')} executor")
+        else:
+            cleaner_log.info("The log cleaner is disabled (log.cleaner.enable=false or "
+                             "log.cleaner.threads=0)")
+        self.threads.append(threading.Thread(target=self._scheduler_loop, daemon=True,
+                                             name="kafka-scheduler"))
+        for t in self.threads:
+            t.start()
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop and join the threads: a cleaning in progress is finished or discarded first."""
+        self.stop_event.set()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for t in self.threads:
+            t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+        if any(t.is_alive() for t in self.threads):
+            manager_log.warning("A background thread did not stop in time")
+        self.run_scheduled_once(final=True)
+
+    # -- the cleaner
+    def grab_filthiest(self, now: int) -> tuple[str, int] | None:
+        statuses = Cleaner(self.datadir).statuses(now)
+        with self._guard:
+            for st in select_logs(statuses):
+                key = (st.topic, st.partition)
+                if key in self.in_progress or self.uncleanable.get(key, 0) > now:
+                    continue
+                self.in_progress.add(key)
+                return key
+        return None
+
+    def _cleaner_loop(self, n: int) -> None:
+        stop = self.stop_event
+        while not stop.is_set():
+            backoff_s = self.datadir.broker.get("log.cleaner.backoff.ms") / 1000.0
+            try:
+                now = self.clock()
+                key = self.grab_filthiest(now)
+                if key is None:
+                    stop.wait(backoff_s)
+                    continue
+                try:
+                    outcomes = Cleaner(self.datadir, self.executor).run(now, topic=key[0],
+                                                                        partition=key[1])
+                finally:
+                    with self._guard:
+                        self.in_progress.discard(key)
+                if stop.is_set():
+                    break
+                self._report(n, now, outcomes)
+            except Exception:       # a bug or a vanished partition: logged, retried after the backoff
+                cleaner_log.exception(f"[kafka-log-cleaner-thread-{n}]: Error while cleaning; "
+                                      f"backing off {backoff_s:g} s")
+                stop.wait(backoff_s)
+
+    def _report(self, n: int, now: int, outcomes) -> None:
+        backoff = self.datadir.broker.get("log.cleaner.backoff.ms")
+        for o in outcomes:
+            key = (o.topic, o.partition)
+            if o.error:
+                with self._guard:
+                    self.uncleanable[key] = now + backoff
+                cleaner_log.warning(f"[kafka-log-cleaner-thread-{n}]: Unexpected exception thrown when "
+                                    f"cleaning log {o.name}; retried after {backoff} ms: {o.error}")
+                self.cleaner_file_log.error(o)
+            elif o.cleaned:
+                with self._guard:
+                    self.uncleanable.pop(key, None)
+                s = o.stats
+                cleaner_log.info(
+                    f"[kafka-log-cleaner-thread-{n}]: Cleaned log {o.name} (dirty section = "
+                    f"[{o.status.first_dirty}, {o.end_offset}]): {o.start_size} -> {o.end_size} bytes, "
+                    f"{s.messages_read} -> {s.messages_written} messages in {s.elapsed_seconds:.3f} s "
+                    f"({self.executor.last_choice})")
+                self.cleaner_file_log.cleaned(o)
+
+    # -- the scheduler
+    def _scheduler_loop(self) -> None:
+        next_run: dict[str, int] = {}
+        while not self.stop_event.is_set():
+            try:
+                wait_ms = self.run_scheduled_once(next_run=next_run)
+            except Exception:
+                manager_log.exception("Error in a scheduled task")
+                wait_ms = 1000
+            self.stop_event.wait(max(wait_ms, 10) / 1000.0)
+
+    def _intervals(self) -> dict[str, int]:
+        b = self.datadir.broker
+        out = {"retention": b.get("log.retention.check.interval.ms"),
+               "producer-expiration": b.get("producer.id.expiration.check.interval.ms"),
+               "checkpoint": b.get("log.flush.offset.checkpoint.interval.ms") or LONG_MAX,
+               "events": EVENTS_INTERVAL_MS}
+        flush_ms = [log.config.get("flush.ms") for log in list(self.datadir.logs.values())]
+        finite = [ms for ms in flush_ms if ms < LONG_MAX]
+        if finite:
+            out["flush"] = max(min(finite), MIN_FLUSH_INTERVAL_MS)
+        return out
+
+    def run_scheduled_once(self, next_run: dict | None = None, final: bool = False) -> int:
+        """Run the due tasks (every task with ``final``); ms until the next one is due."""
+        now = self.clock()
+        intervals = self._intervals()
+        tasks = {"retention": self._retention, "producer-expiration": self._expire_producers,
+                 "checkpoint": self._checkpoint, "events": self._events, "flush": self._flush}
+        if final:
+            self._events(now)
+            return 0
+        wait = 1000
+        for name, interval in intervals.items():
+            due = next_run.setdefault(name, now + (0 if name == "events" else interval))
+            if now >= due:
+                try:
+                    tasks[name](now)
+                except Exception:
+                    manager_log.exception(f"Error in scheduled task {name}")
+                next_run[name] = now + interval
+                due = next_run[name]
+            wait = min(wait, due - now)
+        return wait
+
+    def _logs(self):
+        return [log for log in list(self.datadir.logs.values()) if not log.closed]
+
+    def _retention(self, now: int) -> None:
+        total = 0
+        for log in self._logs():
+            try:
+                total += log.delete_old_segments()
+            except Exception:
+                manager_log.exception(f"Error while deleting old segments of {log.name}")
+        if total:
+            manager_log.info(f"Retention deleted {total} segment(s)")
+
+    def _expire_producers(self, now: int) -> None:
+        for log in self._logs():
+            with log.lock:
+                log.producer_state.remove_expired(now)
+
+    def _flush(self, now: int) -> None:
+        for log in self._logs():
+            flush_ms = log.config.get("flush.ms")
+            if flush_ms >= LONG_MAX:
+                continue
+            key = (log.topic, log.partition)
+            last = self._last_flush.setdefault(key, now)
+            if now - last >= flush_ms:
+                if log.log_end_offset > log.recovery_point:
+                    log.flush()
+                self._last_flush[key] = now
+
+    def _checkpoint(self, now: int) -> None:
+        with self.state.metadata_lock, self.datadir._logs_guard:
+            self.datadir.checkpoint_logs()
+
+    def _events(self, now: int) -> None:
+        for event in self.datadir.drain_data_events():
+            if event.sets_data_aside:
+                manager_log.warning(str(event))
+            else:
+                manager_log.info(str(event))

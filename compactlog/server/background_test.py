@@ -1,0 +1,76 @@
+"""The broker's background work in-process: the scheduler's retention, expiration and event
+report, and a cleaner thread taking the filthiest partition and backing off a failing one."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from compactlog.cleaner.executor import InProcessExecutor, TaskFailure
+from compactlog.server.background import Background
+from compactlog.server.state import BrokerState, Listener
+from compactlog.storage.config import BrokerConfig
+from compactlog.storage.datadir import DataDir
+
+
+def make_state(tmp_path, props=None):
+    dd = DataDir(str(tmp_path), broker=BrokerConfig(props or {}), writable=True, command="test")
+    return BrokerState(dd, 0, "c", Listener("PLAINTEXT", "h", 1))
+
+
+def fill(log, n, key_space=3, ts=None):
+    for i in range(n):
+        log.append_records([b"k%d" % (i % key_space)], [b"v%d" % i + b"." * 50],
+                           timestamps=None if ts is None else [ts])
+
+
+def test_scheduler_runs_retention_and_reports_it(tmp_path, caplog):
+    st = make_state(tmp_path, {"log.retention.check.interval.ms": "1000"})
+    st.datadir.create_topic("old", 1, {"segment.bytes": "300", "retention.ms": "1000"})
+    log = st.log("old", 0)
+    fill(log, 20, ts=int(time.time() * 1000) - 3_600_000)
+    before = len(log.segments)
+    now = [int(time.time() * 1000)]
+    bg = Background(st, InProcessExecutor(), clock=lambda: now[0])
+    next_run = {}
+    with caplog.at_level(logging.INFO, logger="kafka"):
+        bg.run_scheduled_once(next_run)            # schedules; retention is due in 1 s
+        assert len(log.segments) == before
+        now[0] += 1500
+        bg.run_scheduled_once(next_run)
+    assert len(log.segments) < before and log.log_start_offset > 0
+    assert any("deleted by retention" in r.getMessage() for r in caplog.records)
+    st.datadir.close()
+
+
+def test_cleaner_threads_clean_the_filthiest_and_back_off_failures(tmp_path):
+    st = make_state(tmp_path, {"log.cleaner.backoff.ms": "50"})
+    for t in ("a", "b"):
+        st.datadir.create_topic(t, 1, {"cleanup.policy": "compact", "segment.bytes": "400",
+                                       "min.cleanable.dirty.ratio": "0.01"})
+    fill(st.log("a", 0), 40)
+    fill(st.log("b", 0), 40)
+
+    class FailingForB(InProcessExecutor):
+        calls = []
+
+        def run(self, plans):
+            self.calls.append([p.topic for p in plans])
+            ok = [p for p in plans if p.topic != "b"]
+            return super().run(ok) + [TaskFailure(p.topic, p.partition, "boom", "Test")
+                                      for p in plans if p.topic == "b"]
+
+    bg = Background(st, FailingForB())
+    bg.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (("a", 0) not in bg.in_progress
+                                                   and st.datadir.cleaner_checkpoint.read().get(("a", 0))
+                                                   and ("b", 0) in bg.uncleanable):
+            time.sleep(0.05)
+    finally:
+        bg.stop(30)
+    assert st.datadir.cleaner_checkpoint.read().get(("a", 0))
+    assert ("b", 0) in bg.uncleanable
+    assert st.log("a", 0).size() < st.log("b", 0).size() / 2
+    st.datadir.close()

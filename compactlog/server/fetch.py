@@ -1,0 +1,340 @@
+"""Fetch (API key 1): Kafka's ``KafkaApis.handleFetchRequest``, ``ReplicaManager.fetchMessages``
+and ``DelayedFetch``, for consumers (wire-protocol.md §3.4).
+
+Reading a partition takes what it needs under the partition's lock (``Log.lock``): the high
+watermark, last stable offset and log start, the segment holding the fetch offset, the byte range
+of the whole batches to return and either those bytes (small reads) or a duplicate of the segment
+file's descriptor (large reads). A cleaner swap or retention may rename, close and delete that
+segment the moment the lock is released; the duplicate descriptor still reads the file as it was
+(the same inode, which the swap never writes to), so a concurrent fetch returns bytes of the log
+before the swap or after it, never a mix and never an error. Whole batches only: Kafka may cut
+the last batch at the byte limit (clients drop it); returning whole batches is also correct.
+
+Large ranges go from the segment file to the socket with ``loop.sendfile`` (``os.sendfile``), so
+the record bytes never pass through Python; the response around them is encoded here by hand
+(``encode_fetch_response``: checked byte for byte against kio's encoder in the unit tests), since
+kio would need the records as one bytes object.
+
+The long poll (``max_wait_ms``/``min_bytes``) waits on the event loop for appends to any of the
+requested partitions (``AppendNotifier``), re-reading after each, until enough bytes are readable
+or the time is up. Fetch sessions (KIP-227) are declined: every answer carries session id 0, so
+clients send full requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import os
+import struct
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from ..record.batch import LOG_OVERHEAD
+from .handlers import READ_COMMITTED
+from .state import BrokerState
+
+# below this many bytes a partition's records are read into memory; from it on they are sent
+# with sendfile (measured: benchmarks/broker.py, see the module's notes)
+ZERO_COPY_MIN_BYTES = 64 * 1024
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_PREFIX = struct.Struct(">qi")
+_PARTITION_HEAD = struct.Struct(">ihqqq")     # index, error, high watermark, LSO, log start
+_ABORTED = struct.Struct(">qq")
+
+
+class FileRegion:
+    """``count`` bytes of a file from ``offset``, through a descriptor this object owns."""
+
+    __slots__ = ("fd", "offset", "count")
+
+    def __init__(self, fd: int, offset: int, count: int):
+        self.fd = fd
+        self.offset = offset
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def read(self) -> bytes:
+        """The bytes (the fallback when sendfile cannot be used)."""
+        data = os.pread(self.fd, self.count, self.offset)
+        if len(data) != self.count:
+            raise OSError(f"short read: {len(data)} of {self.count} bytes")
+        return data
+
+
+@dataclass(slots=True)
+class PartitionRead:
+    partition: int
+    error: int
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted: list | None = None
+    records: bytes | FileRegion = b""
+
+
+@dataclass(slots=True)
+class FetchRead:
+    topics: list                 # [(topic, [PartitionRead])]
+    bytes: int = 0
+    has_error: bool = False
+
+    def close(self) -> None:
+        for _, parts in self.topics:
+            for p in parts:
+                if isinstance(p.records, FileRegion):
+                    p.records.close()
+
+
+class EncodedResponse:
+    """A complete response frame as parts: bytes and file regions, to be written in order."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list, size: int):
+        self.parts = parts
+        self.size = size
+
+    def close(self) -> None:
+        for p in self.parts:
+            if isinstance(p, FileRegion):
+                p.close()
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: bool,
+                   zero_copy_min: int = ZERO_COPY_MIN_BYTES) -> PartitionRead:
+    """Whole batches from the one holding ``offset``, within ``max_bytes`` (at least one batch
+    when ``min_one``), up to the high watermark (read_uncommitted) or LSO (read_committed)."""
+    pr = PartitionRead(log.partition, 0)
+    with log.lock:
+        if log.closed:
+            pr.error = ErrorCode.unknown_topic_or_partition.value
+            return pr
+        hw = log.high_watermark
+        lso = log.last_stable_offset
+        pr.high_watermark, pr.last_stable_offset = hw, lso
+        pr.log_start_offset = log.log_start_offset
+        if offset < log.log_start_offset or offset > log.log_end_offset:
+            pr.error = ErrorCode.offset_out_of_range.value
+            return pr
+        if committed:
+            pr.aborted = []
+        bound = lso if committed else hw
+        if offset >= bound:
+            return pr
+        bases = log.segment_bases()
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        for seg in log.segments[i:]:
+            if seg.base_offset >= bound:
+                break
+            pos = seg.read_position(offset)
+            if pos is None:
+                continue            # offset past this segment's last batch (a compaction gap)
+            length = 0
+            last = -1
+            f = seg.log
+            for p, h in f.batch_headers(pos):
+                if h is None:       # a message-format v0/v1 entry: its offset is its last one
+                    base, size_field = _PREFIX.unpack(f.read(p, LOG_OVERHEAD))
+                    size, base_offset, last_offset = size_field + LOG_OVERHEAD, base, base
+                else:
+                    size, base_offset, last_offset = h.size, h.base_offset, h.last_offset
+                if base_offset >= bound or last_offset >= bound and h is None:
+                    break
+                if length + size > max_bytes and (length > 0 or not min_one):
+                    break
+                length += size
+                last = last_offset
+            if length:
+                if length >= zero_copy_min:
+                    pr.records = FileRegion(os.dup(f.fd), pos, length)
+                else:
+                    pr.records = f.read(pos, length)
+                if committed:
+                    pr.aborted = [(t.producer_id, t.first_offset)
+                                  for t in log.collect_aborted_transactions(offset, last + 1)]
+            break
+    return pr
+
+
+def read_fetch(state: BrokerState, body, version: int,
+               zero_copy_min: int = ZERO_COPY_MIN_BYTES) -> FetchRead:
+    """One pass over the requested partitions in request order (KIP-74 limits)."""
+    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    limit = max(body.max_bytes, 0)
+    min_one = True
+    out = FetchRead([])
+    try:
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                log = state.log(t.topic, p.partition)
+                if log is None:
+                    pr = PartitionRead(p.partition, ErrorCode.unknown_topic_or_partition.value)
+                else:
+                    current = getattr(p, "current_leader_epoch", -1)
+                    if current != -1 and current != log.leader_epoch:
+                        code = ErrorCode.fenced_leader_epoch if current < log.leader_epoch \
+                            else ErrorCode.unknown_leader_epoch
+                        pr = PartitionRead(p.partition, code.value)
+                    else:
+                        pr = read_partition(log, p.fetch_offset, min(p.partition_max_bytes, limit),
+                                            min_one, committed, zero_copy_min)
+                n = len(pr.records)
+                if n:
+                    limit = max(0, limit - n)
+                    min_one = False
+                    out.bytes += n
+                if pr.error:
+                    out.has_error = True
+                parts.append(pr)
+            out.topics.append((t.topic, parts))
+    except BaseException:
+        out.close()
+        raise
+    return out
+
+
+# -- the long poll ------------------------------------------------------------------------------
+
+async def handle_fetch(state: BrokerState, request, run):
+    """``run(fn, *args)`` runs a blocking function in a worker thread (an awaitable)."""
+    body = request.body
+    version = request.api_version
+    if getattr(body, "session_id", 0) != 0:
+        # no session is ever created (every answer says 0), so a client naming one is wrong
+        return _top_level_error(request, ErrorCode.fetch_session_id_not_found)
+    max_wait = body.max_wait.total_seconds()
+    keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    if max_wait <= 0 or body.min_bytes <= 0 or not keys:
+        result = await _read(run, state, body, version)
+        return encode_result(request, result)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait
+    event = asyncio.Event()
+    state.appends.register(keys, event)
+    try:
+        while True:
+            event.clear()
+            result = await _read(run, state, body, version)
+            remaining = deadline - loop.time()
+            if result.bytes >= body.min_bytes or result.has_error or remaining <= 0 \
+                    or state.closing.is_set():
+                return encode_result(request, result)
+            result.close()
+            if not event.is_set():
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+    finally:
+        state.appends.unregister(keys, event)
+
+
+async def _read(run, state, body, version) -> FetchRead:
+    fut = asyncio.ensure_future(run(read_fetch, state, body, version))
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        # the connection went away while a worker read: its descriptors must still be closed
+        fut.add_done_callback(_close_result)
+        raise
+
+
+def _close_result(fut) -> None:
+    if not fut.cancelled() and fut.exception() is None:
+        fut.result().close()
+
+
+def _top_level_error(request, code: ErrorCode):
+    from .handlers import error_response
+    return error_response(request, code.value)
+
+
+# -- encoding -----------------------------------------------------------------------------------
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def encode_result(request, result: FetchRead) -> EncodedResponse:
+    return encode_fetch_response(request.correlation_id, request.api_version, result.topics)
+
+
+def encode_fetch_response(correlation_id: int, version: int, topics: list, *, error: int = 0,
+                          throttle_ms: int = 0, session_id: int = 0) -> EncodedResponse:
+    """FetchResponse v4-v12 with its response header, records as bytes or file regions.
+
+    The parts (bytearrays and file regions) start with the 4-byte size prefix.
+    """
+    flexible = version >= 12
+    parts: list = []
+    buf = bytearray(b"\0\0\0\0")
+    buf += _I32.pack(correlation_id)
+    if flexible:
+        buf += b"\0"                                # response header v1: no tagged fields
+    buf += _I32.pack(throttle_ms)
+    if version >= 7:
+        buf += _I16.pack(error)
+        buf += _I32.pack(session_id)
+    buf += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    total = 0
+    for name, partitions in topics:
+        raw = name.encode("utf-8")
+        buf += _uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))
+        buf += raw
+        buf += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        for p in partitions:
+            buf += _PARTITION_HEAD.pack(p.partition, p.error, p.high_watermark,
+                                        p.last_stable_offset, p.log_start_offset)
+            if version < 5:
+                del buf[-8:]                        # no log start offset before v5
+            aborted = p.aborted
+            if aborted is None:
+                buf += b"\0" if flexible else b"\xff\xff\xff\xff"
+            else:
+                buf += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                for pid, first in aborted:
+                    buf += _ABORTED.pack(pid, first)
+                    if flexible:
+                        buf += b"\0"
+            if version >= 11:
+                buf += b"\xff\xff\xff\xff"          # preferred_read_replica: none
+            records = p.records
+            n = len(records)
+            buf += _uvarint(n + 1) if flexible else _I32.pack(n)
+            if isinstance(records, FileRegion):
+                total += len(buf)
+                parts.append(buf)
+                parts.append(records)
+                total += n
+                buf = bytearray()
+            else:
+                buf += records
+            if flexible:
+                buf += b"\0"                        # partition: no tagged fields
+        if flexible:
+            buf += b"\0"                            # topic: no tagged fields
+    if flexible:
+        buf += b"\0"                                # response: no tagged fields
+    total += len(buf)
+    parts.append(buf)
+    _I32.pack_into(parts[0], 0, total - 4)
+    return EncodedResponse(parts, total)

@@ -1,0 +1,157 @@
+"""Produce (API key 0): Kafka's ``KafkaApis.handleProduceRequest`` and ``ReplicaManager.appendRecords``.
+
+Every partition is checked in Kafka's order (wire-protocol.md §3.2); the first failure decides the
+partition's error and nothing is appended there, while the other partitions go on. The checks on
+the request (known partition, exactly one v2 batch, acks, internal topic, base offset 0) are made
+here on the batch header without decoding any record; ``Log.append_as_leader`` then does the rest
+(size, CRC, counts, per-record checks in numba kernels, producer epoch and sequence, duplicates)
+and raises an error class that carries its Kafka code. The batch is stored as received.
+
+One replica is the whole ISR, so ``acks`` 1 and -1 are answered once the batch is in the log (the
+high watermark is the log end); like Kafka, nothing is fsynced first unless
+``flush.messages``/``log.flush.interval.messages`` asks for it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+
+from kio.schema.errors import ErrorCode
+
+from ..errors import CompactlogError
+from ..record.batch import MAGIC_V2, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG
+from .messages import NO_THROTTLE, build, error_code, nested, response_class
+from .state import ADMIN_CLIENT_ID, INTERNAL_TOPICS, BrokerState
+
+_HEADER = struct.Struct(">qiib")          # base offset, length, leader epoch, magic
+_ATTRIBUTES = struct.Struct(">h")
+ZSTD = 4
+LOG_APPEND_TIME = "LogAppendTime"
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str, record_errors=()):
+        self.code = code
+        self.message = message
+        self.record_errors = record_errors
+
+
+def check_batch(records, version: int) -> int:
+    """Rules 2 and 5 of §3.2 on the bytes alone (Kafka's ProduceRequest.validateRecords); the
+    batch's attributes."""
+    if not records:
+        raise _Refused(ErrorCode.invalid_record, "Produce requests must have at least one record batch "
+                                                 "per partition")
+    n = len(records)
+    if n < RECORD_BATCH_OVERHEAD:
+        raise _Refused(ErrorCode.corrupt_message, f"{n} bytes of records are shorter than a record "
+                                                  f"batch header ({RECORD_BATCH_OVERHEAD} bytes)")
+    base_offset, length, _, magic = _HEADER.unpack_from(records, 0)
+    if magic != MAGIC_V2:
+        raise _Refused(ErrorCode.invalid_record, f"Produce requests with version {version} are only "
+                                                 f"allowed to contain record batches with magic "
+                                                 f"version 2, found magic {magic}")
+    size = length + 12
+    if size < n:
+        raise _Refused(ErrorCode.invalid_record, f"Produce requests with version {version} are only "
+                                                 f"allowed to contain exactly one record batch "
+                                                 f"({n} bytes hold more than the first batch's {size})")
+    if size > n:
+        raise _Refused(ErrorCode.corrupt_message, f"the record batch declares {size} bytes but "
+                                                  f"{n} were sent")
+    attributes = _ATTRIBUTES.unpack_from(records, 21)[0]
+    if attributes & 0x07 == ZSTD and version < 7:
+        raise _Refused(ErrorCode.unsupported_compression_type,
+                       f"Produce requests with version {version} may not carry zstd batches (v7+)")
+    if base_offset != 0:
+        raise _Refused(ErrorCode.invalid_record, f"the batch's base offset is {base_offset}; a producer "
+                                                 f"must send 0")
+    return attributes
+
+
+def handle_produce(state: BrokerState, request):
+    body = request.body
+    version = request.api_version
+    acks = body.acks
+    cls = response_class(request)
+    t_cls = nested(cls, "TopicProduceResponse")
+    p_cls = nested(cls, "PartitionProduceResponse")
+    e_cls = nested(cls, "BatchIndexAndErrorMessage") if version >= 8 else None
+    acks_ok = acks in (-1, 0, 1)
+    internal_ok = request.client_id == ADMIN_CLIENT_ID
+    appended = []
+    topics = []
+    for topic in body.topic_data:
+        name = topic.name
+        parts = []
+        for pd in topic.partition_data:
+            index = pd.index
+            log = None
+            try:
+                log = state.log(name, index)
+                if log is None:
+                    raise _Refused(ErrorCode.unknown_topic_or_partition,
+                                   f"This server does not host this topic-partition: {name}-{index}")
+                attributes = check_batch(pd.records, version)
+                if not acks_ok:
+                    raise _Refused(ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
+                if name in INTERNAL_TOPICS and not internal_ok:
+                    raise _Refused(ErrorCode.invalid_topic_exception,
+                                   f"Cannot append to internal topic {name}")
+                if attributes & TRANSACTIONAL_FLAG:
+                    # no transaction coordinator: no transaction can be ongoing (§7)
+                    raise _Refused(ErrorCode.invalid_txn_state,
+                                   "transactional batch without an ongoing transaction "
+                                   "(this broker does not offer transactions)")
+                if acks == -1 and log.config.get("min.insync.replicas") > 1:
+                    raise _Refused(ErrorCode.not_enough_replicas,
+                                   f"the in-sync replica set (1 broker) is smaller than "
+                                   f"min.insync.replicas={log.config.get('min.insync.replicas')}")
+                info = log.append_as_leader(pd.records)
+            except _Refused as r:
+                parts.append(_failed(p_cls, e_cls, index, r.code, r.message, r.record_errors, log))
+                continue
+            except CompactlogError as e:
+                record_errors = getattr(e, "record_errors", ())
+                parts.append(_failed(p_cls, e_cls, index, error_code(e.kafka_error), str(e),
+                                     record_errors, log))
+                continue
+            if not info.duplicate:
+                appended.append((name, index))
+            append_time = info.max_timestamp if log.config.get("message.timestamp.type") == \
+                LOG_APPEND_TIME else None
+            parts.append(build(p_cls, index=index, error_code=ErrorCode.none,
+                               base_offset=info.first_offset,
+                               log_append_time=_datetime(append_time),
+                               log_start_offset=log.log_start_offset, record_errors=(),
+                               error_message=None))
+        topics.append(build(t_cls, name=name, partition_responses=tuple(parts)))
+    if appended:
+        state.appends.notify(appended)
+    return build(cls, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+
+def _failed(p_cls, e_cls, index, code, message, record_errors, log):
+    errs = ()
+    if e_cls is not None and record_errors:
+        errs = tuple(build(e_cls, batch_index=i, batch_index_error_message=m) for i, m in record_errors)
+    return build(p_cls, index=index, error_code=code, base_offset=-1, log_append_time=None,
+                 log_start_offset=-1, record_errors=errs, error_message=message)
+
+
+def _datetime(ms):
+    if ms is None or ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
+def produce_failed(body) -> bool:
+    """Any partition refused (acks=0: Kafka then closes the connection instead of answering)."""
+    return any(p.error_code != ErrorCode.none for t in body.responses for p in t.partition_responses)
+
+
+def produce_errors(body) -> str:
+    return ", ".join(f"{t.name}-{p.index} -> {p.error_code.name.upper()}"
+                     for t in body.responses for p in t.partition_responses
+                     if p.error_code != ErrorCode.none)

@@ -1,0 +1,105 @@
+"""The asyncio transport in-process on a loopback socket: requests of one connection answered in
+order, a handler's exception answered with Kafka's error code (the broker goes on), a refused
+frame closing only its own connection, and acks=0 produce failures closing the connection."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import struct
+from concurrent.futures import ThreadPoolExecutor
+
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+from compactlog.server.handlers import THREAD, Api, advertised_apis, dispatch_table
+from compactlog.server.handlers_test import batch, state  # noqa: F401  (the fixture)
+from compactlog.server.messages import build, nested
+from compactlog.server.state import Listener
+from compactlog.server.transport import BrokerServer
+from compactlog.server.versions import request_schema, response_schema
+
+
+def frame(api_key, version, correlation_id, body, client_id="t") -> bytes:
+    cls = request_schema(api_key, version)
+    hdr = cls.__header_schema__
+    buf = io.BytesIO()
+    entity_writer(hdr)(buf, hdr(request_api_key=api_key, request_api_version=version,
+                                correlation_id=correlation_id, client_id=client_id))
+    entity_writer(cls)(buf, body)
+    data = buf.getvalue()
+    return struct.pack(">i", len(data)) + data
+
+
+async def read_response(reader, api_key, version):
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    data = await reader.readexactly(size)
+    cls = response_schema(api_key, version)
+    header, n = entity_reader(cls.__header_schema__)(data, 0)
+    body, _ = entity_reader(cls)(data, n)
+    return header.correlation_id, body
+
+
+def metadata_body(version, names):
+    cls = request_schema(3, version)
+    t = nested(cls, "MetadataRequestTopic")
+    return build(cls, topics=tuple(build(t, name=n, topic_id=None) for n in names),
+                 allow_auto_topic_creation=True, include_topic_authorized_operations=False,
+                 include_cluster_authorized_operations=False)
+
+
+def produce_body(version, topic, records, acks):
+    cls = request_schema(0, version)
+    return build(cls, transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=1),
+                 topic_data=(build(nested(cls, "TopicProduceData"), name=topic, partition_data=(
+                     build(nested(cls, "PartitionProduceData"), index=0, records=records),)),))
+
+
+def test_order_errors_and_isolation(state):  # noqa: F811
+    state.create_topic("t", 1)
+
+    def broken_list_offsets(st, request):
+        raise RuntimeError("a bug in a handler")
+
+    table = dispatch_table()
+    table[2] = Api(2, broken_list_offsets, THREAD)
+    state.apis = advertised_apis(table)
+
+    async def scenario():
+        pool = ThreadPoolExecutor(4)
+        server = BrokerServer(state, table, state.apis, pool, max_request_size=1 << 20, idle_ms=0)
+        state.appends.bind(asyncio.get_running_loop())
+        [(_, port)] = await server.start([Listener("PLAINTEXT", "127.0.0.1", 0)])
+        r1, w1 = await asyncio.open_connection("127.0.0.1", port)
+        r2, w2 = await asyncio.open_connection("127.0.0.1", port)
+        # pipelined requests come back in order
+        w1.write(b"".join(frame(3, 9, i, metadata_body(9, ["t"])) for i in range(1, 6)))
+        ids = [(await read_response(r1, 3, 9))[0] for _ in range(5)]
+        assert ids == [1, 2, 3, 4, 5]
+        # a failing handler: Kafka's error code, the connection and the broker go on
+        lo_cls = request_schema(2, 7)
+        lo = build(lo_cls, replica_id=-1, isolation_level=0, topics=(build(
+            nested(lo_cls, "ListOffsetsTopic"), name="t", partitions=(build(
+                nested(lo_cls, "ListOffsetsPartition"), partition_index=0, timestamp=-1,
+                current_leader_epoch=-1),)),))
+        w1.write(frame(2, 7, 6, lo))
+        cid, body = await read_response(r1, 2, 7)
+        assert cid == 6 and body.topics[0].partitions[0].error_code == ErrorCode.unknown_server_error
+        # garbage closes its own connection only
+        w2.write(struct.pack(">i", 8) + b"\x00\x63\x00\x00garb")
+        assert await r2.read() == b""
+        w1.write(frame(3, 9, 7, metadata_body(9, ["t"])))
+        assert (await read_response(r1, 3, 9))[0] == 7
+        # acks=0: a refused batch closes the connection, a good one is stored unanswered
+        r3, w3 = await asyncio.open_connection("127.0.0.1", port)
+        w3.write(frame(0, 9, 8, produce_body(9, "t", batch([b"k"]), 0)))
+        w3.write(frame(0, 9, 9, produce_body(9, "nope", batch([b"k"]), 0)))
+        assert await asyncio.wait_for(r3.read(), 10) == b""
+        assert state.log("t", 0).log_end_offset == 1
+        for w in (w1, w2, w3):
+            w.close()
+        await server.stop(5)
+        pool.shutdown()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

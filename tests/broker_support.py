@@ -1,0 +1,131 @@
+"""A ``compactlog serve`` subprocess for the conformance tests: started on a free loopback port
+(the broker binds port 0 and logs the port it got), stopped by its pid with a bounded wait."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+EXE = os.path.join(os.path.dirname(sys.executable), "compactlog")
+COMMAND = [EXE] if os.path.exists(EXE) else [sys.executable, "-m", "compactlog.cli.main"]
+START_TIMEOUT = 60
+STOP_TIMEOUT = 60
+KCAT = shutil.which("kcat")
+
+_LISTENING = re.compile(r"Awaiting socket connections on ([0-9.]+):([0-9]+)\.")
+
+
+def run_cli(data_dir, *args, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(COMMAND + ["--data-dir", str(data_dir), *map(str, args)], input=stdin,
+                          capture_output=True, timeout=timeout)
+
+
+class Broker:
+    """``compactlog --data-dir D --override K=V ... serve`` on 127.0.0.1, port chosen by the system."""
+
+    def __init__(self, data_dir, overrides: dict | None = None, *, port: int = 0, extra_args=()):
+        self.data_dir = str(data_dir)
+        self.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", **(overrides or {})}
+        self.extra_args = list(extra_args)
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.log_path = os.path.join(self.data_dir + ".broker-logs", "stderr.log")
+        self._log = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "Broker":
+        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+        args = list(COMMAND) + ["--data-dir", self.data_dir]
+        for k, v in self.overrides.items():
+            args += ["--override", f"{k}={v}"]
+        args += ["serve", *self.extra_args]
+        self._log = open(self.log_path, "ab")
+        start_at = self._log.tell()
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            text = self.log_text(start_at)
+            m = _LISTENING.search(text)
+            if m and "] started" in text:
+                self.port = int(m.group(2))
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"compactlog serve exited with {self.proc.returncode}:\n{text}")
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"compactlog serve did not start within {START_TIMEOUT} s:\n"
+                           f"{self.log_text(start_at)}")
+
+    def log_text(self, start: int = 0) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> int:
+        """SIGTERM, then a bounded wait (SIGKILL after it); the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise RuntimeError(f"compactlog serve did not stop within {STOP_TIMEOUT} s")
+        self._close_log()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """kill -9."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "Broker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill()
+
+
+def kcat(*args, stdin: bytes | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([KCAT, *map(str, args)], input=stdin, capture_output=True, timeout=timeout)
+
+
+def wait_until(predicate, timeout: float = 30, interval: float = 0.1, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
