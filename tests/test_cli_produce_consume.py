@@ -310,11 +310,30 @@ def test_murmur2_matches_kafka_python():
             assert partition_for_key(key, n) == (murmur2(key) & 0x7FFFFFFF) % n
 
 
-def test_keyless_records_go_round_robin(cli, data):
+def test_keyless_records_stick_to_a_partition_per_batch(cli, data):
+    """Kafka's built-in partitioner (KIP-480/794): keyless records stay on one partition until a
+    batch.size (16384 bytes) worth went there, then move on; not record-by-record round robin."""
     create(cli, data, "t", "--partitions", "3")
     assert cli("--data-dir", data, "produce", "--topic", "t", stdin="a\nb\nc\nd\ne\n").code == 0
     got = [(o["partition"], o["value"]) for o in consume_json(cli, data, "t", "--from-beginning")]
-    assert got == [(0, "a"), (0, "d"), (1, "b"), (1, "e"), (2, "c")]
+    assert len({p for p, _ in got}) == 1 and [v for _, v in got] == ["a", "b", "c", "d", "e"]
+    lines = "".join(f"{'x' * 1000}{i}\n" for i in range(100))      # ~100 KB: several batches' worth
+    assert cli("--data-dir", data, "produce", "--topic", "t", stdin=lines).code == 0
+    where = {int(o["value"][1000:]): o["partition"] for o in consume_json(cli, data, "t", "--from-beginning")
+             if len(o["value"]) > 1000}
+    parts = [where[i] for i in range(100)]                          # in the order produced
+    runs = _run_lengths(parts)
+    assert len(runs) >= 2 and all(n >= 15 for n in runs[:-1]), runs
+
+
+def _run_lengths(seq):
+    out = []
+    for i, x in enumerate(seq):
+        if i and seq[i - 1] == x:
+            out[-1] += 1
+        else:
+            out.append(1)
+    return out
 
 
 def test_produce_creates_a_missing_topic_unless_disabled(cli, data):
@@ -325,7 +344,7 @@ def test_produce_creates_a_missing_topic_unless_disabled(cli, data):
     assert not (data / "new-0").exists()
     r = cli("--data-dir", data, "--override", "num.partitions=2", "produce", "--topic", "new", stdin="x\ny\n")
     assert r.code == 0, r.err
-    assert log_end_offsets(data, "new") == [1, 1]
+    assert sorted(log_end_offsets(data, "new")) == [0, 2]          # sticky: one batch, one partition
 
 
 def test_compression_codec(cli, data):

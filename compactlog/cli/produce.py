@@ -7,7 +7,8 @@ as soon as it arrives. An invalid line stops the producer before anything of its
 
 Partitioning follows Kafka's clients: a record with a key goes to ``murmur2(key) % partitions``
 (the default partitioner), one with an explicit ``partition`` (JSON input) there; records with
-neither go round-robin over the partitions, record by record, starting at partition 0 on every run.
+neither stick to one partition until a batch's worth (batch.size, 16384 bytes) went there, then
+move to another (Kafka's built-in sticky partitioner, KIP-480/794).
 Records without a timestamp get the wall clock at the moment their chunk was read.
 """
 
@@ -33,7 +34,7 @@ from ..record.compression import CODEC_BY_NAME
 from ..record.varint import encode_varint
 from ..storage import files
 from ..storage.config import LogConfig, parse_assignments
-from ..storage.partitioner import partition_for_key
+from ..storage.partitioner import StickyPartitioner, partition_for_key
 from .common import context, fail
 from .main import app
 
@@ -434,7 +435,7 @@ class Producer:
         self.verbose = verbose
         cfg = target.config
         self.batch_bytes = min(MAX_BATCH_BYTES, cfg.max_message_size, cfg.segment_bytes) - RECORD_BATCH_OVERHEAD
-        self.next_keyless = 0
+        self._sticky = StickyPartitioner()
         self._partition_of_key: dict[bytes, int] = {}
 
     def partition_of(self, rec: PendingRecord) -> int:
@@ -447,9 +448,7 @@ class Producer:
                 p = partition_for_key(rec.key, self.target.partitions)
                 self._partition_of_key[rec.key] = p
             return p
-        p = self.next_keyless % self.target.partitions
-        self.next_keyless += 1
-        return p
+        return self._sticky.partition(self.target.topic, None, self.target.partitions, record_size_bound(rec))
 
     def send(self, records: list[PendingRecord]) -> None:
         by_partition: dict[int, list[PendingRecord]] = {}

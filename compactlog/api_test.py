@@ -1,0 +1,108 @@
+"""The Python API: send routed by Kafka's partitioner, Arrow appends, reads from an offset or a
+timestamp, follow, latest value and latest state without Spark, the writer lock."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+import compactlog
+from compactlog.errors import DataDirLockedError, ReadOnlyError
+from compactlog.storage.partitioner import partition_for_key
+
+
+@pytest.fixture
+def root(tmp_path):
+    return str(tmp_path / "data")
+
+
+def test_send_read_latest_and_state(root):
+    with compactlog.open(root, write=True, create=True) as log:
+        assert log.create_topic("prices", partitions=3, configs={"cleanup.policy": "compact"})
+        assert not log.create_topic("prices", partitions=3, if_not_exists=True)
+        md = log.send("prices", b"p3", b"10")
+        assert md.partition == partition_for_key(b"p3", 3) and md.first_offset == 0
+        log.send("prices", "p5", "7", headers=[("src", b"api")])
+        log.send("prices", b"p3", b"11")
+        log.send("prices", b"p6", b"25")
+        log.send("prices", b"p6", None)                      # tombstone
+    with compactlog.open(root) as log:
+        recs = list(log.read("prices"))
+        by_key = {}
+        for r in recs:
+            by_key.setdefault(r.key, []).append(r.value)
+        assert by_key == {b"p3": [b"10", b"11"], b"p5": [b"7"], b"p6": [b"25", None]}
+        assert [h for r in recs for h in r.headers] == [("src", b"api")]
+        assert log.latest("prices", b"p3").value == b"11"
+        assert log.latest("prices", b"p6") is None           # deleted
+        assert log.latest("prices", b"nope") is None
+        state = log.latest_state("prices")
+        assert dict(zip(state.column("key").to_pylist(), state.column("value").to_pylist())) == \
+            {b"p3": b"11", b"p5": b"7"}
+        assert dict(log.iter_latest_state("prices")) == {b"p3": b"11", b"p5": b"7"}
+        with pytest.raises(ReadOnlyError):
+            log.send("prices", b"k", b"v")
+
+
+def test_arrow_appends_match_the_partitioner_and_keyless_records_stick(root):
+    keys = pa.array([f"k{i}".encode() for i in range(5000)] + [None] * 100, pa.binary())
+    values = pa.array([f"v{i}" for i in range(5100)])
+    with compactlog.open(root, write=True, create=True) as log:
+        log.create_topic("bulk", partitions=4)
+        mds = log.send_arrow("bulk", keys, values)
+    assert sum(m.last_offset - m.first_offset + 1 for m in mds) == 5100
+    with compactlog.open(root) as log:
+        seen = {}
+        keyless_partitions = set()
+        for r in log.read("bulk"):
+            if r.key is None:
+                keyless_partitions.add(r.partition)
+            else:
+                seen[r.key] = r.partition
+        assert all(p == partition_for_key(k, 4) for k, p in seen.items())
+        assert len(seen) == 5000 and len(keyless_partitions) == 1      # one partition per batch
+
+
+def test_read_from_offset_and_timestamp(root):
+    with compactlog.open(root, write=True, create=True) as log:
+        log.create_topic("t", 1)
+        log.send_many("t", [(b"k%d" % i, b"v%d" % i, None, None, 1000 + 10 * i) for i in range(10)])
+    with compactlog.open(root) as log:
+        assert [r.offset for r in log.read("t", 0, offset=7)] == [7, 8, 9]
+        assert [r.offset for r in log.read("t", timestamp=1045)] == [5, 6, 7, 8, 9]
+        assert list(log.read("t", offset="latest")) == []
+        assert log.end_offsets("t") == {0: 10}
+
+
+def test_follow_sees_records_appended_later_by_the_writer(root):
+    with compactlog.open(root, write=True, create=True) as w:
+        w.create_topic("f", 1)
+        w.send("f", b"a", b"1")
+        got = []
+        reader = compactlog.open(root)
+        stop = threading.Event()
+
+        def consume():
+            for rec in reader.follow("f", offset="earliest", poll_interval=0.02, timeout=5, stop=stop):
+                got.append(rec.value)
+                if len(got) == 3:
+                    stop.set()
+
+        t = threading.Thread(target=consume)
+        t.start()
+        time.sleep(0.2)
+        w.send("f", b"b", b"2")
+        w.send("f", b"c", b"3")
+        t.join(timeout=10)
+        reader.close()
+    assert got == [b"1", b"2", b"3"]
+
+
+def test_one_writer_at_a_time(root):
+    with compactlog.open(root, write=True, create=True):
+        with pytest.raises(DataDirLockedError):
+            compactlog.open(root, write=True)
+        compactlog.open(root).close()                        # readers are welcome
