@@ -112,6 +112,14 @@ def swap_in(log, result: PartitionCleanResult) -> None:
         log.replace_segments(new_segments, old_segments)
 
 
+def _size_below(log, offset: int | None) -> int:
+    """Bytes of the segments that start below ``offset`` (the cleanable range and the clean section)."""
+    if offset is None:
+        return log.size()
+    with log.lock:
+        return sum(s.size for s in log.segments if s.base_offset < offset)
+
+
 def discard_cleaned_files(log_dir: str) -> None:
     for name in os.listdir(log_dir):
         if name.endswith(files.CLEANED_SUFFIX):
@@ -163,7 +171,8 @@ class Cleaner:
             log = self.datadir.open_log(st.topic, st.partition)
             with log.lock:
                 discard_cleaned_files(log.dir)
-                out.start_size = log.size()
+                # the cleaned range's size, as Kafka's "Start size" (the active segment keeps growing)
+                out.start_size = _size_below(log, st.first_uncleanable)
                 plans.append(make_plan(self.datadir, log, st, now_ms))
                 planned_epochs[key] = log.structure_epoch
         results = self.executor.run(plans) if plans else []
@@ -195,7 +204,7 @@ class Cleaner:
             out.map_kind = res.map_kind
             out.map_reason = res.map_reason
             out.stats = CleanerStats.from_dict(res.stats)
-            out.end_size = log.size()
+            out.end_size = _size_below(log, res.end_offset)
             checkpoint_updates[key] = res.end_offset
         if checkpoint_updates:
             self.datadir.cleaner_checkpoint.update(checkpoint_updates)
