@@ -476,17 +476,20 @@ def test_read_committed_hides_aborted_transactions_and_markers(cli, data):
         log.append_records([b"o"], [b"open-1"], producer_id=9, producer_epoch=0, base_sequence=0,
                            transactional=True)
         log.append_records([b"k"], [b"after-open"])
-    committed = cli("--data-dir", data, "consume", "--topic", "t", "--from-beginning").out.split()
+    rc = ["--isolation-level", "read_committed"]
+    committed = cli("--data-dir", data, "consume", "--topic", "t", "--from-beginning", *rc).out.split()
     assert committed == ["plain-1", "committed-1", "plain-2"]   # stops at the open transaction (LSO)
+    default = cli("--data-dir", data, "consume", "--topic", "t", "--from-beginning").out.split()
+    assert "aborted-1" in default                                # Kafka's default: read_uncommitted
     uncommitted = cli("--data-dir", data, "consume", "--topic", "t", "--from-beginning",
                       "--isolation-level", "read_uncommitted").out.split()
     assert uncommitted == ["plain-1", "aborted-1", "aborted-2", "committed-1", "plain-2", "open-1",
                            "after-open"]
     with DataDir(str(data), writable=True) as dd:
         dd.open_log("t", 0).append_control(commit=True, producer_id=9, producer_epoch=0)
-    committed = cli("--data-dir", data, "consume", "--topic", "t", "--from-beginning").out.split()
+    committed = cli("--data-dir", data, "consume", "--topic", "t", "--from-beginning", *rc).out.split()
     assert committed == ["plain-1", "committed-1", "plain-2", "open-1", "after-open"]
-    got = consume_json(cli, data, "t", "--partition", "0", "--offset", "2")
+    got = consume_json(cli, data, "t", "--partition", "0", "--offset", "2", *rc)
     assert [o["value"] for o in got] == ["committed-1", "plain-2", "open-1", "after-open"]
 
 

@@ -15,6 +15,7 @@ import bisect
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -86,10 +87,19 @@ def consume_cmd(ctx: typer.Context,
                                                        "timestamp, key, value, headers} object per record "
                                                        "(key_b64/value_b64 for non-UTF-8 bytes), which "
                                                        "`produce --input-format jsonl` reads back."),
-                isolation_level: str = typer.Option("read_committed", "--isolation-level",
-                                                    help="read_committed (hide aborted transactions, stop at "
-                                                         "the last stable offset) or read_uncommitted.")):
-    """Print the records of a topic, partition by partition, and exit at the end of the log."""
+                isolation_level: str = typer.Option("read_uncommitted", "--isolation-level",
+                                                    help="read_uncommitted (Kafka's console consumer's default) "
+                                                         "or read_committed (hide aborted transactions, stop "
+                                                         "at the last stable offset)."),
+                follow: bool = typer.Option(False, "--follow", "-f",
+                                            help="At the end of the log, wait for new records (Kafka's console "
+                                                 "consumer does; ^C stops). Default: exit at the end, as "
+                                                 "kcat -e."),
+                timeout_ms: int = typer.Option(None, "--timeout-ms",
+                                               help="Wait for new records, and exit once none came for this "
+                                                    "long (kafka-console-consumer's --timeout-ms).")):
+    """Print the records of a topic, partition by partition; exit at the end of the log (or wait:
+    --follow, --timeout-ms). 'Processed a total of N messages' goes to stderr, as Kafka's tool says."""
     start = start_at(from_beginning, partition, offset, timestamp)
     if output_format not in ("text", "jsonl"):
         fail(f"--output-format {output_format!r}: expected text or jsonl")
@@ -97,38 +107,68 @@ def consume_cmd(ctx: typer.Context,
         fail(f"--isolation-level {isolation_level!r}: expected read_committed or read_uncommitted")
     if max_messages is not None and max_messages < 0:
         fail(f"--max-messages must not be negative, got {max_messages}")
+    if timeout_ms is not None and timeout_ms < 0:
+        fail(f"--timeout-ms must not be negative, got {timeout_ms}")
     props = parse_assignments(prop, "--property")
     if props and output_format == "jsonl":
         fail("--property applies to text output only (JSON lines carry every field)")
     fmt = text_format(props)
     root, partitions = _partitions(context(ctx), topic, partition)
-    with closed_pipe_is_success():
-        print_partitions(root, topic, partitions, start, isolation_level == "read_committed",
-                         output_format, fmt, max_messages)
+    total = [0]
+    try:
+        with closed_pipe_is_success():
+            print_partitions(root, topic, partitions, start, isolation_level == "read_committed",
+                             output_format, fmt, max_messages, follow=follow or timeout_ms is not None,
+                             timeout_ms=timeout_ms, total=total)
+    except KeyboardInterrupt:
+        pass
+    typer.echo(f"Processed a total of {total[0]} messages", err=True)
+    if total[0] == 0 and start.kind == "latest" and not follow and timeout_ms is None:
+        typer.echo("note: nothing new after the end of the log: consume starts at the end unless told "
+                   "otherwise; use --from-beginning, --offset or --timestamp to read what is there, or "
+                   "--follow to wait for new records", err=True)
 
 
 def print_partitions(root: str, topic: str, partitions: list[int], start: StartAt, read_committed: bool,
-                     output_format: str, fmt: TextFormat, max_messages: int | None) -> None:
-    """Each partition's records in turn, as bytes (values are not necessarily text)."""
+                     output_format: str, fmt: TextFormat, max_messages: int | None, *, follow: bool = False,
+                     timeout_ms: int | None = None, total: list | None = None,
+                     poll_interval: float = 0.1) -> None:
+    """Each partition's records in turn, as bytes (values are not necessarily text); with
+    ``follow``, passes over the partitions again for new records until ``timeout_ms`` of quiet."""
     out = sys.stdout
     out.flush()
     sink = getattr(out, "buffer", None)
     remaining = max_messages
-    for p in partitions:
-        if remaining == 0:
-            break
-        pdir = os.path.join(root, files.partition_dir_name(topic, p))
-        if not os.path.isdir(pdir):
-            continue
-        for chunk, n in partition_output(pdir, topic, p, start, read_committed, output_format, fmt, remaining):
-            if sink is not None:
-                sink.write(chunk)
-            else:
-                out.write(chunk.decode("utf-8", errors="replace"))
-            if remaining is not None:
-                remaining -= n
-    if sink is not None:
-        sink.flush()
+    total = total if total is not None else [0]
+    positions: dict[int, int | None] = {}
+    idle_since = time.monotonic()
+    while True:
+        got = 0
+        for p in partitions:
+            if remaining == 0:
+                break
+            pdir = os.path.join(root, files.partition_dir_name(topic, p))
+            if not os.path.isdir(pdir):
+                continue
+            for chunk, n in partition_output(pdir, topic, p, start, read_committed, output_format, fmt,
+                                             remaining, positions):
+                if sink is not None:
+                    sink.write(chunk)
+                else:
+                    out.write(chunk.decode("utf-8", errors="replace"))
+                got += n
+                total[0] += n
+                if remaining is not None:
+                    remaining -= n
+        if sink is not None:
+            sink.flush()
+        if not follow or remaining == 0:
+            return
+        if got:
+            idle_since = time.monotonic()
+        elif timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
+            return
+        time.sleep(poll_interval)
 
 
 def start_at(from_beginning: bool, partition: int | None, offset: str | None,
@@ -203,13 +243,23 @@ def text_format(props: dict[str, str]) -> TextFormat:
 # -- one partition --------------------------------------------------------------------------------
 
 def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read_committed: bool,
-                     output_format: str, fmt: TextFormat, limit: int | None) -> Iterator[tuple[bytes, int]]:
-    """(bytes to print, records in them), a batch at a time, at most ``limit`` records."""
+                     output_format: str, fmt: TextFormat, limit: int | None,
+                     positions: dict | None = None) -> Iterator[tuple[bytes, int]]:
+    """(bytes to print, records in them), a batch at a time, at most ``limit`` records.
+
+    ``positions`` (partition -> next offset) carries a follow's progress between passes."""
+    positions = positions if positions is not None else {}
     reader = PartitionReader(pdir)
-    first = start_offset(reader, start, f"{topic}-{partition}")
-    if first is None:
-        return
+    if partition in positions:
+        first = max(positions[partition], reader.log_start_offset)
+    else:
+        first = start_offset(reader, start, f"{topic}-{partition}")
+        if first is None:
+            if start.kind != "timestamp":
+                return
+            first = reader.log_end_offset        # no record at/after the time yet: wait at the end
     end = last_stable_offset(reader, pdir) if read_committed else reader.log_end_offset
+    positions[partition] = max(first, end)
     left = limit
     for batch, records in visible_batches(reader, first, end, read_committed):
         if left is not None:
@@ -221,6 +271,7 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read
             lines = [text_line(fmt, partition, batch, r) for r in records]
         yield b"".join(lines), len(records)
         if left == 0:
+            positions[partition] = records[-1].offset + 1
             break
     for note in reader.notes:
         typer.echo(f"note: {note}", err=True)
