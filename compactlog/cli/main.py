@@ -70,7 +70,7 @@ def _command_words(ctx: typer.Context) -> list[str]:
 
 def _register() -> None:
     # each module adds its commands to ``app`` / ``topics_app`` / ``cleaner_app``
-    from . import clean, consume, dump_log, produce, snapshot, topics, verify  # noqa: F401
+    from . import clean, consume, dump_log, produce, snapshot, tools, topics, verify  # noqa: F401
     from . import serve  # noqa: F401
 
 

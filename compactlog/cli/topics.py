@@ -46,10 +46,17 @@ def create_cmd(ctx: typer.Context,
                partitions: int = typer.Option(None, "--partitions",
                                               help="Number of partitions (default: the broker's num.partitions)."),
                config: list[str] = typer.Option(None, "--config",
-                                                help="A topic config K=V with Kafka's name, repeatable.")):
+                                                help="A topic config K=V with Kafka's name, repeatable."),
+               if_not_exists: bool = typer.Option(False, "--if-not-exists",
+                                                  help="Succeed without a change when the topic exists."),
+               bootstrap_server: str = typer.Option(None, "--bootstrap-server",
+                                                    help="Create it through this broker (HOST:PORT).")):
     """Create a topic: its partition directories and its configs."""
     c = context(ctx)
     configs = parse_configs(config)
+    if bootstrap_server:
+        _create_remote(bootstrap_server, topic, partitions, configs, if_not_exists)
+        return
     broker = c.broker()
     count = broker.get("num.partitions") if partitions is None else partitions
     # validated before the data dir is opened (or created): a refused command writes nothing
@@ -58,16 +65,52 @@ def create_cmd(ctx: typer.Context,
         fail(f"--partitions must be at least 1, got {count}")
     LogConfig(configs, broker)
     with c.open(write=True, create=True) as dd:
+        if if_not_exists and dd.has_topic(topic):
+            return
         dd.create_topic(topic, count, configs)
     typer.echo(f"Created topic {topic}.")
 
 
+def _create_remote(bootstrap: str, topic: str, partitions: int | None, configs: dict, if_not_exists: bool) -> None:
+    from confluent_kafka.admin import NewTopic
+    from .remote import BrokerError, admin_client, result
+    admin = admin_client(bootstrap)
+    new = NewTopic(topic, num_partitions=-1 if partitions is None else partitions, replication_factor=-1,
+                   config=configs)
+    try:
+        result(admin.create_topics([new])[topic], f"topic {topic!r}")
+    except BrokerError as e:
+        if if_not_exists and "TOPIC_ALREADY_EXISTS" in str(e):
+            return
+        raise
+    typer.echo(f"Created topic {topic}.")
+
+
 @topics_app.command("list")
-def list_cmd(ctx: typer.Context):
+def list_cmd(ctx: typer.Context,
+             as_json: bool = typer.Option(False, "--json", help="One JSON array of {name, partitions, "
+                                          "configured} objects."),
+             bootstrap_server: str = typer.Option(None, "--bootstrap-server",
+                                                  help="List the topics of this broker (HOST:PORT)."),
+             exclude_internal: bool = typer.Option(False, "--exclude-internal",
+                                                   help="Leave out topics whose name starts with __.")):
     """Every topic of the data dir, one per line (also topics Kafka wrote, found by their directories)."""
-    with context(ctx).open(write=False) as dd:
-        for name in dd.topics():
-            typer.echo(name)
+    if bootstrap_server:
+        from .remote import admin_client, topic_partitions
+        admin = admin_client(bootstrap_server)
+        rows = [{"name": t, "partitions": len(p)}
+                for t, p in sorted(topic_partitions(admin, bootstrap_server, None).items())]
+    else:
+        with context(ctx).open(write=False) as dd:
+            rows = [{"name": t, "partitions": len(dd.partitions(t)), "configured": dd.is_configured(t)}
+                    for t in dd.topics()]
+    if exclude_internal:
+        rows = [r for r in rows if not r["name"].startswith("__")]
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    for r in rows:
+        typer.echo(r["name"])
 
 
 @topics_app.command("describe")
@@ -92,13 +135,27 @@ def alter_cmd(ctx: typer.Context,
               topic: str = typer.Option(..., "--topic", help="The topic to alter."),
               config: list[str] = typer.Option(None, "--config", help="Set a topic config K=V, repeatable."),
               delete_config: list[str] = typer.Option(None, "--delete-config",
-                                                      help="Remove an override (back to the default), repeatable.")):
-    """Set or remove topic config overrides (kafka-configs.sh --alter)."""
+                                                      help="Remove an override (back to the default), repeatable."),
+              partitions: int = typer.Option(None, "--partitions",
+                                             help="Grow the topic to this many partitions (kafka-topics.sh --alter "
+                                                  "--partitions; a topic never shrinks)."),
+              bootstrap_server: str = typer.Option(None, "--bootstrap-server",
+                                                   help="Add the partitions through this broker (HOST:PORT).")):
+    """Set or remove topic config overrides (kafka-configs.sh --alter), or add partitions."""
     c = context(ctx)
     changes = parse_configs(config)
     removals = list(delete_config or [])
-    if not changes and not removals:
-        fail("nothing to alter: give --config K=V or --delete-config K")
+    if not changes and not removals and partitions is None:
+        fail("nothing to alter: give --config K=V, --delete-config K or --partitions N")
+    if partitions is not None:
+        if changes or removals:
+            fail("--partitions cannot be combined with --config/--delete-config (two separate commands, "
+                 "as kafka-topics.sh and kafka-configs.sh)")
+        _add_partitions(c, topic, partitions, bootstrap_server)
+        return
+    if bootstrap_server:
+        fail("--bootstrap-server: config changes through a broker are kafka-configs.sh's job; use an admin "
+             "client (IncrementalAlterConfigs), or --data-dir when no broker runs", 2)
     with c.open(write=True) as dd:
         if not dd.has_topic(topic):
             raise TopicError(f"topic {topic!r} does not exist in {dd.path}")
@@ -114,11 +171,34 @@ def alter_cmd(ctx: typer.Context,
     typer.echo(f"Completed updating config for topic {topic}.")
 
 
+def _add_partitions(c, topic: str, count: int, bootstrap: str | None) -> None:
+    if count < 1:
+        fail(f"--partitions must be at least 1, got {count}")
+    if bootstrap:
+        from confluent_kafka.admin import NewPartitions
+        from .remote import admin_client, result
+        admin = admin_client(bootstrap)      # referenced until its future resolves (librdkafka)
+        result(admin.create_partitions([NewPartitions(topic, count)])[topic], f"topic {topic!r}")
+    else:
+        with c.open(write=True) as dd:
+            added = dd.add_partitions(topic, count)
+        if not added:
+            return
+    typer.echo(f"Topic {topic} now has {count} partitions.")
+
+
 @topics_app.command("delete")
-def delete_cmd(ctx: typer.Context, topic: str = typer.Option(..., "--topic", help="The topic to delete.")):
+def delete_cmd(ctx: typer.Context, topic: str = typer.Option(..., "--topic", help="The topic to delete."),
+               bootstrap_server: str = typer.Option(None, "--bootstrap-server",
+                                                    help="Delete it through this broker (HOST:PORT).")):
     """Delete a topic: its partition directories, its configs and its checkpoint entries."""
-    with context(ctx).open(write=True) as dd:
-        dd.delete_topic(topic)
+    if bootstrap_server:
+        from .remote import admin_client, result
+        admin = admin_client(bootstrap_server)      # referenced until its future resolves (librdkafka)
+        result(admin.delete_topics([topic])[topic], f"topic {topic!r}")
+    else:
+        with context(ctx).open(write=True) as dd:
+            dd.delete_topic(topic)
     typer.echo(f"Deleted topic {topic}.")
 
 

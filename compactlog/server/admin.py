@@ -54,6 +54,7 @@ import dataclasses
 import datetime
 import functools
 import importlib
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -1029,8 +1030,42 @@ def handle_describe_cluster(state: BrokerState, request):
                  brokers=(broker,), cluster_authorized_operations=operations)
 
 
+def handle_describe_log_dirs(state: BrokerState, request):
+    """DescribeLogDirs (35): ReplicaManager.describeLogDirs for the broker's one log dir: every
+    partition asked for (all when ``topics`` is null) with its size; offset lag 0 (no future
+    replica); total and usable bytes of the file system (v4)."""
+    body = request.body
+    cls, module = _response_types(request)
+    dd = state.datadir
+    if body.topics is None:
+        wanted = {t: None for t in dd.topics()}
+    else:
+        wanted = {t.topic: set(t.partitions) for t in body.topics}
+    topics = []
+    for name, parts in wanted.items():
+        if not dd.has_topic(name):
+            continue
+        rows = []
+        for p in dd.partitions(name):
+            if parts is not None and p not in parts:
+                continue
+            log = state.log(name, p)
+            if log is None:
+                continue
+            rows.append(_make(module.DescribeLogDirsPartition, partition_index=p, partition_size=log.size(),
+                              offset_lag=0, is_future_key=False))
+        if rows:
+            topics.append(_make(module.DescribeLogDirsTopic, name=name, partitions=tuple(rows)))
+    st = os.statvfs(dd.path)
+    result = _make(module.DescribeLogDirsResult, error_code=ErrorCode.none, log_dir=dd.path,
+                   topics=tuple(topics), total_bytes=st.f_blocks * st.f_frsize,
+                   usable_bytes=st.f_bavail * st.f_frsize)
+    return _make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=(result,))
+
+
 HANDLERS = {
     19: handle_create_topics,
+    35: handle_describe_log_dirs,
     20: handle_delete_topics,
     21: handle_delete_records,
     32: handle_describe_configs,
@@ -1118,6 +1153,17 @@ BROKER_DOCS = {
     "socket.request.max.bytes": "Largest request accepted; a larger one closes the connection.",
     "connections.max.idle.ms": "Idle time after which a connection is closed.",
     "num.io.threads": "Threads that handle requests.",
+    "group.min.session.timeout.ms": "Shortest session timeout a group member may ask for.",
+    "group.max.session.timeout.ms": "Longest session timeout a group member may ask for.",
+    "group.initial.rebalance.delay.ms": "How long the first rebalance of an empty group waits for more "
+                                        "members to join.",
+    "group.max.size": "Most members a consumer group may have.",
+    "offsets.topic.num.partitions": "Partitions of __consumer_offsets, created on first use.",
+    "offsets.topic.segment.bytes": "Segment size of __consumer_offsets (small segments compact sooner).",
+    "offsets.retention.minutes": "How long committed offsets are kept after their group empties or "
+                                 "their last commit.",
+    "offsets.retention.check.interval.ms": "Interval between checks for expired committed offsets.",
+    "offset.metadata.max.bytes": "Longest metadata string a committed offset may carry.",
     "compactlog.spark.master": "Spark master for large cleaning rounds.",
     "compactlog.spark.local.dir": "Spark's scratch directory.",
     "compactlog.cleaner.task.memory.bytes": "Memory a cleaning task may use for its offset map.",

@@ -43,7 +43,7 @@ _TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))     # READ
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))     # CREATE .. IDEMPOTENT_WRITE
 
 # the admin APIs another module implements (``admin.handle_<name>``)
-ADMIN_HANDLERS = {19: "create_topics", 20: "delete_topics", 21: "delete_records",
+ADMIN_HANDLERS = {19: "create_topics", 20: "delete_topics", 21: "delete_records", 35: "describe_log_dirs",
                   32: "describe_configs", 33: "alter_configs", 37: "create_partitions",
                   44: "incremental_alter_configs", 60: "describe_cluster"}
 
@@ -414,7 +414,11 @@ def _describe_cluster_error(body, cls, code, message):
                  brokers=(), cluster_authorized_operations=OPERATIONS_NOT_REQUESTED)
 
 
-_ERROR_RESPONSES = {0: _produce_error, 1: _fetch_error, 2: _list_offsets_error, 3: _metadata_error,
+def _describe_log_dirs_error(body, cls, code, message):
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, results=())
+
+
+_ERROR_RESPONSES = {35: _describe_log_dirs_error, 0: _produce_error, 1: _fetch_error, 2: _list_offsets_error, 3: _metadata_error,
                     10: _find_coordinator_error, 18: _api_versions_error, 19: _create_topics_error, 20: _delete_topics_error,
                     21: _delete_records_error, 22: _init_producer_id_error,
                     32: _describe_configs_error, 33: _alter_configs_error,

@@ -68,6 +68,7 @@ BROKER_APIS: tuple[ApiRange, ...] = (
     ApiRange(21, "DeleteRecords", 0, 2),
     ApiRange(22, "InitProducerId", 0, 4),
     ApiRange(32, "DescribeConfigs", 1, 4),
+    ApiRange(35, "DescribeLogDirs", 1, 4),
     ApiRange(33, "AlterConfigs", 0, 2),
     ApiRange(37, "CreatePartitions", 0, 3),
     ApiRange(44, "IncrementalAlterConfigs", 0, 1),
