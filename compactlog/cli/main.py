@@ -25,12 +25,24 @@ from .common import CliContext
 EXIT_ERROR = 1
 EXIT_INTERNAL = 70      # sysexits.h EX_SOFTWARE: a bug, to be reported
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Kafka log storage and log compaction: topics, produce, consume, dump-log, clean.")
-topics_app = typer.Typer(no_args_is_help=True, help="Create, list, describe, alter and delete topics.")
-cleaner_app = typer.Typer(no_args_is_help=True, help="The log cleaner: status and a long-running cleaner.")
+_HELP = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings=_HELP,
+                  help="Kafka's log storage, log compaction and broker: topics, produce, consume, serve, "
+                       "dump-log, clean, verify.")
+topics_app = typer.Typer(no_args_is_help=True, context_settings=_HELP,
+                         help="Create, list, describe, alter and delete topics.")
+cleaner_app = typer.Typer(no_args_is_help=True, context_settings=_HELP,
+                          help="The log cleaner: status and a long-running cleaner.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(cleaner_app, name="cleaner")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+        typer.echo(f"compactlog {__version__}")
+        raise typer.Exit(0)
 
 
 @app.callback()
@@ -38,7 +50,9 @@ def _global(ctx: typer.Context,
             data_dir: str = typer.Option(None, "--data-dir", envvar="COMPACTLOG_DATA_DIR",
                                          help="The data directory (a Kafka log dir)."),
             override: list[str] = typer.Option(None, "--override",
-                                               help="A broker setting K=V (Kafka's name), repeatable.")):
+                                               help="A broker setting K=V (Kafka's name), repeatable."),
+            version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                         help="Print compactlog's version and exit.")):
     ctx.obj = CliContext(os.path.abspath(data_dir) if data_dir else None,
                          parse_assignments(override, "--override"), _command_words(ctx))
     for line in _setting_warnings(ctx.obj):
