@@ -197,6 +197,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("socket.request.max.bytes", "int", 104857600, check=at_least(1)),
     ConfigDef("connections.max.idle.ms", "long", 600000),
     ConfigDef("num.io.threads", "int", 8, check=at_least(1)),
+    # the group coordinator (GroupCoordinatorConfig)
+    ConfigDef("group.min.session.timeout.ms", "int", 6000),
+    ConfigDef("group.max.session.timeout.ms", "int", 1800000),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, check=at_least(0)),
+    ConfigDef("group.max.size", "int", 2147483647, check=at_least(1)),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, check=at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, check=at_least(1)),
+    ConfigDef("offsets.retention.minutes", "int", 10080, check=at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, check=at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", "int", 4096),
     # compactlog's own settings (not Kafka's)
     ConfigDef("compactlog.spark.master", "string", "local[*]"),
     ConfigDef("compactlog.spark.local.dir", "string", ""),
@@ -346,23 +356,23 @@ def read_properties(path: str) -> dict[str, str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         text = raw.decode("latin-1")
-    return parse_properties(text)
+    try:
+        return parse_properties(text)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """A Java .properties subset: ``key=value`` or ``key: value`` lines, # and ! comments."""
-    props = {}
-    for line in text.splitlines():
-        s = line.strip()
-        if not s or s[0] in "#!":
-            continue
-        for sep_i, ch in enumerate(s):
-            if ch in "=:":
-                props[s[:sep_i].strip()] = s[sep_i + 1:].strip()
-                break
-        else:
-            props[s] = ""
-    return props
+    """A Java ``.properties`` text, parsed by jproperties as ``java.util.Properties.load`` does:
+    ``key=value``, ``key: value`` and ``key value``, ``#``/``!`` comments, backslash line
+    continuations and escapes (``\\uXXXX`` included)."""
+    from jproperties import Properties, PropertyError
+    props = Properties()
+    try:
+        props.load(text, "utf-8")
+    except (PropertyError, ValueError) as e:
+        raise ConfigError(f"not a Java properties text: {e}") from None
+    return {k: v.data for k, v in props.items()}
 
 
 def parse_assignments(items: list[str] | None, what: str) -> dict[str, str]:

@@ -94,7 +94,8 @@ def test_broker_config():
 
 def test_properties_parsing():
     props = parse_properties("# comment\n! other\nlog.dirs=/tmp/x\nnum.partitions: 3\n\nflag\n a = b c \n")
-    assert props == {"log.dirs": "/tmp/x", "num.partitions": "3", "flag": "", "a": "b c"}
+    # java.util.Properties keeps a value's trailing blanks (Kafka's ConfigDef trims when it parses)
+    assert props == {"log.dirs": "/tmp/x", "num.partitions": "3", "flag": "", "a": "b c "}
     assert parse_assignments(["a=1", "b = x=y"], "--config") == {"a": "1", "b": "x=y"}
     with pytest.raises(ConfigError, match="--config"):
         parse_assignments(["novalue"], "--config")
@@ -216,3 +217,16 @@ def test_read_properties_reads_latin1_as_java_does(tmp_path):
     assert read_properties(str(p)) == {"name": "café"}
     p.write_bytes("# réglages\nname=café\n".encode("latin-1"))
     assert read_properties(str(p)) == {"name": "café"}
+
+
+def test_server_properties_is_read_as_java_reads_it(tmp_path):
+    """Whitespace and colon separators, continuation lines and escapes are Java's Properties
+    format (they were silently ignored)."""
+    from compactlog.storage.config import read_properties
+    path = tmp_path / "server.properties"
+    path.write_bytes(b"# comment\n! another\nnum.partitions 3\nlog.cleaner.threads:2\n"
+                     b"log.cleanup.policy = compact,\\\n    delete\nkey\\ with\\ space=x\n"
+                     b"unicode=\\u00e9\nempty\n")
+    assert read_properties(str(path)) == {"num.partitions": "3", "log.cleaner.threads": "2",
+                                          "log.cleanup.policy": "compact,delete", "key with space": "x",
+                                          "unicode": "\u00e9", "empty": ""}
