@@ -4,9 +4,11 @@ A 3-partition topic written as a Kafka producer would (keys placed by Kafka's de
 with updates, tombstones, keyless records, an aborted and a committed transaction. The expected
 state is computed here record by record: per key the last value in offset order, aborted
 transactional records skipped, tombstoned keys and keyless records left out. It must equal what
-``latest_state`` computes on Spark and what ``compactlog snapshot`` writes as Parquet, JSON lines
-and a Delta table (read back with pyarrow, json and deltalake), row for row: key, value,
-partition, offset, timestamp.
+``latest_state`` computes on Spark, what ``latest_state_local`` computes in this process, and what
+``compactlog snapshot`` writes as Parquet, JSON lines and a Delta table with either engine (read
+back with pyarrow, json and deltalake), row for row: key, value, partition, offset, timestamp; the
+two engines' files also have the same schema. The default engine runs a snapshot this size in
+the command's own process, no JVM started.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pyarrow as pa
 import pytest
 
 from compactlog.cli.main import main as cli_main
-from compactlog.spark.snapshot import latest_state
+from compactlog.spark.snapshot import latest_state, latest_state_local
 from compactlog.storage.datadir import DataDir
 from compactlog.storage.partitioner import partition_for_key
 
@@ -144,44 +146,71 @@ def test_latest_state_matches_python(spark, topic_dir):
     assert one == {r for r in state if r[2] == 1} and one
 
 
+def test_latest_state_local_matches_python(topic_dir):
+    root, written, state = topic_dir
+    table = latest_state_local(root, TOPIC)
+    assert table.column_names == ["key", "value", "partition", "offset", "timestamp"]
+    assert arrow_rows(table) == state and table.num_rows == len(state)
+    assert arrow_rows(latest_state_local(root, TOPIC, "1")) == {r for r in state if r[2] == 1}
+
+
+def read_output(out: str, fmt: str) -> tuple[set, object]:
+    """(rows, schema) of a snapshot directory."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+        table = pq.read_table(out)
+        return arrow_rows(table), table.schema.remove_metadata()
+    if fmt == "json":
+        return json_rows(out), None
+    from deltalake import DeltaTable
+    table = DeltaTable(out)
+    assert table.version() == 0
+    assert len(table.file_uris()) >= 1 and os.path.isdir(os.path.join(out, "_delta_log"))
+    data = table.to_pyarrow_table()
+    return arrow_rows(data), data.schema.remove_metadata()
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "json", "delta"])
 def test_snapshot_command_writes_the_state(topic_dir, tmp_path, monkeypatch, capsys, spark, fmt):
     root, written, state = topic_dir
-    out = str(tmp_path / f"state-{fmt}")
-    # in this process, on the test session (the command's session(), same master)
+    # Spark in this process, on the test session (the command's session(), same master)
     monkeypatch.setenv("COMPACTLOG_SPARK_MASTER", "local[2]")
-    code = cli_main(["--data-dir", root, "snapshot", "--topic", TOPIC, "--out", out, "--format", fmt])
-    assert code == 0
-    assert f"wrote {len(state)} keys of {TOPIC} to {out} ({fmt})" in capsys.readouterr().out
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-        got = arrow_rows(pq.read_table(out))
-    elif fmt == "json":
-        got = json_rows(out)
-    else:
-        from deltalake import DeltaTable
-        table = DeltaTable(out)
-        assert table.version() == 0
-        got = arrow_rows(table.to_pyarrow_table())
-        assert len(table.file_uris()) >= 1 and os.path.isdir(os.path.join(out, "_delta_log"))
-    assert got == state
-    # an existing output is refused without --overwrite, replaced with it
-    assert cli_main(["--data-dir", root, "snapshot", "--topic", TOPIC, "--out", out, "--format", fmt]) == 1
-    assert "already exists" in capsys.readouterr().err
-    assert cli_main(["--data-dir", root, "snapshot", "--topic", TOPIC, "--out", out, "--format", fmt,
-                     "--overwrite"]) == 0
+    outputs = {}
+    for engine in ("spark", "local"):
+        out = str(tmp_path / f"state-{fmt}-{engine}")
+        code = cli_main(["--data-dir", root, "snapshot", "--topic", TOPIC, "--out", out, "--format", fmt,
+                         "--engine", engine])
+        assert code == 0
+        text = capsys.readouterr().out
+        assert f"wrote {len(state)} keys of {TOPIC} to {out} ({fmt})" in text
+        assert ("(spark: --engine spark)" if engine == "spark" else "(in-process: --engine local)") in text
+        outputs[engine] = read_output(out, fmt)
+        assert outputs[engine][0] == state
+        if fmt == "json":        # Spark's layout: base64 binary, UTC millisecond timestamps
+            line = open(glob.glob(os.path.join(out, "*.json"))[0]).readline()
+            assert line.startswith('{"key":"') and line.rstrip().endswith('Z"}')
+        # an existing output is refused without --overwrite, replaced with it
+        assert cli_main(["--data-dir", root, "snapshot", "--topic", TOPIC, "--out", out, "--format", fmt,
+                         "--engine", engine]) == 1
+        assert "already exists" in capsys.readouterr().err
+        assert cli_main(["--data-dir", root, "snapshot", "--topic", TOPIC, "--out", out, "--format", fmt,
+                         "--overwrite", "--engine", engine]) == 0
+        capsys.readouterr()
+    assert outputs["spark"] == outputs["local"]          # the same rows and the same column types
 
 
 def test_snapshot_command_in_its_own_process(topic_dir, tmp_path):
-    """The whole command, cold (its own JVM), as a user runs it."""
+    """The whole command as a user runs it: the default engine keeps a snapshot this small in its
+    own process (no JVM), and says so."""
     root, written, state = topic_dir
     out = str(tmp_path / "state")
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     env.pop("COMPACTLOG_SPARK_MASTER", None)
-    p = subprocess.run([EXE, "--data-dir", root, "snapshot", "--topic", TOPIC, "--out", out,
-                        "--format", "parquet", "--spark-master", "local[2]"],
-                       capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run([EXE, "--data-dir", root, "snapshot", "--topic", TOPIC, "--out", out, "--format",
+                        "parquet", "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert f"wrote {len(state)} keys" in p.stdout
+    report = json.loads(p.stdout)
+    assert report["keys"] == len(state) and report["engine"] == "in-process"
+    assert "in this process vs" in report["engineReason"] and report["seconds"] < 5
     import pyarrow.parquet as pq
     assert arrow_rows(pq.read_table(out)) == state

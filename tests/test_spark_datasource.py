@@ -3,10 +3,13 @@
 Every corpus case's ``input/`` partition (all 90, read by one Spark query), the Kafka-written
 directories of tests/data/kafka-vectors and a directory built here must read as exactly the records
 ``compactlog consume --from-beginning --output-format jsonl`` prints (offsets, keys, values,
-timestamps, headers), partition by partition. Then the options, on the built directory whose
-contents are known record by record: Spark's Kafka source schema, starting/ending offsets and
-timestamps, topic/partitions, includeControl, isolationLevel, includeMetadata, maxBytesPerSplit;
-and no read changes a byte, a file name or an mtime in the directory.
+timestamps, headers), partition by partition, at both isolation levels. Then the options, on the built directory whose
+contents are known record by record: Spark's Kafka source schema and option rules (strategies,
+starting/ending offsets and timestamps, failOnDataLoss, kafka.isolation.level, unknown options and
+bad values as one-line errors), compactlog's own (topic/partitions, includeControl,
+includeMetadata, maxBytesPerSplit); and no read changes a byte, a file name or an mtime in the
+directory. Most option rules are checked by calling the reader Spark calls (``KafkaLogReader``:
+``partitions()`` then ``read()``) without Spark; a few go through Spark to show what users see.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pytest
 from storage_support import tree_state
 from compactlog.cli.main import main as cli_main
 from compactlog.spark.datasource import KafkaLogReader
+from compactlog.spark.options import KafkaLogError
 from compactlog.storage.datadir import DataDir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,6 +40,9 @@ VECTOR_DIRS = {   # name: (source dir, records per (topic, partition) as the REA
 }
 T0 = 1_700_000_000_000
 APPEND_TIME = T0 + 50_000_000
+RC = {"kafka.isolation.level": "read_committed"}
+RU = ("--isolation-level", "read_uncommitted")
+RCC = ("--isolation-level", "read_committed")
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -109,6 +116,19 @@ def read(spark, path: str, **options):
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load(path)
+
+
+def direct(path: str, **options) -> dict:
+    """(topic, partition) -> offsets read by the reader Spark runs (planning, then every split),
+    called here without Spark."""
+    reader = KafkaLogReader(dict(options, path=path))
+    out: dict = {}
+    for split in reader.partitions():
+        for b in reader.read(split):
+            for t, p, o in zip(b.column("topic").to_pylist(), b.column("partition").to_pylist(),
+                               b.column("offset").to_pylist()):
+                out.setdefault((t, p), []).append(o)
+    return {k: sorted(v) for k, v in out.items()}
 
 
 # -- the directory built here ---------------------------------------------------------------------
@@ -214,12 +234,12 @@ def test_every_corpus_input_reads_as_consume_prints(spark, corpus_inputs):
     root, cases = corpus_inputs
     assert len(cases) >= 90
     before = tree_state(root)
-    got = spark_rows(read(spark, root, includeHeaders="true"))
-    got_uncommitted = spark_rows(read(spark, root, includeHeaders="true", isolationLevel="read_uncommitted"))
+    got = spark_rows(read(spark, root, includeHeaders="true", **RC))
+    got_uncommitted = spark_rows(read(spark, root, includeHeaders="true"))      # Spark's default level
     assert tree_state(root) == before
-    expected = consume_all(root)
+    expected = consume_all(root, *RCC)
     assert_same_rows(got, expected)
-    expected_uncommitted = consume_all(root, "--isolation-level", "read_uncommitted")
+    expected_uncommitted = consume_all(root, *RU)
     assert sorted(t for t, _ in expected_uncommitted) == cases   # every case has records to compare
     assert len(expected) >= len(cases) - 5                      # a few are one open transaction
     assert_same_rows(got_uncommitted, expected_uncommitted)
@@ -240,14 +260,17 @@ def test_kafka_written_dirs_read_as_consume_prints(spark, tmp_path, name):
     assert {k: len(v) for k, v in got.items()} == counts
     for k, v in got.items():
         assert [r[0] for r in v] == list(range(counts[k]))
-    assert_same_rows(got, consume_all(root))
+    assert_same_rows(got, consume_all(root, *RU))
 
 
 def test_built_dir_reads_as_consume_prints(spark, built):
     root, written, lso = built
     got = spark_rows(read(spark, root, includeHeaders="true"))
-    assert_same_rows(got, consume_all(root))
-    assert_same_rows(got, expected_rows(written, lso=lso))
+    assert_same_rows(got, consume_all(root, *RU))
+    assert_same_rows(got, expected_rows(written, committed=False))
+    committed = spark_rows(read(spark, root, includeHeaders="true", **RC))
+    assert_same_rows(committed, consume_all(root, *RCC))
+    assert_same_rows(committed, expected_rows(written, lso=lso))
     # LogAppendTime topic: the broker's append time, timestampType 1; CreateTime elsewhere
     types = {(r["topic"], r["timestampType"]) for r in read(spark, root).select("topic", "timestampType").collect()}
     assert types == {("events", 0), ("other", 1)}
@@ -278,29 +301,52 @@ def test_schema_is_the_spark_kafka_source_schema(spark, built):
         "timestampType:int>")
 
 
-def test_starting_and_ending_offsets(spark, built):
+def test_starting_and_ending_offsets(built):
     root, written, lso = built
-    full = offsets(expected_rows(written, lso=lso))
-    both = read(spark, root, topic="events")
-    assert offsets(spark_rows(both)) == {k: v for k, v in full.items() if k[0] == "events"}
-    same = read(spark, root, topic="events", startingOffsets="earliest", endingOffsets="latest")
-    assert offsets(spark_rows(same)) == offsets(spark_rows(both))
-    assert read(spark, root, startingOffsets="latest").count() == 0
-    # JSON: per partition, missing partitions take the default, -2 earliest, -1 latest
-    sel = read(spark, root, topic="events", startingOffsets=json.dumps({"events": {"0": 7}}),
-               endingOffsets=json.dumps({"events": {"0": 20, "1": -1}}))
-    assert offsets(spark_rows(sel)) == {("events", 0): [o for o in full[("events", 0)] if 7 <= o < 20],
-                                        ("events", 1): full[("events", 1)]}
-    sel = read(spark, root, startingOffsets=json.dumps({"events": {"0": -1, "1": 12}, "other": {"0": -2}}),
-               endingOffsets=json.dumps({"events": {"1": 15}}))
-    assert offsets(spark_rows(sel)) == {("events", 1): [12, 13, 14], ("other", 0): [0, 1, 2, 3, 4]}
-    # offsets past the end are clamped; an ending offset past the LSO stops there (read_committed)
-    sel = read(spark, root, topic="events", partitions="0",
-               startingOffsets=json.dumps({"events": {"0": lso - 3}}),
-               endingOffsets=json.dumps({"events": {"0": 10_000}}))
-    assert offsets(spark_rows(sel)) == {("events", 0): [o for o in full[("events", 0)] if o >= lso - 3]}
-    with pytest.raises(Exception, match="invalid offsets option"):
-        read(spark, root, startingOffsets="yesterday").count()
+    full = offsets(expected_rows(written, committed=False))
+    events = {k: v for k, v in full.items() if k[0] == "events"}
+    assert direct(root, subscribe="events") == events
+    assert direct(root, subscribe="events", startingOffsets="earliest", endingOffsets="latest") == events
+    # JSON per partition, -2 earliest, -1 latest; every partition read must be named (Spark's rule)
+    sel = direct(root, subscribe="events", startingOffsets=json.dumps({"events": {"0": 7, "1": -2}}),
+                 endingOffsets=json.dumps({"events": {"0": 20, "1": -1}}))
+    assert sel == {("events", 0): [o for o in full[("events", 0)] if 7 <= o < 20], ("events", 1): full[("events", 1)]}
+    sel = direct(root, startingOffsets=json.dumps({"events": {"0": 40, "1": 12}, "other": {"0": -2}}),
+                 endingOffsets=json.dumps({"events": {"0": -1, "1": 15}, "other": {"0": -1}}))
+    assert sel == {("events", 0): [o for o in full[("events", 0)] if o >= 40], ("events", 1): [12, 13, 14],
+                   ("other", 0): [0, 1, 2, 3, 4]}
+    # a start past the end reads nothing (Spark drops the empty range); the end is the log end, or
+    # the last stable offset under read_committed
+    log_end = max(w.offset for w in written if (w.topic, w.partition) == ("events", 0)) + 1
+    assert direct(root, subscribe="events", partitions="0",
+                  startingOffsets=json.dumps({"events": {"0": 10_000}})) == {}
+    sel = direct(root, subscribe="events", partitions="0", startingOffsets=json.dumps({"events": {"0": lso - 3}}),
+                 endingOffsets=json.dumps({"events": {"0": lso}}), **RC)
+    assert sel == {("events", 0): [o for o in offsets(expected_rows(written, lso=lso))[("events", 0)] if o >= lso - 3]}
+    problems = {
+        "startingOffsets=latest is not valid in a batch query": dict(startingOffsets="latest"),
+        "endingOffsets=earliest is not valid": dict(endingOffsets="earliest"),
+        "startingOffsets for events-1 is -1 (latest)": dict(subscribe="events",
+                                                            startingOffsets='{"events":{"0":-2,"1":-1}}'),
+        "endingOffsets for events-0 is -2 (earliest)": dict(subscribe="events",
+                                                            endingOffsets='{"events":{"0":-2,"1":-1}}'),
+        "option startingOffsets misses events-1, other-0: give every partition": dict(
+            startingOffsets='{"events":{"0":3}}'),
+        "names nope-0, which the query does not read": dict(
+            subscribe="other", startingOffsets='{"other":{"0":0},"nope":{"0":1}}'),
+        "startingOffsets for events-0 (20) is after endingOffsets (10)": dict(
+            subscribe="events", startingOffsets='{"events":{"0":20,"1":0}}', endingOffsets='{"events":{"0":10,"1":3}}'),
+        f"asks for events-0 up to offset 10000, past its end at {log_end}": dict(
+            subscribe="events", partitions="0", endingOffsets='{"events":{"0":10000}}'),
+        f"past its last stable offset (read_committed) at {lso}": dict(
+            subscribe="events", partitions="0", endingOffsets=json.dumps({"events": {"0": lso + 1}}), **RC),
+        "option startingOffsets='yesterday': expected earliest, latest or JSON": dict(startingOffsets="yesterday"),
+        "events-0: offset -7 is invalid": dict(startingOffsets='{"events":{"0":-7}}'),
+    }
+    for message, options in problems.items():
+        with pytest.raises(KafkaLogError) as e:
+            direct(root, **options)
+        assert message in str(e.value) and "\n" not in str(e.value), (message, str(e.value))
 
 
 def test_starting_and_ending_timestamps(spark, built):
@@ -310,7 +356,7 @@ def test_starting_and_ending_timestamps(spark, built):
     start_ts = ts_of[(0, 10)] + 1           # between offsets 10 and 11 of partition 0
     end_ts = ts_of[(0, 30)]                 # offset 30 first reaches it: excluded
     got = offsets(spark_rows(read(spark, root, topic="events", startingTimestamp=str(start_ts),
-                                  endingTimestamp=str(end_ts))))
+                                  endingTimestamp=str(end_ts), **RC)))
     full = offsets(expected_rows(written, lso=lso))
 
     def first_at(p, ts):
@@ -324,31 +370,163 @@ def test_starting_and_ending_timestamps(spark, built):
             expected[("events", p)] = sel
     assert expected[("events", 0)][0] == 11 and expected[("events", 0)][-1] == 29
     assert got == expected
-    # a start after every record: nothing
-    assert read(spark, root, startingTimestamp=str(T0 + 10**9)).count() == 0
+    # per partition (JSON), as Spark's startingOffsetsByTimestamp / endingOffsetsByTimestamp
+    by_ts = direct(root, subscribe="events",
+                   startingOffsetsByTimestamp=json.dumps({"events": {"0": start_ts, "1": -2}}),
+                   endingOffsetsByTimestamp=json.dumps({"events": {"0": end_ts, "1": ts_of[(1, 12)]}}), **RC)
+    assert by_ts == {("events", 0): expected[("events", 0)], ("events", 1): list(range(12))}
+    # no record at or after the starting timestamp: an error by default (Spark's strategy "error"),
+    # the end of the partition with startingOffsetsByTimestampStrategy=latest; an ending timestamp
+    # nothing reaches means latest
+    late = str(T0 + 10**9)
+    with pytest.raises(KafkaLogError, match="no record of events-0 at or after timestamp"):
+        direct(root, subscribe="events", startingTimestamp=late)
+    assert direct(root, subscribe="events", startingTimestamp=late, startingOffsetsByTimestampStrategy="latest") == {}
+    assert direct(root, subscribe="other", endingTimestamp=late) == {("other", 0): [0, 1, 2, 3, 4]}
+    # read_committed: a timestamp first reached at or after the last stable offset matches nothing
+    open_ts = next(w.timestamp for w in written if w.kind == "open")
+    assert direct(root, subscribe="events", partitions="0", startingOffsetsByTimestamp=json.dumps(
+        {"events": {"0": open_ts}})) == {("events", 0): [lso, lso + 1]}
+    with pytest.raises(KafkaLogError, match="no record of events-0"):
+        direct(root, subscribe="events", partitions="0",
+               startingOffsetsByTimestamp=json.dumps({"events": {"0": open_ts}}), **RC)
+    with pytest.raises(KafkaLogError, match="expected a timestamp in ms"):
+        direct(root, startingTimestamp="noon")
 
 
-def test_topic_partitions_and_path_forms(spark, built):
+def test_strategies_select_topics_and_partitions(built):
     root, written, lso = built
-    full = offsets(expected_rows(written, lso=lso))
-    assert offsets(spark_rows(read(spark, root))) == full
-    assert offsets(spark_rows(read(spark, root, topic="events", partitions="1"))) == {("events", 1): full[("events", 1)]}
-    assert offsets(spark_rows(read(spark, root, partitions="0"))) == {k: v for k, v in full.items() if k[1] == 0}
-    assert offsets(spark_rows(read(spark, os.path.join(root, "events")))) == {
-        k: v for k, v in full.items() if k[0] == "events"}
-    assert offsets(spark_rows(read(spark, os.path.join(root, "events-1")))) == {("events", 1): full[("events", 1)]}
-    assert offsets(spark_rows(read(spark, os.path.join(root, "other")))) == {("other", 0): full[("other", 0)]}
-    with pytest.raises(Exception, match="not found"):
-        read(spark, root, topic="nope").count()
-    with pytest.raises(Exception, match="no Kafka partition directory"):
-        read(spark, os.path.join(root, "nope")).count()
+    full = offsets(expected_rows(written, committed=False))
+    assert direct(root) == full
+    assert direct(root, subscribe="events, other") == full
+    assert direct(root, subscribe="other") == {("other", 0): full[("other", 0)]}
+    # subscribePattern: the whole topic name must match (Java's Pattern.matches)
+    assert direct(root, subscribePattern="ev.*") == {k: v for k, v in full.items() if k[0] == "events"}
+    assert direct(root, subscribePattern="ev", startingOffsets="earliest") == {}
+    assert direct(root, subscribePattern="events|other") == full
+    assert direct(root, assign=json.dumps({"events": [1], "other": [0]})) == {
+        k: v for k, v in full.items() if k in {("events", 1), ("other", 0)}}
+    # compactlog's topic/partitions still work, and the path can name a topic or a partition
+    assert direct(root, topic="events", partitions="1") == {("events", 1): full[("events", 1)]}
+    assert direct(root, partitions="0") == {k: v for k, v in full.items() if k[1] == 0}
+    assert direct(os.path.join(root, "events")) == {k: v for k, v in full.items() if k[0] == "events"}
+    assert direct(os.path.join(root, "events-1")) == {("events", 1): full[("events", 1)]}
+    problems = {
+        "only one of assign, subscribe, subscribePattern (or topic) can be given, not assign and subscribe":
+            dict(subscribe="events", assign='{"events":[0]}'),
+        "option assign names events-7, not found under": dict(assign='{"events":[0,7]}'),
+        "option assign='events': expected JSON such as": dict(assign="events"),
+        "topic 'nope' not found under": dict(subscribe="events,nope"),
+        "option subscribe=' , ': no topic to subscribe to": dict(subscribe=" , "),
+        "option subscribePattern='(': not a valid pattern": dict(subscribePattern="("),
+        "partitions cannot be combined with assign": dict(assign='{"events":[0]}', partitions="0"),
+    }
+    for message, options in problems.items():
+        with pytest.raises(KafkaLogError) as e:
+            direct(root, **options)
+        assert message in str(e.value), (message, str(e.value))
+
+
+def test_pattern_subscriptions_leave_internal_topics_out(tmp_path):
+    root = str(tmp_path / "data")
+    with DataDir(root, clock=lambda: APPEND_TIME, create=True, writable=True) as dd:
+        for t in ("__consumer_offsets", "orders"):
+            dd.create_topic(t, 1)
+            dd.open_log(t, 0).append_records([b"k"], [b"v"])
+    assert sorted(direct(root, subscribePattern=".*")) == [("orders", 0)]
+    assert sorted(direct(root, subscribePattern=".*", **{"kafka.exclude.internal.topics": "false"})) == [
+        ("__consumer_offsets", 0), ("orders", 0)]
+    assert sorted(direct(root, subscribe="__consumer_offsets")) == [("__consumer_offsets", 0)]
+
+
+def test_fail_on_data_loss(tmp_path):
+    """Offsets below the log start are gone: an error by default (Spark's failOnDataLoss=true),
+    skipped with failOnDataLoss=false; also when they go between planning and reading."""
+    root = str(tmp_path / "data")
+    with DataDir(root, clock=lambda: APPEND_TIME, create=True, writable=True) as dd:
+        dd.create_topic("t", 1, {"segment.bytes": "1000"})
+        log = dd.open_log("t", 0)
+        for i in range(40):
+            log.append_records([b"k%d" % i], [b"v" * 50])
+        dd.delete_records("t", 0, 10)
+    start = json.dumps({"t": {"0": 4}})
+    with pytest.raises(KafkaLogError) as e:
+        direct(root, startingOffsets=start)
+    assert str(e.value).startswith("kafka-log: data loss: startingOffsets asks for t-0 from offset 4, but the log "
+                                   "starts at 10: offsets [4, 10) are gone;")
+    assert "failOnDataLoss to false" in str(e.value)
+    assert direct(root, startingOffsets=start, failOnDataLoss="false") == {("t", 0): list(range(10, 40))}
+    with pytest.raises(KafkaLogError, match="up to offset 6, but the log starts at 10"):
+        direct(root, startingOffsets=json.dumps({"t": {"0": -2}}), endingOffsets=json.dumps({"t": {"0": 6}}))
+    # planned, then retention/DeleteRecords moves the log start before the task reads
+    reader = KafkaLogReader({"path": root})
+    splits = reader.partitions()
+    with DataDir(root, clock=lambda: APPEND_TIME, writable=True) as dd:
+        dd.delete_records("t", 0, 25)
+    with pytest.raises(KafkaLogError, match=r"t-0: offsets \[10, 25\) were deleted before they could be read"):
+        [b for s in splits for b in reader.read(s)]
+    lenient = KafkaLogReader({"path": root, "failOnDataLoss": "false"})
+    got = [o for s in splits for b in lenient.read(s) for o in b.column("offset").to_pylist()]
+    assert got == list(range(25, 40))
+
+
+def test_options_are_checked(built):
+    root = built[0]
+    problems = {
+        "unknown read option 'startingOffset' (did you mean startingOffsets": dict(startingOffset="earliest"),
+        "unknown read option 'colour'; the read options are assign,": dict(colour="red"),
+        "unknown Kafka client config kafka.isolation.levle (did you mean kafka.isolation.level?)":
+            {"kafka.isolation.levle": "read_committed"},
+        "option kafka.auto.offset.reset is not supported: set the source option startingOffsets":
+            {"kafka.auto.offset.reset": "earliest"},
+        "option kafka.isolation.level='serializable': expected read_committed or read_uncommitted":
+            {"kafka.isolation.level": "serializable"},
+        "kafka.isolation.level='read_committed' and isolationLevel='read_uncommitted' disagree":
+            {"kafka.isolation.level": "read_committed", "isolationLevel": "read_uncommitted"},
+        "option failOnDataLoss='yes': expected true or false": dict(failOnDataLoss="yes"),
+        "option includeHeaders='1': expected true or false": dict(includeHeaders="1"),
+        "option minPartitions='0': must be 1 or more": dict(minPartitions="0"),
+        "option maxBytesPerSplit='lots': expected an integer": dict(maxBytesPerSplit="lots"),
+        "option maxTriggerDelay='soon': expected a duration": dict(maxTriggerDelay="soon"),
+        "minOffsetsPerTrigger (10) is higher than maxOffsetsPerTrigger (5)":
+            dict(minOffsetsPerTrigger="10", maxOffsetsPerTrigger="5"),
+        "option startingOffsetsByTimestampStrategy='first': expected error or latest":
+            dict(startingOffsetsByTimestampStrategy="first"),
+    }
+    for message, options in problems.items():
+        with pytest.raises(KafkaLogError) as e:
+            direct(root, **options)
+        assert message in str(e.value) and "\n" not in str(e.value), (message, str(e.value))
+    # Spark's Kafka-client options and stream-only options are accepted in a batch query, as by
+    # Spark's source (they have no effect on a data directory / a batch)
+    assert direct(root, subscribe="other", **{"kafka.bootstrap.servers": "localhost:9092", "kafka.ssl.keystore.location":
+                                              "/x", "maxOffsetsPerTrigger": "3", "groupIdPrefix": "g"})
+
+
+def test_bad_options_reach_spark_users_as_one_line(spark, built):
+    """PySpark wraps a data source's exception with its worker traceback; ours come without it, the
+    message on the first line."""
+    root = built[0]
+    cases = [
+        (lambda: read(spark, root, startingOffset="earliest"), "unknown read option 'startingoffset' (did you mean "
+                                                              "startingOffsets"),
+        (lambda: read(spark, root, subscribe="nope").count(), "topic 'nope' not found under"),
+        (lambda: read(spark, root, startingOffsets="latest").count(), "startingOffsets=latest is not valid"),
+    ]
+    for action, message in cases:
+        with pytest.raises(Exception) as e:
+            action()
+        text = str(e.value)
+        assert "Traceback" not in text, text
+        first = text.splitlines()[0]
+        assert "KafkaLogError: kafka-log: " in first and message in first, first
 
 
 def test_include_control_shows_markers_as_rows(spark, built):
     root, written, lso = built
     markers = [w for w in written if w.kind == "marker"]
     assert len(markers) == 2
-    df = read(spark, root, topic="events", includeControl="true", includeMetadata="true")
+    df = read(spark, root, topic="events", includeControl="true", includeMetadata="true", **RC)
     rows = {(r["partition"], r["offset"]): r for r in df.collect()}
     for m in markers:
         r = rows[(0, m.offset)]
@@ -356,7 +534,7 @@ def test_include_control_shows_markers_as_rows(spark, built):
         assert bytes(r["key"]) == m.key and len(r["value"]) == 6     # version + coordinator epoch
     assert offsets(spark_rows(df)) == {k: v for k, v in offsets(expected_rows(written, lso=lso, control=True)).items()
                                        if k[0] == "events"}
-    plain = read(spark, root, topic="events", includeMetadata="true")
+    plain = read(spark, root, topic="events", includeMetadata="true", **RC)
     assert plain.where("isControl").count() == 0
     assert set(offsets(spark_rows(plain))[("events", 0)]) == {o for (p, o), r in rows.items()
                                                               if p == 0 and not r["isControl"]}
@@ -364,12 +542,13 @@ def test_include_control_shows_markers_as_rows(spark, built):
 
 def test_isolation_levels(spark, built):
     root, written, lso = built
-    committed = spark_rows(read(spark, root, topic="events", partitions="0", includeHeaders="true"))
+    uncommitted = spark_rows(read(spark, root, topic="events", partitions="0", includeHeaders="true"))
     explicit = spark_rows(read(spark, root, topic="events", partitions="0", includeHeaders="true",
-                               isolationLevel="read_committed"))
-    uncommitted = spark_rows(read(spark, root, topic="events", partitions="0", includeHeaders="true",
-                                  isolationLevel="read_uncommitted"))
-    assert committed == explicit
+                               **{"kafka.isolation.level": "read_uncommitted"}))
+    committed = spark_rows(read(spark, root, topic="events", partitions="0", includeHeaders="true", **RC))
+    assert uncommitted == explicit                    # Spark's default: read_uncommitted
+    # compactlog's old option name is an alias
+    assert direct(root, subscribe="events", partitions="0", isolationLevel="read_committed") == offsets(committed)
     by_kind = {}
     for w in written:
         if (w.topic, w.partition) == ("events", 0):
@@ -383,10 +562,8 @@ def test_isolation_levels(spark, built):
     assert not set(by_kind["marker"]) & u
     assert_same_rows(uncommitted, {k: v for k, v in expected_rows(written, committed=False).items()
                                    if k == ("events", 0)})
-    assert_same_rows(uncommitted, {k: v for k, v in consume_jsonl(root, "events", "--isolation-level",
-                                                                  "read_uncommitted").items() if k[1] == 0})
-    with pytest.raises(Exception, match="isolationLevel"):
-        read(spark, root, isolationLevel="serializable").count()
+    assert_same_rows(uncommitted, {k: v for k, v in consume_jsonl(root, "events", *RU).items() if k[1] == 0})
+    assert_same_rows(committed, {k: v for k, v in consume_jsonl(root, "events", *RCC).items() if k[1] == 0})
 
 
 def test_include_metadata_columns(spark, built):
@@ -412,14 +589,14 @@ def test_include_metadata_columns(spark, built):
 
 def test_small_max_bytes_per_split_gives_more_tasks_same_rows(spark, built):
     root, written, lso = built
-    default = read(spark, root, includeHeaders="true")
-    small = read(spark, root, includeHeaders="true", maxBytesPerSplit="300")
+    default = read(spark, root, includeHeaders="true", **RC)
+    small = read(spark, root, includeHeaders="true", maxBytesPerSplit="300", **RC)
     assert default.rdd.getNumPartitions() <= 2
     assert small.rdd.getNumPartitions() >= 8
     assert_same_rows(spark_rows(small), spark_rows(default))
     assert_same_rows(spark_rows(small), expected_rows(written, lso=lso))
     # the planned splits: contiguous offset ranges covering each partition's [log start, LSO)
-    splits = KafkaLogReader({"path": root, "maxBytesPerSplit": "300"}, None).partitions()
+    splits = KafkaLogReader({"path": root, "maxBytesPerSplit": "300", **RC}, None).partitions()
     assert len(splits) == small.rdd.getNumPartitions()
     covered = {}
     for s in splits:
@@ -476,3 +653,13 @@ def test_splits_are_balanced_and_cover_big_segments(tmp_path):
                 covered.setdefault(r.partition, []).append((r.start, r.end))
         assert {p: (min(a for a, _ in v), max(b for _, b in v), sum(b - a for a, b in v))
                 for p, v in covered.items()} == {0: (0, 20_000, 20_000), 1: (0, 2_000, 2_000)}
+
+
+def test_max_records_per_partition_caps_each_task(built):
+    root, written, lso = built
+    reader = KafkaLogReader({"path": root, "subscribe": "events", "maxRecordsPerPartition": "7"})
+    splits = reader.partitions()
+    assert all(r.end - r.start <= 7 for s in splits for r in s.ranges)
+    assert len(splits) >= 62 // 7 + 30 // 7
+    got = direct(root, subscribe="events", maxRecordsPerPartition="7")
+    assert got == direct(root, subscribe="events")

@@ -1,6 +1,8 @@
-"""Where partition cleaning tasks run: a Spark job (the default) or this process (tests, tools).
+"""Where partition cleaning tasks run: this process or a Spark job, and the cost model choosing.
 
-Both run the same ``clean_partition`` on the same plans; only small results travel back.
+Both run the same ``clean_partition`` on the same plans; only small results travel back. The
+default (``AutoExecutor``) picks the engine per round from ``CostModel``, fitted to
+``benchmarks/engine_crossover.py``; ``snapshot`` asks the same model.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import os
 import traceback
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import CompactlogError
 from .task import PartitionCleanPlan, clean_partition
@@ -43,6 +46,11 @@ def run_guarded(plan: PartitionCleanPlan, offset_map=None):
 
 class InProcessExecutor:
     name = "in-process"
+    choice: "EngineChoice | None" = None
+
+    @property
+    def last_choice(self) -> str:
+        return self.choice.text() if self.choice else self.name
 
     def run(self, plans: list[PartitionCleanPlan]) -> list:
         for p in plans:
@@ -77,10 +85,15 @@ class SparkExecutor:
     """Partitions cleaned in parallel Spark tasks (a task per big partition, small ones packed)."""
 
     name = "spark"
+    choice: "EngineChoice | None" = None
 
     def __init__(self, master: str | None = None, spark=None):
         self.master = master
         self._spark = spark
+
+    @property
+    def last_choice(self) -> str:
+        return self.choice.text() if self.choice else self.name
 
     @property
     def spark(self):
@@ -108,45 +121,120 @@ class SparkExecutor:
         return [results[(p.topic, p.partition)] for p in plans]
 
 
-class AutoExecutor:
-    """Spark for rounds worth a JVM, this process for small ones (the results are identical).
+class EngineChoice(NamedTuple):
+    """Which engine runs a job and why (for ``--json`` and the run log)."""
+    engine: str                  # "in-process" or "spark"
+    reason: str
+    local_s: float | None = None
+    spark_s: float | None = None
 
-    A cold Spark session costs about 10 s; a round with less than ``threshold_bytes`` of segments to
-    rewrite finishes sooner in this process. ``--engine spark`` always uses Spark.
+    def text(self) -> str:
+        return f"{self.engine} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds a job takes in this process and on a local Spark, fitted to the measurements of
+    ``benchmarks/engine_crossover.py`` on the project's reference machine (2 cores; README,
+    "Where jobs run"). Both engines run the same code: in this process one partition after
+    another; on Spark ``min(partitions, cores)`` at once, after the JVM, the session and the
+    Python workers start (cold) or, with a session already running here, a job's scheduling cost
+    (warm). The command's own start (Python, imports, numba's cached kernels) is paid either way.
+    """
+    clean_local_mb_s: float = 520.0        # MB of segments rewritten per second, one partition at a time
+    clean_spark_mb_s: float = 420.0        # per Spark task
+    clean_spark_cold_s: float = 10.5       # JVM, session and Python workers, before the first task
+    clean_spark_warm_s: float = 0.26       # a job on a running session
+    snapshot_local_mb_s: float = 420.0     # MB of log read and reduced per second
+    snapshot_spark_mb_s: float = 50.0      # per Spark task (the shuffle of the group-by dominates)
+    snapshot_spark_cold_s: float = 14.0
+    snapshot_spark_warm_s: float = 0.55
+    cores: int = os.cpu_count() or 1
+
+    def seconds(self, kind: str, part_bytes: list[int], warm: bool) -> tuple[float, float]:
+        """(in this process, on local Spark) for partitions of these sizes."""
+        local_rate = getattr(self, f"{kind}_local_mb_s") * 1e6
+        spark_rate = getattr(self, f"{kind}_spark_mb_s") * 1e6
+        start = getattr(self, f"{kind}_spark_{'warm' if warm else 'cold'}_s")
+        total = sum(part_bytes)
+        slots = max(1, min(self.cores, len(part_bytes)))
+        # Spark's tasks: the biggest partition, or an even share of the total per core
+        spark_work = max(max(part_bytes, default=0), total / slots)
+        return total / local_rate, start + spark_work / spark_rate
+
+    def choose(self, kind: str, part_bytes: list[int], *, warm: bool, what: str) -> EngineChoice:
+        local_s, spark_s = self.seconds(kind, part_bytes, warm)
+        mb = sum(part_bytes) / 1e6
+        where = f"{mb:.1f} MB {what} in {len(part_bytes)} partition(s)"
+        session = "a running Spark session" if warm else "a local Spark (JVM start included)"
+        if spark_s < local_s:
+            return EngineChoice("spark", f"{where}: ~{spark_s:.1f} s on {session} with {min(self.cores, len(part_bytes))} "
+                                         f"task(s) at once vs ~{local_s:.1f} s in this process", local_s, spark_s)
+        return EngineChoice("in-process", f"{where}: ~{local_s:.1f} s in this process vs ~{spark_s:.1f} s on "
+                                          f"{session}", local_s, spark_s)
+
+
+MODEL = CostModel()
+
+
+def spark_running() -> bool:
+    """Is a Spark session already up in this process (a warm start)?"""
+    import sys
+    mod = sys.modules.get("compactlog.spark.session")
+    s = getattr(mod, "_session", None) if mod is not None else None
+    try:
+        return s is not None and not s.sparkContext._jsc.sc().isStopped()
+    except Exception:   # noqa: BLE001 - a session in a bad state is not a warm one
+        return False
+
+
+class AutoExecutor:
+    """Spark when it would finish sooner, this process otherwise (the results are identical).
+
+    A round goes to Spark when a key map too big for one task was chosen (only Spark builds a
+    distributed map: the round does not fit this process) or when the cost model says a local
+    Spark would finish sooner (large rounds over several partitions, or a session already
+    running); ``--engine spark`` or a Spark master always uses Spark.
     """
 
     name = "auto"
 
-    def __init__(self, threshold_bytes: int = 16 << 20, master: str | None = None):
-        self.threshold_bytes = threshold_bytes
+    def __init__(self, master: str | None = None, model: CostModel = MODEL):
+        self.model = model
         self.spark_executor = SparkExecutor(master)
         self.local_executor = InProcessExecutor()
-        self.last_choice = ""
+        self.choice: EngineChoice | None = None
 
-    def choose(self, plans: list[PartitionCleanPlan]):
-        work = sum(s.log_bytes for p in plans for s in p.segments if s.base_offset < p.first_uncleanable)
+    @property
+    def last_choice(self) -> str:
+        return self.choice.text() if self.choice else ""
+
+    def choose(self, plans: list[PartitionCleanPlan]) -> EngineChoice:
         if any(p.map_kind == "distributed" for p in plans):
-            self.last_choice = "spark (a distributed key map was chosen)"
-            return self.spark_executor
-        if work >= self.threshold_bytes or len(plans) > 1 and work >= self.threshold_bytes // 4:
-            self.last_choice = f"spark ({work} bytes to rewrite)"
-            return self.spark_executor
-        self.last_choice = f"in-process ({work} bytes to rewrite, below {self.threshold_bytes})"
-        return self.local_executor
+            big = [f"{p.topic}-{p.partition}" for p in plans if p.map_kind == "distributed"]
+            return EngineChoice("spark", f"the key map of {', '.join(big)} does not fit one task's memory "
+                                         f"(compactlog.cleaner.task.memory.bytes): Spark builds it")
+        warm = self.spark_executor._spark is not None or spark_running()
+        return self.model.choose("clean", [plan_bytes(p) for p in plans], warm=warm, what="to rewrite")
 
     def run(self, plans: list[PartitionCleanPlan]) -> list:
         if not plans:
             return []
-        return self.choose(plans).run(plans)
+        self.choice = self.choose(plans)
+        executor = self.spark_executor if self.choice.engine == "spark" else self.local_executor
+        return executor.run(plans)
 
 
-def make_executor(engine: str = "auto", master: str | None = None, threshold_bytes: int = 16 << 20):
-    if master and engine == "auto":
-        engine = "spark"
-    if engine == "spark":
-        return SparkExecutor(master)
+def make_executor(engine: str = "auto", master: str | None = None, model: CostModel = MODEL):
+    if engine == "spark" or master and engine == "auto":
+        ex = SparkExecutor(master)
+        ex.choice = EngineChoice("spark", f"a Spark master was given ({master})" if master and engine == "auto"
+                                 else "--engine spark")
+        return ex
     if engine in ("local", "in-process"):
-        return InProcessExecutor()
+        ex = InProcessExecutor()
+        ex.choice = EngineChoice("in-process", "--engine local")
+        return ex
     if engine == "auto":
-        return AutoExecutor(threshold_bytes, master)
+        return AutoExecutor(master, model)
     raise ValueError(f"unknown engine {engine!r}: use auto, spark or local")

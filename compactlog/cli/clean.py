@@ -102,8 +102,9 @@ def clean_cmd(ctx: typer.Context,
               force: bool = typer.Option(False, "--force", help="Clean the named partitions even when not eligible "
                                          "(ignores the dirty ratio and min.compaction.lag.ms)."),
               as_json: bool = typer.Option(False, "--json", help="One JSON object per partition."),
-              engine: str = typer.Option("auto", "--engine", help="spark, local (this process), or auto: "
-                                         "Spark unless the round is small."),
+              engine: str = typer.Option("auto", "--engine", help="auto (the default: this process unless a "
+                                         "local Spark would finish sooner, by a measured cost model), spark, "
+                                         "or local (this process)."),
               spark_master: str = typer.Option(None, "--spark-master", help="A Spark master URL; implies --engine spark."),
               config: list[str] = typer.Option(None, "--config", help="A topic config K=V for this run only "
                                                "(e.g. cleanup.policy=compact on a copied Kafka data dir); repeatable."),
@@ -126,17 +127,21 @@ def clean_cmd(ctx: typer.Context,
             _roll_active_segments(dd, topic, partition)
         outcomes = Cleaner(dd, runner).run(now, topic=topic, partition=partition, force=force)
         log = CleanerLog(dd.path)
+        choice = getattr(executor, "choice", None)
+        if choice is not None and any(o.cleaned or o.error for o in outcomes):
+            log.info(f"Engine: {choice.text()}")
         for o in outcomes:
             if o.cleaned:
                 log.cleaned(o)
             elif o.error:
                 log.error(o)
-    choice = getattr(executor, "last_choice", "") or getattr(executor, "name", "")
     failed = [o for o in outcomes if o.error]
     for o in outcomes:
         if as_json:
             d = o.to_dict()
-            d["engine"] = choice if o.cleaned else None
+            ran = choice is not None and (o.cleaned or bool(o.error))
+            d["engine"] = choice.engine if ran else None
+            d["engineReason"] = choice.reason if ran else None
             typer.echo(json.dumps(d))
         elif o.cleaned:
             typer.echo(summary_text(o))

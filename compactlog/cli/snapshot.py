@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -11,6 +12,34 @@ from .common import context, fail
 from .main import app
 
 
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def choose_engine(engine: str, master: str | None, part_bytes: list[int]):
+    """Where the snapshot runs: the cost model of ``cleaner/executor.py`` for ``auto``."""
+    from ..cleaner.executor import MODEL, EngineChoice, spark_running
+    if engine == "spark":
+        return EngineChoice("spark", "--engine spark")
+    if engine in ("local", "in-process"):
+        return EngineChoice("in-process", "--engine local")
+    if master:
+        return EngineChoice("spark", f"a Spark master was given ({master})")
+    memory = _available_memory()
+    biggest = max(part_bytes, default=0)
+    if memory is not None and biggest > memory // 2:
+        return EngineChoice("spark", f"the biggest partition ({biggest / 1e6:.0f} MB of log) would not fit in "
+                                     f"half of this machine's available memory ({memory / 1e6:.0f} MB)")
+    return MODEL.choose("snapshot", part_bytes, warm=spark_running(), what="of log to read")
+
+
 @app.command("snapshot")
 def snapshot_cmd(ctx: typer.Context,
                  topic: str = typer.Option(..., "--topic"),
@@ -18,15 +47,24 @@ def snapshot_cmd(ctx: typer.Context,
                  fmt: str = typer.Option("parquet", "--format", help="parquet, delta or json."),
                  partitions: str = typer.Option(None, "--partitions", help="Comma list of partitions (default: all)."),
                  overwrite: bool = typer.Option(False, "--overwrite"),
-                 spark_master: str = typer.Option(None, "--spark-master")):
-    """Latest value per key (tombstones removed, aborted data excluded), computed on Spark."""
-    from ..spark.session import session
-    from ..spark.snapshot import FORMATS, latest_state, write_state
+                 engine: str = typer.Option("auto", "--engine", help="auto (the default: this process unless a "
+                                            "local Spark would finish sooner, by a measured cost model), spark, "
+                                            "or local (this process)."),
+                 spark_master: str = typer.Option(None, "--spark-master", help="A Spark master URL; implies "
+                                                  "--engine spark."),
+                 as_json: bool = typer.Option(False, "--json", help="One JSON object: keys, seconds, engine and why.")):
+    """Latest value per key (tombstones removed, aborted data excluded), in this process or on Spark."""
+    from ..errors import CompactlogError
+    from ..spark.options import Strategy, _partition_list
+    from ..spark.planning import select_partitions
+    from ..spark.snapshot import FORMATS
     c = context(ctx)
     data_dir = c.require_data_dir()
-    # checked before the JVM starts (10 s), so that a typo fails at once
+    # checked before any JVM starts (10 s), so that a typo fails at once
     if fmt not in FORMATS:
         fail(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}", 2)
+    if engine not in ("auto", "spark", "local", "in-process"):
+        fail(f"--engine {engine!r}: expected auto, spark or local", 2)
     if partitions is not None:
         items = [x.strip() for x in partitions.split(",")]
         if not all(x.isascii() and x.isdigit() for x in items):
@@ -37,8 +75,44 @@ def snapshot_cmd(ctx: typer.Context,
         fail(f"{data_dir}: data directory does not exist" if not os.path.exists(data_dir)
              else f"{data_dir}: not a directory (--data-dir must name a directory)")
     t0 = time.time()
-    spark = session(spark_master)
-    df = latest_state(spark, data_dir, topic, partitions)
-    write_state(df, out, fmt, overwrite=overwrite)
-    rows = spark.read.format("json" if fmt == "json" else "parquet").load(out).count()
-    typer.echo(f"wrote {rows} keys of {topic} to {out} ({fmt}) in {time.time() - t0:.1f} s")
+    try:
+        chosen = select_partitions(data_dir, Strategy("subscribe", topics=(topic,),
+                                                      partitions=_partition_list(partitions)), streaming=False)
+    except CompactlogError as e:
+        fail(str(e))
+    part_bytes = [sum(s.size for s in _segments(tp.dir)) for tp in chosen]
+    choice = choose_engine(engine, spark_master, part_bytes)
+    if choice.engine == "spark":
+        rows = _on_spark(data_dir, topic, partitions, out, fmt, overwrite, spark_master)
+    else:
+        from ..spark.snapshot import latest_state_local, write_table
+        table = latest_state_local(data_dir, topic, partitions)
+        write_table(table, out, fmt, overwrite=overwrite)
+        rows = table.num_rows
+    secs = time.time() - t0
+    if as_json:
+        typer.echo(json.dumps({"topic": topic, "out": out, "format": fmt, "keys": rows, "seconds": round(secs, 3),
+                               "engine": choice.engine, "engineReason": choice.reason}))
+    else:
+        typer.echo(f"wrote {rows} keys of {topic} to {out} ({fmt}) in {secs:.1f} s "
+                   f"({choice.engine}: {choice.reason})")
+
+
+def _segments(pdir: str):
+    from ..storage.reader import PartitionReader
+    return PartitionReader(pdir).segments()
+
+
+def _on_spark(data_dir, topic, partitions, out, fmt, overwrite, master) -> int:
+    from ..spark.session import session
+    from ..spark.snapshot import count_rows, latest_state, write_state
+    spark = session(master)
+    try:
+        write_state(latest_state(spark, data_dir, topic, partitions), out, fmt, overwrite=overwrite)
+    except Exception as e:   # noqa: BLE001 - Spark wraps the source's one-line errors in its own
+        text = str(e)
+        for marker in ("KafkaLogError: ", "StorageError: ", "CorruptRecordError: "):
+            if marker in text:
+                fail(text.split(marker, 1)[1].splitlines()[0].strip())
+        raise
+    return count_rows(out, fmt)

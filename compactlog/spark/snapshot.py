@@ -1,26 +1,48 @@
 """The latest state of a topic: the last value of every key, tombstones and aborted data excluded.
 
-Computed on Spark from the kafka-log data source (read_committed): per (partition, key) the record
-with the highest offset, dropped when it is a tombstone. Kafka sends a key to one partition, so
-the state of a key lives in its partition; keyless records have no state and are left out.
+Two engines with one result. On Spark (``latest_state``): the kafka-log source read_committed, then
+per (partition, key) the record with the highest offset, dropped when it is a tombstone. In this
+process (``latest_state_local``), for inputs a JVM would only slow down: the same read_committed
+view (``planning.py``: records below the last stable offset, aborted transactions filtered out),
+reduced partition by partition with Arrow and numpy (the last occurrence of each key wins), never
+a Python object per record. Kafka sends a key to one partition, so the state of a key lives in its
+partition; keyless records have no state and are left out.
+
+Both write the same rows and types (key binary, value binary, partition int, offset long,
+timestamp in microseconds UTC) as Parquet (Spark told to write TIMESTAMP_MICROS, as pyarrow does,
+instead of its legacy INT96), JSON lines (Spark's layout: binary as base64, timestamps as
+``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` in UTC) or a Delta table (Parquet plus a ``_delta_log`` commit).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
 
 from ..errors import CompactlogError
 
 FORMATS = ("parquet", "delta", "json")
+COLUMNS = ("key", "value", "partition", "offset", "timestamp")
+STATE_SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary()),
+                          pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
+                          pa.field("timestamp", pa.timestamp("us", tz="UTC"))])
 
+
+# --- on Spark ------------------------------------------------------------------------------------
 
 def latest_state(spark, path: str, topic: str | None = None, partitions: str | None = None):
     """A DataFrame (key, value, partition, offset, timestamp): the latest value per key."""
     from pyspark.sql import functions as F
-    reader = spark.read.format("kafka-log")
+    reader = spark.read.format("kafka-log").option("kafka.isolation.level", "read_committed")
     if topic:
-        reader = reader.option("topic", topic)
+        reader = reader.option("subscribe", topic)
     if partitions:
         reader = reader.option("partitions", partitions)
     records = reader.load(path).where(F.col("key").isNotNull())
@@ -31,18 +53,31 @@ def latest_state(spark, path: str, topic: str | None = None, partitions: str | N
                     F.col("r.timestamp").alias("timestamp")))
 
 
-def write_state(df, out: str, fmt: str = "parquet", *, overwrite: bool = False) -> None:
-    """Write a state DataFrame as Parquet, a Delta table (Parquet + _delta_log) or JSON lines."""
+def _prepare(out: str, fmt: str, overwrite: bool) -> None:
     if fmt not in FORMATS:
         raise CompactlogError(f"unknown snapshot format {fmt!r}: use {', '.join(FORMATS)}")
     if os.path.exists(out):
         if not overwrite:
             raise CompactlogError(f"{out} already exists (use --overwrite to replace it)")
         shutil.rmtree(out) if os.path.isdir(out) else os.remove(out)
+
+
+def write_state(df, out: str, fmt: str = "parquet", *, overwrite: bool = False) -> None:
+    """Write a state DataFrame as Parquet, a Delta table (Parquet + _delta_log) or JSON lines."""
+    _prepare(out, fmt, overwrite)
     if fmt == "json":
-        df.write.json(out)
+        df.write.option("timeZone", "UTC").json(out)
         return
-    df.write.parquet(out)
+    conf = df.sparkSession.conf
+    before = conf.get("spark.sql.parquet.outputTimestampType", None)
+    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    try:
+        df.write.parquet(out)
+    finally:
+        if before is None:
+            conf.unset("spark.sql.parquet.outputTimestampType")
+        else:
+            conf.set("spark.sql.parquet.outputTimestampType", before)
     if fmt == "delta":
         # Spark's Delta Lake writer needs jars from Maven; delta-rs turns the Parquet files Spark
         # wrote into a Delta table (a _delta_log commit listing them) without copying data.
@@ -51,3 +86,178 @@ def write_state(df, out: str, fmt: str = "parquet", *, overwrite: bool = False) 
             if name.startswith(("_SUCCESS", ".")) or name.endswith(".crc"):
                 os.remove(os.path.join(out, name))
         convert_to_deltalake(out)
+
+
+# --- in this process -----------------------------------------------------------------------------
+
+def latest_state_local(path: str, topic: str, partitions: str | None = None) -> pa.Table:
+    """The latest value per key (as ``latest_state``) computed here, as a pyarrow Table."""
+    from .options import Strategy, _partition_list
+    from .planning import PartitionState, aborted_mask, aborted_ranges, select_partitions
+    strategy = Strategy("subscribe", topics=(topic,), partitions=_partition_list(partitions))
+    tables = []
+    for tp in select_partitions(path, strategy, streaming=False):
+        st = PartitionState(tp, read_committed=True)
+        start, end = st.log_start, st.latest
+        if start >= end:
+            continue
+        aborted = aborted_ranges(st.reader, start, end)
+        state = None
+        for batch in st.reader.iter_columns(start, end):
+            if aborted:
+                mask = aborted_mask(batch, aborted)
+                if mask.any():
+                    batch = batch.filter(pa.array(~mask))
+            keys = batch.column(0)
+            if keys.null_count:
+                batch = batch.filter(keys.is_valid())
+            if not batch.num_rows:
+                continue
+            chunk = pa.table({"key": _binary(batch.column(0)), "value": _binary(batch.column(1)),
+                              "offset": batch.column(2), "timestamp": batch.column(3)})
+            state = _last_per_key(chunk if state is None else pa.concat_tables([state, chunk]))
+        if state is None:
+            continue
+        state = state.filter(state.column("value").is_valid())
+        n = state.num_rows
+        ts = pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n,
+                                   [None, pa.py_buffer(state.column("timestamp").to_numpy() * 1000)])
+        tables.append(pa.table([state.column("key"), state.column("value"),
+                                pa.array(np.full(n, tp.partition, dtype=np.int32)), state.column("offset"), ts],
+                               schema=STATE_SCHEMA))
+    if not tables:
+        return STATE_SCHEMA.empty_table()
+    return pa.concat_tables(tables).combine_chunks()
+
+
+def _binary(a: pa.Array) -> pa.Array:
+    return a if a.type == pa.binary() else a.cast(pa.binary())
+
+
+def _last_per_key(t: pa.Table) -> pa.Table:
+    """The last row (in row order, which is offset order) of every key, kept in row order."""
+    codes = pc.dictionary_encode(t.column("key").combine_chunks()).indices.to_numpy()
+    last = np.full(int(codes.max()) + 1 if codes.size else 0, -1, dtype=np.int64)
+    np.maximum.at(last, codes, np.arange(codes.size, dtype=np.int64))
+    return t.take(pa.array(np.sort(last)))
+
+
+def write_table(table: pa.Table, out: str, fmt: str = "parquet", *, overwrite: bool = False) -> None:
+    """Write a state table as ``write_state`` writes the DataFrame, without Spark."""
+    _prepare(out, fmt, overwrite)
+    table = table.select(list(COLUMNS)).cast(STATE_SCHEMA)
+    if fmt == "delta":
+        from deltalake import write_deltalake
+        write_deltalake(out, table)
+        return
+    os.makedirs(out)
+    part = f"part-00000-{uuid.uuid4()}-c000"
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+        pq.write_table(table, os.path.join(out, part + ".snappy.parquet"), compression="snappy")
+    else:
+        with open(os.path.join(out, part + ".json"), "wb") as f:
+            if table.num_rows:
+                f.write(json_lines(table))
+    with open(os.path.join(out, "_SUCCESS"), "wb"):
+        pass
+
+
+def json_lines(table: pa.Table) -> bytes:
+    """Spark's JSON lines for the state rows (binary as base64, UTC millisecond timestamps), built
+    column-wise with Arrow string kernels."""
+    ts = pc.strftime(table.column("timestamp").cast(pa.timestamp("ms", tz="UTC")), format="%Y-%m-%dT%H:%M:%SZ")
+    parts = ['{"key":"', base64(table.column("key")), '","value":"', base64(table.column("value")),
+             '","partition":', table.column("partition").cast(pa.string()), ',"offset":',
+             table.column("offset").cast(pa.string()), ',"timestamp":"', ts, '"}']
+    lines = pc.binary_join_element_wise(*parts, "")
+    arr = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    if arr.type != pa.string():
+        arr = arr.cast(pa.large_string())
+        odt = np.int64
+    else:
+        odt = np.int32
+    # the buffers of a string array are the lines back to back: add a newline after each
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], dtype=odt)[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
+    data = np.frombuffer(bufs[2], dtype=np.uint8)
+    out = np.empty(int(off[-1] - off[0]) + len(arr), dtype=np.uint8)
+    _copy_lines(data, off, out)
+    return out.tobytes()
+
+
+@njit(cache=True)
+def _copy_lines(data, off, out):
+    pos = 0
+    for i in range(off.shape[0] - 1):
+        n = off[i + 1] - off[i]
+        out[pos:pos + n] = data[off[i]:off[i] + n]
+        pos += n
+        out[pos] = 10
+        pos += 1
+
+
+_B64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", dtype=np.uint8)
+
+
+def base64(col) -> pa.Array:
+    """Standard base64 of every item of a binary array, as a string array (one numba pass)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    arr = arr.cast(pa.binary()) if arr.type != pa.binary() else arr
+    n = len(arr)
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    lens = (np.diff(off) + 2) // 3 * 4
+    out_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=out_off[1:])
+    out = np.empty(int(out_off[-1]), dtype=np.uint8)
+    _b64(data, off, out, out_off, _B64)
+    typ = pa.large_string() if out_off[-1] > 0x7FFFFFFF else pa.string()
+    offsets = out_off if typ == pa.large_string() else out_off.astype(np.int32)
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(out)]).cast(pa.string())
+
+
+@njit(cache=True)
+def _b64(data, off, out, out_off, alphabet):
+    for i in range(off.shape[0] - 1):
+        src, end, dst = off[i], off[i + 1], out_off[i]
+        while end - src >= 3:
+            v = (np.int64(data[src]) << 16) | (np.int64(data[src + 1]) << 8) | np.int64(data[src + 2])
+            out[dst] = alphabet[(v >> 18) & 63]
+            out[dst + 1] = alphabet[(v >> 12) & 63]
+            out[dst + 2] = alphabet[(v >> 6) & 63]
+            out[dst + 3] = alphabet[v & 63]
+            src += 3
+            dst += 4
+        rest = end - src
+        if rest == 1:
+            v = np.int64(data[src]) << 16
+            out[dst] = alphabet[(v >> 18) & 63]
+            out[dst + 1] = alphabet[(v >> 12) & 63]
+            out[dst + 2] = 61
+            out[dst + 3] = 61
+        elif rest == 2:
+            v = (np.int64(data[src]) << 16) | (np.int64(data[src + 1]) << 8)
+            out[dst] = alphabet[(v >> 18) & 63]
+            out[dst + 1] = alphabet[(v >> 12) & 63]
+            out[dst + 2] = alphabet[(v >> 6) & 63]
+            out[dst + 3] = 61
+
+
+def count_rows(out: str, fmt: str) -> int:
+    """Rows written under ``out`` (either engine), from file metadata: no Spark job."""
+    if fmt == "json":
+        total = 0
+        for p in glob.glob(os.path.join(out, "*.json")):
+            with open(p, "rb") as f:
+                total += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        return total
+    import pyarrow.parquet as pq
+    if fmt == "delta":
+        from deltalake import DeltaTable
+        files = [f[len("file://"):] if f.startswith("file://") else f for f in DeltaTable(out).file_uris()]
+    else:
+        files = glob.glob(os.path.join(out, "*.parquet"))
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
