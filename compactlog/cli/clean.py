@@ -10,11 +10,6 @@ import time
 
 import typer
 
-from ..cleaner.cleaner import Cleaner
-from ..cleaner.executor import SparkExecutor, make_executor
-from ..cleaner.explain import explain_partition
-from ..cleaner.log_format import CleanerLog, summary_text
-from ..cleaner.plan import select_logs
 from .common import context, fail, parse_configs
 from .main import app, cleaner_app
 
@@ -29,6 +24,7 @@ def _now(now_ms: int | None) -> int:
 
 
 def _executor(ctx, engine: str, spark_master: str | None):
+    from ..cleaner.executor import make_executor
     broker = ctx.broker()
     master = spark_master or broker.get("compactlog.spark.master")
     if spark_master is None and master == "local[*]":
@@ -74,6 +70,7 @@ def _progress_runner(executor, enabled: bool):
 
 
 def _completed_tasks(executor, total: int) -> int:
+    from ..cleaner.executor import SparkExecutor
     inner = getattr(executor, "spark_executor", executor)
     if isinstance(inner, SparkExecutor) and inner._spark is not None:
         tracker = inner._spark.sparkContext.statusTracker()
@@ -111,6 +108,8 @@ def clean_cmd(ctx: typer.Context,
               roll: bool = typer.Option(False, "--roll", help="Roll each chosen partition's active segment first, "
                                         "so that all of its data can be cleaned (offline compaction).")):
     """One cleaner run at --now-ms: every eligible compacted partition cleaned once, as Kafka's cleaner would."""
+    from ..cleaner.cleaner import Cleaner
+    from ..cleaner.log_format import CleanerLog, summary_text
     c = context(ctx)
     session_configs = parse_configs(config)
     if partition is not None and topic is None:
@@ -167,6 +166,8 @@ def explain_cmd(ctx: typer.Context,
                 now_ms: int = typer.Option(None, "--now-ms", help="Explain a clean at this time (default: now)."),
                 as_json: bool = typer.Option(False, "--json")):
     """What a clean at --now-ms would remove (by reason) and when each kept tombstone or marker goes."""
+    from ..cleaner.cleaner import Cleaner
+    from ..cleaner.explain import explain_partition
     c = context(ctx)
     now = _now(now_ms)
     with c.open(write=False, now_ms=now) as dd:
@@ -208,6 +209,8 @@ def status_cmd(ctx: typer.Context,
                now_ms: int = typer.Option(None, "--now-ms"),
                as_json: bool = typer.Option(False, "--json")):
     """Per compacted partition: dirty ratio, cleanable range, eligible or why not, next eligible time."""
+    from ..cleaner.cleaner import Cleaner
+    from ..cleaner.plan import select_logs
     c = context(ctx)
     now = _now(now_ms)
     with c.open(write=False, now_ms=now) as dd:

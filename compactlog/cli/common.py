@@ -9,13 +9,16 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import typer
 
 from ..errors import CompactlogError, ConfigError
 from ..storage.config import parse_assignments
-from ..storage.datadir import DataDir, load_broker_config
 from ..storage.events import EXIT_DATA_SET_ASIDE
+
+if TYPE_CHECKING:
+    from ..storage.datadir import DataDir
 
 
 @dataclass
@@ -30,6 +33,7 @@ class CliContext:
         return self.data_dir
 
     def broker(self):
+        from ..storage.datadir import load_broker_config
         path = self.require_data_dir()
         if os.path.exists(path) and not os.path.isdir(path):
             raise CompactlogError(f"{path}: not a directory (--data-dir must name a directory)")
@@ -39,6 +43,7 @@ class CliContext:
         """The data dir for one command: ``write`` takes the data-dir lock (a second writer is
         refused at once, naming the holder); otherwise it is opened read-only and nothing in it
         changes."""
+        from ..storage.datadir import DataDir
         path = self.require_data_dir()
         if os.path.exists(path) and not os.path.isdir(path):
             raise CompactlogError(f"{path}: not a directory (--data-dir must name a directory)")
@@ -66,7 +71,7 @@ def _command_path(words: list) -> str:
 
 
 # the data dirs this command opened: what recovery or retention did in them is reported at exit
-OPENED: list[DataDir] = []
+OPENED: list = []          # of storage.datadir.DataDir
 
 
 def report_data_events(code: int, *, json_output: bool) -> int:

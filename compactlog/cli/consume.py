@@ -17,17 +17,18 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import typer
 
 from ..errors import CorruptRecordError, OffsetOutOfRangeError, TopicError
-from ..record.batch import LOG_APPEND_TIME
 from ..storage import files
 from ..storage.config import parse_assignments
-from ..storage.reader import PartitionReader
 from .common import closed_pipe_is_success, context, fail, headers_json, put_bytes
 from .main import app
+
+if TYPE_CHECKING:
+    from ..storage.reader import PartitionReader
 
 # kafka-console-consumer's DefaultMessageFormatter properties and their defaults
 TEXT_PROPERTIES = {"print.timestamp": "false", "print.key": "false", "print.value": "true",
@@ -248,6 +249,7 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read
     """(bytes to print, records in them), a batch at a time, at most ``limit`` records.
 
     ``positions`` (partition -> next offset) carries a follow's progress between passes."""
+    from ..storage.reader import PartitionReader
     positions = positions if positions is not None else {}
     reader = PartitionReader(pdir)
     if partition in positions:
@@ -372,6 +374,7 @@ def text_line(fmt: TextFormat, partition: int, batch, r) -> bytes:
 
 
 def _timestamp_text(batch, ts: int) -> str:
+    from ..record.batch import LOG_APPEND_TIME
     if batch.magic == 0 or ts < 0:
         return "NO_TIMESTAMP"
     return f"{'LogAppendTime' if batch.timestamp_type == LOG_APPEND_TIME else 'CreateTime'}:{ts}"

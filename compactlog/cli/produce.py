@@ -25,16 +25,11 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-import numpy as np
 import typer
 
 from ..errors import CompactlogError, TopicError
-from ..record.batch import RECORD_BATCH_OVERHEAD
-from ..record.compression import CODEC_BY_NAME
-from ..record.varint import encode_varint
 from ..storage import files
 from ..storage.config import LogConfig, parse_assignments
-from ..storage.partitioner import StickyPartitioner, partition_for_key
 from .common import context, fail
 from .main import app
 
@@ -109,6 +104,7 @@ def produce_cmd(ctx: typer.Context,
                                                 help="none, gzip, snappy, lz4 or zstd."),
                 verbose: bool = typer.Option(False, "--verbose", help="Print each appended batch's offsets.")):
     """Append records read from stdin, one per line; prints nothing on success (like the console producer)."""
+    from ..record.compression import CODEC_BY_NAME
     c = context(ctx)
     if input_format not in ("text", "jsonl"):
         fail(f"--input-format {input_format!r}: expected text or jsonl")
@@ -405,6 +401,8 @@ def check_record(rec: PendingRecord, target: Target, now: int) -> None:
 
 def single_record_batch_size(rec: PendingRecord) -> int:
     """The exact size of a one-record batch of ``rec`` (timestamp and offset deltas 0)."""
+    from ..record.batch import RECORD_BATCH_OVERHEAD
+    from ..record.varint import encode_varint
     body = 3 + _field_size(rec.key) + _field_size(rec.value) + len(encode_varint(len(rec.headers or ())))
     for hkey, hval in rec.headers or ():
         body += _field_size(hkey.encode("utf-8")) + _field_size(hval)
@@ -412,6 +410,7 @@ def single_record_batch_size(rec: PendingRecord) -> int:
 
 
 def _field_size(b: bytes | None) -> int:
+    from ..record.varint import encode_varint
     return 1 if b is None else len(encode_varint(len(b))) + len(b)
 
 
@@ -428,6 +427,8 @@ class Producer:
     """Partitions records, groups them into batches per partition, appends them."""
 
     def __init__(self, dd, target: Target, batch_size: int, compression: str, verbose: bool):
+        from ..record.batch import RECORD_BATCH_OVERHEAD
+        from ..storage.partitioner import StickyPartitioner
         self.dd = dd
         self.target = target
         self.batch_size = batch_size
@@ -439,6 +440,7 @@ class Producer:
         self._partition_of_key: dict[bytes, int] = {}
 
     def partition_of(self, rec: PendingRecord) -> int:
+        from ..storage.partitioner import partition_for_key
         if rec.partition is not None:
             return rec.partition
         if rec.key is not None:
@@ -471,6 +473,7 @@ class Producer:
             yield batch
 
     def append(self, partition: int, batch: list[PendingRecord]) -> None:
+        import numpy as np
         if not self.target.exists:
             self.dd.create_topic(self.target.topic, self.target.partitions, {})
             self.target.exists = True

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import typer
 
-from ..server.app import Broker, broker_listeners, configure_logging
 from .common import context, fail
 from .main import app
 
@@ -26,6 +25,7 @@ def serve_cmd(ctx: typer.Context,
                                            "lines to this file (they always go to stderr).")):
     """Run a Kafka broker on the data dir until SIGINT/SIGTERM (listeners, advertised.listeners,
     node.id, ... from DIR/server.properties and --override, with Kafka's names)."""
+    from ..server.app import Broker, broker_listeners, configure_logging
     c = context(ctx)
     if engine not in ("auto", "spark", "local", "in-process"):
         fail(f"unknown --engine {engine!r}: use auto, spark or local", 2)

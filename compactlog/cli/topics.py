@@ -16,9 +16,7 @@ import typer
 
 from ..errors import StorageError, TopicError
 from ..storage import files
-from ..storage.checkpoint import PartitionMetadataFile
 from ..storage.config import TOPIC_CONFIGS, LogConfig
-from ..storage.reader import PartitionReader
 from .common import context, fail, parse_configs
 from .main import topics_app
 
@@ -242,6 +240,7 @@ def format_config_value(v) -> str:
 
 
 def _topic_id(root: str, topic: str, partitions: list[int]) -> str | None:
+    from ..storage.checkpoint import PartitionMetadataFile
     for p in partitions:
         try:
             tid = PartitionMetadataFile(os.path.join(root, files.partition_dir_name(topic, p),
@@ -276,6 +275,7 @@ def _print_table(rows: list[tuple[str, ...]]) -> None:
 def partition_summary(root: str, topic: str, partition: int) -> PartitionSummary:
     """Size, log start/end offset and segment count of a partition, from its files only (the
     read-only reader resolves leftover .swap/.cleaned/.deleted files as Kafka's loader would)."""
+    from ..storage.reader import PartitionReader
     pdir = os.path.join(root, files.partition_dir_name(topic, partition))
     if not os.path.isdir(pdir):
         return PartitionSummary(partition, 0, 0, 0, 0)

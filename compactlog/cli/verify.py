@@ -6,9 +6,7 @@ import json
 
 import typer
 
-from ..storage.datadir import DataDir
 from ..storage.events import EXIT_DATA_SET_ASIDE
-from ..storage.verify import read_checkpoints, verify_partition
 from .common import context
 from .main import app
 
@@ -24,6 +22,8 @@ def verify_cmd(ctx: typer.Context,
                                            "*.discarded), indexes rebuilt. Everything done is reported.")):
     """CRCs, offsets, batch sizes, indexes against the log, checkpoints, keys unique below the cleaner
     checkpoint, producer snapshots. Exit 0 when healthy; otherwise one line per problem."""
+    from ..storage.datadir import DataDir
+    from ..storage.verify import read_checkpoints, verify_partition
     c = context(ctx)
     if repair:
         from ..storage.loader import repair_partition
