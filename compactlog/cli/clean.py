@@ -154,9 +154,32 @@ def clean_cmd(ctx: typer.Context,
                    f"{', '.join(unknown)}; set them with `compactlog topics alter --topic T --config "
                    f"cleanup.policy=compact` or for this run with `--config cleanup.policy=compact`", err=True)
     if not as_json and not any(o.cleaned for o in outcomes) and topic is None and not failed:
-        typer.echo("nothing to clean")
+        typer.echo(_nothing_to_clean(outcomes, roll))
     if failed:
         raise typer.Exit(1)
+
+
+def _nothing_to_clean(outcomes, rolled: bool) -> str:
+    """'nothing to clean', with each compacted partition's reason and what would change it."""
+    rows = [o for o in outcomes if o.status is not None and o.status.compacted]
+    if not rows:
+        if any(o.status is not None and o.status.unknown_configs for o in outcomes):
+            return "nothing to clean: no topic with known configs has cleanup.policy=compact (see the note above)"
+        return ("nothing to clean: no topic has cleanup.policy=compact (set it with `compactlog topics alter "
+                "--topic T --config cleanup.policy=compact`)")
+    lines = ["nothing to clean:"]
+    for o in rows:
+        reason = o.status.reason
+        hint = ""
+        if reason.startswith("active segment") and not rolled:
+            hint = ("; Kafka never cleans the active segment: `clean --roll` rolls it first (offline "
+                    "compaction), a broker rolls it after segment.ms / segment.bytes")
+        elif reason.startswith("dirty ratio"):
+            hint = "; `clean --force` ignores the ratio"
+        elif reason.startswith("min.compaction.lag.ms"):
+            hint = "; `clean --force` ignores the lag"
+        lines.append(f"  {o.name}: {reason}{hint}")
+    return "\n".join(lines)
 
 
 @app.command("explain")
