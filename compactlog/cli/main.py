@@ -52,7 +52,11 @@ def _global(ctx: typer.Context,
             override: list[str] = typer.Option(None, "--override",
                                                help="A broker setting K=V (Kafka's name), repeatable."),
             version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
-                                         help="Print compactlog's version and exit.")):
+                                         help="Print compactlog's version and exit."),
+            verbose: bool = typer.Option(False, "--verbose", "-v",
+                                         help="Show what runs underneath (the Spark JVM's log on stderr).")):
+    if verbose:
+        os.environ["COMPACTLOG_VERBOSE"] = "1"
     ctx.obj = CliContext(os.path.abspath(data_dir) if data_dir else None,
                          parse_assignments(override, "--override"), _command_words(ctx))
     for line in _setting_warnings(ctx.obj):

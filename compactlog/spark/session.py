@@ -7,6 +7,7 @@ process ends whatever carries the token once this process is gone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -61,7 +62,8 @@ def session(master: str | None = None, *, local_dir: str | None = None, conf: di
     # only the JVM (and what it starts) inherits the token, not later children of this process
     os.environ[watchdog.OWNER_ENV] = _watch()
     try:
-        spark = builder.getOrCreate()
+        with _jvm_output(local_dir):
+            spark = builder.getOrCreate()
     finally:
         os.environ.pop(watchdog.OWNER_ENV, None)
     spark.sparkContext.setLogLevel("ERROR")
@@ -72,6 +74,36 @@ def session(master: str | None = None, *, local_dir: str | None = None, conf: di
         pass
     _session, _session_key = spark, key
     return spark
+
+
+JVM_LOG_ENV = "COMPACTLOG_SPARK_LOG"
+
+
+@contextlib.contextmanager
+def _jvm_output(local_dir: str):
+    """The JVM inherits file descriptor 2 when PySpark starts it: pointed at a log file for that
+    moment, the JVM's banner and warnings (and its Python workers' stderr) go there for its whole
+    life instead of the user's terminal. ``--verbose`` (COMPACTLOG_VERBOSE=1) keeps them on stderr;
+    the log's path is in COMPACTLOG_SPARK_LOG."""
+    if os.environ.get("COMPACTLOG_VERBOSE") == "1":
+        yield
+        return
+    path = os.path.join(local_dir, f"spark-{os.getpid()}.log")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        os.dup2(fd, 2)
+        os.environ[JVM_LOG_ENV] = path
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
 
 
 def _watch() -> str:
