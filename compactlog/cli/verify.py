@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 
 import typer
 
 from ..storage.events import EXIT_DATA_SET_ASIDE
 from .common import context
 from .main import app
+from .progress import progress
+
+
+def _partition_bytes(root: str, topic: str, partition: int) -> int:
+    pdir = os.path.join(root, f"{topic}-{partition}")
+    try:
+        return sum(e.stat().st_size for e in os.scandir(pdir) if e.name.endswith(".log"))
+    except OSError:
+        return 0
 
 
 @app.command("verify")
@@ -36,11 +46,13 @@ def verify_cmd(ctx: typer.Context,
     checkpoints, problems = read_checkpoints(dd.path)
     topics = [topic] if topic else dd.topics()
     partitions = 0
-    for t in topics:
-        config = dd.topic_config(t)
-        for p in dd.partitions(t):
+    work = [(t, p) for t in topics for p in dd.partitions(t)]
+    sizes = {tp: _partition_bytes(dd.path, *tp) for tp in work}
+    with progress("verifying", sum(sizes.values()), unit="bytes", min_total=256 << 20) as bar:
+        for t, p in work:
             partitions += 1
-            problems.extend(verify_partition(dd.path, t, p, config, checkpoints))
+            problems.extend(verify_partition(dd.path, t, p, dd.topic_config(t), checkpoints))
+            bar.advance(sizes[(t, p)])
     for pr in problems:
         typer.echo(json.dumps(pr.to_dict()) if as_json else str(pr))
     if as_json:
