@@ -46,10 +46,12 @@ _TXN_ENTRY = struct.Struct(">hqqqq")
 class Dump:
     """Output of one run: Kafka's text lines or JSON objects, written to stdout."""
 
-    def __init__(self, as_json: bool, deep: bool, print_data: bool):
+    def __init__(self, as_json: bool, deep: bool, print_data: bool, offsets: bool = False):
         self.as_json = as_json
-        self.deep = deep or print_data
-        self.print_data = print_data
+        # a decoder implies --print-data-log, which implies --deep-iteration (as in Kafka)
+        self.deep = deep or print_data or offsets
+        self.print_data = print_data or offsets
+        self.offsets = offsets
         self.write = sys.stdout.write
 
     def line(self, text: str) -> None:
@@ -72,13 +74,16 @@ def dump_log_cmd(file_args: list[str] = typer.Option(..., "--files",
                                                           "(implies --deep-iteration)."),
                  deep_iteration: bool = typer.Option(False, "--deep-iteration",
                                                      help="Print every record, not only the batches."),
-                 as_json: bool = typer.Option(False, "--json", help="One JSON object per line.")):
+                 as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+                 offsets_decoder: bool = typer.Option(False, "--offsets-decoder",
+                                                      help="Decode records as __consumer_offsets keys "
+                                                           "and values (implies --print-data-log).")):
     """Print the contents of Kafka log files, as kafka-dump-log.sh does. Needs no --data-dir."""
     paths = [p for arg in file_args for p in arg.split(",") if p]
     for path in paths:
         if not os.path.isfile(path):
             fail(f"{path}: no such file")
-    dump = Dump(as_json, deep_iteration, print_data_log)
+    dump = Dump(as_json, deep_iteration, print_data_log, offsets_decoder)
     with closed_pipe_is_success():
         for path in paths:
             dump_file(dump, path)
@@ -235,6 +240,8 @@ def _emit_record(dump: Dump, b, r) -> None:
             d["headers"] = headers_json(r.headers)
         if control is not None:
             d.update(control)
+        elif dump.offsets:
+            d.update(_offsets_json(r))
         dump.obj(d)
         return
     text = (f"| offset: {r.offset} {_timestamp_type_name(b)}: {r.timestamp} keySize: {_size(r.key)} "
@@ -245,9 +252,34 @@ def _emit_record(dump: Dump, b, r) -> None:
             text += f" endTxnMarker: {control['controlType']} coordinatorEpoch: {control['coordinatorEpoch']}"
         else:
             text += f" controlType: {control['controlType']}({control['controlTypeId']})"
+    elif dump.offsets:
+        key, payload = _offsets_text(r)
+        text += f" key: {key}" + (f" payload: {payload}" if payload is not None else "")
     elif dump.print_data:
         text += _key_payload(r.key, r.value)
     dump.line(text)
+
+
+def _offsets_text(r) -> tuple[str, str | None]:
+    """Kafka's OffsetsMessageParser; a record without a key is reported like any record that
+    does not decode (Kafka's tool stops at it with an exception)."""
+    # imported where used: the server package loads kio's API tables (CLI start-up stays light)
+    from ..server.groups.records import RecordFormatError, offsets_decoder_text
+    try:
+        return offsets_decoder_text(r.key, r.value, r.offset)
+    except RecordFormatError as e:
+        return f"Error at offset {r.offset}, skipping. {e}", None
+
+
+def _offsets_json(r) -> dict:
+    key, payload = _offsets_text(r)
+    out = {}
+    for name, text in (("decodedKey", key), ("decodedValue", payload)):
+        try:
+            out[name] = json.loads(text) if text is not None and text[:1] == "{" else text
+        except ValueError:
+            out[name] = text
+    return out
 
 
 def _control_fields(r) -> dict:

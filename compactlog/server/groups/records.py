@@ -1,0 +1,634 @@
+"""The ``__consumer_offsets`` records: keys, values, the partition of a group, and their JSON.
+
+Follows Kafka's ``GroupCoordinatorRecordSerde`` / ``CoordinatorRecordSerde`` (a record's key is an
+``int16`` record type followed by the key struct, its value an ``int16`` version followed by the
+value struct, a null value being a tombstone), the generated ``OffsetCommitKey/Value`` and
+``GroupMetadataKey/Value`` messages (``group-coordinator/src/main/resources/common/message``),
+``GroupCoordinatorRecordHelpers`` (which versions are written), ``Utils.abs(groupId.hashCode()) %
+partitions`` (``GroupCoordinatorService.topicPartitionFor``), the embedded consumer protocol
+(``ConsumerProtocolSubscription`` / ``ConsumerProtocolAssignment``) and ``DumpLogSegments``'
+``OffsetsMessageParser`` (the text of ``kafka-dump-log --offsets-decoder``).
+
+Record types (the key's version): 0 and 1 = offset commit (Kafka writes 1), 2 = group metadata;
+3 and up are the KIP-848 and share-group records, which this coordinator does not use: they
+decode to ``UnknownRecordType`` and the loader skips them, as Kafka's loader skips types it does
+not know. Value versions: an offset commit is written as v3 (v1 when it carries an expire
+timestamp), group metadata as v3. v4 is the first flexible version of both values; KIP-915 lets
+later versions add only tagged fields, so a version above 4 is read with v4's layout, exactly as
+Kafka's generated readers (which test ``version >= 4``) read it.
+
+Everything here is sans-IO: bytes in, objects out, and the reverse.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from dataclasses import dataclass, field
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+OFFSET_COMMIT_LEGACY = 0        # key version 0 (Kafka before 0.10 wrote it); same layout as 1
+OFFSET_COMMIT = 1
+GROUP_METADATA = 2
+
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+FLEXIBLE_FROM = 4
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class RecordFormatError(ValueError):
+    """Bytes that are not a ``__consumer_offsets`` key or value (the field and position named)."""
+
+
+class UnknownRecordType(RecordFormatError):
+    """A key whose record type (its version) this coordinator does not know."""
+
+    def __init__(self, record_type: int):
+        self.record_type = record_type
+        super().__init__(f"unknown record type {record_type}")
+
+
+# -- the partition of a group ---------------------------------------------------------------------
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode``: ``h = 31 * h + c`` over UTF-16 code units, 32-bit wrap."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for (unit,) in struct.iter_unpack(">H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition that holds ``group_id`` (Kafka's ``Utils.abs`` maps
+    -2147483648 to 0, where Java's ``Math.abs`` would stay negative)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+# -- keys and values ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+    version: int = OFFSET_COMMIT
+
+
+@dataclass(frozen=True)
+class GroupMetadataKey:
+    group: str
+    version: int = GROUP_METADATA
+
+
+@dataclass
+class OffsetCommitValue:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1
+
+    def default_version(self) -> int:
+        return OFFSET_COMMIT_VALUE_WITH_EXPIRY if self.expire_timestamp >= 0 else OFFSET_COMMIT_VALUE_VERSION
+
+
+@dataclass
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = -1
+    members: list[MemberMetadata] = field(default_factory=list)
+
+    def default_version(self) -> int:
+        return GROUP_METADATA_VALUE_VERSION
+
+
+@dataclass
+class CoordinatorRecord:
+    """One ``__consumer_offsets`` record; ``value`` None is a tombstone."""
+    key: OffsetCommitKey | GroupMetadataKey
+    value: OffsetCommitValue | GroupMetadataValue | None
+    value_version: int | None = None
+
+    @property
+    def group(self) -> str:
+        return self.key.group
+
+    def key_bytes(self) -> bytes:
+        return encode_key(self.key)
+
+    def value_bytes(self) -> bytes | None:
+        return encode_value(self.value, self.value_version)
+
+
+def offset_commit_record(group: str, topic: str, partition: int,
+                         value: OffsetCommitValue | None) -> CoordinatorRecord:
+    return CoordinatorRecord(OffsetCommitKey(group, topic, partition), value,
+                             None if value is None else value.default_version())
+
+
+def group_metadata_record(group: str, value: GroupMetadataValue | None) -> CoordinatorRecord:
+    return CoordinatorRecord(GroupMetadataKey(group), value,
+                             None if value is None else GROUP_METADATA_VALUE_VERSION)
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+class _Reader:
+    """A cursor over one key or value; every failure names the field and the byte position."""
+
+    __slots__ = ("buf", "pos", "what")
+
+    def __init__(self, buf: bytes, what: str, pos: int = 0):
+        self.buf = buf
+        self.pos = pos
+        self.what = what
+
+    def fail(self, name: str, detail: str):
+        raise RecordFormatError(f"{self.what}: field {name} at byte {self.pos}: {detail}")
+
+    def _take(self, n: int, name: str) -> int:
+        p = self.pos
+        if n < 0 or p + n > len(self.buf):
+            self.fail(name, f"needs {n} bytes, {len(self.buf) - p} left")
+        self.pos = p + n
+        return p
+
+    def i16(self, name: str) -> int:
+        return _I16.unpack_from(self.buf, self._take(2, name))[0]
+
+    def i32(self, name: str) -> int:
+        return _I32.unpack_from(self.buf, self._take(4, name))[0]
+
+    def i64(self, name: str) -> int:
+        return _I64.unpack_from(self.buf, self._take(8, name))[0]
+
+    def uvarint(self, name: str) -> int:
+        value = shift = 0
+        while True:
+            if self.pos >= len(self.buf):
+                self.fail(name, "truncated unsigned varint")
+            b = self.buf[self.pos]
+            self.pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                self.fail(name, "unsigned varint longer than 5 bytes")
+
+    def _length(self, name: str, compact: bool, wide: bool) -> int:
+        if compact:
+            return self.uvarint(name) - 1
+        return self.i32(name) if wide else self.i16(name)
+
+    def string(self, name: str, *, nullable: bool = False, compact: bool = False) -> str | None:
+        n = self._length(name, compact, False)
+        if n < 0:
+            if n == -1 and nullable:
+                return None
+            self.fail(name, "non-nullable field was serialized as null" if n == -1
+                      else f"negative length {n}")
+        p = self._take(n, name)
+        try:
+            return bytes(self.buf[p:p + n]).decode("utf-8")
+        except UnicodeDecodeError as e:
+            self.pos = p
+            self.fail(name, f"not UTF-8 ({e.reason} at string byte {e.start})")
+
+    def bytes_(self, name: str, *, nullable: bool = False, compact: bool = False) -> bytes | None:
+        n = self._length(name, compact, True)
+        if n < 0:
+            if n == -1 and nullable:
+                return None
+            self.fail(name, "non-nullable field was serialized as null" if n == -1
+                      else f"negative length {n}")
+        p = self._take(n, name)
+        return bytes(self.buf[p:p + n])
+
+    def array_length(self, name: str, *, compact: bool = False, nullable: bool = False,
+                     min_element: int = 1) -> int:
+        n = self._length(name, compact, True)
+        if n < 0:
+            if n == -1 and nullable:
+                return -1
+            self.fail(name, "non-nullable field was serialized as null" if n == -1
+                      else f"negative count {n}")
+        # a count the remaining bytes cannot hold is refused before anything is allocated
+        if n * min_element > len(self.buf) - self.pos:
+            self.fail(name, f"{n} elements cannot fit in the {len(self.buf) - self.pos} bytes left")
+        return n
+
+    def tagged_fields(self, name: str) -> None:
+        """Skip a tagged-field section (no tagged field of these records is known)."""
+        count = self.uvarint(f"{name} tagged fields")
+        for _ in range(count):
+            self.uvarint(f"{name} tag")
+            size = self.uvarint(f"{name} tag size")
+            self._take(size, f"{name} tagged field")
+
+
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
+    r = _Reader(data, "key")
+    record_type = r.i16("record type")
+    if record_type in (OFFSET_COMMIT_LEGACY, OFFSET_COMMIT):
+        return OffsetCommitKey(r.string("group"), r.string("topic"), r.i32("partition"), record_type)
+    if record_type == GROUP_METADATA:
+        return GroupMetadataKey(r.string("group"))
+    raise UnknownRecordType(record_type)
+
+
+def decode_value(key: OffsetCommitKey | GroupMetadataKey, data: bytes | None):
+    """(value, version) for ``key``'s record type; (None, None) for a tombstone."""
+    if data is None:
+        return None, None
+    r = _Reader(data, "value")
+    version = r.i16("version")
+    if version < 0:
+        r.pos = 0
+        r.fail("version", f"negative version {version}")
+    if isinstance(key, OffsetCommitKey):
+        return _offset_commit_value(r, version), version
+    return _group_metadata_value(r, version), version
+
+
+def _offset_commit_value(r: _Reader, version: int) -> OffsetCommitValue:
+    flexible = version >= FLEXIBLE_FROM
+    offset = r.i64("offset")
+    leader_epoch = r.i32("leaderEpoch") if version >= 3 else -1
+    metadata = r.string("metadata", compact=flexible)
+    commit_ts = r.i64("commitTimestamp")
+    expire_ts = r.i64("expireTimestamp") if version == 1 else -1
+    if flexible:
+        r.tagged_fields("OffsetCommitValue")
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_ts, expire_ts)
+
+
+def _group_metadata_value(r: _Reader, version: int) -> GroupMetadataValue:
+    flexible = version >= FLEXIBLE_FROM
+    protocol_type = r.string("protocolType", compact=flexible)
+    generation = r.i32("generation")
+    protocol = r.string("protocol", nullable=True, compact=flexible)
+    leader = r.string("leader", nullable=True, compact=flexible)
+    current_state_ts = r.i64("currentStateTimestamp") if version >= 2 else -1
+    # a member is at least its fixed-size fields and empty strings/bytes
+    n = r.array_length("members", compact=flexible, min_element=13 if flexible else 18)
+    members = []
+    for i in range(n):
+        name = f"members[{i}]"
+        member_id = r.string(f"{name}.memberId", compact=flexible)
+        instance_id = r.string(f"{name}.groupInstanceId", nullable=True, compact=flexible) \
+            if version >= 3 else None
+        client_id = r.string(f"{name}.clientId", compact=flexible)
+        client_host = r.string(f"{name}.clientHost", compact=flexible)
+        rebalance_timeout = r.i32(f"{name}.rebalanceTimeout") if version >= 1 else -1
+        session_timeout = r.i32(f"{name}.sessionTimeout")
+        subscription = r.bytes_(f"{name}.subscription", compact=flexible)
+        assignment = r.bytes_(f"{name}.assignment", compact=flexible)
+        if flexible:
+            r.tagged_fields(name)
+        members.append(MemberMetadata(member_id, instance_id, client_id, client_host,
+                                      rebalance_timeout, session_timeout, subscription, assignment))
+    if flexible:
+        r.tagged_fields("GroupMetadataValue")
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_ts, members)
+
+
+def decode_record(key: bytes | None, value: bytes | None) -> CoordinatorRecord:
+    """A record of ``__consumer_offsets``; ``RecordFormatError`` (``UnknownRecordType`` for a
+    record type other than 0-2) says what does not decode."""
+    if key is None:
+        raise RecordFormatError("key: null (every __consumer_offsets record has a key)")
+    k = decode_key(key)
+    try:
+        v, version = decode_value(k, value)
+    except RecordFormatError as e:
+        version = _I16.unpack_from(value, 0)[0] if value is not None and len(value) >= 2 else None
+        raise RecordFormatError(f"could not read record with version {version} from the value: {e}") \
+            from None
+    return CoordinatorRecord(k, v, version)
+
+
+# -- writing --------------------------------------------------------------------------------------
+
+def _uvarint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _put_string(out: bytearray, s: str | None, compact: bool) -> None:
+    if s is None:
+        out += b"\x00" if compact else _I16.pack(-1)
+        return
+    b = s.encode("utf-8")
+    if len(b) > 32767:
+        raise ValueError(f"string of {len(b)} bytes is longer than 32767")
+    if compact:
+        _uvarint(out, len(b) + 1)
+    else:
+        out += _I16.pack(len(b))
+    out += b
+
+
+def _put_bytes(out: bytearray, b: bytes | None, compact: bool) -> None:
+    if b is None:
+        out += b"\x00" if compact else _I32.pack(-1)
+        return
+    if compact:
+        _uvarint(out, len(b) + 1)
+    else:
+        out += _I32.pack(len(b))
+    out += b
+
+
+def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
+    out = bytearray(_I16.pack(key.version))
+    _put_string(out, key.group, False)
+    if isinstance(key, OffsetCommitKey):
+        _put_string(out, key.topic, False)
+        out += _I32.pack(key.partition)
+    return bytes(out)
+
+
+def encode_value(value, version: int | None = None) -> bytes | None:
+    if value is None:
+        return None
+    version = value.default_version() if version is None else version
+    flexible = version >= FLEXIBLE_FROM
+    out = bytearray(_I16.pack(version))
+    if isinstance(value, OffsetCommitValue):
+        out += _I64.pack(value.offset)
+        if version >= 3:
+            out += _I32.pack(value.leader_epoch)
+        _put_string(out, value.metadata, flexible)
+        out += _I64.pack(value.commit_timestamp)
+        if version == 1:
+            out += _I64.pack(value.expire_timestamp)
+    else:
+        _put_string(out, value.protocol_type, flexible)
+        out += _I32.pack(value.generation)
+        _put_string(out, value.protocol, flexible)
+        _put_string(out, value.leader, flexible)
+        if version >= 2:
+            out += _I64.pack(value.current_state_timestamp)
+        if flexible:
+            _uvarint(out, len(value.members) + 1)
+        else:
+            out += _I32.pack(len(value.members))
+        for m in value.members:
+            _put_string(out, m.member_id, flexible)
+            if version >= 3:
+                _put_string(out, m.group_instance_id, flexible)
+            _put_string(out, m.client_id, flexible)
+            _put_string(out, m.client_host, flexible)
+            if version >= 1:
+                out += _I32.pack(m.rebalance_timeout)
+            out += _I32.pack(m.session_timeout)
+            _put_bytes(out, m.subscription, flexible)
+            _put_bytes(out, m.assignment, flexible)
+            if flexible:
+                out.append(0)
+    if flexible:
+        out.append(0)
+    return bytes(out)
+
+
+# -- the embedded consumer protocol ---------------------------------------------------------------
+
+@dataclass
+class ConsumerSubscription:
+    """ConsumerProtocolSubscription (a ``consumer`` member's JoinGroup metadata)."""
+    version: int
+    topics: list[str]
+    user_data: bytes | None = None
+    owned_partitions: list[tuple[str, list[int]]] = field(default_factory=list)
+    generation_id: int = -1
+    rack_id: str | None = None
+
+
+@dataclass
+class ConsumerAssignment:
+    """ConsumerProtocolAssignment (what the leader hands a member in SyncGroup)."""
+    version: int
+    partitions: list[tuple[str, list[int]]]
+    user_data: bytes | None = None
+
+
+def _topic_partitions(r: _Reader, name: str) -> list[tuple[str, list[int]]]:
+    out = []
+    for i in range(r.array_length(name, min_element=6)):
+        topic = r.string(f"{name}[{i}].topic")
+        parts = [r.i32(f"{name}[{i}].partitions")
+                 for _ in range(r.array_length(f"{name}[{i}].partitions", min_element=4))]
+        out.append((topic, parts))
+    return out
+
+
+def decode_subscription(data: bytes, *, topics_only: bool = False) -> ConsumerSubscription:
+    """Newer versions are read with the newest known layout (the protocol only appends fields);
+    ``topics_only`` reads the v0 prefix, as the coordinator does to learn the subscribed topics."""
+    r = _Reader(data, "subscription")
+    version = r.i16("version")
+    if version < 0:
+        r.fail("version", f"negative version {version}")
+    topics = [r.string("topics") for _ in range(r.array_length("topics", min_element=2))]
+    if topics_only:
+        return ConsumerSubscription(version, topics)
+    user_data = r.bytes_("userData", nullable=True)
+    sub = ConsumerSubscription(version, topics, user_data)
+    if version >= 1:
+        sub.owned_partitions = _topic_partitions(r, "ownedPartitions")
+    if version >= 2:
+        sub.generation_id = r.i32("generationId")
+    if version >= 3:
+        sub.rack_id = r.string("rackId", nullable=True)
+    return sub
+
+
+def decode_assignment(data: bytes) -> ConsumerAssignment:
+    r = _Reader(data, "assignment")
+    version = r.i16("version")
+    if version < 0:
+        r.fail("version", f"negative version {version}")
+    parts = _topic_partitions(r, "assignedPartitions")
+    user_data = r.bytes_("userData", nullable=True)
+    return ConsumerAssignment(version, parts, user_data)
+
+
+def encode_subscription(topics, version: int = 0, user_data: bytes | None = None) -> bytes:
+    out = bytearray(_I16.pack(version))
+    out += _I32.pack(len(topics))
+    for t in topics:
+        _put_string(out, t, False)
+    _put_bytes(out, user_data, False)
+    if version >= 1:
+        out += _I32.pack(0)
+    if version >= 2:
+        out += _I32.pack(-1)
+    if version >= 3:
+        _put_string(out, None, False)
+    return bytes(out)
+
+
+def encode_assignment(partitions, version: int = 0, user_data: bytes | None = None) -> bytes:
+    """``partitions``: (topic, [partition, ...]) pairs."""
+    out = bytearray(_I16.pack(version))
+    out += _I32.pack(len(partitions))
+    for topic, parts in partitions:
+        _put_string(out, topic, False)
+        out += _I32.pack(len(parts))
+        for p in parts:
+            out += _I32.pack(p)
+    _put_bytes(out, user_data, False)
+    return bytes(out)
+
+
+# -- kafka-dump-log --offsets-decoder --------------------------------------------------------------
+
+def _json_string(s: str) -> str:
+    # Jackson's escaping: ", \ and the control characters (\b \t \n \f \r by name, the others as
+    # \u00XX with upper-case hex); everything else, non-ASCII included, as is
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif o < 0x20:
+            out.append({8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r"}.get(o, f"\\u{o:04X}"))
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def to_json(v) -> str:
+    """Compact JSON as Jackson's ``JsonNode.toString`` writes it (no spaces, keys in order)."""
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return _json_string(v)
+    if isinstance(v, (bytes, bytearray)):
+        return _json_string(base64.b64encode(v).decode("ascii"))       # Jackson's BinaryNode
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{_json_string(k)}:{to_json(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(to_json(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} as JSON")
+
+
+def key_json(key: OffsetCommitKey | GroupMetadataKey) -> dict:
+    if isinstance(key, OffsetCommitKey):
+        data = {"group": key.group, "topic": key.topic, "partition": key.partition}
+    else:
+        data = {"group": key.group}
+    return {"type": str(key.version), "data": data}
+
+
+def _tp_json(parts) -> list:
+    return [{"topic": t, "partitions": list(p)} for t, p in parts]
+
+
+def subscription_json(sub: ConsumerSubscription) -> dict:
+    d = {"topics": list(sub.topics), "userData": sub.user_data}
+    if sub.version >= 1:
+        d["ownedPartitions"] = _tp_json(sub.owned_partitions)
+    if sub.version >= 2:
+        d["generationId"] = sub.generation_id
+    if sub.version >= 3:
+        d["rackId"] = sub.rack_id
+    return d
+
+
+def assignment_json(a: ConsumerAssignment) -> dict:
+    return {"assignedPartitions": _tp_json(a.partitions), "userData": a.user_data}
+
+
+def _embedded(data: bytes, decode, render):
+    # DumpLogSegments keeps the raw bytes when the embedded protocol does not decode
+    try:
+        return render(decode(data))
+    except RecordFormatError:
+        return data
+
+
+def value_json(value, version: int) -> dict:
+    if isinstance(value, OffsetCommitValue):
+        data = {"offset": value.offset}
+        if version >= 3:
+            data["leaderEpoch"] = value.leader_epoch
+        data["metadata"] = value.metadata
+        data["commitTimestamp"] = value.commit_timestamp
+        if version == 1:
+            data["expireTimestamp"] = value.expire_timestamp
+        return {"version": str(version), "data": data}
+    consumer = value.protocol_type == CONSUMER_PROTOCOL_TYPE
+    data = {"protocolType": value.protocol_type, "generation": value.generation,
+            "protocol": value.protocol, "leader": value.leader}
+    if version >= 2:
+        data["currentStateTimestamp"] = value.current_state_timestamp
+    members = []
+    for m in value.members:
+        md = {"memberId": m.member_id}
+        if version >= 3:
+            md["groupInstanceId"] = m.group_instance_id
+        md["clientId"] = m.client_id
+        md["clientHost"] = m.client_host
+        if version >= 1:
+            md["rebalanceTimeout"] = m.rebalance_timeout
+        md["sessionTimeout"] = m.session_timeout
+        md["subscription"] = _embedded(m.subscription, decode_subscription, subscription_json) \
+            if consumer else m.subscription
+        md["assignment"] = _embedded(m.assignment, decode_assignment, assignment_json) \
+            if consumer else m.assignment
+        members.append(md)
+    data["members"] = members
+    return {"version": str(version), "data": data}
+
+
+def offsets_decoder_text(key: bytes | None, value: bytes | None, offset: int) -> tuple[str, str | None]:
+    """(key text, payload text or None) of one record, as ``OffsetsMessageParser.parse``."""
+    if key is None:
+        raise RecordFormatError(f"Failed to decode message at offset {offset} using offset topic "
+                                f"decoder (message had a missing key)")
+    try:
+        rec = decode_record(key, value)
+    except UnknownRecordType as e:
+        return f"Unknown record type {e.record_type} at offset {offset}, skipping.", None
+    except RecordFormatError as e:
+        return f"Error at offset {offset}, skipping. {e}", None
+    payload = "<DELETE>" if rec.value is None else to_json(value_json(rec.value, rec.value_version))
+    return to_json(key_json(rec.key)), payload
