@@ -635,6 +635,7 @@ def handle_delete_topics(state: BrokerState, request):
                    responses=tuple(result(n, code, message, i) for n, i in requested))
 
     responses = []
+    deleted: list[tuple[str, int]] = []
     with state.metadata_lock:
         ids = {}
         if any(i is not None and n is None for n, i in requested):
@@ -676,7 +677,12 @@ def handle_delete_topics(state: BrokerState, request):
                 responses.append(result(name, ErrorCode.unknown_server_error, None, topic_id))
                 continue
             state.appends.notify([(name, p) for p in partitions])     # long polls answer at once
+            deleted += [(name, p) for p in partitions]
             responses.append(result(name, ErrorCode.none, None, topic_id))
+    if deleted and state.groups is not None:
+        # every group's offsets of the deleted partitions become tombstones (outside the metadata
+        # lock: the coordinator takes its own lock first, then the metadata lock to open a log)
+        state.groups.on_partitions_deleted(deleted)
     return cls(throttle_time=NO_THROTTLE, responses=tuple(responses))
 
 

@@ -1,5 +1,5 @@
 """Request dispatch and the small data-plane APIs: ApiVersions, Metadata, ListOffsets, InitProducerId
-(and a FindCoordinator that says no coordinator exists yet).
+(FindCoordinator and the group APIs live in ``groups/handlers.py``).
 
 Kafka's ``KafkaApis.handle`` routes each request to ``handle<Api>Request``; here ``dispatch_table``
 maps API keys to handler functions ``handle_<api>(state, request) -> response body`` and says where
@@ -23,6 +23,8 @@ from kio.schema.errors import ErrorCode
 
 from ..errors import CompactlogError, TopicError
 from ..storage import files
+from .groups.handlers import ERROR_RESPONSES as GROUP_ERROR_RESPONSES
+from .groups.handlers import GROUP_HANDLERS
 from .messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
 from .state import INTERNAL_TOPICS, BrokerState
 from .versions import BROKER_APIS, GROUP_APIS, SupportedApis
@@ -63,7 +65,6 @@ def dispatch_table() -> dict[int, Api]:
         1: Api(1, handle_fetch, ASYNC),
         2: Api(2, handle_list_offsets, THREAD),
         3: Api(3, handle_metadata, THREAD),
-        10: Api(10, handle_find_coordinator, INLINE),
         18: Api(18, handle_api_versions, INLINE),
         22: Api(22, handle_init_producer_id, THREAD),
     }
@@ -77,6 +78,9 @@ def dispatch_table() -> dict[int, Api]:
         fn = getattr(admin, f"handle_{name}", None) if admin is not None else None
         if fn is not None:
             table[key] = Api(key, fn, THREAD)
+    # the group APIs and FindCoordinator (groups/handlers.py)
+    for key, (fn, mode) in GROUP_HANDLERS.items():
+        table[key] = Api(key, fn, mode)
     return table
 
 
@@ -88,31 +92,6 @@ def advertised_apis(table: dict[int, Api]) -> SupportedApis:
 
 def handle_api_versions(state: BrokerState, request):
     return state.apis.api_versions_response(request.api_version, request.body)
-
-
-# -- FindCoordinator (10) -----------------------------------------------------------------------
-
-def handle_find_coordinator(state: BrokerState, request):
-    """No group or transaction coordinator yet: groups come with the consumer-group issue.
-
-    FindCoordinator is advertised all the same because librdkafka enables LZ4 only when the
-    broker lists FindCoordinator v0 (its feature map dates LZ4 by the 0.8.2 API that came with
-    it): without it, every librdkafka producer asked for lz4 silently sends uncompressed batches.
-    A group lookup is answered as Kafka answers it while ``__consumer_offsets`` does not exist
-    (COORDINATOR_NOT_AVAILABLE, retriable: an ``assign`` consumer with a ``group.id`` goes on
-    fetching); a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which stops a
-    transactional producer at once (wire-protocol.md §7).
-    """
-    cls = response_class(request)
-    key_type = getattr(request.body, "key_type", 0)
-    if key_type == 1:
-        code, why = ErrorCode.transactional_id_authorization_failed, \
-            "this broker offers no transactions"
-    else:
-        code, why = ErrorCode.coordinator_not_available, \
-            "this broker has no group coordinator (consumer groups are not offered yet)"
-    return build(cls, throttle_time=NO_THROTTLE, error_code=code, error_message=why, node_id=-1,
-                 host="", port=-1)
 
 
 # -- Metadata (3) -------------------------------------------------------------------------------
@@ -301,7 +280,7 @@ def handle_init_producer_id(state: BrokerState, request):
 def error_response(request, code: int, message: str | None = None):
     """Kafka's getErrorResponse: ``code`` in every error field, or None when the API has none
     (the connection is then closed)."""
-    fn = _ERROR_RESPONSES.get(request.api_key)
+    fn = _ERROR_RESPONSES.get(request.api_key) or GROUP_ERROR_RESPONSES.get(request.api_key)
     if fn is None:
         return None
     cls = response_class(request)
@@ -350,11 +329,6 @@ def _metadata_error(body, cls, code, message):
     return build(cls, throttle_time=NO_THROTTLE, brokers=(), cluster_id=None, controller_id=-1,
                  topics=topics, cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
                  error_code=code)
-
-
-def _find_coordinator_error(body, cls, code, message):
-    return build(cls, throttle_time=NO_THROTTLE, error_code=code, error_message=message, node_id=-1,
-                 host="", port=-1)
 
 
 def _init_producer_id_error(body, cls, code, message):
@@ -419,7 +393,7 @@ def _describe_log_dirs_error(body, cls, code, message):
 
 
 _ERROR_RESPONSES = {35: _describe_log_dirs_error, 0: _produce_error, 1: _fetch_error, 2: _list_offsets_error, 3: _metadata_error,
-                    10: _find_coordinator_error, 18: _api_versions_error, 19: _create_topics_error, 20: _delete_topics_error,
+                    18: _api_versions_error, 19: _create_topics_error, 20: _delete_topics_error,
                     21: _delete_records_error, 22: _init_producer_id_error,
                     32: _describe_configs_error, 33: _alter_configs_error,
                     37: _create_partitions_error, 44: _alter_configs_error,

@@ -19,6 +19,7 @@ before an id of it is handed out) and the append notifier that wakes long-pollin
 from __future__ import annotations
 
 import base64
+import contextvars
 import json
 import logging
 import os
@@ -40,6 +41,10 @@ PRODUCER_ID_FILE = "compactlog.producer-ids.json"
 PRODUCER_ID_BLOCK = 1000          # Kafka's controller hands out blocks of 1000 ids
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ADMIN_CLIENT_ID = "__admin_client"
+
+# the client's address as Kafka prints it (``InetAddress.toString()``: "/127.0.0.1"), set by the
+# transport for each connection's task; group members record it (JoinGroup, DescribeGroups)
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]*\]|[^:/\[\]]*):(-?[0-9]+)$")
 
@@ -229,6 +234,7 @@ class BrokerState:
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("kafka.server.KafkaApis"))
     closing: threading.Event = field(default_factory=threading.Event)
     apis: object = None                  # the advertised SupportedApis (set at start)
+    groups: object = None                # the GroupCoordinatorService (set at start)
 
     @property
     def broker(self):

@@ -28,7 +28,7 @@ from .fetch import EncodedResponse, FileRegion
 from .handlers import ASYNC, INLINE, Api, error_response
 from .produce import produce_errors, produce_failed
 from .protocol import NEED_DATA, Close, Connection, Request, encode_response
-from .state import BrokerState
+from .state import CLIENT_HOST, BrokerState
 from .versions import SupportedApis
 
 log = logging.getLogger("kafka.network.SocketServer")
@@ -133,6 +133,8 @@ class BrokerConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        # the connection's task inherits this context: its handlers see the client's address
+        CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
         self.task = asyncio.get_running_loop().create_task(self._serve())
 
     def data_received(self, data: bytes) -> None:

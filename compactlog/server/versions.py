@@ -77,8 +77,8 @@ BROKER_APIS: tuple[ApiRange, ...] = (
 
 GROUP_APIS: tuple[ApiRange, ...] = (
     ApiRange(8, "OffsetCommit", 2, 8),
-    ApiRange(9, "OffsetFetch", 1, 7),
-    ApiRange(10, "FindCoordinator", 0, 3),
+    ApiRange(9, "OffsetFetch", 1, 8),           # v8: batched groups
+    ApiRange(10, "FindCoordinator", 0, 4),      # v4: batched keys
     ApiRange(11, "JoinGroup", 0, 7),
     ApiRange(12, "Heartbeat", 0, 4),
     ApiRange(13, "LeaveGroup", 0, 4),
@@ -87,6 +87,10 @@ GROUP_APIS: tuple[ApiRange, ...] = (
     ApiRange(16, "ListGroups", 0, 5),
     ApiRange(42, "DeleteGroups", 0, 2),
     ApiRange(47, "OffsetDelete", 0, 0),
+    # KIP-848 is not offered: advertised only to answer UNSUPPORTED_VERSION, as Kafka does when the
+    # consumer protocol is disabled, so that a group.protocol=consumer client stops with an error
+    # (librdkafka waits forever for an API that is not advertised)
+    ApiRange(68, "ConsumerGroupHeartbeat", 0, 1),
 )
 
 

@@ -1,0 +1,407 @@
+"""The group APIs: kio requests in, ``GroupCoordinatorService`` calls, kio responses out.
+
+Kafka's ``KafkaApis.handle{FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,OffsetCommit,
+OffsetFetch,DescribeGroups,ListGroups,DeleteGroups,OffsetDelete}Request`` on one node: every
+group's coordinator is this broker. Each handler is ``handle_<api>(state, request)`` and runs in a
+worker thread (the coordinator's appends touch storage); JoinGroup and SyncGroup are coroutines
+``handle_<api>(state, request, run)`` that park until the rebalance answers them (``run`` runs a
+function in a worker thread). ``GROUP_HANDLERS`` is what ``server.handlers.dispatch_table`` merges
+in, ``ERROR_RESPONSES`` Kafka's ``getErrorResponse`` for each of these APIs.
+
+As in KafkaApis, OffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for partitions
+that do not exist without asking the coordinator, and FindCoordinator creates ``__consumer_offsets``
+on the first group lookup. Kafka then answers COORDINATOR_NOT_AVAILABLE until the topic is
+created by its controller; here it is created at once and the answer names this broker (the
+clients retry either way). A transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which
+stops a transactional producer at once (this broker offers no transactions, wire-protocol.md §7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+from kio.schema.errors import ErrorCode
+
+from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
+from ..state import CLIENT_HOST, BrokerState
+from . import coordinator as C
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+# AclOperation codes of a group without an authorizer: READ, DELETE, DESCRIBE
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+_DEFAULT_RETENTION = -1
+
+
+def _ms(value) -> int:
+    if isinstance(value, datetime.timedelta):
+        return value // datetime.timedelta(milliseconds=1)
+    return int(value)
+
+
+def _service(state: BrokerState):
+    svc = getattr(state, "groups", None)
+    if svc is None:
+        raise RuntimeError("the group coordinator is not running")
+    return svc
+
+
+# -- FindCoordinator (10) -------------------------------------------------------------------------
+
+def _coordinator_for(state: BrokerState, key_type: int, key: str) -> tuple[int, str]:
+    if key_type == TRANSACTION_KEY_TYPE:
+        return ErrorCode.transactional_id_authorization_failed, "this broker offers no transactions"
+    if key_type != GROUP_KEY_TYPE:
+        return ErrorCode.invalid_request, f"coordinator key type {key_type} is not supported"
+    _service(state).ensure_topic()
+    return ErrorCode.none, "NONE"
+
+
+def handle_find_coordinator(state: BrokerState, request):
+    """One node coordinates every group. FindCoordinator also matters without groups: librdkafka
+    enables LZ4 only when the broker lists FindCoordinator v0 (its feature map dates LZ4 by the
+    API that came with it)."""
+    body = request.body
+    cls = response_class(request)
+    key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
+    me = state.advertised
+    if request.api_version >= 4:
+        c_cls = nested(cls, "Coordinator")
+        out = []
+        for key in body.coordinator_keys:
+            code, message = _coordinator_for(state, key_type, key)
+            ok = code == ErrorCode.none
+            out.append(build(c_cls, key=key, node_id=state.node_id if ok else -1, host=me.host if ok else "",
+                             port=me.port if ok else -1, error_code=code,
+                             error_message=None if ok else message))
+        return build(cls, throttle_time=NO_THROTTLE, coordinators=tuple(out))
+    code, message = _coordinator_for(state, key_type, body.key)
+    ok = code == ErrorCode.none
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
+                 node_id=state.node_id if ok else -1, host=me.host if ok else "", port=me.port if ok else -1)
+
+
+# -- JoinGroup (11) / SyncGroup (14): parked until the rebalance answers ----------------------------
+
+async def handle_join_group(state: BrokerState, request, run):
+    body = request.body
+    svc = _service(state)
+    session = _ms(body.session_timeout)
+    rebalance = _ms(getattr(body, "rebalance_timeout", body.session_timeout))
+    req = C.JoinRequest(group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+                        protocols=[(p.name, p.metadata) for p in body.protocols],
+                        session_timeout_ms=session, rebalance_timeout_ms=rebalance,
+                        group_instance_id=getattr(body, "group_instance_id", None),
+                        client_id=request.client_id, client_host=CLIENT_HOST.get(),
+                        api_version=request.api_version, reason=getattr(body, "reason", None))
+    future = await run(svc.call, svc.coordinator.join_group, req)
+    resp = await asyncio.wrap_future(future)
+    return join_response(request, resp)
+
+
+def join_response(request, resp: C.JoinResponse):
+    cls = response_class(request)
+    m_cls = nested(cls, "JoinGroupResponseMember")
+    flexible_names = request.api_version >= 7
+    members = tuple(build(m_cls, member_id=mid, group_instance_id=iid, metadata=md)
+                    for mid, iid, md in resp.members)
+    return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(resp.error),
+                 generation_id=resp.generation_id, protocol_type=resp.protocol_type,
+                 # before v7 the protocol name is not nullable (JoinGroupResponse writes "")
+                 protocol_name=resp.protocol_name if flexible_names else (resp.protocol_name or ""),
+                 leader=resp.leader, skip_assignment=resp.skip_assignment, member_id=resp.member_id,
+                 members=members)
+
+
+async def handle_sync_group(state: BrokerState, request, run):
+    body = request.body
+    svc = _service(state)
+    req = C.SyncRequest(group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
+                        group_instance_id=getattr(body, "group_instance_id", None),
+                        protocol_type=getattr(body, "protocol_type", None),
+                        protocol_name=getattr(body, "protocol_name", None),
+                        assignments={a.member_id: a.assignment for a in body.assignments})
+    future = await run(svc.call, svc.coordinator.sync_group, req)
+    resp = await asyncio.wrap_future(future)
+    return build(response_class(request), throttle_time=NO_THROTTLE, error_code=error_code(resp.error),
+                 protocol_type=resp.protocol_type, protocol_name=resp.protocol_name,
+                 assignment=resp.assignment)
+
+
+# -- Heartbeat (12) / LeaveGroup (13) ---------------------------------------------------------------
+
+def handle_heartbeat(state: BrokerState, request):
+    body = request.body
+    svc = _service(state)
+    code = svc.call(svc.coordinator.heartbeat, body.group_id, body.member_id,
+                    getattr(body, "group_instance_id", None), body.generation_id)
+    return build(response_class(request), throttle_time=NO_THROTTLE, error_code=error_code(code))
+
+
+def handle_leave_group(state: BrokerState, request):
+    body = request.body
+    svc = _service(state)
+    if request.api_version >= 3:
+        members = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in body.members]
+    else:
+        members = [(body.member_id, None, None)]
+    top, results = svc.call(svc.coordinator.leave_group, body.group_id, members)
+    cls = response_class(request)
+    if request.api_version < 3:
+        # one member: its error is the answer (LeaveGroupResponse before v3)
+        if top == C.NONE and results:
+            top = results[0][2]
+        return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(top))
+    r_cls = nested(cls, "MemberResponse")
+    return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(top), members=tuple(
+        build(r_cls, member_id=mid, group_instance_id=iid, error_code=error_code(e)) for mid, iid, e in results))
+
+
+# -- OffsetCommit (8) / OffsetFetch (9) ---------------------------------------------------------------
+
+def handle_offset_commit(state: BrokerState, request):
+    body = request.body
+    svc = _service(state)
+    known, slots = [], []
+    for t in body.topics:
+        for p in t.partitions:
+            if state.log(t.name, p.partition_index) is None:
+                slots.append(ErrorCode.unknown_topic_or_partition)
+                continue
+            slots.append(None)
+            known.append(C.CommitPartition(t.name, p.partition_index, p.committed_offset,
+                                           getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    retention = _ms(getattr(body, "retention_time", _DEFAULT_RETENTION))
+    errors = iter(svc.commit_offsets(body.group_id, body.generation_id_or_member_epoch, body.member_id,
+                                     getattr(body, "group_instance_id", None), known, retention,
+                                     request.api_version) if known else [])
+    codes = iter([s if s is not None else error_code(next(errors)) for s in slots])
+    cls = response_class(request)
+    t_cls, p_cls = nested(cls, "OffsetCommitResponseTopic"), nested(cls, "OffsetCommitResponsePartition")
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(
+        build(t_cls, name=t.name, partitions=tuple(
+            build(p_cls, partition_index=p.partition_index, error_code=next(codes)) for p in t.partitions))
+        for t in body.topics))
+
+
+def _fetch_group(svc, group_id, topics, require_stable: bool):
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    return svc.call(lambda: (C.Outcome(), svc.coordinator.fetch_offsets(group_id, wanted, require_stable)))
+
+
+def handle_offset_fetch(state: BrokerState, request):
+    body = request.body
+    svc = _service(state)
+    cls = response_class(request)
+    stable = getattr(body, "require_stable", False)
+    if request.api_version >= 8:
+        g_cls = nested(cls, "OffsetFetchResponseGroup")
+        t_cls, p_cls = nested(cls, "OffsetFetchResponseTopics"), nested(cls, "OffsetFetchResponsePartitions")
+        groups = []
+        for g in body.groups:
+            code, topics = _fetch_group(svc, g.group_id, g.topics, stable)
+            groups.append(build(g_cls, group_id=g.group_id, error_code=error_code(code),
+                                topics=_fetched_topics(t_cls, p_cls, topics)))
+        return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    t_cls, p_cls = nested(cls, "OffsetFetchResponseTopic"), nested(cls, "OffsetFetchResponsePartition")
+    code, topics = _fetch_group(svc, body.group_id, body.topics, stable)
+    if code != C.NONE and request.api_version < 2:
+        # no top-level error before v2: every requested partition carries it
+        topics = [(t.name, [C.FetchedOffset(p, error=code) for p in t.partition_indexes])
+                  for t in (body.topics or ())]
+    return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(code),
+                 topics=_fetched_topics(t_cls, p_cls, topics))
+
+
+def _fetched_topics(t_cls, p_cls, topics):
+    return tuple(build(t_cls, name=name, partitions=tuple(
+        build(p_cls, partition_index=f.partition, committed_offset=f.offset,
+              committed_leader_epoch=f.leader_epoch, metadata=f.metadata, error_code=error_code(f.error))
+        for f in parts)) for name, parts in topics)
+
+
+# -- DescribeGroups (15) / ListGroups (16) ---------------------------------------------------------
+
+def handle_describe_groups(state: BrokerState, request):
+    body = request.body
+    svc = _service(state)
+    described = svc.call(lambda: (C.Outcome(), svc.coordinator.describe_groups(list(body.groups))))
+    cls = response_class(request)
+    g_cls, m_cls = nested(cls, "DescribedGroup"), nested(cls, "DescribedGroupMember")
+    ops = _GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else OPERATIONS_NOT_REQUESTED
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(
+        build(g_cls, error_code=error_code(d.error), group_id=d.group_id, group_state=d.state,
+              protocol_type=d.protocol_type, protocol_data=d.protocol_data, authorized_operations=ops,
+              members=tuple(build(m_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                  client_id=m.client_id, client_host=m.client_host,
+                                  member_metadata=m.metadata, member_assignment=m.assignment)
+                            for m in d.members))
+        for d in described))
+
+
+def handle_list_groups(state: BrokerState, request):
+    body = request.body
+    svc = _service(state)
+    listed = svc.call(lambda: (C.Outcome(), svc.coordinator.list_groups(
+        getattr(body, "states_filter", ()) or (), getattr(body, "types_filter", ()) or ())))
+    cls = response_class(request)
+    g_cls = nested(cls, "ListedGroup")
+    return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(
+        build(g_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+              group_type=g.group_type) for g in listed))
+
+
+# -- DeleteGroups (42) / OffsetDelete (47) ---------------------------------------------------------
+
+def handle_delete_groups(state: BrokerState, request):
+    body = request.body
+    svc = _service(state)
+    results = svc.call(svc.coordinator.delete_groups, list(body.groups_names))
+    cls = response_class(request)
+    r_cls = nested(cls, "DeletableGroupResult")
+    return build(cls, throttle_time=NO_THROTTLE, results=tuple(
+        build(r_cls, group_id=gid, error_code=error_code(code)) for gid, code in results))
+
+
+def handle_offset_delete(state: BrokerState, request):
+    body = request.body
+    svc = _service(state)
+    wanted, unknown = [], set()
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            if state.log(t.name, p.partition_index) is None:
+                unknown.add((t.name, p.partition_index))
+            else:
+                parts.append(p.partition_index)
+        wanted.append((t.name, parts))
+    top, results = svc.call(svc.coordinator.delete_offsets, body.group_id, wanted)
+    by_key = {(t, p): e for t, parts in results for p, e in parts}
+    cls = response_class(request)
+    t_cls, p_cls = nested(cls, "OffsetDeleteResponseTopic"), nested(cls, "OffsetDeleteResponsePartition")
+    if top != C.NONE:
+        return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(top), topics=())
+
+    def code(t, p):
+        if (t, p) in unknown:
+            return ErrorCode.unknown_topic_or_partition
+        return error_code(by_key.get((t, p), C.NONE))
+    return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, topics=tuple(
+        build(t_cls, name=t.name, partitions=tuple(
+            build(p_cls, partition_index=p.partition_index, error_code=code(t.name, p.partition_index))
+            for p in t.partitions)) for t in body.topics))
+
+
+# -- ConsumerGroupHeartbeat (68): KIP-848 refused -------------------------------------------------------
+
+KIP_848_REFUSED = ("this broker's group coordinator speaks the classic group protocol only: "
+                   "KIP-848 (group.protocol=consumer) is not offered; use group.protocol=classic")
+
+
+def handle_consumer_group_heartbeat(state: BrokerState, request):
+    """KafkaApis.handleConsumerGroupHeartbeatRequest with the consumer protocol disabled:
+    UNSUPPORTED_VERSION, which librdkafka treats as fatal and reports (it waits forever for an
+    API that is not advertised)."""
+    return build(response_class(request), throttle_time=NO_THROTTLE, error_code=ErrorCode.unsupported_version,
+                 error_message=KIP_848_REFUSED, member_id=None, member_epoch=-1,
+                 heartbeat_interval=datetime.timedelta(0), assignment=None)
+
+
+GROUP_HANDLERS = {
+    8: (handle_offset_commit, "thread"),
+    9: (handle_offset_fetch, "thread"),
+    10: (handle_find_coordinator, "thread"),
+    11: (handle_join_group, "async"),
+    12: (handle_heartbeat, "thread"),
+    13: (handle_leave_group, "thread"),
+    14: (handle_sync_group, "async"),
+    15: (handle_describe_groups, "thread"),
+    16: (handle_list_groups, "thread"),
+    42: (handle_delete_groups, "thread"),
+    47: (handle_offset_delete, "thread"),
+    68: (handle_consumer_group_heartbeat, "inline"),
+}
+
+
+# -- error responses (Kafka's getErrorResponse of each API) ------------------------------------------
+
+def _find_coordinator_error(body, cls, code, message):
+    if cls.__version__ >= 4:
+        c_cls = nested(cls, "Coordinator")
+        return build(cls, throttle_time=NO_THROTTLE, coordinators=tuple(
+            build(c_cls, key=k, node_id=-1, host="", port=-1, error_code=code, error_message=message)
+            for k in body.coordinator_keys))
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, error_message=message, node_id=-1,
+                 host="", port=-1)
+
+
+def _join_error(body, cls, code, message):
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, generation_id=-1,
+                 protocol_name=None if cls.__version__ >= 7 else "", leader="", member_id=body.member_id,
+                 members=())
+
+
+def _sync_error(body, cls, code, message):
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, assignment=b"")
+
+
+def _heartbeat_error(body, cls, code, message):
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code)
+
+
+def _leave_error(body, cls, code, message):
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, members=())
+
+
+def _offset_commit_error(body, cls, code, message):
+    t_cls, p_cls = nested(cls, "OffsetCommitResponseTopic"), nested(cls, "OffsetCommitResponsePartition")
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(
+        build(t_cls, name=t.name, partitions=tuple(build(p_cls, partition_index=p.partition_index,
+                                                         error_code=code) for p in t.partitions))
+        for t in body.topics))
+
+
+def _offset_fetch_error(body, cls, code, message):
+    if cls.__version__ >= 8:
+        g_cls = nested(cls, "OffsetFetchResponseGroup")
+        return build(cls, throttle_time=NO_THROTTLE, groups=tuple(
+            build(g_cls, group_id=g.group_id, error_code=code, topics=()) for g in body.groups))
+    if cls.__version__ < 2:
+        t_cls, p_cls = nested(cls, "OffsetFetchResponseTopic"), nested(cls, "OffsetFetchResponsePartition")
+        return build(cls, topics=tuple(build(t_cls, name=t.name, partitions=tuple(
+            build(p_cls, partition_index=p, committed_offset=-1, metadata="", error_code=code)
+            for p in t.partition_indexes)) for t in (body.topics or ())))
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, topics=())
+
+
+def _describe_groups_error(body, cls, code, message):
+    g_cls = nested(cls, "DescribedGroup")
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(
+        build(g_cls, error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="",
+              members=(), authorized_operations=OPERATIONS_NOT_REQUESTED) for g in body.groups))
+
+
+def _list_groups_error(body, cls, code, message):
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, groups=())
+
+
+def _delete_groups_error(body, cls, code, message):
+    r_cls = nested(cls, "DeletableGroupResult")
+    return build(cls, throttle_time=NO_THROTTLE, results=tuple(
+        build(r_cls, group_id=g, error_code=code) for g in body.groups_names))
+
+
+def _offset_delete_error(body, cls, code, message):
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, topics=())
+
+
+def _consumer_group_heartbeat_error(body, cls, code, message):
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, error_message=message, member_id=None,
+                 member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
+
+
+ERROR_RESPONSES = {8: _offset_commit_error, 9: _offset_fetch_error, 10: _find_coordinator_error,
+                   11: _join_error, 12: _heartbeat_error, 13: _leave_error, 14: _sync_error,
+                   15: _describe_groups_error, 16: _list_groups_error, 42: _delete_groups_error,
+                   47: _offset_delete_error, 68: _consumer_group_heartbeat_error}

@@ -1,0 +1,355 @@
+"""The group coordinator inside the broker: ``__consumer_offsets`` writes, loading, timers, expiry.
+
+Follows Kafka's ``GroupCoordinatorService`` and ``CoordinatorRuntime`` (one coordinator, every
+operation applied in turn, its records appended to the group's ``__consumer_offsets`` partition
+before it answers), ``CoordinatorLoaderImpl`` (a partition replayed from its log start to its end,
+transactional offset commits held until their producer's marker, unknown record types skipped),
+and the scheduling of ``GroupCoordinatorShard`` (offset expiry every
+``offsets.retention.check.interval.ms``).
+
+One lock serialises the coordinator: requests (from the broker's worker threads and event loop),
+the timer thread and the loader all go through ``call``. Records are appended under that lock,
+so the log order is the order in which the coordinator decided, as with Kafka's single-threaded
+coordinator; each operation's records for one partition are one batch (uncompressed, no producer
+id, CreateTime = now). Offset commits and tombstones take effect (``GroupCoordinator.replay``)
+only once written.
+
+Loading (at start): every partition of ``__consumer_offsets`` is marked loading, so requests for
+its groups get COORDINATOR_LOAD_IN_PROGRESS, then replayed in a background thread, in chunks that
+let requests for loaded partitions through. The same class serves the offline tools: with
+``DataDir`` opened writable (the data-dir lock held) ``load_now`` reads every group and ``call``
+writes exactly as the broker would.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from ...errors import CompactlogError
+from ...record.control import ABORT, COMMIT, parse_control_key
+from ...record.legacy import LegacyEntry
+from . import records as R
+from .coordinator import (NONE, NOT_COORDINATOR, GroupConfig, GroupCoordinator, JoinResponse, Outcome,
+                          SyncResponse, commit_append_error, complete_join, complete_sync)
+
+log = logging.getLogger("kafka.coordinator.group.GroupCoordinatorService")
+loader_log = logging.getLogger("kafka.coordinator.common.runtime.CoordinatorLoaderImpl")
+
+LOAD_CHUNK_RECORDS = 5000        # records replayed per hold of the lock while loading
+MAX_TIMER_WAIT_S = 1.0
+
+
+def _wall_clock() -> int:
+    return int(time.time() * 1000)
+
+
+def offsets_topic_configs(broker) -> dict[str, str]:
+    """The configs Kafka gives ``__consumer_offsets`` at creation."""
+    return {"cleanup.policy": "compact", "compression.type": "producer",
+            "segment.bytes": str(broker.get("offsets.topic.segment.bytes"))}
+
+
+class GroupCoordinatorService:
+    """See the module docstring. ``create_topic(partitions, configs)`` creates the offsets topic
+    (the broker passes its own, which opens the logs under its metadata lock); ``notify`` wakes
+    fetches of appended partitions."""
+
+    def __init__(self, datadir, *, clock: Callable[[], int] | None = None,
+                 create_topic: Callable[[int, dict], object] | None = None,
+                 notify: Callable[[list], None] | None = None,
+                 metadata_lock: threading.RLock | None = None):
+        self.datadir = datadir
+        self.broker = datadir.broker
+        self.clock = clock or _wall_clock
+        self._create_topic = create_topic
+        self.notify = notify
+        self.metadata_lock = metadata_lock or threading.RLock()
+        self.lock = threading.RLock()
+        config = GroupConfig.from_broker(self.broker, self._partition_count())
+        self.coordinator = GroupCoordinator(config, self.clock)
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.loaded = threading.Event()
+        self._next_cleanup: int | None = None
+        self._closing = False
+
+    @property
+    def config(self) -> GroupConfig:
+        return self.coordinator.config
+
+    # -- the offsets topic ------------------------------------------------------------------------
+    def _partition_count(self) -> int:
+        """The partitions of an existing ``__consumer_offsets`` (Kafka uses the topic's real count),
+        else ``offsets.topic.num.partitions``. A copied Kafka dir holding only some partition
+        directories keeps the configured count (its broker had them all)."""
+        configured = self.broker.get("offsets.topic.num.partitions")
+        dd = self.datadir
+        if not dd.has_topic(R.OFFSETS_TOPIC):
+            return configured
+        registered = dd._read_meta()["topics"].get(R.OFFSETS_TOPIC)
+        parts = dd.partitions(R.OFFSETS_TOPIC)
+        if registered is not None:
+            return len(parts)
+        return max(configured, max(parts, default=-1) + 1)
+
+    def topic_exists(self) -> bool:
+        return self.datadir.has_topic(R.OFFSETS_TOPIC)
+
+    def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it does not exist (Kafka does so on the first
+        FindCoordinator for a group), with ``offsets.topic.num.partitions`` partitions."""
+        if self.topic_exists():
+            return
+        with self.metadata_lock:
+            if self.topic_exists():
+                return
+            n = self.config.num_partitions
+            configs = offsets_topic_configs(self.broker)
+            if self._create_topic is not None:
+                self._create_topic(n, configs)
+            else:
+                self.datadir.create_topic(R.OFFSETS_TOPIC, n, configs)
+            log.info(f"Created {R.OFFSETS_TOPIC} with {n} partitions ({configs})")
+
+    def _log(self, partition: int):
+        lg = self.datadir.logs.get((R.OFFSETS_TOPIC, partition))
+        if lg is not None and not lg.closed:
+            return lg
+        self.ensure_topic()
+        with self.metadata_lock:
+            return self.datadir.open_log(R.OFFSETS_TOPIC, partition, create=True)
+
+    # -- running operations ---------------------------------------------------------------------
+    def call(self, op: Callable, *args):
+        """Run ``op(*args)`` (a coordinator method returning ``(Outcome, *rest)``), write its records,
+        run its callback; ``rest`` (a single value unpacked)."""
+        with self.lock:
+            result = op(*args)
+            outcome, rest = result[0], result[1:]
+            self._apply(outcome)
+            if self._closing:
+                self._fail_parked()
+        self._wake.set()
+        return rest[0] if len(rest) == 1 else rest
+
+    def commit_offsets(self, *args, **kwargs) -> list[int]:
+        """OffsetCommit: the per-partition errors, every accepted one turned into the write's error
+        when the append fails."""
+        with self.lock:
+            outcome, errors = self.coordinator.commit_offsets(*args, **kwargs)
+            failure = self._apply(outcome)
+        self._wake.set()
+        if failure is not None:
+            code = commit_append_error(failure)
+            errors = [code if e == NONE else e for e in errors]
+        return errors
+
+    def _apply(self, outcome: Outcome) -> Exception | None:
+        failure = self._write(outcome)
+        if outcome.on_written is not None:
+            outcome.on_written(failure)
+        for pending in self.coordinator.take_pending():
+            self._apply(pending)
+        return failure
+
+    def _write(self, outcome: Outcome) -> Exception | None:
+        if not outcome.records:
+            return None
+        by_partition: dict[int, list] = {}
+        for rec in outcome.records:
+            by_partition.setdefault(self.coordinator.partition_for(rec.group), []).append(rec)
+        failure = None
+        written = []
+        for p, recs in by_partition.items():
+            try:
+                lg = self._log(p)
+                now = self.clock()
+                info = lg.append_records([r.key_bytes() for r in recs], [r.value_bytes() for r in recs],
+                                         timestamps=[now] * len(recs))
+            except (CompactlogError, OSError) as e:
+                log.error(f"Failed to append {len(recs)} record(s) to {R.OFFSETS_TOPIC}-{p}: {e}")
+                failure = failure or e
+                continue
+            written.append((R.OFFSETS_TOPIC, p))
+            if outcome.replay:
+                for i, rec in enumerate(recs):
+                    self.coordinator.replay(rec, info.first_offset + i)
+        if written and self.notify is not None:
+            self.notify(written)
+        return failure
+
+    # -- loading --------------------------------------------------------------------------------
+    def existing_partitions(self) -> list[int]:
+        if not self.topic_exists():
+            return []
+        return [p for p in self.datadir.partitions(R.OFFSETS_TOPIC) if p < self.config.num_partitions]
+
+    def mark_loading(self) -> list[int]:
+        parts = self.existing_partitions()
+        with self.lock:
+            for p in parts:
+                self.coordinator.start_loading(p)
+        return parts
+
+    def load_partition(self, partition: int) -> int:
+        """Replay one partition from its log start to its end; the records replayed."""
+        started = time.monotonic()
+        lg = self._log(partition)
+        end = lg.log_end_offset
+        c = self.coordinator
+        n = skipped = 0
+        chunk: list = []
+
+        def flush():
+            if chunk:
+                with self.lock:
+                    for item in chunk:
+                        if item[0] == "marker":
+                            c.replay_end_txn(item[1], item[2])
+                        else:
+                            c.replay(item[1], item[2], item[3])
+                chunk.clear()
+
+        for b in lg.batches(lg.log_start_offset, end):
+            legacy = isinstance(b, LegacyEntry)
+            if b.is_control:
+                for r in b.records():
+                    try:
+                        kind = parse_control_key(r.key).type
+                    except CompactlogError as e:
+                        loader_log.error(f"{lg.name}: offset {r.offset}: control record skipped: {e}")
+                        continue
+                    if kind in (ABORT, COMMIT):
+                        chunk.append(("marker", b.header.producer_id, kind == COMMIT))
+                continue
+            pid = b.header.producer_id if not legacy and b.header.is_transactional else -1
+            for r in (b.inner() if legacy else b.records()):
+                try:
+                    rec = R.decode_record(r.key, r.value)
+                except R.UnknownRecordType as e:
+                    # KIP-848 / share-group records, or newer types: Kafka's loader skips them too
+                    loader_log.debug(f"{lg.name}: offset {r.offset}: unknown record type "
+                                     f"{e.record_type}, skipped")
+                    skipped += 1
+                    continue
+                except R.RecordFormatError as e:
+                    loader_log.error(f"{lg.name}: offset {r.offset}: record skipped, it does not decode: {e}")
+                    skipped += 1
+                    continue
+                chunk.append(("record", rec, r.offset, pid))
+                n += 1
+            if len(chunk) >= LOAD_CHUNK_RECORDS:
+                flush()
+        flush()
+        with self.lock:
+            c.on_loaded(partition)
+            pending = c.take_pending()
+            for o in pending:
+                self._apply(o)
+        self._wake.set()
+        loader_log.info(f"Finished loading offsets and group metadata from {lg.name} in "
+                        f"{1000 * (time.monotonic() - started):.0f} ms: {n} record(s)"
+                        + (f", {skipped} skipped" if skipped else ""))
+        return n
+
+    def load_now(self) -> None:
+        """Load every partition in this thread (offline tools, tests)."""
+        for p in self.mark_loading():
+            self.load_partition(p)
+        self.loaded.set()
+
+    def _load_all(self, parts: list[int]) -> None:
+        for p in parts:
+            if self._stop.is_set():
+                return
+            try:
+                self.load_partition(p)
+            except Exception:
+                loader_log.exception(f"Failed to load {R.OFFSETS_TOPIC}-{p}; its groups stay unavailable")
+        self.loaded.set()
+
+    # -- the background thread ------------------------------------------------------------------
+    def start(self) -> None:
+        """Mark the existing partitions loading, then load them and drive the timers in the
+        background."""
+        parts = self.mark_loading()
+        self._next_cleanup = self.clock() + self.config.retention_check_interval_ms
+        t = threading.Thread(target=self._run, args=(parts,), daemon=True, name="group-coordinator")
+        self._threads.append(t)
+        t.start()
+
+    def _run(self, parts: list[int]) -> None:
+        self._load_all(parts)
+        while not self._stop.is_set():
+            try:
+                wait = self.run_due()
+            except Exception:
+                log.exception("Error in the group coordinator's timers")
+                wait = MAX_TIMER_WAIT_S
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def run_due(self) -> float:
+        """Run the expired timers and, when due, offset expiry; seconds until the next deadline."""
+        with self.lock:
+            now = self.clock()
+            for outcome in self.coordinator.run_timers(now):
+                self._apply(outcome)
+            if self._next_cleanup is not None and now >= self._next_cleanup:
+                self._apply(self.coordinator.cleanup_expired())
+                self._next_cleanup = now + self.config.retention_check_interval_ms
+            deadlines = [d for d in (self.coordinator.timer.next_deadline(), self._next_cleanup) if d is not None]
+            now = self.clock()
+        if not deadlines:
+            return MAX_TIMER_WAIT_S
+        return min(max((min(deadlines) - now) / 1000.0, 0.0), MAX_TIMER_WAIT_S)
+
+    def on_partitions_deleted(self, partitions) -> int:
+        """Tombstones for every group's offsets of deleted topic partitions; how many."""
+        with self.lock:
+            outcome = self.coordinator.offsets_for_deleted_partitions(partitions)
+            self._apply(outcome)
+        return len(outcome.records)
+
+    def expire_offsets_now(self) -> int:
+        """One expiry pass now; the tombstones written."""
+        with self.lock:
+            outcome = self.coordinator.cleanup_expired()
+            self._apply(outcome)
+        return len(outcome.records)
+
+    def unload(self) -> None:
+        """Answer every parked JoinGroup and SyncGroup with NOT_COORDINATOR (Kafka's onUnloaded),
+        and every later one too, so that a stopping broker is not held up by rebalances waiting
+        on their timeouts."""
+        with self.lock:
+            self._closing = True
+            self._fail_parked()
+
+    def _fail_parked(self) -> None:
+        with self.lock:
+            for g in self.coordinator.groups.values():
+                for m in list(g.members.values()):
+                    complete_join(g, m, JoinResponse(NOT_COORDINATOR, member_id=m.member_id))
+                    complete_sync(m, SyncResponse(NOT_COORDINATOR))
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self.unload()
+        for t in self._threads:
+            t.join(timeout_s)
+
+
+def for_broker(state) -> GroupCoordinatorService:
+    """The service of a running broker (``BrokerState``): the offsets topic is created the way
+    CreateTopics creates topics, appends wake the fetches waiting on them."""
+    svc = GroupCoordinatorService(
+        state.datadir, create_topic=lambda n, configs: state.create_topic(R.OFFSETS_TOPIC, n, configs),
+        notify=state.appends.notify, metadata_lock=state.metadata_lock)
+    state.groups = svc
+    return svc

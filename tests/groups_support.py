@@ -1,0 +1,193 @@
+"""Consumer-group helpers for the broker tests: the three Python clients behind one small interface
+(poll, assignment, commit, close), polled together from one thread so that several members of a
+group rebalance as the clients would in separate processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import Producer as CKProducer
+from confluent_kafka import TopicPartition as CKTopicPartition
+
+# short sessions and quick heartbeats keep rebalances within a second or two
+SESSION_MS = 6000
+HEARTBEAT_MS = 250
+GROUP_BROKER = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
+
+
+def produce(bootstrap: str, topic: str, n: int, start: int = 0, partitions: int | None = None) -> None:
+    p = CKProducer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + n):
+        kw = {} if partitions is None else {"partition": i % partitions}
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, **kw)
+    assert p.flush(30) == 0
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+class Member:
+    """One group member of one of the three clients."""
+
+    client = ""
+
+    def poll(self) -> list[bytes]:
+        raise NotImplementedError
+
+    def assignment(self) -> set[int]:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class Confluent(Member):
+    client = "confluent-kafka"
+
+    def __init__(self, bootstrap, group, topic, session_ms=SESSION_MS, **extra):
+        self.c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False, "session.timeout.ms": session_ms,
+                             "heartbeat.interval.ms": HEARTBEAT_MS, **extra})
+        self.c.subscribe([topic])
+
+    def poll(self):
+        out = []
+        for m in self.c.consume(500, 0.05):
+            if m.error() is None:
+                out.append(m.value())
+        return out
+
+    def assignment(self):
+        return {tp.partition for tp in self.c.assignment()}
+
+    def commit(self):
+        self.c.commit(asynchronous=False)
+
+    def committed(self, topic, partitions):
+        return {tp.partition: tp.offset for tp in
+                self.c.committed([CKTopicPartition(topic, p) for p in partitions], timeout=10)}
+
+    def close(self):
+        self.c.close()
+
+
+class KafkaPython(Member):
+    client = "kafka-python"
+
+    def __init__(self, bootstrap, group, topic, session_ms=SESSION_MS):
+        from kafka import KafkaConsumer
+        self.c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                               enable_auto_commit=False, session_timeout_ms=session_ms,
+                               heartbeat_interval_ms=HEARTBEAT_MS, max_poll_records=500)
+
+    def poll(self):
+        # a long timeout on purpose: kafka-python 3.0.12 loses a rebalance that spans two poll()
+        # calls (its join task finishes while need_rejoin() already says False, so the assignment
+        # is never applied and heartbeats stay disabled until the session expires); seen under
+        # CPU load with 50 ms polls
+        return [m.value for msgs in self.c.poll(1000).values() for m in msgs]
+
+    def assignment(self):
+        return {tp.partition for tp in self.c.assignment()}
+
+    def commit(self):
+        self.c.commit()
+
+    def close(self):
+        self.c.close()
+
+
+class AioKafka(Member):
+    """aiokafka on its own event loop thread; calls are forwarded to it."""
+
+    client = "aiokafka"
+
+    def __init__(self, bootstrap, group, topic, session_ms=SESSION_MS):
+        from aiokafka import AIOKafkaConsumer
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+        async def make():
+            c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                 auto_offset_reset="earliest", enable_auto_commit=False,
+                                 session_timeout_ms=session_ms, heartbeat_interval_ms=HEARTBEAT_MS)
+            await c.start()
+            return c
+        self.c = self._run(make())
+
+    def _run(self, coro, timeout=30):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def poll(self):
+        res = self._run(self.c.getmany(timeout_ms=50))
+        return [m.value for msgs in res.values() for m in msgs]
+
+    def assignment(self):
+        return {tp.partition for tp in self.c.assignment()}
+
+    def commit(self):
+        self._run(self.c.commit())
+
+    def close(self):
+        try:
+            self._run(self.c.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+CLIENTS = {"confluent": Confluent, "kafka-python": KafkaPython, "aiokafka": AioKafka}
+
+
+def poll_until(members, predicate, timeout=30.0, what="condition", got=None):
+    """Poll every member in turn until ``predicate()``; values read are added to ``got``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for m in members:
+            values = m.poll()
+            if got is not None:
+                got.extend(values)
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            state = {i: sorted(m.assignment()) for i, m in enumerate(members)}
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}; assignments {state}")
+
+
+def split_evenly(members, partitions: int) -> bool:
+    """Every partition owned by exactly one member, each member owning its share."""
+    owned = [m.assignment() for m in members]
+    every = [p for o in owned for p in o]
+    share = partitions // len(members)
+    return sorted(every) == list(range(partitions)) and all(len(o) >= share for o in owned)
+
+
+CHILD_CONSUMER = r"""
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "session.timeout.ms": int(sys.argv[4]), "heartbeat.interval.ms": 250})
+c.subscribe([sys.argv[3]], on_assign=lambda c, ps: print("assigned", len(ps), flush=True))
+while True:
+    c.poll(0.1)
+"""
+
+
+def child_consumer(bootstrap, group, topic, session_ms) -> subprocess.Popen:
+    """A confluent-kafka member in its own process, to be killed with SIGKILL."""
+    return subprocess.Popen([sys.executable, "-c", CHILD_CONSUMER, bootstrap, group, topic, str(session_ms)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(os.environ))
