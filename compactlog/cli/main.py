@@ -90,6 +90,7 @@ def _register() -> None:
     # each module adds its commands to ``app`` / ``topics_app`` / ``cleaner_app``
     from . import clean, consume, dump_log, produce, snapshot, tools, topics, verify  # noqa: F401
     from . import serve  # noqa: F401
+    from . import consumer_groups  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:
