@@ -21,19 +21,17 @@ import mmap
 import os
 import struct
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from ..errors import CorruptRecordError, StorageError
-from ..record.batch import LOG_APPEND_TIME, iter_batches, last_sequence
-from ..record.compression import CODEC_NAMES
-from ..record.control import ABORT, COMMIT, CONTROL_TYPE_NAMES, parse_control_key, parse_marker_value
-from ..record.legacy import LegacyEntry
 from ..storage import files
-from ..storage.checkpoint import LeaderEpochCheckpointFile, PartitionMetadataFile, read_checkpoint
-from ..storage.producer_state import read_snapshot
 from .common import closed_pipe_is_success, fail, headers_json, put_bytes
 from .main import app
+
+if TYPE_CHECKING:
+    from ..record.legacy import LegacyEntry
 
 OFFSET_CHECKPOINTS = (files.CLEANER_CHECKPOINT, files.RECOVERY_POINT_CHECKPOINT,
                       files.LOG_START_OFFSET_CHECKPOINT, files.REPLICATION_CHECKPOINT)
@@ -46,12 +44,18 @@ _TXN_ENTRY = struct.Struct(">hqqqq")
 class Dump:
     """Output of one run: Kafka's text lines or JSON objects, written to stdout."""
 
-    def __init__(self, as_json: bool, deep: bool, print_data: bool, offsets: bool = False):
+    def __init__(self, as_json: bool, deep: bool, print_data: bool, offsets: bool = False, *,
+                 transactions: bool = False, verify_index_only: bool = False, index_sanity_check: bool = False,
+                 max_bytes: int | None = None):
         self.as_json = as_json
         # a decoder implies --print-data-log, which implies --deep-iteration (as in Kafka)
-        self.deep = deep or print_data or offsets
-        self.print_data = print_data or offsets
+        self.deep = deep or print_data or offsets or transactions
+        self.print_data = print_data or offsets or transactions
         self.offsets = offsets
+        self.transactions = transactions
+        self.verify_index_only = verify_index_only
+        self.index_sanity_check = index_sanity_check
+        self.max_bytes = max_bytes
         self.write = sys.stdout.write
 
     def line(self, text: str) -> None:
@@ -77,13 +81,40 @@ def dump_log_cmd(file_args: list[str] = typer.Option(..., "--files",
                  as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
                  offsets_decoder: bool = typer.Option(False, "--offsets-decoder",
                                                       help="Decode records as __consumer_offsets keys "
-                                                           "and values (implies --print-data-log).")):
-    """Print the contents of Kafka log files, as kafka-dump-log.sh does. Needs no --data-dir."""
-    paths = [p for arg in file_args for p in arg.split(",") if p]
-    for path in paths:
-        if not os.path.isfile(path):
-            fail(f"{path}: no such file")
-    dump = Dump(as_json, deep_iteration, print_data_log, offsets_decoder)
+                                                           "and values (implies --print-data-log)."),
+                 transaction_log_decoder: bool = typer.Option(False, "--transaction-log-decoder",
+                                                              help="Decode records as __transaction_state keys and "
+                                                                   "values (implies --print-data-log)."),
+                 verify_index_only: bool = typer.Option(False, "--verify-index-only",
+                                                        help="For index files, only report entries that do not "
+                                                             "match the log, without printing the entries."),
+                 index_sanity_check: bool = typer.Option(False, "--index-sanity-check",
+                                                         help="For index files, only run the check a broker runs at "
+                                                              "startup, and say whether it passes."),
+                 max_bytes: int = typer.Option(None, "--max-bytes",
+                                               help="Read at most this many bytes of batches from each .log.")):
+    """Print the contents of Kafka log files, as kafka-dump-log.sh does. Needs no --data-dir.
+    A directory in --files stands for all its segment files (.log)."""
+    if offsets_decoder and transaction_log_decoder:
+        fail("--offsets-decoder and --transaction-log-decoder cannot be given together", 2)
+    if max_bytes is not None and max_bytes < 0:
+        fail(f"--max-bytes must not be negative, got {max_bytes}", 2)
+    paths = []
+    for arg in file_args:
+        for p in arg.split(","):
+            if not p:
+                continue
+            if os.path.isdir(p):
+                found = sorted(os.path.join(p, n) for n in os.listdir(p) if files.is_segment_log(n))
+                if not found:
+                    fail(f"{p}: no segment files (.log) in this directory")
+                paths.extend(found)
+            elif not os.path.isfile(p):
+                fail(f"{p}: no such file")
+            else:
+                paths.append(p)
+    dump = Dump(as_json, deep_iteration, print_data_log, offsets_decoder, transactions=transaction_log_decoder,
+                verify_index_only=verify_index_only, index_sanity_check=index_sanity_check, max_bytes=max_bytes)
     with closed_pipe_is_success():
         for path in paths:
             dump_file(dump, path)
@@ -136,6 +167,7 @@ def _map(path: str):
 
 
 def dump_records(dump: Dump, path: str) -> None:
+    from ..record.batch import iter_batches
     buf = _map(path)
     base = base_offset_of(path)
     if base is not None and not dump.as_json:
@@ -144,6 +176,8 @@ def dump_records(dump: Dump, path: str) -> None:
     error = None
     try:
         for b in iter_batches(buf):
+            if dump.max_bytes is not None and b.position + b.size > dump.max_bytes:
+                return          # Kafka's --max-bytes: the batches within the first max-bytes
             dump_batch(dump, b)
             valid_bytes = b.position + b.size
     except CorruptRecordError as e:
@@ -158,6 +192,7 @@ def dump_records(dump: Dump, path: str) -> None:
 
 
 def dump_batch(dump: Dump, b) -> None:
+    from ..record.legacy import LegacyEntry
     legacy = isinstance(b, LegacyEntry)
     try:
         valid = b.is_valid()
@@ -193,12 +228,14 @@ def _record_error(dump: Dump, b, e: CorruptRecordError) -> None:
 
 
 def _timestamp_type_name(b) -> str:
+    from ..record.batch import LOG_APPEND_TIME
     if b.magic == 0:
         return "NoTimestampType"
     return "LogAppendTime" if b.timestamp_type == LOG_APPEND_TIME else "CreateTime"
 
 
 def _codec_name(codec: int) -> str:
+    from ..record.compression import CODEC_NAMES
     return CODEC_NAMES.get(codec, f"unknown({codec})")
 
 
@@ -228,6 +265,7 @@ def batch_json(b, valid: bool) -> dict:
 
 
 def _emit_record(dump: Dump, b, r) -> None:
+    from ..record.batch import last_sequence
     h = b.header
     seq = last_sequence(h.base_sequence, r.offset - h.base_offset)
     control = _control_fields(r) if h.is_control else None
@@ -242,6 +280,8 @@ def _emit_record(dump: Dump, b, r) -> None:
             d.update(control)
         elif dump.offsets:
             d.update(_offsets_json(r))
+        elif dump.transactions:
+            d.update(_decoded_json(*_transactions_text(r)))
         dump.obj(d)
         return
     text = (f"| offset: {r.offset} {_timestamp_type_name(b)}: {r.timestamp} keySize: {_size(r.key)} "
@@ -254,6 +294,9 @@ def _emit_record(dump: Dump, b, r) -> None:
             text += f" controlType: {control['controlType']}({control['controlTypeId']})"
     elif dump.offsets:
         key, payload = _offsets_text(r)
+        text += f" key: {key}" + (f" payload: {payload}" if payload is not None else "")
+    elif dump.transactions:
+        key, payload = _transactions_text(r)
         text += f" key: {key}" + (f" payload: {payload}" if payload is not None else "")
     elif dump.print_data:
         text += _key_payload(r.key, r.value)
@@ -271,8 +314,18 @@ def _offsets_text(r) -> tuple[str, str | None]:
         return f"Error at offset {r.offset}, skipping. {e}", None
 
 
+def _transactions_text(r) -> tuple[str, str | None]:
+    """Kafka's TransactionLogMessageParser."""
+    from ..record.transaction_log import decoder_text
+    from ..server.groups.records import to_json
+    return decoder_text(r.key, r.value, r.offset, to_json)
+
+
 def _offsets_json(r) -> dict:
-    key, payload = _offsets_text(r)
+    return _decoded_json(*_offsets_text(r))
+
+
+def _decoded_json(key: str, payload: str | None) -> dict:
     out = {}
     for name, text in (("decodedKey", key), ("decodedValue", payload)):
         try:
@@ -284,6 +337,7 @@ def _offsets_json(r) -> dict:
 
 def _control_fields(r) -> dict:
     """The control record's type (and a transaction marker's coordinator epoch)."""
+    from ..record.control import ABORT, COMMIT, CONTROL_TYPE_NAMES, parse_control_key, parse_marker_value
     key = parse_control_key(r.key)
     d = {"controlType": CONTROL_TYPE_NAMES.get(key.type, "UNKNOWN"),
          "controlTypeId": struct.unpack_from(">h", r.key, 2)[0]}
@@ -391,6 +445,7 @@ class LogFacts:
 
 def _log_beside(path: str) -> LogFacts | None:
     """Facts of the ``.log`` next to an index file (None when there is none)."""
+    from ..record.batch import iter_batches
     log_path = _beside(path, files.LOG_SUFFIX)
     if not os.path.isfile(log_path):
         return None
@@ -410,13 +465,51 @@ def _beside(path: str, suffix: str) -> str:
     return os.path.join(os.path.dirname(path), prefix + suffix + extra)
 
 
+def _sanity_check(dump: Dump, path: str, entry_size: int, time_index: bool) -> None:
+    """Kafka's AbstractIndex/OffsetIndex/TimeIndex.sanityCheck, as a broker runs it at startup
+    (every whole slot of the file counts as an entry)."""
+    base = base_offset_of(path) or 0
+    with open(path, "rb") as f:
+        raw = f.read()
+    problem = None
+    n = len(raw) // entry_size
+    if len(raw) % entry_size:
+        problem = (f"Index file {os.path.basename(path)} is corrupt, found {len(raw)} bytes which is neither "
+                   f"positive nor a multiple of {entry_size}.")
+    elif n and time_index:
+        first_ts = struct.unpack_from(">q", raw, 0)[0]
+        last_ts, last_rel = struct.unpack_from(">qi", raw, (n - 1) * entry_size)
+        if last_ts < first_ts:
+            problem = (f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
+                       f"timestamp is {last_ts} which is less than the first timestamp {first_ts}")
+        elif base + last_rel < base:
+            problem = (f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
+                       f"offset is {base + last_rel} which is less than the first offset {base}")
+    elif n:
+        last_rel = struct.unpack_from(">i", raw, (n - 1) * entry_size)[0]
+        if base + last_rel < base:
+            problem = (f"Corrupt index found, index file ({path}) has non-zero size but the last offset is "
+                       f"{base + last_rel} which is less than the base offset {base}.")
+    if dump.as_json:
+        dump.obj({"type": "sanityCheck", "file": path, "passed": problem is None, "problem": problem})
+    elif problem is None:
+        dump.line(f"{path} passed sanity check.")
+    else:
+        dump.line(f"{path} failed sanity check: {problem}")
+
+
 def dump_offset_index(dump: Dump, path: str) -> None:
+    if dump.index_sanity_check:
+        _sanity_check(dump, path, _OFFSET_ENTRY.size, time_index=False)
+        return
     entries, base = _index_entries(path, _OFFSET_ENTRY, 0)
     log = _log_beside(path)
     mismatches = []
     for rel, position in entries:
         offset = base + rel
-        if dump.as_json:
+        if dump.verify_index_only:
+            pass
+        elif dump.as_json:
             dump.obj({"type": "indexEntry", "offset": offset, "position": position})
         else:
             dump.line(f"offset: {offset} position: {position}")
@@ -434,13 +527,18 @@ def dump_offset_index(dump: Dump, path: str) -> None:
 
 
 def dump_time_index(dump: Dump, path: str) -> None:
+    if dump.index_sanity_check:
+        _sanity_check(dump, path, _TIME_ENTRY.size, time_index=True)
+        return
     entries, base = _index_entries(path, _TIME_ENTRY, 1)
     log = _log_beside(path)
     problems = []
     prev_ts = None
     for ts, rel in entries:
         offset = base + rel
-        if dump.as_json:
+        if dump.verify_index_only:
+            pass
+        elif dump.as_json:
             dump.obj({"type": "timeIndexEntry", "timestamp": ts, "offset": offset})
         else:
             dump.line(f"timestamp: {ts} offset: {offset}")
@@ -494,6 +592,7 @@ def dump_txn_index(dump: Dump, path: str) -> None:
 # -- producer snapshots and checkpoints -----------------------------------------------------------
 
 def dump_snapshot(dump: Dump, path: str) -> None:
+    from ..storage.producer_state import read_snapshot
     entries = read_snapshot(path)
     if dump.as_json:
         dump.obj({"type": "snapshot", "version": 1, "producers": len(entries)})
@@ -527,6 +626,7 @@ def _offset_checkpoint_entry(tokens: list[str]) -> tuple[str, int, int]:
 
 
 def dump_offset_checkpoint(dump: Dump, path: str) -> None:
+    from ..storage.checkpoint import read_checkpoint
     entries = read_checkpoint(path, 0, _offset_checkpoint_entry)
     if dump.as_json:
         dump.obj({"type": "checkpoint", "version": 0, "entries": len(entries)})
@@ -540,6 +640,7 @@ def dump_offset_checkpoint(dump: Dump, path: str) -> None:
 
 
 def dump_leader_epochs(dump: Dump, path: str) -> None:
+    from ..storage.checkpoint import LeaderEpochCheckpointFile
     entries = LeaderEpochCheckpointFile(path).read()
     if dump.as_json:
         dump.obj({"type": "checkpoint", "version": 0, "entries": len(entries)})
@@ -553,6 +654,7 @@ def dump_leader_epochs(dump: Dump, path: str) -> None:
 
 
 def dump_partition_metadata(dump: Dump, path: str) -> None:
+    from ..storage.checkpoint import PartitionMetadataFile
     topic_id = PartitionMetadataFile(path).read()
     if dump.as_json:
         dump.obj({"type": "partitionMetadata", "version": 0, "topicId": topic_id})

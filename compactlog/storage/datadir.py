@@ -21,7 +21,8 @@ import os
 import shutil
 import threading
 import uuid
-from typing import Callable
+import time
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import ReadOnlyError, StorageError, TopicError
 from . import files
@@ -29,7 +30,13 @@ from .checkpoint import OffsetCheckpointFile, PartitionMetadataFile, new_topic_i
 from .config import BrokerConfig, LogConfig, read_properties
 from .fsutil import atomic_write, fsync_dir
 from .lock import DataDirLock
-from .log import Log, system_clock
+
+if TYPE_CHECKING:
+    from .log import Log
+
+
+def system_clock() -> int:
+    return int(time.time() * 1000)
 
 TOPICS_FILE = "compactlog.topics.json"
 
@@ -396,6 +403,7 @@ class DataDir:
             clean = self._clean_shutdown()
             recovery = _readable(self.recovery_checkpoint).get(key, 0) if not clean else 0
             log_start = _readable(self.log_start_checkpoint).get(key, 0)
+            from .log import Log      # the record codec's numba kernels: not for metadata-only commands
             log = Log(pdir, self.topic_config(topic), clock=self.clock, recovery_point=recovery,
                       log_start_offset=log_start, had_clean_shutdown=clean,
                       producer_id_expiration_ms=self.broker.get("producer.id.expiration.ms"),
