@@ -32,6 +32,7 @@ from ..storage import files
 from ..storage.config import LogConfig, parse_assignments
 from .common import context, fail
 from .main import app
+from .progress import progress
 
 READ_BLOCK = 1 << 16
 MAX_CHUNK_BYTES = 4 << 20
@@ -121,13 +122,25 @@ def produce_cmd(ctx: typer.Context,
         producer = Producer(dd, target, batch_size, compression, verbose)
         line_no = 0
         try:
-            for lines in input_chunks(sys.stdin):
-                now = int(time.time() * 1000)
-                records = parse_lines(lines, line_no, input_format, fmt, target, now)
-                line_no += len(lines)
-                producer.send(records)
+            with progress("producing", _stdin_file_size(), unit="bytes", min_total=64 << 20) as bar:
+                for lines in input_chunks(sys.stdin):
+                    now = int(time.time() * 1000)
+                    records = parse_lines(lines, line_no, input_format, fmt, target, now)
+                    line_no += len(lines)
+                    producer.send(records)
+                    bar.advance(sum(len(x) + 1 for x in lines))
         except KeyboardInterrupt:
             pass      # ^C ends the input: what was read before is appended already
+
+
+def _stdin_file_size() -> int:
+    """The size of stdin when it is a regular file (a progress bar's total), else 0."""
+    try:
+        st = os.fstat(sys.stdin.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return 0
+    import stat
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def _target(dd, topic: str) -> Target:
