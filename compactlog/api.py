@@ -398,35 +398,19 @@ class DataDirectory:
 
     def latest_state(self, topic: str, partitions: Sequence[int] | None = None) -> pa.Table:
         """The last value of every key (tombstoned keys and keyless records left out), read
-        committed: a pyarrow Table (key, value, partition, offset, timestamp), computed with Arrow
-        (no Spark): what ``compactlog snapshot`` writes."""
+        committed: a pyarrow Table (key, value, partition, offset, timestamp ms), computed with
+        Arrow in this process (storage.latest: what ``compactlog snapshot`` writes)."""
+        from .storage.latest import latest_values
         tables = []
         for p in (list(partitions) if partitions is not None else self.partitions(topic)):
-            reader = self._reader(topic, p)
-            end = reader.last_stable_offset()
-            t = reader.read_columns(reader.log_start_offset, end)
-            aborted = reader.aborted_transactions(reader.log_start_offset, end)
-            if aborted and t.num_rows:
-                t = t.filter(pa.array(~_aborted_rows(t, aborted)))
-            t = t.filter(pa.compute.is_valid(t.column("key")))
-            if t.num_rows == 0:
-                continue
-            # the last row of each key: rows are in offset order, so reverse and keep firsts
-            rev = t.take(pa.array(np.arange(t.num_rows - 1, -1, -1)))
-            idx = pa.table({"key": rev.column("key"), "i": pa.array(np.arange(t.num_rows))}) \
-                .group_by("key", use_threads=False).aggregate([("i", "min")])
-            last = rev.take(idx.column("i_min"))
-            last = last.filter(pa.compute.is_valid(last.column("value")))
-            order = pa.compute.sort_indices(last.column("offset"))
-            last = last.take(order)
-            tables.append(pa.table({"key": last.column("key"), "value": last.column("value"),
-                                    "partition": pa.array(np.full(last.num_rows, p, dtype=np.int32)),
-                                    "offset": last.column("offset"), "timestamp": last.column("timestamp")}))
+            t = latest_values(self._reader(topic, p))
+            tables.append(t.append_column("partition", pa.array(np.full(t.num_rows, p, dtype=np.int32)))
+                          .select(["key", "value", "partition", "offset", "timestamp"]))
         if not tables:
             return pa.table({"key": pa.array([], pa.binary()), "value": pa.array([], pa.binary()),
                              "partition": pa.array([], pa.int32()), "offset": pa.array([], pa.int64()),
                              "timestamp": pa.array([], pa.int64())})
-        return pa.concat_tables(tables, promote_options="permissive")
+        return pa.concat_tables(tables)
 
     def iter_latest_state(self, topic: str) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) of every live key, partition by partition."""
@@ -445,14 +429,3 @@ class DataDirectory:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _aborted_rows(t: pa.Table, aborted) -> np.ndarray:
-    pid = t.column("producer_id").to_numpy(zero_copy_only=False)
-    off = t.column("offset").to_numpy(zero_copy_only=False)
-    txn = t.column("is_transactional").to_numpy(zero_copy_only=False)
-    mask = np.zeros(t.num_rows, dtype=bool)
-    for a in aborted:
-        mask |= txn & (pid == a.producer_id) & (off >= a.first_offset) & (off <= a.last_offset)
-    return mask
-

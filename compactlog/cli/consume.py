@@ -338,10 +338,8 @@ def _segment_path(reader: PartitionReader, offset: int) -> str | None:
 
 def aborted_ranges(reader: PartitionReader, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
     """producer id -> [(first, last offset)] of the aborted transactions overlapping [start, end)."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for txn in reader.aborted_transactions(start, end):
-        out.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
-    return out
+    from ..storage.latest import aborted_ranges as ranges
+    return ranges(reader, start, end)
 
 
 def last_stable_offset(reader: PartitionReader, pdir: str | None = None) -> int:

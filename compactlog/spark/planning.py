@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from ..errors import StorageError
 from ..storage import files
+from ..storage.latest import aborted_mask, aborted_ranges  # noqa: F401 - used by the source
 from ..storage.reader import PartitionReader
 from .options import EARLIEST, LATEST, KafkaLogError, OffsetSpec, Strategy
 
@@ -484,36 +485,6 @@ def make_splits(work: list[tuple[PartitionState, int, int]], *, read_committed: 
     count = split_count(total, split_bytes, parallelism, explicit_split)
     planned = limit_records(plan_splits(seg_ranges, count), max_records)
     return [Split(rs, {p: aborted[p] for p in {r.path for r in rs} if p in aborted}) for rs in planned]
-
-
-def aborted_ranges(reader: PartitionReader, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
-    """producer id -> [(first, last offset)] of the aborted transactions overlapping [start, end)
-    (the reader's read_committed view: Kafka's collectAbortedTxns over checked ``.txnindex`` files)."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for t in reader.aborted_transactions(start, end):
-        out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
-    return out
-
-
-def aborted_mask(batch: pa.RecordBatch, aborted: dict[int, list[tuple[int, int]]]) -> np.ndarray:
-    """Rows of aborted transactions: transactional data records of an aborted (producer, range)."""
-    txn = batch.column("is_transactional").to_numpy(zero_copy_only=False)
-    mask = np.zeros(batch.num_rows, dtype=bool)
-    if not txn.any():
-        return mask
-    pid = batch.column("producer_id").to_numpy()
-    ctl = batch.column("is_control").to_numpy(zero_copy_only=False)
-    off = batch.column("offset").to_numpy()
-    lo, hi = int(off.min()), int(off.max())
-    candidates = txn & ~ctl
-    for producer in np.unique(pid[candidates]).tolist():
-        spans = [(a, b) for a, b in aborted.get(producer, ()) if a <= hi and b >= lo]
-        if not spans:
-            continue
-        mine = candidates & (pid == producer)
-        for a, b in spans:
-            mask |= mine & (off >= a) & (off <= b)
-    return mask
 
 
 # --- reading a split -----------------------------------------------------------------------------

@@ -91,35 +91,19 @@ def write_state(df, out: str, fmt: str = "parquet", *, overwrite: bool = False) 
 # --- in this process -----------------------------------------------------------------------------
 
 def latest_state_local(path: str, topic: str, partitions: str | None = None) -> pa.Table:
-    """The latest value per key (as ``latest_state``) computed here, as a pyarrow Table."""
+    """The latest value per key (as ``latest_state``) computed here, as a pyarrow Table
+    (storage.latest, the same computation as the Python API's)."""
+    from ..storage.latest import latest_values
     from .options import Strategy, _partition_list
-    from .planning import PartitionState, aborted_mask, aborted_ranges, select_partitions
+    from .planning import PartitionState, select_partitions
     strategy = Strategy("subscribe", topics=(topic,), partitions=_partition_list(partitions))
     tables = []
     for tp in select_partitions(path, strategy, streaming=False):
         st = PartitionState(tp, read_committed=True)
-        start, end = st.log_start, st.latest
-        if start >= end:
-            continue
-        aborted = aborted_ranges(st.reader, start, end)
-        state = None
-        for batch in st.reader.iter_columns(start, end):
-            if aborted:
-                mask = aborted_mask(batch, aborted)
-                if mask.any():
-                    batch = batch.filter(pa.array(~mask))
-            keys = batch.column(0)
-            if keys.null_count:
-                batch = batch.filter(keys.is_valid())
-            if not batch.num_rows:
-                continue
-            chunk = pa.table({"key": _binary(batch.column(0)), "value": _binary(batch.column(1)),
-                              "offset": batch.column(2), "timestamp": batch.column(3)})
-            state = _last_per_key(chunk if state is None else pa.concat_tables([state, chunk]))
-        if state is None:
-            continue
-        state = state.filter(state.column("value").is_valid())
+        state = latest_values(st.reader, st.log_start, st.latest)
         n = state.num_rows
+        if not n:
+            continue
         ts = pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n,
                                    [None, pa.py_buffer(state.column("timestamp").to_numpy() * 1000)])
         tables.append(pa.table([state.column("key"), state.column("value"),
@@ -128,18 +112,6 @@ def latest_state_local(path: str, topic: str, partitions: str | None = None) -> 
     if not tables:
         return STATE_SCHEMA.empty_table()
     return pa.concat_tables(tables).combine_chunks()
-
-
-def _binary(a: pa.Array) -> pa.Array:
-    return a if a.type == pa.binary() else a.cast(pa.binary())
-
-
-def _last_per_key(t: pa.Table) -> pa.Table:
-    """The last row (in row order, which is offset order) of every key, kept in row order."""
-    codes = pc.dictionary_encode(t.column("key").combine_chunks()).indices.to_numpy()
-    last = np.full(int(codes.max()) + 1 if codes.size else 0, -1, dtype=np.int64)
-    np.maximum.at(last, codes, np.arange(codes.size, dtype=np.int64))
-    return t.take(pa.array(np.sort(last)))
 
 
 def write_table(table: pa.Table, out: str, fmt: str = "parquet", *, overwrite: bool = False) -> None:
