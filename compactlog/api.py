@@ -266,14 +266,7 @@ class DataDirectory:
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None:
         """Kafka's ListOffsets: the first offset whose record has a timestamp >= ``timestamp``."""
-        reader = self._reader(topic, partition)
-        for b in reader.batches(reader.log_start_offset):
-            if b.max_timestamp < timestamp:
-                continue
-            for r in b.records():
-                if r.timestamp >= timestamp and r.offset >= reader.log_start_offset:
-                    return r.offset
-        return None
+        return self._reader(topic, partition).offset_for_timestamp(timestamp)
 
     def _first_offset(self, reader: PartitionReader, topic: str, partition: int, start: _Start) -> int | None:
         if start.kind == "earliest":

@@ -298,13 +298,7 @@ def start_offset(reader: PartitionReader, start: StartAt, name: str) -> int | No
 
 def offset_for_timestamp(reader: PartitionReader, target: int) -> int | None:
     """Kafka's ListOffsets for a timestamp: the first record with timestamp >= target."""
-    for b in reader.batches(reader.log_start_offset):
-        if b.max_timestamp < target:
-            continue
-        for r in b.records():
-            if r.timestamp >= target and r.offset >= reader.log_start_offset:
-                return r.offset
-    return None
+    return reader.offset_for_timestamp(target)
 
 
 def visible_batches(reader: PartitionReader, start: int, end: int,

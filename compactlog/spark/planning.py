@@ -171,13 +171,7 @@ class PartitionState:
             return self.log_start
         if ts == LATEST:
             return self.latest
-        for b in self.reader.batches(self.log_start):
-            if b.max_timestamp < ts or b.last_offset < self.log_start:
-                continue
-            for r in b.records():
-                if r.timestamp >= ts and r.offset >= self.log_start:
-                    return r.offset if r.offset < self.latest else None
-        return None
+        return self.reader.offset_for_timestamp(ts, end=self.latest)
 
 
 def _check_keys(spec: OffsetSpec, selected: list[TopicPartition]) -> None:

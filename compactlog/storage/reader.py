@@ -363,6 +363,18 @@ class PartitionReader:
             index._entries = txns
         return indexes
 
+    def offset_for_timestamp(self, target: int, end: int | None = None) -> int | None:
+        """Kafka's ListOffsets for a timestamp: the first offset at or after the log start whose
+        record timestamp is >= ``target``; None when there is none (below ``end``, if given)."""
+        start = self.log_start_offset
+        for b in self.batches(start):
+            if b.max_timestamp < target or b.last_offset < start:
+                continue
+            for r in b.records():
+                if r.timestamp >= target and r.offset >= start:
+                    return r.offset if end is None or r.offset < end else None
+        return None
+
     def last_stable_offset(self) -> int:
         """The first offset of the earliest open transaction, else the log end offset.
 
