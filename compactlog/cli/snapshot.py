@@ -10,6 +10,7 @@ import typer
 
 from .common import context, fail
 from .main import app
+from .progress import progress
 
 
 def _available_memory() -> int | None:
@@ -86,7 +87,10 @@ def snapshot_cmd(ctx: typer.Context,
         rows = _on_spark(data_dir, topic, partitions, out, fmt, overwrite, spark_master)
     else:
         from ..spark.snapshot import latest_state_local, write_table
-        table = latest_state_local(data_dir, topic, partitions)
+        sizes = {tp.dir: b for tp, b in zip(chosen, part_bytes)}
+        with progress("snapshot", sum(part_bytes), unit="bytes", min_total=256 << 20) as bar:
+            table = latest_state_local(data_dir, topic, partitions,
+                                       on_partition=lambda tp: bar.advance(sizes.get(tp.dir, 0)))
         write_table(table, out, fmt, overwrite=overwrite)
         rows = table.num_rows
     secs = time.time() - t0

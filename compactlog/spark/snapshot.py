@@ -90,7 +90,7 @@ def write_state(df, out: str, fmt: str = "parquet", *, overwrite: bool = False) 
 
 # --- in this process -----------------------------------------------------------------------------
 
-def latest_state_local(path: str, topic: str, partitions: str | None = None) -> pa.Table:
+def latest_state_local(path: str, topic: str, partitions: str | None = None, *, on_partition=None) -> pa.Table:
     """The latest value per key (as ``latest_state``) computed here, as a pyarrow Table
     (storage.latest, the same computation as the Python API's)."""
     from ..storage.latest import latest_values
@@ -101,6 +101,8 @@ def latest_state_local(path: str, topic: str, partitions: str | None = None) -> 
     for tp in select_partitions(path, strategy, streaming=False):
         st = PartitionState(tp, read_committed=True)
         state = latest_values(st.reader, st.log_start, st.latest)
+        if on_partition is not None:
+            on_partition(tp)
         n = state.num_rows
         if not n:
             continue
