@@ -26,6 +26,7 @@ from ..storage import files
 from ..storage.config import parse_assignments
 from .common import closed_pipe_is_success, context, fail, headers_json, put_bytes
 from .main import app
+from .progress import progress
 
 if TYPE_CHECKING:
     from ..storage.reader import PartitionReader
@@ -143,6 +144,23 @@ def print_partitions(root: str, topic: str, partitions: list[int], start: StartA
     total = total if total is not None else [0]
     positions: dict[int, int | None] = {}
     idle_since = time.monotonic()
+    with progress("consuming", 0 if follow or start.kind != "earliest" else
+                  sum(_partition_bytes(root, topic, p) for p in partitions),
+                  unit="bytes", min_total=256 << 20, data_on_stdout=True) as bar:
+        _print_passes(root, topic, partitions, start, read_committed, output_format, fmt, follow, timeout_ms,
+                      total, poll_interval, out, sink, remaining, positions, idle_since, bar)
+
+
+def _partition_bytes(root: str, topic: str, partition: int) -> int:
+    pdir = os.path.join(root, files.partition_dir_name(topic, partition))
+    try:
+        return sum(e.stat().st_size for e in os.scandir(pdir) if e.name.endswith(".log"))
+    except OSError:
+        return 0
+
+
+def _print_passes(root, topic, partitions, start, read_committed, output_format, fmt, follow, timeout_ms,
+                  total, poll_interval, out, sink, remaining, positions, idle_since, bar) -> None:
     while True:
         got = 0
         for p in partitions:
@@ -151,8 +169,9 @@ def print_partitions(root: str, topic: str, partitions: list[int], start: StartA
             pdir = os.path.join(root, files.partition_dir_name(topic, p))
             if not os.path.isdir(pdir):
                 continue
-            for chunk, n in partition_output(pdir, topic, p, start, read_committed, output_format, fmt,
-                                             remaining, positions):
+            for chunk, n, size in partition_output(pdir, topic, p, start, read_committed, output_format, fmt,
+                                                   remaining, positions):
+                bar.advance(size)
                 if sink is not None:
                     sink.write(chunk)
                 else:
@@ -271,7 +290,7 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read
             lines = [json_line(topic, partition, r) for r in records]
         else:
             lines = [text_line(fmt, partition, batch, r) for r in records]
-        yield b"".join(lines), len(records)
+        yield b"".join(lines), len(records), batch.size
         if left == 0:
             positions[partition] = records[-1].offset + 1
             break
