@@ -169,8 +169,8 @@ def test_offline_reads_and_writes_under_the_data_dir_lock(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     ([], "exactly one action"),
-    (["--describe"], "needs --group"),
-    (["--reset-offsets", "--group", "g", "--topic", "t"], "exactly one of --to-earliest"),
+    (["--describe"], "Option [describe] takes one of these options: [all-groups], [group]"),
+    (["--reset-offsets", "--group", "g", "--topic", "t"], "requires one of the following scenarios"),
     (["--reset-offsets", "--group", "g", "--to-earliest"], "One of the reset scopes"),
     (["--reset-offsets", "--group", "g", "--all-topics", "--to-datetime", "yesterday"], "--to-datetime 'yesterday'"),
 ])

@@ -1,22 +1,32 @@
-"""``consumer-groups``: kafka-consumer-groups.sh (Kafka's ``ConsumerGroupCommand``).
+"""``consumer-groups``: kafka-consumer-groups.sh (Kafka's ``ConsumerGroupCommand``, the option rules of
+``ConsumerGroupCommandOptions.checkArgs`` and the reset plans of ``GroupOffsetsResetter``).
 
-``--list``, ``--describe --group G`` (the offsets view: committed offset, log end offset and lag
-per partition with the member that owns it; ``--members``; ``--state``), ``--reset-offsets --group
-G --topic T[:P,...] | --all-topics`` with ``--to-earliest | --to-latest | --to-offset N |
---to-datetime YYYY-MM-DDTHH:mm:SS.sss | --shift-by N`` and ``--dry-run | --execute``, and ``--delete
---group G``, with Kafka's output and messages.
+``--list [--state [STATE,...]]``; ``--describe --group G... | --all-groups`` (the offsets view:
+committed offset, log end offset and lag per partition with the member that owns it; ``--members
+[--verbose]``; ``--state``); ``--reset-offsets --group G... | --all-groups`` with ``--topic
+T[:P,...] | --all-topics`` and one of ``--to-earliest | --to-latest | --to-current | --to-offset N
+| --shift-by N | --to-datetime YYYY-MM-DDTHH:mm:SS.sss | --by-duration PnDTnHnMnS | --from-file
+CSV``, ``--dry-run | --execute`` and ``--export`` (the plan as CSV); ``--delete --group G... |
+--all-groups``; ``--delete-offsets --group G --topic T[:P,...]``; with Kafka's output, messages
+and option conflicts (usage errors exit with 2).
 
-With ``--bootstrap-server HOST:PORT`` the command acts through a broker with a real client
-library (confluent-kafka's AdminClient), as Kafka's tool does. Without it, with ``--data-dir``, it
-reads ``__consumer_offsets`` and the logs of the data dir directly (read-only, beside a running
-broker too); ``--execute`` and ``--delete`` then write the offsets topic exactly as the broker's
-coordinator would, under the data-dir lock, so they are refused while a broker runs on the dir.
+With ``--bootstrap-server HOST:PORT`` the command acts through a broker with real client libraries
+(confluent-kafka's AdminClient; kafka-python's KafkaAdminClient for OffsetDelete, which
+confluent-kafka's binding does not expose), as Kafka's tool does. Without it, with
+``--data-dir``, it reads ``__consumer_offsets`` and the logs of the data dir directly (read-only,
+beside a running broker too); ``--execute``, ``--delete`` and ``--delete-offsets`` then write the
+offsets topic exactly as the broker's coordinator would, under the data-dir lock, so they are
+refused while a broker runs on the dir.
 """
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
+import re
 import sys
+import time
 from dataclasses import dataclass, field
 
 import typer
@@ -27,6 +37,32 @@ from .main import app
 
 MISSING = "-"
 TIMEOUT_S = 30.0
+
+# Kafka's GroupState names a consumer group may have, in Kafka's order (the --state filter's list)
+STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+# the reset scenarios, in the order of ConsumerGroupCommandOptions.checkArgs
+SCENARIOS = ("to-offset", "to-datetime", "by-duration", "to-earliest", "to-latest", "to-current", "shift-by",
+             "from-file")
+
+# Kafka's Errors: the codes OffsetDelete answers, with Kafka's names and messages
+UNKNOWN_TOPIC_OR_PARTITION = 3
+KAFKA_ERRORS = {
+    3: ("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition."),
+    14: ("COORDINATOR_LOAD_IN_PROGRESS", "The coordinator is loading and hence can't process requests."),
+    15: ("COORDINATOR_NOT_AVAILABLE", "The coordinator is not available."),
+    16: ("NOT_COORDINATOR", "This is not the correct coordinator."),
+    24: ("INVALID_GROUP_ID", "The configured groupId is invalid."),
+    29: ("TOPIC_AUTHORIZATION_FAILED", "Topic authorization failed."),
+    30: ("GROUP_AUTHORIZATION_FAILED", "Group authorization failed."),
+    68: ("NON_EMPTY_GROUP", "The group is not empty."),
+    69: ("GROUP_ID_NOT_FOUND", "The group id does not exist."),
+    86: ("GROUP_SUBSCRIBED_TO_TOPIC", "Deleting offsets of a topic is forbidden while the consumer group is "
+                                      "actively subscribed to it."),
+}
+
+
+class UsageError(Exception):
+    """A command line Kafka's tool refuses with printUsageAndExit (exit code 2 here)."""
 
 
 @dataclass
@@ -49,12 +85,18 @@ class GroupInfo:
 
 # -- backends ------------------------------------------------------------------------------------
 
+# confluent-kafka's ConsumerGroupState members for Kafka's state names (it has no KIP-848 states)
+_CK_STATES = {"Stable": "STABLE", "Empty": "EMPTY", "Dead": "DEAD", "PreparingRebalance": "PREPARING_REBALANCING",
+              "CompletingRebalance": "COMPLETING_REBALANCING"}
+
+
 class BrokerBackend:
     """Through a broker, with confluent-kafka's AdminClient (the library's own requests)."""
 
     def __init__(self, bootstrap: str):
         # imported here: loading librdkafka would slow every other command of the CLI
         from confluent_kafka.admin import AdminClient
+        self.bootstrap = bootstrap
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
 
     def _wait(self, fut):
@@ -64,9 +106,16 @@ class BrokerBackend:
         except KafkaException as e:
             raise CompactlogError(str(e.args[0].str() if e.args else e)) from None
 
-    def list_groups(self) -> list[tuple[str, str]]:
-        res = self._wait(self.admin.list_consumer_groups(request_timeout=TIMEOUT_S))
-        return [(g.group_id, _state_name(g.state)) for g in res.valid]
+    def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str]]:
+        from confluent_kafka import ConsumerGroupState
+        kw = {}
+        # the broker filters (ListGroups' StatesFilter) when every state has a name in the
+        # library; the filter below keeps the answer right either way
+        if states and all(s in _CK_STATES for s in states):
+            kw["states"] = {getattr(ConsumerGroupState, _CK_STATES[s]) for s in states}
+        res = self._wait(self.admin.list_consumer_groups(request_timeout=TIMEOUT_S, **kw))
+        listed = [(g.group_id, _state_name(g.state)) for g in res.valid]
+        return [g for g in listed if not states or g[1] in states]
 
     def describe(self, group: str) -> GroupInfo:
         d = self._wait(self.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group])
@@ -83,12 +132,25 @@ class BrokerBackend:
                                                                 request_timeout=TIMEOUT_S)[group])
         return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.offset >= 0}
 
+    def _topics(self) -> dict:
+        from confluent_kafka import KafkaException
+        # every topic is listed, not the ones asked for: a request naming a topic could create it
+        try:
+            return self.admin.list_topics(timeout=TIMEOUT_S).topics
+        except KafkaException as e:
+            raise CompactlogError(f"{self.bootstrap}: cannot read metadata: "
+                                  f"{e.args[0].str() if e.args else e}") from None
+
+    def topic_partitions(self, topics) -> dict:
+        """{topic: [partition]}, None for a topic the broker does not have."""
+        md = self._topics()
+        return {t: sorted(md[t].partitions) if t in md and md[t].error is None else None for t in topics}
+
     def partitions(self, topic: str) -> list[int]:
-        # every topic is listed, not this one: a request naming it could create it
-        t = self.admin.list_topics(timeout=TIMEOUT_S).topics.get(topic)
-        if t is None or t.error is not None:
+        found = self.topic_partitions([topic])[topic]
+        if found is None:
             raise CompactlogError(f"topic {topic!r} does not exist")
-        return sorted(t.partitions)
+        return found
 
     def offsets(self, tps, spec: str, timestamp: int | None = None) -> dict:
         """spec: earliest, latest or timestamp; -1 where nothing matches the timestamp."""
@@ -98,8 +160,7 @@ class BrokerBackend:
             return {}
         # partitions of topics the broker does not have are left out (shown as "-"): asking for
         # them would fail the whole request
-        known = {(t, p) for t, md in self.admin.list_topics(timeout=TIMEOUT_S).topics.items()
-                 if md.error is None for p in md.partitions}
+        known = {(t, p) for t, md in self._topics().items() if md.error is None for p in md.partitions}
         tps = [tp for tp in tps if tuple(tp) in known]
         if not tps:
             return {}
@@ -128,12 +189,37 @@ class BrokerBackend:
                 out[g] = e.args[0] if e.args else e
         return out
 
+    def delete_offsets(self, group: str, tps: list) -> tuple[int, dict]:
+        """OffsetDelete through kafka-python's KafkaAdminClient: (the request's error code,
+        {(topic, partition): error code})."""
+        import kafka
+        from kafka import TopicPartition
+        from kafka.admin import KafkaAdminClient
+        from kafka.errors import BrokerResponseError, KafkaError
+        if not hasattr(KafkaAdminClient, "delete_group_offsets"):
+            raise CompactlogError(f"--delete-offsets through a broker needs kafka-python 3 or later "
+                                  f"(KafkaAdminClient.delete_group_offsets); {kafka.__version__} is installed")
+        try:
+            client = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=int(TIMEOUT_S * 1000))
+        except KafkaError as e:
+            raise CompactlogError(f"{self.bootstrap}: cannot connect: {e}") from None
+        try:
+            res = client.delete_group_offsets(group, [TopicPartition(t, p) for t, p in tps])
+        except BrokerResponseError as e:
+            return e.errno, {}
+        except KafkaError as e:
+            raise CompactlogError(f"deleting the offsets of group {group!r} failed: {e}") from None
+        finally:
+            client.close()
+        return 0, {(tp.topic, tp.partition): err.errno for tp, err in res.items()}
+
     def close(self) -> None:
         pass
 
 
 class DataDirBackend:
-    """The data dir's ``__consumer_offsets`` and logs, read directly (and written for --execute)."""
+    """The data dir's ``__consumer_offsets`` and logs, read directly (and written for --execute,
+    --delete and --delete-offsets)."""
 
     def __init__(self, dd):
         # imported here, as every heavy module of the CLI: the server package loads kio's tables
@@ -145,8 +231,8 @@ class DataDirBackend:
         self.svc.load_now()
         self.c = self.svc.coordinator
 
-    def list_groups(self):
-        return [(g.group_id, g.state) for g in self.c.list_groups()]
+    def list_groups(self, states: set[str] | None = None):
+        return [(g.group_id, g.state) for g in self.c.list_groups(states or ())]
 
     def describe(self, group: str) -> GroupInfo:
         R = self.R
@@ -166,6 +252,9 @@ class DataDirBackend:
 
     def committed(self, group: str) -> dict:
         return {k: o.offset for k, o in self.c.committed(group).items()}
+
+    def topic_partitions(self, topics) -> dict:
+        return {t: self.dd.partitions(t) if self.dd.has_topic(t) else None for t in topics}
 
     def partitions(self, topic: str) -> list[int]:
         if not self.dd.has_topic(topic):
@@ -196,11 +285,29 @@ class DataDirBackend:
             raise CompactlogError(f"resetting the offsets of group {group!r} failed: {'; '.join(bad)}")
 
     def delete(self, groups: list[str]) -> dict:
-        C = self.C
-        names = {C.GROUP_ID_NOT_FOUND: "GROUP_ID_NOT_FOUND", C.NON_EMPTY_GROUP: "NON_EMPTY_GROUP",
-                 C.INVALID_GROUP_ID: "INVALID_GROUP_ID"}
         results = self.svc.call(self.c.delete_groups, list(groups))
-        return {g: None if code == 0 else names.get(code, f"error {code}") for g, code in results}
+        return {g: None if code == 0 else KAFKA_ERRORS.get(code, (f"error {code}",))[0] for g, code in results}
+
+    def delete_offsets(self, group: str, tps: list) -> tuple[int, dict]:
+        """As the broker's OffsetDelete handler: partitions this data dir does not have answer
+        UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator, which writes a tombstone for
+        every other committed offset unless the group is subscribed to the topic."""
+        known = self.topic_partitions({t for t, _ in tps})
+        wanted: dict = {}
+        per = {}
+        for t, p in tps:
+            parts = wanted.setdefault(t, [])
+            if known[t] is not None and p in known[t]:
+                parts.append(p)
+            else:
+                per[(t, p)] = UNKNOWN_TOPIC_OR_PARTITION
+        top, results = self.svc.call(self.c.delete_offsets, group, list(wanted.items()))
+        if top != self.C.NONE:
+            return top, {}
+        for t, res in results:
+            for p, code in res:
+                per[(t, p)] = code
+        return 0, per
 
     def close(self) -> None:
         self.svc.stop()
@@ -211,6 +318,15 @@ def _state_name(state) -> str:
     name = getattr(state, "name", str(state))
     return {"STABLE": "Stable", "EMPTY": "Empty", "DEAD": "Dead", "PREPARING_REBALANCING": "PreparingRebalance",
             "COMPLETING_REBALANCING": "CompletingRebalance", "UNKNOWN": "Unknown"}.get(name, name)
+
+
+def error_text(code: int) -> tuple[str, str]:
+    """(Kafka's name of an error code, its message)."""
+    if code in KAFKA_ERRORS:
+        return KAFKA_ERRORS[code]
+    from kafka.errors import for_code
+    err = for_code(code)
+    return err.message, err.description
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -238,6 +354,19 @@ def state_says_print(group: str, state: str, rows: int | None) -> bool:
     elif state in ("PreparingRebalance", "CompletingRebalance"):
         sys.stderr.write(f"\nWarning: Consumer group '{group}' is rebalancing.\n")
     return rows > 0
+
+
+def list_groups(backend, with_state: bool, states: set[str] | None) -> None:
+    """listGroups: the ids, or with --state a GROUP / STATE table (filtered by the states given)."""
+    groups = sorted(backend.list_groups(states))
+    if not with_state:
+        for g, _ in groups:
+            out(g)
+        return
+    width = max([15] + [len(g) for g, _ in groups]) + 10
+    out(_pad(("GROUP", "STATE"), (width, 20)).rstrip())
+    for g, s in groups:
+        out(_pad((g, s), (width, 20)).rstrip())
 
 
 def describe_offsets(backend, group: str) -> None:
@@ -313,7 +442,53 @@ def _s(v) -> str:
     return MISSING if v is None else str(v)
 
 
-# -- reset ------------------------------------------------------------------------------------------
+# -- parsing option values ----------------------------------------------------------------------------
+
+def _java_split(text: str, sep: str) -> list[str]:
+    """String.split as Java's tools use it: trailing empty strings are dropped."""
+    parts = text.split(sep)
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _int(text: str, bits: int) -> int | None:
+    """Integer.parseInt / Long.parseLong: the value, None when the text is not one."""
+    if not _INT.fullmatch(text):
+        return None
+    v = int(text)
+    return v if -(1 << (bits - 1)) <= v < (1 << (bits - 1)) else None
+
+
+def parse_topic_arg(spec: str) -> tuple[str, list[int] | None]:
+    """``TOPIC`` (every partition) or ``TOPIC:0,1,2`` (GroupOffsetsResetter.parseTopicsWithPartitions)."""
+    if ":" not in spec:
+        return spec, None
+    parts = _java_split(spec, ":")
+    if len(parts) != 2:
+        raise UsageError(f"Invalid topic arg '{spec}', expected topic name and partitions")
+    out_ = []
+    for p in _java_split(parts[1], ","):
+        n = _int(p, 32)
+        if n is None:
+            raise UsageError(f"Invalid partition '{p}' specified in topic arg '{spec}'")
+        out_.append(n)
+    return parts[0], out_
+
+
+def parse_states(text: str | None) -> set[str] | None:
+    """The --state filter of --list (ConsumerGroupCommand.groupStatesFromString): names in any case."""
+    if not text:
+        return None
+    by_upper = {s.upper(): s for s in STATES}
+    parsed = {by_upper.get(s.strip().upper()) for s in _java_split(text, ",")}
+    if None in parsed:
+        raise UsageError(f"Invalid state list '{text}'. Valid states are: {', '.join(STATES)}")
+    return parsed
+
 
 def parse_datetime(text: str) -> int:
     """Kafka's ``Utils.getDateTime``: ``YYYY-MM-DDTHH:mm:SS.sss`` with an optional zone (``Z``,
@@ -328,20 +503,90 @@ def parse_datetime(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def partitions_to_reset(backend, group: str, topics: list[str], all_topics: bool) -> list:
+# java.time.Duration.parse's grammar: days, then T with hours, minutes and seconds (a fraction of
+# up to 9 digits); a sign before P and before each number; letters in either case
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?"
+                       r"(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
+                       re.IGNORECASE)
+
+
+def parse_duration_ns(text: str) -> int:
+    """An ISO-8601 duration ``PnDTnHnMnS`` as ``java.time.Duration.parse`` reads it, in nanoseconds."""
+    m = _DURATION.fullmatch(text)
+    if m is None or (m.group(3) or "").upper() == "T" or all(m.group(i) is None for i in (2, 4, 5, 6)):
+        raise CompactlogError(f"--by-duration {text!r}: Text cannot be parsed to a Duration (the format is "
+                              f"PnDTnHnMnS, e.g. PT30M, PT1H30M or P2DT12H)")
+    sign, days, hours, minutes, seconds, fraction = m.group(1, 2, 4, 5, 6, 7)
+    total = (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60 + int(seconds or 0)) \
+        * 1_000_000_000
+    if fraction:
+        nanos = int(fraction.ljust(9, "0"))
+        total += -nanos if (seconds or "").startswith("-") else nanos
+    return -total if sign == "-" else total
+
+
+def read_reset_plan(path: str, groups_given: list[str]) -> dict:
+    """--from-file: {group: {(topic, partition): offset}} from Kafka's CSV, without a header:
+    ``topic,partition,offset`` lines for the one --group given, else ``group,topic,partition,offset``
+    (GroupOffsetsResetter.parseResetPlan)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise CompactlogError(f"--from-file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise CompactlogError(f"--from-file {path}: not UTF-8 text (byte {e.start})") from None
+    rows = []
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.rstrip("\r")
+        if line.strip():
+            rows.append((n, line, next(csv.reader([line]))))
+
+    def record(fields: list[str], with_group: bool):
+        if len(fields) != (4 if with_group else 3):
+            return None
+        t, p, o = fields[-3:]
+        partition, offset = _int(p.strip(), 32), _int(o.strip(), 64)
+        if partition is None or offset is None:
+            return None
+        return (fields[0] if with_group else None), t, partition, offset
+
+    single = len(groups_given) == 1
+    # Kafka's rule: the first line decides; three columns mean the plan of the one --group given
+    without_group = single and bool(rows) and record(rows[0][2], False) is not None
+    plan: dict = {}
+    for n, line, fields in rows:
+        r = record(fields, not without_group)
+        if r is None:
+            if not without_group and len(fields) == 3 and record(fields, False) is not None:
+                raise CompactlogError(f"--from-file {path}: line {n}: {line!r} has no group column: a file of "
+                                      f"topic,partition,offset lines is the plan of exactly one --group")
+            expected = "topic,partition,offset" if without_group else "group,topic,partition,offset"
+            raise CompactlogError(f"--from-file {path}: line {n}: {line!r}: expected {expected} "
+                                  f"(the partition and the offset numbers)")
+        group = groups_given[0] if without_group else r[0]
+        plan.setdefault(group, {})[(r[1], r[2])] = r[3]
+    return plan
+
+
+# -- reset ------------------------------------------------------------------------------------------
+
+def partitions_to_reset(backend, group: str, topics: list, all_topics: bool) -> list:
+    """topics: parsed --topic values [(topic, [partition] or None)]."""
     if all_topics:
         return sorted(backend.committed(group))
     out_ = []
-    for spec in topics:
-        if ":" in spec:
-            topic, _, parts = spec.partition(":")
-            try:
-                out_ += [(topic, int(p)) for p in parts.split(",") if p.strip()]
-            except ValueError:
-                raise CompactlogError(f"--topic {spec!r}: partitions must be numbers (TOPIC:0,1,2)") from None
-        else:
-            out_ += [(spec, p) for p in backend.partitions(spec)]
+    for topic, parts in topics:
+        out_ += [(topic, p) for p in (parts if parts is not None else backend.partitions(topic))]
     return out_
+
+
+def check_partitions_exist(backend, tps: list) -> None:
+    """GroupOffsetsResetter.checkAllTopicPartitionsValid."""
+    known = backend.topic_partitions({t for t, _ in tps})
+    missing = [(t, p) for t, p in tps if known[t] is None or p not in known[t]]
+    if missing:
+        raise CompactlogError(f'The partitions "{",".join(f"{t}-{p}" for t, p in missing)}" do not exist')
 
 
 def check_range(backend, requested: dict) -> dict:
@@ -384,9 +629,26 @@ def prepare_reset(backend, group: str, tps: list, how: tuple) -> dict:
                                       f"current committed offset")
             requested[tp] = current[tp] + arg
         return check_range(backend, requested)
-    # to-datetime: the first offset at or after the time, else the log end (Kafka's tool)
-    by_time = backend.offsets(tps, "timestamp", arg)
-    ends = backend.offsets([tp for tp in tps if by_time.get(tp, -1) < 0], "latest")
+    if kind == "to-current":
+        # the committed offset; the log end where the group has none (resetToCurrent)
+        current = backend.committed(group)
+        res = {tp: current[tp] for tp in tps if tp in current}
+        rest = [tp for tp in tps if tp not in current]
+        ends = backend.offsets(rest, "latest")
+        for tp in rest:
+            if tp not in ends:
+                raise CompactlogError(f"Error getting ending offset of topic partition: {tp[0]}-{tp[1]}")
+            res[tp] = ends[tp]
+        return res
+    # to-datetime, by-duration: the first offset at or after the time, else the log end. A time
+    # before 1970 asks for 0: negative timestamps are ListOffsets' earliest/latest markers.
+    timestamp = max(arg() if callable(arg) else arg, 0)
+    by_time = backend.offsets(tps, "timestamp", timestamp)
+    empty = [tp for tp in tps if by_time.get(tp, -1) < 0]
+    for t, p in empty:
+        if (t, p) in by_time:
+            sys.stderr.write(f"Warn: Partition {p} from topic {t} is empty. Falling back to latest known offset.\n")
+    ends = backend.offsets(empty, "latest")
     res = {}
     for tp in tps:
         o = by_time.get(tp, -1)
@@ -398,92 +660,260 @@ def prepare_reset(backend, group: str, tps: list, how: tuple) -> dict:
     return res
 
 
-def reset_offsets(backend, group: str, tps_spec, how, execute: bool) -> None:
-    info = backend.describe(group)
-    if info.state not in ("Empty", "Dead"):
-        print_error(f"Assignments can only be reset if the group '{group}' is inactive, but the current "
-                    f"state is {info.state}.")
-        out()
-        return
-    tps = partitions_to_reset(backend, group, *tps_spec)
-    planned = prepare_reset(backend, group, tps, how)
-    if execute:
-        backend.alter(group, planned)
+def reset_offsets(backend, groups: list[str], topics: list, all_topics: bool, how: tuple | None,
+                  plan_file: dict | None, execute: bool) -> dict:
+    """ConsumerGroupService.resetOffsets: {group: {(topic, partition): new offset}}; an active group
+    is reported and left out (an empty plan)."""
+    result = {}
+    for g in groups:
+        info = backend.describe(g)
+        if info.state not in ("Empty", "Dead"):
+            print_error(f"Assignments can only be reset if the group '{g}' is inactive, but the current "
+                        f"state is {info.state}.")
+            result[g] = {}
+            continue
+        if plan_file is not None:
+            requested = plan_file.get(g)
+            if requested is None:
+                print_error(f"No reset plan for group {g} found.")
+                result[g] = {}
+                continue
+            planned = check_range(backend, requested)
+        else:
+            tps = partitions_to_reset(backend, g, topics, all_topics)
+            check_partitions_exist(backend, tps)
+            planned = prepare_reset(backend, g, tps, how)
+        if execute and planned:
+            backend.alter(g, planned)
+        result[g] = planned
+    return result
+
+
+def print_reset(result: dict) -> None:
+    """printOffsetsToReset: one table for every group (the header once any group was asked for)."""
     widths = [30, 30, 10, 15]
-    if planned:
+    if result:
         out()
         out(_pad(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), widths).rstrip())
-        for (t, p), o in sorted(planned.items()):
-            out(_pad((group, t, str(p), str(o)), widths).rstrip())
+        for g in sorted(result):
+            for (t, p), o in sorted(result[g].items()):
+                out(_pad((g, t, str(p), str(o)), widths).rstrip())
     out()
 
 
+def export_csv(result: dict, with_group: bool) -> str:
+    """exportOffsetsToCsv: ``topic,partition,offset`` lines when one --group was given, else
+    ``group,topic,partition,offset`` (the format --from-file reads back)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    for g in sorted(result):
+        for (t, p), o in sorted(result[g].items()):
+            w.writerow(([g] if with_group else []) + [t, p, o])
+    return buf.getvalue()
+
+
 def delete_groups(backend, groups: list[str]) -> bool:
-    results = backend.delete(groups)
+    results = backend.delete(groups) if groups else {}
     failed = {g: e for g, e in results.items() if e is not None}
     done = [g for g, e in results.items() if e is None]
     if not failed:
-        out(f"Deletion of requested consumer groups ('{', '.join(done)}') was successful.")
+        out(f"Deletion of requested consumer groups ({', '.join(repr_q(g) for g in done)}) was successful.")
         return True
     print_error("Deletion of some consumer groups failed:")
     for g, e in failed.items():
         out(f"* Group '{g}' could not be deleted due to: {e}")
     if done:
-        out(f"\nThese consumer groups were deleted successfully: '{', '.join(done)}'")
+        out(f"\nThese consumer groups were deleted successfully: {', '.join(repr_q(g) for g in done)}")
     return False
+
+
+def repr_q(name: str) -> str:
+    return f"'{name}'"
+
+
+def delete_offsets(backend, group: str, topics: list) -> bool:
+    """ConsumerGroupService.deleteOffsets: the request's outcome, then one row per partition (a
+    topic the cluster does not have gets one row, partition "-")."""
+    explicit, whole = [], []
+    for topic, parts in topics:
+        if parts is None:
+            whole.append(topic)
+        else:
+            explicit += [(topic, p) for p in parts]
+    results: dict = {}
+    known = backend.topic_partitions(whole) if whole else {}
+    wanted = set(explicit)
+    for t in whole:
+        if known[t] is None:
+            results[(t, -1)] = UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            wanted.update((t, p) for p in known[t])
+    top, per = backend.delete_offsets(group, sorted(wanted))
+    if top == 0:
+        # the admin client's all(): the first partition's error when the request itself succeeded
+        top = next((per[tp] for tp in sorted(wanted) if per.get(tp, 0) != 0), 0)
+        results.update({tp: per.get(tp, 0) for tp in wanted})
+    else:
+        results.update({tp: top for tp in wanted})
+    name, message = error_text(top) if top else ("NONE", "")
+    if top == 0:
+        out(f"Request succeeded for deleting offsets from group {group}.")
+    elif name in ("INVALID_GROUP_ID", "GROUP_ID_NOT_FOUND", "GROUP_AUTHORIZATION_FAILED", "NON_EMPTY_GROUP"):
+        print_error(message)
+    elif name in ("GROUP_SUBSCRIBED_TO_TOPIC", "TOPIC_AUTHORIZATION_FAILED", "UNKNOWN_TOPIC_OR_PARTITION"):
+        print_error("Encountered some partition-level error, see the follow-up details.")
+    else:
+        print_error(f"Encountered some unknown error: {name}")
+    width = max([15] + [len(t) for t, _ in results])
+    out()
+    out(_pad(("TOPIC", "PARTITION", "STATUS"), (width, 10, 15)).rstrip())
+    # Kafka sorts on the topic and the partition number glued together, as text
+    for (t, p), code in sorted(results.items(), key=lambda kv: f"{kv[0][0]}{kv[0][1]}"):
+        status = "Successful" if code == 0 else "Error: {}: {}".format(*error_text(code))
+        out(_pad((t, str(p) if p >= 0 else MISSING, status), (width, 10, 15)).rstrip())
+    return top == 0 and not any(results.values())
+
+
+# -- the options ------------------------------------------------------------------------------------
+
+def check_args(has: dict, state_value: str | None, n_groups: int) -> None:
+    """ConsumerGroupCommandOptions.checkArgs (and the checks Kafka's tool makes once running that
+    need no broker): a UsageError naming the conflict."""
+    def opt(name):
+        return f"[{name}]"
+
+    for name, allowed in (("members", ("describe",)), ("verbose", ("describe",)), ("offsets", ("describe",)),
+                          ("state", ("describe", "list"))):
+        if has[name] and not any(has[a] for a in allowed):
+            raise UsageError(f"Option(s) {opt(name)} are unavailable given other options on the command line")
+    group_scope = f"{opt('all-groups')}, {opt('group')}"
+    if has["describe"]:
+        if not has["group"] and not has["all-groups"]:
+            raise UsageError(f"Option {opt('describe')} takes one of these options: {group_scope}")
+        if sum(has[o] for o in ("members", "offsets", "state")) > 1:
+            raise UsageError(f"Option {opt('describe')} takes at most one of these options: "
+                             f"{opt('members')}, {opt('offsets')}, {opt('state')}")
+        if has["state"] and state_value is not None:
+            raise UsageError(f"Option {opt('describe')} does not take a value for {opt('state')}")
+    if has["delete"]:
+        if not has["group"] and not has["all-groups"]:
+            raise UsageError(f"Option {opt('delete')} takes one of these options: {group_scope}")
+        if has["topic"]:
+            raise UsageError("The consumer does not support topic-specific offset deletion from a consumer group.")
+    if has["delete-offsets"] and (not has["group"] or not has["topic"]):
+        raise UsageError(f"Option {opt('delete-offsets')} takes the following options: {opt('group')}, "
+                         f"{opt('topic')}")
+    if has["reset-offsets"]:
+        if has["dry-run"] and has["execute"]:
+            raise UsageError(f"Option {opt('reset-offsets')} only accepts one of {opt('execute')} and "
+                             f"{opt('dry-run')}")
+        if not has["group"] and not has["all-groups"]:
+            raise UsageError(f"Option {opt('reset-offsets')} takes one of these options: {group_scope}")
+        for used in SCENARIOS:
+            for other in SCENARIOS:
+                if other != used and has[used] and has[other]:
+                    raise UsageError(f'Option "{opt(used)}" can\'t be used with option "{opt(other)}"')
+    for used, others in (("group", ("all-groups",)), ("group", ("list",)), ("topic", ("list", "describe"))):
+        for other in others:
+            if has[used] and has[other]:
+                raise UsageError(f'Option "{opt(used)}" can\'t be used with option "{opt(other)}"')
+    actions = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
+    if sum(has[a] for a in actions) != 1:
+        raise UsageError(f"Command must include exactly one action: {', '.join('--' + a for a in actions)}")
+    if has["reset-offsets"]:
+        if not any(has[s] for s in SCENARIOS):
+            raise UsageError(f"Option '{opt('reset-offsets')}' requires one of the following scenarios: "
+                             f"{', '.join(opt(s) for s in SCENARIOS)}")
+        if not has["from-file"] and not has["topic"] and not has["all-topics"]:
+            raise UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
+    if has["delete-offsets"] and n_groups > 1:
+        raise UsageError("Found multiple arguments for option group, but you asked for only one")
 
 
 # -- the command ------------------------------------------------------------------------------------
 
-@app.command("consumer-groups")
+@app.command("consumer-groups", context_settings={"allow_extra_args": True})
 def consumer_groups_cmd(
         ctx: typer.Context,
         bootstrap: str = typer.Option(None, "--bootstrap-server", help="HOST:PORT of a broker to act "
                                       "through; without it, --data-dir is read (and written) directly."),
         list_: bool = typer.Option(False, "--list", help="List all consumer groups."),
-        describe: bool = typer.Option(False, "--describe", help="Describe a group: offsets and lag per "
-                                      "partition (--members: its members, --state: its state)."),
+        describe: bool = typer.Option(False, "--describe", help="Describe groups: offsets and lag per "
+                                      "partition (--members: their members, --state: their state)."),
         delete: bool = typer.Option(False, "--delete", help="Delete groups (they must have no members)."),
-        reset: bool = typer.Option(False, "--reset-offsets", help="Reset a group's committed offsets "
-                                   "(the group must have no members)."),
-        groups: list[str] = typer.Option(None, "--group", help="The group (repeatable for --describe and --delete)."),
-        topics: list[str] = typer.Option(None, "--topic", help="Topics to reset: TOPIC or TOPIC:0,1,2."),
+        reset: bool = typer.Option(False, "--reset-offsets", help="Reset groups' committed offsets "
+                                   "(the groups must have no members)."),
+        delete_offsets_: bool = typer.Option(False, "--delete-offsets", help="Delete a group's committed "
+                                             "offsets of the --topic partitions."),
+        groups: list[str] = typer.Option(None, "--group", help="A group (repeatable except for --delete-offsets)."),
+        all_groups: bool = typer.Option(False, "--all-groups", help="Every group, for --describe, --delete "
+                                        "and --reset-offsets."),
+        topics: list[str] = typer.Option(None, "--topic", help="TOPIC or TOPIC:0,1,2 (repeatable)."),
         all_topics: bool = typer.Option(False, "--all-topics", help="Reset every partition the group has "
                                         "an offset for."),
         to_earliest: bool = typer.Option(False, "--to-earliest"),
         to_latest: bool = typer.Option(False, "--to-latest"),
+        to_current: bool = typer.Option(False, "--to-current", help="The committed offset (the log end "
+                                        "where there is none)."),
         to_offset: int = typer.Option(None, "--to-offset"),
         to_datetime: str = typer.Option(None, "--to-datetime", help="YYYY-MM-DDTHH:mm:SS.sss[Z|+hh:mm]"),
+        by_duration: str = typer.Option(None, "--by-duration", help="PnDTnHnMnS: the offset at that long "
+                                        "before now."),
+        from_file: str = typer.Option(None, "--from-file", help="CSV of topic,partition,offset (one "
+                                      "--group) or group,topic,partition,offset lines."),
         shift_by: int = typer.Option(None, "--shift-by"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Only show the new offsets (the default)."),
         execute: bool = typer.Option(False, "--execute", help="Write the new offsets."),
+        export: bool = typer.Option(False, "--export", help="Print the new offsets as CSV (what --from-file "
+                                    "reads) instead of the table."),
         members: bool = typer.Option(False, "--members"),
-        state: bool = typer.Option(False, "--state"),
+        offsets_: bool = typer.Option(False, "--offsets", help="The offsets view of --describe (the default)."),
+        state: bool = typer.Option(False, "--state", help="With --describe: the groups' state. With --list: "
+                                   "each group's state, optionally only groups in the states given "
+                                   "(--state Stable,Empty)."),
         verbose: bool = typer.Option(False, "--verbose")):
     """Manage consumer groups, as kafka-consumer-groups.sh does."""
-    actions = [a for a, on in (("--list", list_), ("--describe", describe), ("--delete", delete),
-                               ("--reset-offsets", reset)) if on]
-    if len(actions) != 1:
-        fail("Command must include exactly one action: --list, --describe, --delete, --reset-offsets", 2)
     groups = list(groups or [])
-    if actions[0] != "--list" and not groups:
-        fail(f"Option {actions[0]} needs --group", 2)
-    how = None
+    topics = list(topics or [])
+    # --state takes an optional value (Kafka's withOptionalArg), which the CLI parser cannot
+    # express: a flag here, its value the one word left over
+    extra = list(ctx.args)
+    state_value = None
+    if state and len(extra) == 1:
+        state_value = extra.pop()
+    if extra:
+        fail(f"unexpected argument{'s' if len(extra) > 1 else ''}: {' '.join(extra)}", 2)
+    has = {"list": list_, "describe": describe, "delete": delete, "reset-offsets": reset,
+           "delete-offsets": delete_offsets_, "group": bool(groups), "all-groups": all_groups,
+           "topic": bool(topics), "all-topics": all_topics, "dry-run": dry_run, "execute": execute,
+           "export": export, "members": members, "offsets": offsets_, "state": state, "verbose": verbose,
+           "to-offset": to_offset is not None, "to-datetime": to_datetime is not None,
+           "by-duration": by_duration is not None, "to-earliest": to_earliest, "to-latest": to_latest,
+           "to-current": to_current, "shift-by": shift_by is not None, "from-file": from_file is not None}
+    try:
+        check_args(has, state_value, len(groups))
+        parsed_topics = [parse_topic_arg(t) for t in topics]
+        states = parse_states(state_value) if list_ else None
+    except UsageError as e:
+        fail(str(e), 2)
+    how, plan_file = None, None
     if reset:
-        chosen = [(k, v) for k, v in (("to-earliest", True if to_earliest else None),
-                                      ("to-latest", True if to_latest else None), ("to-offset", to_offset),
-                                      ("to-datetime", to_datetime), ("shift-by", shift_by)) if v is not None]
-        if len(chosen) != 1:
-            fail("--reset-offsets needs exactly one of --to-earliest, --to-latest, --to-offset, "
-                 "--to-datetime, --shift-by", 2)
-        if not topics and not all_topics:
-            fail("One of the reset scopes should be defined: --all-topics, --topic.", 2)
-        if dry_run and execute:
-            fail("--dry-run and --execute exclude each other", 2)
-        how = chosen[0]
-        if how[0] == "to-datetime":
-            how = ("to-datetime", parse_datetime(how[1]))
-    writes = (reset and execute) or delete
+        if not dry_run and not execute:
+            sys.stderr.write("WARN: No action will be performed as the --execute option is missing; "
+                             "add --dry-run to say so explicitly.\n")
+        if from_file is not None:
+            plan_file = read_reset_plan(from_file, groups)
+        elif to_datetime is not None:
+            how = ("timestamp", parse_datetime(to_datetime))
+        elif by_duration is not None:
+            nanos = parse_duration_ns(by_duration)
+            # now minus the duration, taken when the plan is made
+            how = ("timestamp", lambda: (time.time_ns() - nanos) // 1_000_000)
+        else:
+            how = next((k, v) for k, v in (("to-earliest", to_earliest or None), ("to-latest", to_latest or None),
+                                           ("to-current", to_current or None), ("to-offset", to_offset),
+                                           ("shift-by", shift_by)) if v is not None)
+    writes = (reset and execute) or delete or delete_offsets_
     if bootstrap:
         backend = BrokerBackend(bootstrap)
         dd = None
@@ -493,11 +923,15 @@ def consumer_groups_cmd(
         backend = DataDirBackend(dd)
     ok = True
     try:
+        if all_groups and not list_:
+            selected = [g for g, _ in sorted(backend.list_groups())]
+        else:
+            selected = groups
         if list_:
-            for g, _ in sorted(backend.list_groups()):
-                out(g)
+            list_groups(backend, state, states)
         elif describe:
-            for g in groups:
+            # Kafka collects the groups in a TreeMap: each once, in name order
+            for g in sorted(set(selected)):
                 if members:
                     describe_members(backend, g, verbose)
                 elif state:
@@ -505,10 +939,15 @@ def consumer_groups_cmd(
                 else:
                     describe_offsets(backend, g)
         elif reset:
-            for g in groups:
-                reset_offsets(backend, g, (list(topics or []), all_topics), how, execute)
+            result = reset_offsets(backend, selected, parsed_topics, all_topics, how, plan_file, execute)
+            if export:
+                out(export_csv(result, with_group=len(groups) != 1))
+            else:
+                print_reset(result)
+        elif delete:
+            ok = delete_groups(backend, selected)
         else:
-            ok = delete_groups(backend, groups)
+            ok = delete_offsets(backend, groups[0], parsed_topics)
     finally:
         backend.close()
         if dd is not None:
