@@ -50,9 +50,6 @@ Where compactlog differs, on purpose:
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import functools
 import importlib
 import os
 import re
@@ -63,14 +60,14 @@ from decimal import Decimal
 from kio.schema.errors import ErrorCode
 
 from ..errors import CompactlogError, ConfigError, OffsetOutOfRangeError, TopicError
+from ..storage import files
 from ..storage.checkpoint import decode_topic_id
 from ..storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, LogConfig
 from ..storage.datadir import INTERNAL_TOPIC_CONFIGS
 from ..storage.kafka_names import KAFKA_BROKER_SETTINGS
-from .state import BrokerState
+from .messages import CLUSTER_OPERATIONS, NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build
+from .state import INTERNAL_TOPICS, BrokerState
 from .versions import response_schema
-
-NO_THROTTLE = datetime.timedelta(0)
 
 # ConfigResource.Type
 RESOURCE_TOPIC = 2
@@ -92,15 +89,10 @@ _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRAC
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-MAX_TOPIC_NAME_LENGTH = 249
 MAX_RECORDS_PER_USER_OP = 10000      # QuorumController.MAX_RECORDS_PER_USER_OP
 _TOO_LARGE = "Unable to perform excessively large batch operation."
 
-# AclEntry.supportedOperations(CLUSTER): CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
-# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12, as Utils.to32BitField packs them
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+CLUSTER_AUTHORIZED_OPERATIONS = CLUSTER_OPERATIONS
 ENDPOINT_BROKER, ENDPOINT_CONTROLLER = 1, 2
 
 _LEGAL_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
@@ -118,17 +110,6 @@ class Refused(Exception):
 
 
 # -- kio plumbing ---------------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=None)
-def _field_names(cls) -> frozenset:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-
-def _make(cls, **values):
-    """``cls(**values)`` without the fields this version of the schema does not have."""
-    names = _field_names(cls)
-    return cls(**{k: v for k, v in values.items() if k in names})
-
 
 def _response_types(request):
     cls = response_schema(request.api_key, request.response_version)
@@ -149,8 +130,8 @@ def topic_name_error(name: str) -> str | None:
         reason = "'.' is not allowed"
     elif name == "..":
         reason = "'..' is not allowed"
-    elif len(name) > MAX_TOPIC_NAME_LENGTH:
-        reason = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
+    elif len(name) > files.MAX_TOPIC_LENGTH:
+        reason = f"the length of '{name}' is longer than the max allowed length {files.MAX_TOPIC_LENGTH}"
     elif not _LEGAL_TOPIC_CHARS.fullmatch(name):
         reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
     else:
@@ -544,7 +525,7 @@ def _created_configs(module, state: BrokerState, plan: _TopicPlan) -> tuple:
                 source = SOURCE_STATIC_BROKER
             else:
                 value, source = kafka_string(d.kind, d.default), SOURCE_DEFAULT
-        out.append(_make(module.CreatableTopicConfigs, name=name, value=value, read_only=False,
+        out.append(build(module.CreatableTopicConfigs, name=name, value=value, read_only=False,
                          config_source=source, is_sensitive=False))
     return tuple(out)
 
@@ -557,7 +538,7 @@ def handle_create_topics(state: BrokerState, request):
     v5 = request.response_version >= 5
 
     def failed(name, code, message):
-        return _make(result_cls, name=name, topic_id=None, error_code=code, error_message=message,
+        return build(result_cls, name=name, topic_id=None, error_code=code, error_message=message,
                      num_partitions=-1, replication_factor=-1, configs=())
 
     counts: dict[str, int] = {}
@@ -603,7 +584,7 @@ def handle_create_topics(state: BrokerState, request):
                     state.logger.error(f"CreateTopics: creating {plan.name} failed: {e}")
                     results[plan.name] = failed(plan.name, ErrorCode.unknown_server_error, None)
                     continue
-            results[plan.name] = _make(
+            results[plan.name] = build(
                 result_cls, name=plan.name, topic_id=topic_id, error_code=ErrorCode.none,
                 error_message=None, topic_config_error_code=0, num_partitions=plan.partitions,
                 replication_factor=1, configs=_created_configs(module, state, plan) if v5 else ())
@@ -619,7 +600,7 @@ def handle_delete_topics(state: BrokerState, request):
     version = request.response_version
 
     def result(name, code, message=None, topic_id=None):
-        return _make(result_cls, name=name, topic_id=topic_id, error_code=code,
+        return build(result_cls, name=name, topic_id=topic_id, error_code=code,
                      error_message=message)
 
     requested = [(n, None) for n in getattr(body, "topic_names", ())]
@@ -832,7 +813,7 @@ def handle_describe_configs(state: BrokerState, request):
         if keys:            # null or empty: every config
             wanted = set(keys)
             entries = [e for e in entries if e.name in wanted]
-        configs = tuple(_make(
+        configs = tuple(build(
             module.DescribeConfigsResourceResult, name=e.name, value=e.value, read_only=e.read_only,
             config_source=e.source, is_default=e.source == SOURCE_DEFAULT, is_sensitive=e.sensitive,
             synonyms=tuple(module.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms)
@@ -959,35 +940,20 @@ def _incremental_overrides(current: dict[str, str], configs) -> dict[str, str]:
 def handle_incremental_alter_configs(state: BrokerState, request):
     """IncrementalAlterConfigs (44): ConfigAdminManager.preprocess, then
     ConfigurationControlManager.incrementalAlterConfigs."""
-    body = request.body
-    cls, module = _response_types(request)
-    refused = _preprocess_alter(state, body.resources, incremental=True)
-    responses = []
-    with state.metadata_lock:
-        for i, r in enumerate(body.resources):
-            error = refused.get(i)
-            if error is None and r.resource_type == RESOURCE_TOPIC:
-                try:
-                    _check_topic_resource(r.resource_name)
-                    new = _incremental_overrides(state.datadir.topic_overrides(r.resource_name), r.configs)
-                    _alter_topic(state, r.resource_name, new, body.validate_only)
-                except Refused as e:
-                    error = e
-                except (CompactlogError, OSError) as e:
-                    state.logger.error(f"IncrementalAlterConfigs on {r.resource_name} failed: {e}")
-                    error = Refused(ErrorCode.unknown_server_error)
-            responses.append(module.AlterConfigsResourceResponse(
-                error_code=error.code if error else ErrorCode.none, error_message=error.message if error else None,
-                resource_type=r.resource_type, resource_name=r.resource_name))
-    return cls(throttle_time=NO_THROTTLE, responses=tuple(responses))
+    return _alter_configs(state, request, incremental=True)
 
 
 def handle_alter_configs(state: BrokerState, request):
     """AlterConfigs (33), the legacy API: the listed configs become the resource's complete set of
     overrides (ConfigurationControlManager.legacyAlterConfigResource)."""
+    return _alter_configs(state, request, incremental=False)
+
+
+def _alter_configs(state: BrokerState, request, *, incremental: bool):
     body = request.body
     cls, module = _response_types(request)
-    refused = _preprocess_alter(state, body.resources, incremental=False)
+    refused = _preprocess_alter(state, body.resources, incremental=incremental)
+    what = "IncrementalAlterConfigs" if incremental else "AlterConfigs"
     responses = []
     with state.metadata_lock:
         for i, r in enumerate(body.resources):
@@ -995,12 +961,16 @@ def handle_alter_configs(state: BrokerState, request):
             if error is None and r.resource_type == RESOURCE_TOPIC:
                 try:
                     _check_topic_resource(r.resource_name)
-                    _alter_topic(state, r.resource_name, {c.name: c.value for c in r.configs},
-                                 body.validate_only)
+                    if incremental:
+                        new = _incremental_overrides(state.datadir.topic_overrides(r.resource_name),
+                                                     r.configs)
+                    else:
+                        new = {c.name: c.value for c in r.configs}
+                    _alter_topic(state, r.resource_name, new, body.validate_only)
                 except Refused as e:
                     error = e
                 except (CompactlogError, OSError) as e:
-                    state.logger.error(f"AlterConfigs on {r.resource_name} failed: {e}")
+                    state.logger.error(f"{what} on {r.resource_name} failed: {e}")
                     error = Refused(ErrorCode.unknown_server_error)
             responses.append(module.AlterConfigsResourceResponse(
                 error_code=error.code if error else ErrorCode.none, error_message=error.message if error else None,
@@ -1017,9 +987,9 @@ def handle_describe_cluster(state: BrokerState, request):
     endpoint = getattr(body, "endpoint_type", ENDPOINT_BROKER)
 
     def failed(code_v0, code, message):
-        return _make(cls, throttle_time=NO_THROTTLE, error_code=code_v0 if version == 0 else code,
+        return build(cls, throttle_time=NO_THROTTLE, error_code=code_v0 if version == 0 else code,
                      error_message=message, endpoint_type=ENDPOINT_BROKER, cluster_id="", controller_id=-1,
-                     brokers=(), cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                     brokers=(), cluster_authorized_operations=OPERATIONS_NOT_REQUESTED)
     if endpoint not in (ENDPOINT_BROKER, ENDPOINT_CONTROLLER):
         return failed(ErrorCode.invalid_request, ErrorCode.unsupported_endpoint_type,
                       f"Unsupported endpoint type {endpoint}")
@@ -1027,11 +997,11 @@ def handle_describe_cluster(state: BrokerState, request):
         return failed(ErrorCode.invalid_request, ErrorCode.mismatched_endpoint_type,
                       "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
                       "of type CONTROLLER")
-    broker = _make(module.DescribeClusterBroker, broker_id=state.node_id, host=state.advertised.host,
+    broker = build(module.DescribeClusterBroker, broker_id=state.node_id, host=state.advertised.host,
                    port=state.advertised.port, rack=None, is_fenced=False)
     operations = (CLUSTER_AUTHORIZED_OPERATIONS if body.include_cluster_authorized_operations
-                  else AUTHORIZED_OPERATIONS_OMITTED)
-    return _make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+                  else OPERATIONS_NOT_REQUESTED)
+    return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
                  endpoint_type=ENDPOINT_BROKER, cluster_id=state.cluster_id, controller_id=state.node_id,
                  brokers=(broker,), cluster_authorized_operations=operations)
 
@@ -1058,15 +1028,15 @@ def handle_describe_log_dirs(state: BrokerState, request):
             log = state.log(name, p)
             if log is None:
                 continue
-            rows.append(_make(module.DescribeLogDirsPartition, partition_index=p, partition_size=log.size(),
+            rows.append(build(module.DescribeLogDirsPartition, partition_index=p, partition_size=log.size(),
                               offset_lag=0, is_future_key=False))
         if rows:
-            topics.append(_make(module.DescribeLogDirsTopic, name=name, partitions=tuple(rows)))
+            topics.append(build(module.DescribeLogDirsTopic, name=name, partitions=tuple(rows)))
     st = os.statvfs(dd.path)
-    result = _make(module.DescribeLogDirsResult, error_code=ErrorCode.none, log_dir=dd.path,
+    result = build(module.DescribeLogDirsResult, error_code=ErrorCode.none, log_dir=dd.path,
                    topics=tuple(topics), total_bytes=st.f_blocks * st.f_frsize,
                    usable_bytes=st.f_bavail * st.f_frsize)
-    return _make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=(result,))
+    return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=(result,))
 
 
 HANDLERS = {

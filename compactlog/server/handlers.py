@@ -5,7 +5,7 @@ Kafka's ``KafkaApis.handle`` routes each request to ``handle<Api>Request``; here
 maps API keys to handler functions ``handle_<api>(state, request) -> response body`` and says where
 each runs: on the event loop (``inline``, no I/O), in a worker thread (``thread``: storage calls
 block on fsync and pread) or as a coroutine (``async``: Fetch, which long-polls). Produce lives in
-``produce.py``, Fetch in ``fetch.py``, the admin APIs in ``admin.py`` (wired in when present).
+``produce.py``, Fetch in ``fetch.py``, the admin APIs in ``admin.py``.
 
 ``error_response`` is Kafka's ``AbstractRequest.getErrorResponse``: the answer to a request whose
 handler failed, with the error code in every place the response has one. ``advertised_apis`` is
@@ -15,7 +15,6 @@ API this broker cannot answer.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,7 +24,8 @@ from ..errors import CompactlogError, TopicError
 from ..storage import files
 from .groups.handlers import ERROR_RESPONSES as GROUP_ERROR_RESPONSES
 from .groups.handlers import GROUP_HANDLERS
-from .messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
+from .messages import (CLUSTER_OPERATIONS, NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code,
+                       nested, response_class)
 from .state import INTERNAL_TOPICS, BrokerState
 from .versions import BROKER_APIS, GROUP_APIS, SupportedApis
 
@@ -42,12 +42,6 @@ READ_COMMITTED = 1
 
 # Kafka's AclOperation codes: without an authorizer every operation of the resource is allowed
 _TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))     # READ .. ALTER_CONFIGS
-_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))     # CREATE .. IDEMPOTENT_WRITE
-
-# the admin APIs another module implements (``admin.handle_<name>``)
-ADMIN_HANDLERS = {19: "create_topics", 20: "delete_topics", 21: "delete_records", 35: "describe_log_dirs",
-                  32: "describe_configs", 33: "alter_configs", 37: "create_partitions",
-                  44: "incremental_alter_configs", 60: "describe_cluster"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +52,7 @@ class Api:
 
 
 def dispatch_table() -> dict[int, Api]:
+    from .admin import HANDLERS as ADMIN_HANDLERS
     from .fetch import handle_fetch
     from .produce import handle_produce
     table = {
@@ -68,16 +63,8 @@ def dispatch_table() -> dict[int, Api]:
         18: Api(18, handle_api_versions, INLINE),
         22: Api(22, handle_init_producer_id, THREAD),
     }
-    try:
-        admin = importlib.import_module(".admin", __package__)
-    except ImportError as e:
-        if getattr(e, "name", None) != f"{__package__}.admin":
-            raise       # admin.py exists but is broken: say so at start-up, not at the first request
-        admin = None
-    for key, name in ADMIN_HANDLERS.items():
-        fn = getattr(admin, f"handle_{name}", None) if admin is not None else None
-        if fn is not None:
-            table[key] = Api(key, fn, THREAD)
+    for key, fn in ADMIN_HANDLERS.items():
+        table[key] = Api(key, fn, THREAD)
     # the group APIs and FindCoordinator (groups/handlers.py)
     for key, (fn, mode) in GROUP_HANDLERS.items():
         table[key] = Api(key, fn, mode)
@@ -133,7 +120,7 @@ def handle_metadata(state: BrokerState, request):
 
     brokers = (build(broker_cls, node_id=state.node_id, host=state.advertised.host,
                      port=state.advertised.port, rack=None),)
-    cluster_ops = _CLUSTER_OPERATIONS if getattr(body, "include_cluster_authorized_operations", False) \
+    cluster_ops = CLUSTER_OPERATIONS if getattr(body, "include_cluster_authorized_operations", False) \
         else OPERATIONS_NOT_REQUESTED
     return build(cls, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=state.cluster_id,
                  controller_id=state.node_id, topics=tuple(results),

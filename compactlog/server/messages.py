@@ -25,6 +25,10 @@ NO_THROTTLE = datetime.timedelta(0)
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka's "authorized operations not requested" marker
 OPERATIONS_NOT_REQUESTED = -2147483648
+# AclEntry.supportedOperations(CLUSTER) without an authorizer (all allowed): CREATE 5, ALTER 7,
+# DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12, as
+# Utils.to32BitField packs them (Metadata and DescribeCluster)
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 @functools.lru_cache(maxsize=None)
