@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import time
 import uuid
 
@@ -212,6 +213,18 @@ def test_metadata_refuses_replication_factors_one_node_cannot_hold(tmp_path):
     finally:
         dd.close()
 
+
+
+def test_metadata_refuses_a_broker_min_insync_replicas_one_node_cannot_meet(tmp_path):
+    dd = DataDir(str(tmp_path), broker=BrokerConfig({"min.insync.replicas": "2"}),
+                 writable=True, command="test")
+    st = BrokerState(dd, 0, "c", Listener("PLAINTEXT", "h", 1))
+    try:
+        assert metadata(st, ["x"]).topics[0].error_code == ErrorCode.invalid_config
+        assert not dd.has_topic("x")
+        assert not any(n.startswith("x-") for n in os.listdir(dd.path))
+    finally:
+        dd.close()
 
 def list_offsets(state, topic, partition, timestamp, version=7, isolation=0):
     cls = request_schema(2, version)

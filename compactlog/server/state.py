@@ -29,17 +29,19 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..errors import ConfigError, InvalidTopicError, StorageError, TopicError
+from ..errors import ConfigError, StorageError, TopicError
 from ..storage import files
 from ..storage.checkpoint import PartitionMetadataFile, decode_topic_id
-from ..storage.datadir import DataDir
+from ..storage.config import LogConfig
+from ..storage.datadir import INTERNAL_TOPIC_CONFIGS, DataDir
 from ..storage.fsutil import atomic_write, read_text
 from ..storage.log import Log
 
 META_PROPERTIES = "meta.properties"
 PRODUCER_ID_FILE = "compactlog.producer-ids.json"
 PRODUCER_ID_BLOCK = 1000          # Kafka's controller hands out blocks of 1000 ids
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka's Topic.INTERNAL_TOPICS
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 ADMIN_CLIENT_ID = "__admin_client"
 
 # the client's address as Kafka prints it (``InetAddress.toString()``: "/127.0.0.1"), set by the
@@ -308,15 +310,17 @@ class BrokerState:
             raise ReplicationFactorError(
                 f"topic {topic!r}: replication factor {rf} is larger than the 1 available broker "
                 f"(compactlog serve is a single node)")
+        try:
+            # the effective value (the broker default too), before anything is written
+            isr = LogConfig({**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **(configs or {})},
+                            self.broker).get("min.insync.replicas")
+        except ConfigError:
+            isr = 1         # bad configs: datadir.create_topic refuses them, after its own checks
+        if isr > 1:
+            raise ConfigError(f"topic {topic!r}: min.insync.replicas={isr} cannot be met by one broker")
         with self.metadata_lock:
             self.datadir.create_topic(topic, self.broker.get("num.partitions")
                                       if partitions is None else partitions, configs)
-            config = self.datadir.topic_config(topic)
-            if config.get("min.insync.replicas") > 1:
-                # validated after the create so that it sees the broker default too; undone at once
-                self.datadir.delete_topic(topic)
-                raise ConfigError(f"topic {topic!r}: min.insync.replicas="
-                                  f"{config.get('min.insync.replicas')} cannot be met by one broker")
             return [self.datadir.open_log(topic, p) for p in self.datadir.partitions(topic)]
 
 
@@ -324,11 +328,3 @@ class ReplicationFactorError(TopicError):
     """A replication factor one node cannot provide (INVALID_REPLICATION_FACTOR)."""
 
     kafka_error = 38
-
-
-def validate_topic_name(topic: str) -> None:
-    """Kafka's ``Topic.validate``: InvalidTopicError naming the problem."""
-    try:
-        files.validate_topic_name(topic)
-    except ValueError as e:
-        raise InvalidTopicError(str(e)) from None
