@@ -66,8 +66,9 @@ class BackgroundBroker:
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
-            m = _LISTENING.search(self.log())
-            if m and "] started" in self.log():
+            text = self.log()
+            m = _LISTENING.search(text)
+            if m and "] started" in text:
                 self.port = int(m.group(2))
                 say(f"  broker pid {self.proc.pid} listening on 127.0.0.1:{self.port} (log: {self.log_path})")
                 return self

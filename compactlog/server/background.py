@@ -267,7 +267,7 @@ class Background:
                 self._last_flush[key] = now
 
     def _checkpoint(self, now: int) -> None:
-        with self.state.metadata_lock, self.datadir._logs_guard:
+        with self.state.metadata_lock:        # checkpoint_logs takes the data dir's own guard
             self.datadir.checkpoint_logs()
 
     def _events(self, now: int) -> None:

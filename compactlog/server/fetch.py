@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from ..record.batch import LOG_OVERHEAD
-from .handlers import READ_COMMITTED
+from .handlers import READ_COMMITTED, error_response
 from .state import BrokerState
 
 # below this many bytes a partition's records are read into memory; from it on they are sent
@@ -215,7 +215,7 @@ async def handle_fetch(state: BrokerState, request, run):
     version = request.api_version
     if getattr(body, "session_id", 0) != 0:
         # no session is ever created (every answer says 0), so a client naming one is wrong
-        return _top_level_error(request, ErrorCode.fetch_session_id_not_found)
+        return error_response(request, ErrorCode.fetch_session_id_not_found.value)
     max_wait = body.max_wait.total_seconds()
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
     if max_wait <= 0 or body.min_bytes <= 0 or not keys:
@@ -256,11 +256,6 @@ async def _read(run, state, body, version) -> FetchRead:
 def _close_result(fut) -> None:
     if not fut.cancelled() and fut.exception() is None:
         fut.result().close()
-
-
-def _top_level_error(request, code: ErrorCode):
-    from .handlers import error_response
-    return error_response(request, code.value)
 
 
 # -- encoding -----------------------------------------------------------------------------------

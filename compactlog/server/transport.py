@@ -27,7 +27,7 @@ from typing import Callable
 from .fetch import EncodedResponse, FileRegion
 from .handlers import ASYNC, INLINE, Api, error_response
 from .produce import produce_errors, produce_failed
-from .protocol import NEED_DATA, Close, Connection, Request, encode_response
+from .protocol import NEED_DATA, PRODUCE_KEY, Close, Connection, Request, encode_response
 from .state import CLIENT_HOST, BrokerState
 from .versions import SupportedApis
 
@@ -35,7 +35,6 @@ log = logging.getLogger("kafka.network.SocketServer")
 request_log = logging.getLogger("kafka.server.KafkaApis")
 
 READ_PAUSE_BYTES = 1 << 20
-PRODUCE_KEY = 0
 
 
 class BrokerServer:
