@@ -22,8 +22,8 @@ from ..record.batch import MAGIC_V2, iter_batches
 from . import files
 from .producer_state import REPLICATION, ProducerStateManager
 from .events import RECOVERY_CUT, WOULD_CUT, DataEvent
-from .layout import stable_live_segments
-from .repair import repair_segment, scan_segment
+from .layout import offset_or_none, stable_live_segments
+from .repair import keep_bytes, numbered_path, repair_segment, scan_segment
 from .segment import LogSegment
 
 
@@ -38,11 +38,6 @@ def _list_files(dir_path: str) -> list[str]:
     return sorted(n for n in os.listdir(dir_path) if os.path.isfile(os.path.join(dir_path, n)))
 
 
-def _offset_or_none(name: str) -> int | None:
-    prefix = name.split(".", 1)[0]
-    return int(prefix) if prefix.isdigit() else None
-
-
 def remove_temp_files_and_collect_swaps(dir_path: str) -> list[str]:
     swaps, cleaned = [], []
     min_cleaned = None
@@ -51,7 +46,7 @@ def remove_temp_files_and_collect_swaps(dir_path: str) -> list[str]:
         if name.endswith(files.DELETED_SUFFIX) and not name.endswith(".checkpoint.deleted"):
             os.remove(path)
         elif name.endswith(files.CLEANED_SUFFIX):
-            off = _offset_or_none(name)
+            off = offset_or_none(name)
             if off is not None:
                 min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
             cleaned.append(path)
@@ -59,7 +54,7 @@ def remove_temp_files_and_collect_swaps(dir_path: str) -> list[str]:
             swaps.append(path)
     valid = []
     for path in swaps:
-        off = _offset_or_none(os.path.basename(path))
+        off = offset_or_none(os.path.basename(path))
         if min_cleaned is not None and off is not None and off >= min_cleaned:
             os.remove(path)
         else:
@@ -85,7 +80,7 @@ def complete_swaps(log, swap_paths: list[str]) -> None:
         for name in _list_files(log.dir):
             if name.endswith(files.SWAP_SUFFIX):
                 continue
-            off = _offset_or_none(name)
+            off = offset_or_none(name)
             if off is not None and min_base <= off < max_end:
                 os.remove(os.path.join(log.dir, name))
     for name in _list_files(log.dir):
@@ -99,7 +94,7 @@ def load_segment_files(log) -> list[LogSegment]:
     names = _list_files(log.dir)
     present = set(names)
     for name in names:
-        off = _offset_or_none(name)
+        off = offset_or_none(name)
         if off is None:
             continue
         if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)) \
@@ -107,17 +102,10 @@ def load_segment_files(log) -> list[LogSegment]:
             if files.filename_prefix(off) + files.LOG_SUFFIX not in present:
                 os.remove(os.path.join(log.dir, name))
         elif files.is_segment_log(name):
-            index_missing = files.filename_prefix(off) + files.INDEX_SUFFIX not in present
             seg = LogSegment(log.dir, off, log.config, now_ms=log.clock())
             if seg.time_index_newly_created:
                 seg.time_index.resize(0)
-            try:
-                if index_missing:
-                    raise StorageError("offset index missing")
-                seg.txn_index.sanity_check()
-            except StorageError:
-                needs_recovery.append(seg)
-            log._add_segment(seg)
+            _add_loaded_segment(log, seg, needs_recovery)
     return needs_recovery
 
 
@@ -176,12 +164,7 @@ def segment_is_valid(seg: LogSegment) -> bool:
 def discard_path(log_path: str) -> str:
     """``<segment>.log.discarded``, or ``<segment>.log.<n>.discarded`` when earlier recoveries already
     kept bytes of a segment with this base offset (never overwrite what was kept)."""
-    path = log_path + ".discarded"
-    n = 1
-    while os.path.exists(path):
-        path = f"{log_path}.{n}.discarded"
-        n += 1
-    return path
+    return numbered_path(log_path, ".discarded")
 
 
 def _discard_tail(log, seg: LogSegment, valid_bytes: int, why: str) -> None:
@@ -195,10 +178,7 @@ def _discard_tail(log, seg: LogSegment, valid_bytes: int, why: str) -> None:
                                     bytes=cut))
         return
     kept = discard_path(seg.log.path)
-    with open(kept, "wb") as f:
-        f.write(seg.log.read(valid_bytes, cut))
-        f.flush()
-        os.fsync(f.fileno())
+    keep_bytes(kept, seg.log.read(valid_bytes, cut))
     log.events.append(DataEvent(RECOVERY_CUT, log.name, seg.log.path, why, position=valid_bytes,
                                 bytes=cut, kept_at=kept))
 
@@ -236,14 +216,19 @@ def set_aside_corrupt_batches(log, seg: LogSegment) -> LogSegment:
     if i > 0:
         last = log.segments[i - 1].layout().last_offset     # its readable batches, trusted or not
         prev_last = last if last is not None else log.segments[i - 1].base_offset - 1
-    buf = seg.log.map()
-    try:
-        scan = scan_segment(buf, seg.log.size, seg.base_offset, prev_last)
-    finally:
-        del buf
+    scan = _scan(seg, prev_last)
     if not scan.holes and not any(s.fixed_base is not None for s in scan.spans):
         return seg
     return repair_segment(log, seg, scan)[0]
+
+
+def _scan(seg: LogSegment, prev_last: int):
+    """repair.scan_segment over the segment's mapped ``.log``."""
+    buf = seg.log.map()
+    try:
+        return scan_segment(buf, seg.log.size, seg.base_offset, prev_last)
+    finally:
+        del buf
 
 
 def repair_partition(log) -> list:
@@ -260,11 +245,7 @@ def repair_partition(log) -> list:
         prev_last = log.log_start_offset - 1
         for seg in list(log.segments):
             if seg.log.size and not segment_is_valid(seg):
-                buf = seg.log.map()
-                try:
-                    scan = scan_segment(buf, seg.log.size, seg.base_offset, prev_last)
-                finally:
-                    del buf
+                scan = _scan(seg, prev_last)
                 if scan.clean:
                     seg.recover()          # every batch is valid: only the indexes were not
                 else:
@@ -343,14 +324,20 @@ def load_live_segments(log) -> list[LogSegment]:
     for sf in stable_live_segments(log.dir):
         seg = LogSegment(log.dir, sf.base_offset, log.config, now_ms=log.clock(), suffix=sf.suffix,
                          read_only=True)
-        try:
-            if seg.index_missing:
-                raise StorageError("offset index missing")
-            seg.txn_index.sanity_check()
-        except StorageError:
-            needs_recovery.append(seg)
-        log._add_segment(seg)
+        _add_loaded_segment(log, seg, needs_recovery)
     return needs_recovery
+
+
+def _add_loaded_segment(log, seg: LogSegment, needs_recovery: list[LogSegment]) -> None:
+    """Add a segment just opened; a missing offset index or an impossible ``.txnindex`` entry
+    sends it to recovery (Kafka's LogLoader.loadSegmentFiles)."""
+    try:
+        if seg.index_missing:
+            raise StorageError("offset index missing")
+        seg.txn_index.sanity_check()
+    except StorageError:
+        needs_recovery.append(seg)
+    log._add_segment(seg)
 
 
 def load_log(log, *, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> LoadedOffsets:

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import CorruptRecordError
 from ..record.batch import (LOG_OVERHEAD, MAGIC_V2, MIN_LEGACY_SIZE, RECORD_BATCH_OVERHEAD,
-                            BatchHeader, RecordBatch, compute_crc)
+                            BatchHeader, compute_crc)
 from . import files
 from .events import QUARANTINE, RECOVERY_CUT, REPAIRED, WOULD_CUT, WOULD_REPAIR, DataEvent
 from .fsutil import fsync_dir
@@ -81,9 +81,7 @@ class SegmentScan:
 
 def _batch_problem(buf, pos: int, end: int, base_offset_floor: int, segment_base: int) -> tuple[str | None, int]:
     """(why the batch at ``pos`` is not valid or None, its total size or -1 when unknown)."""
-    if pos + LOG_OVERHEAD > end:
-        return "incomplete batch header at the end of the segment (a torn write)", -1
-    if pos + 17 > end:
+    if pos + 17 > end:          # the length, epoch and magic fields
         return "incomplete batch header at the end of the segment (a torn write)", -1
     base, length, _epoch, magic = _PREFIX.unpack_from(buf, pos)
     total = length + LOG_OVERHEAD
@@ -249,7 +247,8 @@ def numbered_path(path: str, suffix: str) -> str:
     return out
 
 
-def _keep_bytes(path: str, data: bytes) -> None:
+def keep_bytes(path: str, data: bytes) -> None:
+    """Write bytes set aside by recovery (never overwriting: see numbered_path), fsynced."""
     with open(path, "wb") as f:
         f.write(data)
         f.flush()
@@ -274,7 +273,7 @@ def repair_segment(log, seg, scan: SegmentScan) -> list:
                                     first_offset=first, last_offset=last, bytes=hole.end - hole.position))
             continue
         kept = numbered_path(seg.log.path, ".discarded" if is_tail else ".quarantined")
-        _keep_bytes(kept, buf[hole.position:hole.end])
+        keep_bytes(kept, buf[hole.position:hole.end])
         events.append(DataEvent(RECOVERY_CUT if is_tail else QUARANTINE, log.name, seg.log.path,
                                 hole.reason, position=hole.position, first_offset=first,
                                 last_offset=last, bytes=hole.end - hole.position, kept_at=kept))
@@ -299,7 +298,7 @@ def repair_segment(log, seg, scan: SegmentScan) -> list:
         stale = files.segment_file(log.dir, seg.base_offset, suffix, files.CLEANED_SUFFIX)
         if os.path.exists(stale):
             os.remove(stale)
-    _keep_bytes(cleaned, bytes(data))
+    keep_bytes(cleaned, bytes(data))
     new = LogSegment(log.dir, seg.base_offset, log.config, now_ms=log.clock(), suffix=files.CLEANED_SUFFIX)
     new.recover()                       # indexes rebuilt from the batches kept
     new.flush()
