@@ -223,10 +223,6 @@ class PartitionReader:
                 self._log_end = next_offset_of(last.path, last.base_offset)
         return self._log_end
 
-    def _segments_from(self, start: int) -> list[SegmentFile]:
-        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
-        return self._segments[i:]
-
     def _relist(self) -> None:
         self._segments = stable_live_segments(self.dir)
         self._bases = [s.base_offset for s in self._segments]
@@ -305,7 +301,7 @@ class PartitionReader:
                 recs = b.records()
             except CorruptRecordError as e:
                 seg = self._segment_file(b.base_offset)
-                if seg is not None and self._torn_tail(seg, _u8(b.buffer)[:seg_size(b.buffer)], b.position):
+                if seg is not None and self._torn_tail(seg, _u8(b.buffer), b.position):
                     return
                 raise e.located(file=self._segment_of(b.base_offset), position=b.position) from None
             if b.base_offset >= start and (end_offset is None or b.last_offset < end_offset):
@@ -320,8 +316,8 @@ class PartitionReader:
         return self._segments[i] if i >= 0 else None
 
     def _segment_of(self, offset: int) -> str | None:
-        i = bisect.bisect_right(self._bases, offset) - 1
-        return self._segments[i].path if i >= 0 else None
+        seg = self._segment_file(offset)
+        return seg.path if seg is not None else None
 
     # -- transactions (the read_committed view)
     def aborted_transactions(self, start: int, end: int) -> list:
@@ -331,8 +327,7 @@ class PartitionReader:
         instead (with a note): a wrong entry would serve aborted records."""
         if self._aborted is None:
             self._aborted = self._load_aborted()
-        bases = [s.base_offset for s in self._segments]
-        i = bisect.bisect_right(bases, start) - 1
+        i = bisect.bisect_right(self._bases, start) - 1
         if i < 0:
             return []
         return collect_aborted(self._aborted[i:], start, end)
@@ -354,7 +349,10 @@ class PartitionReader:
             indexes.append(index)
             if problem is None:
                 nxt = self._segments[j + 1].base_offset if j + 1 < len(self._segments) else None
-                problem = check_txn_index(read_file(path), layout, next_base=nxt, path=path, carry=carry)
+                raw = read_file(path)
+                problem = check_txn_index(raw, layout, next_base=nxt, path=path, carry=carry)
+                if problem is None:
+                    index.load(raw)      # checked: the file is not read a second time
         if problem is None:
             return indexes
         self.notes.append(f"{problem}; aborted transactions are taken from the log's markers instead "
@@ -760,10 +758,6 @@ def _sibling(segment_path: str, suffix: str) -> str:
     name = os.path.basename(segment_path)
     base, _, extra = name.partition(files.LOG_SUFFIX)
     return os.path.join(os.path.dirname(segment_path), base + suffix + extra)
-
-
-def seg_size(buffer) -> int:
-    return len(buffer)
 
 
 def _to_large(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

@@ -41,6 +41,13 @@ class TransactionIndex:
                 raw = f.read()
         except FileNotFoundError:
             return []
+        return self._decode(raw)
+
+    def load(self, raw: bytes) -> None:
+        """Take the entries from the file's bytes, already read by the caller."""
+        self._entries = self._decode(raw)
+
+    def _decode(self, raw: bytes) -> list[AbortedTxn]:
         out = []
         for pos in range(0, len(raw) - len(raw) % ENTRY_SIZE, ENTRY_SIZE):
             version = raw[pos]
