@@ -9,6 +9,14 @@ import numpy as np
 from ..errors import StorageError
 
 
+def used_length(raw, entry_size: int) -> int:
+    """Bytes of the entries before the zero-filled slots a preallocated (untrimmed) index ends with."""
+    arr = np.frombuffer(raw, dtype=np.uint8)
+    rows = arr[:len(arr) - len(arr) % entry_size].reshape(-1, entry_size)
+    nonzero = np.flatnonzero(rows.any(axis=1))
+    return (int(nonzero[-1]) + 1) * entry_size if nonzero.size else 0
+
+
 class IndexFile:
     """Entries of ``entry_size`` bytes; an active index is preallocated (sparse) to its maximum size.
 
@@ -78,12 +86,9 @@ class IndexFile:
                 pass
             f.seek(0)
             raw = f.read(data_end)
-        arr = np.frombuffer(raw, dtype=np.uint8)
-        rows = arr[:len(arr) - len(arr) % self.entry_size].reshape(-1, self.entry_size)
-        nonzero = np.flatnonzero(rows.any(axis=1))
-        used = int(nonzero[-1]) + 1 if nonzero.size else 0
-        self.untrimmed_slots = (size - used * self.entry_size) // self.entry_size
-        return self._decode(raw[:used * self.entry_size])
+        used = used_length(raw, self.entry_size)
+        self.untrimmed_slots = (size - used) // self.entry_size
+        return self._decode(raw[:used])
 
     @property
     def max_entries(self) -> int:

@@ -26,6 +26,7 @@ from ..record.batch import iter_batches
 from . import files, index_check
 from .checkpoint import OffsetCheckpointFile
 from .config import LogConfig
+from .index_file import used_length
 from .producer_state import read_snapshot
 
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -166,10 +167,7 @@ def _index_problem(problem: index_check.IndexProblem, raw: bytes, base: int, kin
 def _without_preallocation(raw: bytes, entry_size: int) -> bytes:
     """The entries of an index a writer preallocated (zero-filled slots after them): what a live
     broker's, or a crashed one's, active segment holds; recovery trims them."""
-    n = len(raw) - len(raw) % entry_size
-    arr = np.frombuffer(raw[:n], dtype=np.uint8).reshape(-1, entry_size)
-    used = np.flatnonzero(arr.any(axis=1))
-    return raw[:(int(used[-1]) + 1) * entry_size] if used.size else b""
+    return raw[:used_length(raw, entry_size)]
 
 
 def check_offset_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *,
