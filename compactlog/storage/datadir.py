@@ -252,19 +252,10 @@ class DataDir:
         self._require_writer("altering a topic")
         if not self.has_topic(topic):
             raise TopicError(f"topic {topic!r} does not exist in {self.path}")
-        current = self.topic_config(topic)
-        new = current.with_overrides(dict(set_configs or {}), list(delete_configs or []))
-        meta = self._read_meta()
-        entry = meta["topics"].get(topic)
-        if entry is None:
-            entry = {"partitions": len(self.partitions(topic)), "configs": {}}
-            meta["topics"][topic] = entry
-        entry["configs"] = dict(new.overrides)
-        self._write_meta(meta)
-        for (t, _), log in self.logs.items():
-            if t == topic:
-                log.config = new
-        return new
+        # from the stored overrides only: session and internal-topic configs are never written
+        stored = LogConfig(self.topic_overrides(topic), self.broker)
+        new = stored.with_overrides(dict(set_configs or {}), list(delete_configs or []))
+        return self.set_topic_configs(topic, new.overrides)
 
     def set_topic_configs(self, topic: str, configs: dict[str, str]) -> LogConfig:
         """Make ``configs`` the topic's complete set of overrides (Kafka's AlterConfigs; what
@@ -438,24 +429,25 @@ class DataDir:
         clean state) the clean-shutdown marker, then let go of the lock. A reader closes its files."""
         with self._logs_guard:
             try:
-                if not self.writable:
-                    for log in self.logs.values():
-                        log.close()
-                    return
                 for log in self.logs.values():
                     log.close()
-                self.checkpoint_logs()
-                if self._had_clean_shutdown is not None and self._all_partitions_clean():
-                    atomic_write(os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE),
-                                 json.dumps({"version": 0, "brokerEpoch": 0}).encode("utf-8"))
+                if self.writable:
+                    self.checkpoint_logs()
+                    if self._had_clean_shutdown is not None and self._all_partitions_clean():
+                        atomic_write(os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE),
+                                     json.dumps({"version": 0, "brokerEpoch": 0}).encode("utf-8"))
             finally:
-                self._closed_events.extend(e for log in self.logs.values() for e in log.events)
-                self.logs.clear()
-                # opening a log again after close() starts a new session: the marker must be
-                # consumed (removed) again, or a crash in that session would pass for a clean one
-                self._had_clean_shutdown = None
-                if self.lock is not None:
-                    self.lock.release()
+                self._end_session()
+
+    def _end_session(self) -> None:
+        """Forget the open logs (keeping their events) and let go of the lock. Opening a log again
+        starts a new session: the marker must be consumed (removed) again, or a crash in that
+        session would pass for a clean one."""
+        self._closed_events.extend(e for log in self.logs.values() for e in log.events)
+        self.logs.clear()
+        self._had_clean_shutdown = None
+        if self.lock is not None:
+            self.lock.release()
 
     def data_events(self) -> list:
         """What recovery and retention removed or set aside in this data dir since it was opened."""
@@ -479,11 +471,7 @@ class DataDir:
                 for seg in log.segments:
                     seg.close_handles()
                 log.closed = True
-            self._closed_events.extend(e for log in self.logs.values() for e in log.events)
-            self.logs.clear()
-            self._had_clean_shutdown = None
-            if self.lock is not None:
-                self.lock.release()
+            self._end_session()
 
     def _all_partitions_clean(self) -> bool:
         """Was the dir clean when this writer came, or did it open (recover) every partition?"""
