@@ -173,6 +173,20 @@ def _decompress_into(module, name: str, data, bound: tuple[int, int], limit: int
     return out
 
 
+def _frame_start(view, pos: int, name: str) -> tuple[int, int | None]:
+    """(magic number of the frame at ``pos``, the position after it when it is a skippable frame,
+    else None): zstd and lz4 frames share the skippable frame format (magic 0x184D2A5?)."""
+    n = len(view)
+    if pos + 4 > n:
+        raise CorruptRecordError(f"truncated {name} frame at byte {pos}", field="records")
+    magic = int.from_bytes(view[pos:pos + 4], "little")
+    if not 0x184D2A50 <= magic <= 0x184D2A5F:
+        return magic, None
+    if pos + 8 > n:
+        raise CorruptRecordError(f"truncated skippable {name} frame at byte {pos}", field="records")
+    return magic, pos + 8 + int.from_bytes(view[pos + 4:pos + 8], "little")
+
+
 def _zstd_frame_bound(data, limit: int) -> tuple[int, int]:
     """(bytes the raw and RLE blocks regenerate, an upper bound of the whole output) of the zstd
     frames in ``data``, from the block headers alone (RFC 8878 §3.1); stops once past ``limit``."""
@@ -180,13 +194,9 @@ def _zstd_frame_bound(data, limit: int) -> tuple[int, int]:
     n = len(view)
     pos = exact = upper = 0
     while pos < n:
-        if pos + 4 > n:
-            raise CorruptRecordError(f"truncated zstd frame at byte {pos}", field="records")
-        magic = int.from_bytes(view[pos:pos + 4], "little")
-        if 0x184D2A50 <= magic <= 0x184D2A5F:            # a skippable frame
-            if pos + 8 > n:
-                raise CorruptRecordError(f"truncated skippable zstd frame at byte {pos}", field="records")
-            pos += 8 + int.from_bytes(view[pos + 4:pos + 8], "little")
+        magic, skip_to = _frame_start(view, pos, "zstd")
+        if skip_to is not None:
+            pos = skip_to
             continue
         if magic != 0xFD2FB528 or pos + 5 > n:
             raise CorruptRecordError(f"no zstd frame at byte {pos}", field="records")
@@ -230,13 +240,9 @@ def _lz4_frame_bound(data, limit: int) -> tuple[int, int]:
     n = len(view)
     pos = exact = upper = 0
     while pos < n:
-        if pos + 4 > n:
-            raise CorruptRecordError(f"truncated lz4 frame at byte {pos}", field="records")
-        magic = int.from_bytes(view[pos:pos + 4], "little")
-        if 0x184D2A50 <= magic <= 0x184D2A5F:
-            if pos + 8 > n:
-                raise CorruptRecordError(f"truncated skippable lz4 frame at byte {pos}", field="records")
-            pos += 8 + int.from_bytes(view[pos + 4:pos + 8], "little")
+        magic, skip_to = _frame_start(view, pos, "lz4")
+        if skip_to is not None:
+            pos = skip_to
             continue
         if magic != 0x184D2204 or pos + 7 > n:
             raise CorruptRecordError(f"no lz4 frame at byte {pos}", field="records")
