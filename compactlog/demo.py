@@ -7,7 +7,8 @@ records produced and consumed with confluent-kafka, and the broker's own cleaner
    (and settings that make the cleaner act within seconds instead of hours);
 3. a confluent-kafka Producer sends the seed's records, keys p3, p5 and p6, ``segment.ms`` apart,
    so that every record rolls a new segment;
-4. a confluent-kafka Consumer reads the topic from the beginning: every record;
+4. a confluent-kafka Consumer reads the topic from the beginning: every record (the topic's
+   ``min.compaction.lag.ms`` keeps the cleaner away until then; the AdminClient then sets it to 0);
 5. the broker's log cleaner (on Spark by default: ``--engine``) compacts the closed segments;
    the walkthrough waits for the cleaner checkpoint;
 6. the consumer reads again: the latest value of every key; the broker stops (SIGTERM: a clean
@@ -30,8 +31,10 @@ import time
 
 TOPIC = "latest-product-price"
 SEED = ["p3:10$", "p5:7$", "p3:11$", "p6:25$", "p6:12$", "p5:14$", "p5:17$"]
+# min.compaction.lag.ms holds every record back from the cleaner until the first read has seen it
+# (lift_compaction_lag); without it a fast cleaner could compact before that read
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": "100", "delete.retention.ms": "100",
-                 "min.cleanable.dirty.ratio": "0.01"}
+                 "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "3600000"}
 _LISTENING = re.compile(r"Awaiting socket connections on ([0-9.]+):([0-9]+)\.")
 TIMEOUT = 120
 
@@ -152,6 +155,20 @@ def consume(bootstrap: str, title: str) -> list[str]:
     return out
 
 
+def lift_compaction_lag(bootstrap: str) -> None:
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType)
+    say(f"\n>>> AdminClient.incremental_alter_configs: {TOPIC} min.compaction.lag.ms=0  "
+        f"# the cleaner may now compact what we read")
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})   # no info line at destroy
+    entry = ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)
+    futures = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, TOPIC,
+                                                              incremental_configs=[entry])])
+    for f in futures.values():
+        f.result(timeout=30)
+    say("  altered")
+
+
 def list_partition(data_dir: str, title: str) -> None:
     pdir = os.path.join(data_dir, f"{TOPIC}-0")
     say(f"\n{title}: {pdir}")
@@ -197,6 +214,7 @@ def main(argv=None) -> int:
         if before != SEED:
             raise SystemExit(f"unexpected records {before}, expected {SEED}")
         list_partition(data_dir, "before cleaning")
+        lift_compaction_lag(broker.bootstrap)
         took = wait_for_clean(data_dir, broker)
         cleaned = [line for line in broker.log().splitlines() if "cleaned log" in line or "Cleaner" in line]
         say(f"  cleaned after {took:.1f} s" + (f" ({args.engine} engine)" if args.engine else ""))
