@@ -644,8 +644,11 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return R.partition_for(group_id, self.config.num_partitions)
 
+    def is_loading(self, group_id: str) -> bool:
+        return bool(self.loading) and self.partition_for(group_id) in self.loading
+
     def check_loaded(self, group_id: str) -> None:
-        if self.loading and self.partition_for(group_id) in self.loading:
+        if self.is_loading(group_id):
             raise GroupError(COORDINATOR_LOAD_IN_PROGRESS,
                              f"__consumer_offsets-{self.partition_for(group_id)} is still loading")
 
@@ -1115,7 +1118,7 @@ class GroupCoordinator:
                   generation_id: int) -> tuple[Outcome, int]:
         if not group_id:
             return Outcome(), INVALID_GROUP_ID
-        if self.loading and self.partition_for(group_id) in self.loading:
+        if self.is_loading(group_id):
             return Outcome(), NONE          # Kafka answers heartbeats blindly while loading
         group = self.groups.get(group_id)
         if group is None:
@@ -1310,7 +1313,7 @@ class GroupCoordinator:
         types = {t.strip().lower() for t in types_filter}
         out = []
         for gid, g in self.groups.items():
-            if self.loading and self.partition_for(gid) in self.loading:
+            if self.is_loading(gid):
                 continue
             if states and g.state.lower() not in states:
                 continue
@@ -1344,8 +1347,9 @@ class GroupCoordinator:
         return Outcome(recs), results
 
     def _all_offset_tombstones(self, group_id: str) -> list:
-        recs = [R.offset_commit_record(group_id, t, p, None) for (t, p) in self.committed(group_id)]
-        seen = set(self.committed(group_id))
+        committed = self.committed(group_id)
+        recs = [R.offset_commit_record(group_id, t, p, None) for (t, p) in committed]
+        seen = set(committed)
         for pid in self.open_txns_by_group.get(group_id, ()):
             for t, parts in self.pending_txn_offsets.get(pid, {}).get(group_id, {}).items():
                 for p in parts:
@@ -1386,7 +1390,7 @@ class GroupCoordinator:
         now = self.clock()
         recs = []
         for gid in list(self.groups):
-            if self.loading and self.partition_for(gid) in self.loading:
+            if self.is_loading(gid):
                 continue
             if self._cleanup_group_offsets(gid, now, recs):
                 group = self.groups[gid]

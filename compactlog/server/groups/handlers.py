@@ -303,9 +303,8 @@ def handle_consumer_group_heartbeat(state: BrokerState, request):
     """KafkaApis.handleConsumerGroupHeartbeatRequest with the consumer protocol disabled:
     UNSUPPORTED_VERSION, which librdkafka treats as fatal and reports (it waits forever for an
     API that is not advertised)."""
-    return build(response_class(request), throttle_time=NO_THROTTLE, error_code=ErrorCode.unsupported_version,
-                 error_message=KIP_848_REFUSED, member_id=None, member_epoch=-1,
-                 heartbeat_interval=datetime.timedelta(0), assignment=None)
+    return _consumer_group_heartbeat_error(request.body, response_class(request), ErrorCode.unsupported_version,
+                                           KIP_848_REFUSED)
 
 
 GROUP_HANDLERS = {

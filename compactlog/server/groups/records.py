@@ -201,18 +201,20 @@ class _Reader:
             if shift > 28:
                 self.fail(name, "unsigned varint longer than 5 bytes")
 
-    def _length(self, name: str, compact: bool, wide: bool) -> int:
+    def _length(self, name: str, compact: bool, wide: bool, nullable: bool, what: str = "length") -> int:
+        """A length or count; -1 (null) only where ``nullable``, no other negative value."""
         if compact:
-            return self.uvarint(name) - 1
-        return self.i32(name) if wide else self.i16(name)
+            n = self.uvarint(name) - 1
+        else:
+            n = self.i32(name) if wide else self.i16(name)
+        if n < 0 and not (n == -1 and nullable):
+            self.fail(name, "non-nullable field was serialized as null" if n == -1 else f"negative {what} {n}")
+        return n
 
     def string(self, name: str, *, nullable: bool = False, compact: bool = False) -> str | None:
-        n = self._length(name, compact, False)
+        n = self._length(name, compact, False, nullable)
         if n < 0:
-            if n == -1 and nullable:
-                return None
-            self.fail(name, "non-nullable field was serialized as null" if n == -1
-                      else f"negative length {n}")
+            return None
         p = self._take(n, name)
         try:
             return bytes(self.buf[p:p + n]).decode("utf-8")
@@ -221,23 +223,17 @@ class _Reader:
             self.fail(name, f"not UTF-8 ({e.reason} at string byte {e.start})")
 
     def bytes_(self, name: str, *, nullable: bool = False, compact: bool = False) -> bytes | None:
-        n = self._length(name, compact, True)
+        n = self._length(name, compact, True, nullable)
         if n < 0:
-            if n == -1 and nullable:
-                return None
-            self.fail(name, "non-nullable field was serialized as null" if n == -1
-                      else f"negative length {n}")
+            return None
         p = self._take(n, name)
         return bytes(self.buf[p:p + n])
 
     def array_length(self, name: str, *, compact: bool = False, nullable: bool = False,
                      min_element: int = 1) -> int:
-        n = self._length(name, compact, True)
+        n = self._length(name, compact, True, nullable, "count")
         if n < 0:
-            if n == -1 and nullable:
-                return -1
-            self.fail(name, "non-nullable field was serialized as null" if n == -1
-                      else f"negative count {n}")
+            return -1
         # a count the remaining bytes cannot hold is refused before anything is allocated
         if n * min_element > len(self.buf) - self.pos:
             self.fail(name, f"{n} elements cannot fit in the {len(self.buf) - self.pos} bytes left")

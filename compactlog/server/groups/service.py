@@ -30,7 +30,7 @@ from typing import Callable
 
 from ...errors import CompactlogError
 from ...record.control import ABORT, COMMIT, parse_control_key
-from ...record.legacy import LegacyEntry
+from ...storage.datadir import INTERNAL_TOPIC_CONFIGS
 from . import records as R
 from .coordinator import (NONE, NOT_COORDINATOR, GroupConfig, GroupCoordinator, JoinResponse, Outcome,
                           SyncResponse, commit_append_error, complete_join, complete_sync)
@@ -47,8 +47,9 @@ def _wall_clock() -> int:
 
 
 def offsets_topic_configs(broker) -> dict[str, str]:
-    """The configs Kafka gives ``__consumer_offsets`` at creation."""
-    return {"cleanup.policy": "compact", "compression.type": "producer",
+    """The configs Kafka gives ``__consumer_offsets`` at creation (its segment size is the broker's
+    ``offsets.topic.segment.bytes``)."""
+    return {**INTERNAL_TOPIC_CONFIGS[R.OFFSETS_TOPIC],
             "segment.bytes": str(broker.get("offsets.topic.segment.bytes"))}
 
 
@@ -215,7 +216,6 @@ class GroupCoordinatorService:
                 chunk.clear()
 
         for b in lg.batches(lg.log_start_offset, end):
-            legacy = isinstance(b, LegacyEntry)
             if b.is_control:
                 for r in b.records():
                     try:
@@ -226,8 +226,9 @@ class GroupCoordinatorService:
                     if kind in (ABORT, COMMIT):
                         chunk.append(("marker", b.header.producer_id, kind == COMMIT))
                 continue
-            pid = b.header.producer_id if not legacy and b.header.is_transactional else -1
-            for r in (b.inner() if legacy else b.records()):
+            # a legacy (v0/v1) entry is its own header and never transactional
+            pid = b.header.producer_id if b.header.is_transactional else -1
+            for r in b.records():
                 try:
                     rec = R.decode_record(r.key, r.value)
                 except R.UnknownRecordType as e:
