@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 from broker_support import KCAT, Broker, run_cli  # noqa: E402
+from groups_support import create_topic  # noqa: E402
 
 TOPIC = "bench-groups"
 PARTITIONS = 6
@@ -93,9 +94,7 @@ class Member:
 
 
 def produce(bootstrap: str, n: int) -> float:
-    from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    create_topic(bootstrap, TOPIC, PARTITIONS)
     started = time.monotonic()
     if KCAT:
         with tempfile.NamedTemporaryFile("wb", delete=False) as f:
@@ -161,9 +160,7 @@ def commit_storm(data_dir: str, commits: int) -> dict:
     pdir = os.path.join(data_dir, f"__consumer_offsets-{part}")
     with Broker(data_dir, overrides) as b:
         from confluent_kafka import Consumer, TopicPartition
-        from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": b.bootstrap})      # referenced until its future resolves
-        admin.create_topics([NewTopic("bench-commits", 4, 1)])["bench-commits"].result(30)
+        create_topic(b.bootstrap, "bench-commits", 4)
         done = [0]
 
         def on_commit(err, parts):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
@@ -33,6 +34,34 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def names(prefix: str) -> tuple[str, str]:
+    """A fresh (topic, group) pair, for tests sharing one broker."""
+    u = uuid.uuid4().hex[:6]
+    return f"{prefix}-t-{u}", f"{prefix}-g-{u}"
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions) -> dict:
+    """{partition: committed offset} through confluent-kafka's AdminClient (-1001: none);
+    ``partitions`` is a count or the partition numbers."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    if isinstance(partitions, int):
+        partitions = range(partitions)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
+    res = admin.list_consumer_group_offsets([req])[group].result(30)
+    return {tp.partition: tp.offset for tp in res.topic_partitions}
+
+
+def table(text: str) -> list[list[str]]:
+    """The rows (header included) of a consumer-groups table, split on whitespace."""
+    return [line.split() for line in text.splitlines() if line.strip()]
 
 
 class Member:
@@ -166,6 +195,14 @@ def poll_until(members, predicate, timeout=30.0, what="condition", got=None):
         if time.monotonic() > deadline:
             state = {i: sorted(m.assignment()) for i, m in enumerate(members)}
             raise AssertionError(f"timed out after {timeout} s waiting for {what}; assignments {state}")
+
+
+def read_and_commit(member, n: int, what: str | None = None) -> list[bytes]:
+    """Poll ``member`` until it has read ``n`` records, then commit synchronously; the values read."""
+    got: list[bytes] = []
+    poll_until([member], lambda: len(got) >= n, got=got, what=what or f"{n} records")
+    member.commit()
+    return got
 
 
 def split_evenly(members, partitions: int) -> bool:

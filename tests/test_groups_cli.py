@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import uuid
 
 import pytest
 
 from broker_support import Broker, run_cli
-from groups_support import GROUP_BROKER, Confluent, create_topic, poll_until, produce
+from groups_support import (GROUP_BROKER, Confluent, committed, create_topic, names, poll_until, produce,
+                            read_and_commit, table)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "kafka-vectors", "Niloufar1171+LDI-POC", "__consumer_offsets-6")
@@ -22,11 +22,6 @@ def cg(data, *args, bootstrap=None):
     extra = ["--bootstrap-server", bootstrap] if bootstrap else []
     r = run_cli(data, "consumer-groups", *extra, *args)
     return r.returncode, r.stdout.decode(), r.stderr.decode()
-
-
-def table(text: str) -> list[list[str]]:
-    """The rows (header included) of the tool's table, split on whitespace."""
-    return [line.split() for line in text.splitlines() if line.strip()]
 
 
 def test_kafka_written_offsets_topic_loads_and_is_described(tmp_path):
@@ -58,25 +53,14 @@ def test_kafka_written_offsets_topic_loads_and_is_described(tmp_path):
         assert sorted(table(out2)) == sorted(table(out))
 
 
-def committed(bootstrap, group, topic, n):
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    res = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(n)])])[group].result(30)
-    return {tp.partition: tp.offset for tp in res.topic_partitions}
-
-
 def test_describe_reset_and_delete_through_the_broker(tmp_path):
     data = tmp_path / "data"
-    topic, group = f"cli-t-{uuid.uuid4().hex[:6]}", f"cli-g-{uuid.uuid4().hex[:6]}"
+    topic, group = names("cli")
     with Broker(data, GROUP_BROKER) as b:
         create_topic(b.bootstrap, topic, 3)
         produce(b.bootstrap, topic, 30, partitions=3)
         m = Confluent(b.bootstrap, group, topic)
-        got: list[bytes] = []
-        poll_until([m], lambda: len(got) >= 30, got=got, what="30 records")
-        m.commit()
+        read_and_commit(m, 30)
         produce(b.bootstrap, topic, 6, start=30, partitions=3)
         code, out, err = cg(data, "--describe", "--group", group, bootstrap=b.bootstrap)
         assert code == 0, err
@@ -140,9 +124,7 @@ def test_offline_reads_and_writes_under_the_data_dir_lock(tmp_path):
         create_topic(b.bootstrap, topic, 2)
         produce(b.bootstrap, topic, 10, partitions=2)
         m = Confluent(b.bootstrap, group, topic)
-        got: list[bytes] = []
-        poll_until([m], lambda: len(got) >= 10, got=got, what="10 records")
-        m.commit()
+        read_and_commit(m, 10)
         m.close()
         # writing offline while the broker holds the data dir is refused, naming the holder
         code, out, err = cg(data, "--reset-offsets", "--group", group, "--topic", topic, "--to-offset", "1",

@@ -6,12 +6,11 @@ the data-dir lock); Kafka's option conflicts as usage errors (exit code 2)."""
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
 from broker_support import Broker
-from groups_support import GROUP_BROKER, Confluent, create_topic, poll_until, produce
+from groups_support import GROUP_BROKER, Confluent, committed, create_topic, produce, read_and_commit, table, uid
 
 from compactlog.cli.consumer_groups import parse_duration_ns
 from compactlog.errors import CompactlogError
@@ -27,23 +26,6 @@ def broker(tmp_path_factory):
     data = tmp_path_factory.mktemp("groups-cli-more") / "data"
     with Broker(data, GROUP_BROKER) as b:
         yield b
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def table(text: str) -> list[list[str]]:
-    return [line.split() for line in text.splitlines() if line.strip()]
-
-
-def committed(bootstrap, group, topic, n) -> dict:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    res = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(n)])])[group].result(30)
-    return {tp.partition: tp.offset for tp in res.topic_partitions}
 
 
 def produce_aged(bootstrap, topic, partitions, now_ms) -> None:
@@ -141,9 +123,7 @@ def test_delete_offsets(broker, cli):
     assert cg("--reset-offsets", "--group", g, "--topic", other, "--to-offset", "0", "--execute").code == 0
     m = Confluent(bs, g, topic)
     try:
-        got: list[bytes] = []
-        poll_until([m], lambda: len(got) >= 10, got=got, what="10 records")
-        m.commit()
+        read_and_commit(m, 10)
         r = cg("--delete-offsets", "--group", g, "--topic", topic, "--topic", other)
         assert r.code == 1
         assert "Error: Encountered some partition-level error, see the follow-up details." in r.out
@@ -190,9 +170,7 @@ def test_list_state_and_all_groups(broker, cli):
     assert cg("--reset-offsets", "--group", idle, "--topic", topic, "--to-offset", "2", "--execute").code == 0
     m = Confluent(bs, active, topic)
     try:
-        got: list[bytes] = []
-        poll_until([m], lambda: len(got) >= 4, got=got, what="4 records")
-        m.commit()
+        read_and_commit(m, 4)
         r = cg("--list", "--state")
         rows = table(r.out)
         assert r.code == 0 and rows[0] == ["GROUP", "STATE"]

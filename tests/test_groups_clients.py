@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 
 import pytest
 
 from broker_support import KCAT, Broker, kcat
-from groups_support import (CLIENTS, GROUP_BROKER, AioKafka, Confluent, KafkaPython, child_consumer,
-                            create_topic, poll_until, produce, split_evenly)
+from groups_support import (CLIENTS, GROUP_BROKER, AioKafka, Confluent, KafkaPython, child_consumer, committed,
+                            create_topic, names, poll_until, produce, read_and_commit, split_evenly)
 
 
 @pytest.fixture(scope="module")
@@ -28,21 +27,14 @@ def broker(tmp_path_factory):
     b.stop()
 
 
-def names(prefix: str) -> tuple[str, str]:
-    u = uuid.uuid4().hex[:6]
-    return f"{prefix}-t-{u}", f"{prefix}-g-{u}"
-
-
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_subscribe_commit_close_resume(broker, client):
     topic, group = names("resume")
     create_topic(broker.bootstrap, topic, 3)
     produce(broker.bootstrap, topic, 30)
     m = CLIENTS[client](broker.bootstrap, group, topic)
-    got: list[bytes] = []
     try:
-        poll_until([m], lambda: len(got) >= 30, what="30 records", got=got)
-        m.commit()
+        got = read_and_commit(m, 30)
     finally:
         m.close()
     assert sorted(got) == sorted(b"v%d" % i for i in range(30))
@@ -126,9 +118,7 @@ def test_delete_groups_through_the_admin_clients(broker):
     create_topic(broker.bootstrap, topic, 2)
     produce(broker.bootstrap, topic, 4)
     m = Confluent(broker.bootstrap, group, topic)
-    got: list[bytes] = []
-    poll_until([m], lambda: len(got) >= 4, got=got, what="records")
-    m.commit()
+    read_and_commit(m, 4)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     with pytest.raises(KafkaException, match="NON_EMPTY_GROUP"):
         admin.delete_consumer_groups([group])[group].result(30)
@@ -225,15 +215,11 @@ def test_deleting_a_topic_removes_its_committed_offsets(broker):
     create_topic(broker.bootstrap, topic, 1)
     produce(broker.bootstrap, topic, 3)
     m = Confluent(broker.bootstrap, group, topic)
-    got: list[bytes] = []
     try:
-        poll_until([m], lambda: len(got) >= 3, got=got, what="records")
-        m.commit()
+        read_and_commit(m, 3)
         assert m.committed(topic, [0]) == {0: 3}
     finally:
         m.close()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.delete_topics([topic])[topic].result(30)
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])])
-    assert res[group].result(30).topic_partitions[0].offset == -1001      # no committed offset
+    assert committed(broker.bootstrap, group, topic, [0]) == {0: -1001}      # no committed offset

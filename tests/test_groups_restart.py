@@ -5,24 +5,10 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 
 from broker_support import Broker, wait_until
-from groups_support import GROUP_BROKER, Confluent, create_topic, poll_until, produce
-
-
-def names(prefix: str) -> tuple[str, str]:
-    u = uuid.uuid4().hex[:6]
-    return f"{prefix}-t-{u}", f"{prefix}-g-{u}"
-
-
-def committed_by_admin(bootstrap, group, topic, partitions):
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
-    res = admin.list_consumer_group_offsets([req])[group].result(30)
-    return {tp.partition: tp.offset for tp in res.topic_partitions}
+from groups_support import (GROUP_BROKER, Confluent, committed, create_topic, names, poll_until, produce,
+                            read_and_commit)
 
 
 def test_resume_after_kill_9_and_a_live_member_rides_through_the_restart(tmp_path):
@@ -34,13 +20,10 @@ def test_resume_after_kill_9_and_a_live_member_rides_through_the_restart(tmp_pat
         create_topic(b.bootstrap, topic, 3)
         produce(b.bootstrap, topic, 30)
         m = Confluent(b.bootstrap, group, topic)
-        got: list[bytes] = []
-        poll_until([m], lambda: len(got) >= 30, got=got, what="30 records")
-        m.commit()
+        read_and_commit(m, 30)
         m.close()
         live = Confluent(b.bootstrap, "live-" + group, topic, session_ms=10000)
-        poll_until([live], lambda: len(got) >= 60, got=got, what="the live member's 30 records")
-        live.commit()
+        read_and_commit(live, 30, "the live member's 30 records")
         member_id = live.c.memberid()
     finally:
         b.kill()
@@ -48,7 +31,7 @@ def test_resume_after_kill_9_and_a_live_member_rides_through_the_restart(tmp_pat
     b = Broker(data, GROUP_BROKER, port=port).start()
     try:
         # every partition's committed offset is its record count: 30 in all
-        assert sum(committed_by_admin(b.bootstrap, group, topic, range(3)).values()) == 30
+        assert sum(committed(b.bootstrap, group, topic, range(3)).values()) == 30
         produce(b.bootstrap, topic, 10, start=30)
         # the live member never left: it heartbeats into the loaded group and goes on reading
         more: list[bytes] = []
@@ -109,12 +92,12 @@ def test_offsets_survive_many_cleanings_of_the_offsets_topic(tmp_path):
         b.stop()
     b = Broker(data, overrides, extra_args=["--engine", "local"]).start()
     try:
-        assert committed_by_admin(b.bootstrap, group, topic, range(4)) == last
+        assert committed(b.bootstrap, group, topic, range(4)) == last
     finally:
         b.kill()
     b = Broker(data, overrides, extra_args=["--engine", "local"]).start()
     try:
-        assert committed_by_admin(b.bootstrap, group, topic, range(4)) == last
+        assert committed(b.bootstrap, group, topic, range(4)) == last
     finally:
         b.stop()
 
@@ -153,8 +136,8 @@ def test_expired_offsets_become_tombstones_and_the_group_goes(tmp_path):
         assert {g["group_id"] for g in admin.list_groups()} >= {group, "kept-" + group}
         wait_until(lambda: group not in {g["group_id"] for g in admin.list_groups()}, timeout=20,
                    what="the expired group to go")
-        assert committed_by_admin(b.bootstrap, group, topic, [0]) == {0: -1001}
-        assert committed_by_admin(b.bootstrap, "kept-" + group, topic, [0]) == {0: 5}
+        assert committed(b.bootstrap, group, topic, [0]) == {0: -1001}
+        assert committed(b.bootstrap, "kept-" + group, topic, [0]) == {0: 5}
         admin.close()
     finally:
         b.stop()
