@@ -39,6 +39,7 @@ from .errors import CompactlogError, OffsetOutOfRangeError, TopicError
 from .record.batch import LOG_APPEND_TIME
 from .storage import files
 from .storage.datadir import DataDir, load_broker_config
+from .storage.latest import aborted_mask, aborted_ranges
 from .storage.partitioner import StickyPartitioner, partitions_for_keys
 from .storage.reader import PartitionReader
 
@@ -169,24 +170,29 @@ class DataDirectory:
         """Append (key, value[, headers[, partition[, timestamp]]]) tuples, batched per partition in
         arrival order; one RecordMetadata per appended batch."""
         count = self._ensure_topic(topic)
-        by_partition: dict[int, list] = {}
-        order: list[int] = []
         now = self._dd.clock()
+        rows, partitions = [], []
         for rec in records:
             key, value, headers, partition, ts = (tuple(rec) + (None, None, None))[:5]
             key, value = _as_bytes(key, "key"), _as_bytes(value, "value")
             hdrs = [(str(h), _as_bytes(v, "header value")) for h, v in headers] if headers else None
-            if partition is None:
-                partition = self._partitioner.partition(topic, key, count, len(value or b"") + len(key or b""))
-            elif not 0 <= partition < count:
+            if partition is not None and not 0 <= partition < count:
                 raise TopicError(f"partition {topic}-{partition} does not exist ({count} partitions)")
-            if partition not in by_partition:
-                by_partition[partition] = []
-                order.append(partition)
-            by_partition[partition].append((key, value, hdrs, now if ts is None else int(ts)))
+            rows.append((key, value, hdrs, now if ts is None else int(ts)))
+            partitions.append(partition)
+        # murmur2 of the keys in one numba pass (-1: no key); keyless records take the sticky
+        # partition in arrival order
+        todo = [i for i, p in enumerate(partitions) if p is None]
+        if todo:
+            by_key = partitions_for_keys(pa.array([rows[i][0] for i in todo], pa.binary()), count).tolist()
+            for i, p in zip(todo, by_key):
+                partitions[i] = p if p >= 0 else \
+                    self._partitioner.partition(topic, None, count, len(rows[i][1] or b""))
+        by_partition: dict[int, list] = {}
+        for r, p in zip(rows, partitions):
+            by_partition.setdefault(p, []).append(r)
         out = []
-        for p in order:
-            batch = by_partition[p]
+        for p, batch in by_partition.items():
             log = self._dd.open_log(topic, p)
             for i in range(0, len(batch), MAX_BATCH_RECORDS):
                 chunk = batch[i:i + MAX_BATCH_RECORDS]
@@ -315,10 +321,7 @@ class DataDirectory:
         end = reader.last_stable_offset() if committed else reader.log_end_offset
         if end_offset is not None:
             end = min(end, end_offset)
-        aborted: dict[int, list[tuple[int, int]]] = {}
-        if committed:
-            for t in reader.aborted_transactions(first, end):
-                aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+        aborted = aborted_ranges(reader, first, end) if committed else {}
         for b in reader.batches(first, end):
             b.ensure_valid()
             if b.is_control:
@@ -367,23 +370,26 @@ class DataDirectory:
         return self._reader(topic, partition).read_columns(start_offset, end_offset, with_headers=with_headers)
 
     def latest(self, topic: str, key: Bytes, *, partition: int | None = None) -> ConsumerRecord | None:
-        """The key's current record (the last one written; None when absent or deleted by a
-        tombstone), looked up in the partition Kafka's partitioner maps it to."""
+        """The key's current record (the last one committed; None when absent or deleted by a
+        tombstone), looked up in the partition Kafka's partitioner maps it to: the read committed
+        view of ``latest_state``, a chunk of columns at a time."""
         k = _as_bytes(key, "key")
         if k is None:
             raise ValueError("latest() needs a key")
         if partition is None:
             partition = partitions_for_keys(pa.array([k], pa.binary()), max(self.partitions(topic)) + 1)[0]
-        table = self.read_arrow(topic, int(partition))
-        if table.num_rows == 0:
-            return None
-        mask = pa.compute.equal(table.column("key"), pa.scalar(k, table.schema.field("key").type))
-        hits = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
-        if hits.size == 0:
-            return None
-        i = int(hits[-1])
-        row = table.slice(i, 1).to_pylist()[0]
-        if row["value"] is None:
+        reader = self._reader(topic, int(partition))
+        end = reader.last_stable_offset()
+        aborted = aborted_ranges(reader, reader.log_start_offset, end)
+        row = None
+        for batch in reader.iter_columns(None, end):
+            mask = pa.compute.equal(batch.column("key"), pa.scalar(k, batch.schema.field("key").type))
+            hits = pa.compute.fill_null(mask, False).to_numpy(zero_copy_only=False)
+            if aborted:
+                hits = hits & ~aborted_mask(batch, aborted)
+            if hits.any():
+                row = batch.slice(int(np.flatnonzero(hits)[-1]), 1).to_pylist()[0]
+        if row is None or row["value"] is None:
             return None
         return ConsumerRecord(topic, int(partition), row["offset"], row["timestamp"],
                               "LogAppendTime" if row["timestamp_type"] else "CreateTime",

@@ -106,3 +106,42 @@ def test_one_writer_at_a_time(root):
         with pytest.raises(DataDirLockedError):
             compactlog.open(root, write=True)
         compactlog.open(root).close()                        # readers are welcome
+
+
+def test_latest_is_read_committed_as_latest_state(root):
+    """An aborted transaction's value and an open transaction's are not a key's current value."""
+    with compactlog.open(root, write=True, create=True) as log:
+        log.create_topic("t", partitions=1)
+        log.send("t", b"k", b"committed")
+        dd_log = log._dd.open_log("t", 0)
+        dd_log.append_records([b"k"], [b"aborted"], producer_id=9, producer_epoch=0, base_sequence=0,
+                              transactional=True)
+        dd_log.append_control(commit=False, producer_id=9, producer_epoch=0)
+        log.send("t", b"j", b"1")
+        dd_log.append_records([b"j"], [b"open"], producer_id=10, producer_epoch=0, base_sequence=0,
+                              transactional=True)
+    with compactlog.open(root) as log:
+        assert log.latest("t", b"k").value == b"committed"
+        assert log.latest("t", b"j").value == b"1"
+        state = log.latest_state("t")
+        assert dict(zip(state.column("key").to_pylist(), state.column("value").to_pylist())) == \
+            {b"k": b"committed", b"j": b"1"}
+
+
+def test_send_many_routes_keys_by_murmur2_and_keeps_arrival_order(root):
+    recs = [(f"k{i}".encode(), b"v%d" % i) for i in range(300)]
+    recs[7] = (b"pinned", b"v7", None, 2)
+    recs[9] = (None, b"v9")
+    with compactlog.open(root, write=True, create=True) as log:
+        log.create_topic("m", partitions=3)
+        mds = log.send_many("m", recs)
+    assert sum(m.last_offset - m.first_offset + 1 for m in mds) == 300
+    with compactlog.open(root) as log:
+        got = {(r.key, r.value): r.partition for r in log.read("m")}
+        per_partition = [[r.value for r in log.read("m", p)] for p in range(3)]
+    for key, value, *rest in recs:
+        if key is not None and not rest:
+            assert got[(key, value)] == partition_for_key(key, 3)
+    assert got[(b"pinned", b"v7")] == 2
+    for values in per_partition:
+        assert values == sorted(values, key=lambda v: int(v[1:]))
