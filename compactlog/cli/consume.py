@@ -26,7 +26,7 @@ from ..storage import files
 from ..storage.config import parse_assignments
 from .common import closed_pipe_is_success, context, fail, headers_json, put_bytes
 from .main import app
-from .progress import progress
+from .progress import partition_log_bytes, progress
 
 if TYPE_CHECKING:
     from ..storage.reader import PartitionReader
@@ -145,18 +145,10 @@ def print_partitions(root: str, topic: str, partitions: list[int], start: StartA
     positions: dict[int, int | None] = {}
     idle_since = time.monotonic()
     with progress("consuming", 0 if follow or start.kind != "earliest" else
-                  sum(_partition_bytes(root, topic, p) for p in partitions),
+                  sum(partition_log_bytes(root, topic, p) for p in partitions),
                   unit="bytes", min_total=256 << 20, data_on_stdout=True) as bar:
         _print_passes(root, topic, partitions, start, read_committed, output_format, fmt, follow, timeout_ms,
                       total, poll_interval, out, sink, remaining, positions, idle_since, bar)
-
-
-def _partition_bytes(root: str, topic: str, partition: int) -> int:
-    pdir = os.path.join(root, files.partition_dir_name(topic, partition))
-    try:
-        return sum(e.stat().st_size for e in os.scandir(pdir) if e.name.endswith(".log"))
-    except OSError:
-        return 0
 
 
 def _print_passes(root, topic, partitions, start, read_committed, output_format, fmt, follow, timeout_ms,
@@ -200,7 +192,7 @@ def start_at(from_beginning: bool, partition: int | None, offset: str | None,
     if timestamp is not None and (from_beginning or offset is not None):
         fail("--timestamp cannot be given with --from-beginning or --offset")
     if timestamp is not None:
-        return _start_at_time(timestamp)
+        return start_at_time(timestamp)
     if offset is not None:
         if offset in ("earliest", "latest"):
             return StartAt(offset)
@@ -219,7 +211,7 @@ def start_at(from_beginning: bool, partition: int | None, offset: str | None,
 SPECIAL_TIMES = {-1: "latest", -2: "earliest", -3: "max-timestamp"}
 
 
-def _start_at_time(timestamp: int) -> StartAt:
+def start_at_time(timestamp: int) -> StartAt:
     if timestamp >= 0:
         return StartAt("timestamp", timestamp)
     if timestamp in SPECIAL_TIMES:
@@ -279,7 +271,7 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read
             if start.kind != "timestamp":
                 return
             first = reader.log_end_offset        # no record at/after the time yet: wait at the end
-    end = last_stable_offset(reader, pdir) if read_committed else reader.log_end_offset
+    end = reader.last_stable_offset() if read_committed else reader.log_end_offset
     positions[partition] = max(first, end)
     left = limit
     for batch, records in visible_batches(reader, first, end, read_committed):
@@ -305,24 +297,20 @@ def start_offset(reader: PartitionReader, start: StartAt, name: str) -> int | No
     if start.kind == "latest":
         return reader.log_end_offset
     if start.kind == "timestamp":
-        return offset_for_timestamp(reader, start.value)
+        return reader.offset_for_timestamp(start.value)
     if start.kind == "max-timestamp":
         largest = max((b.max_timestamp for b in reader.batches(reader.log_start_offset)), default=None)
-        return None if largest is None else offset_for_timestamp(reader, largest)
+        return None if largest is None else reader.offset_for_timestamp(largest)
     if not reader.log_start_offset <= start.value <= reader.log_end_offset:
         raise OffsetOutOfRangeError(f"{name}: offset {start.value} is outside the log "
                                     f"[{reader.log_start_offset}, {reader.log_end_offset}]")
     return start.value
 
 
-def offset_for_timestamp(reader: PartitionReader, target: int) -> int | None:
-    """Kafka's ListOffsets for a timestamp: the first record with timestamp >= target."""
-    return reader.offset_for_timestamp(target)
-
-
 def visible_batches(reader: PartitionReader, start: int, end: int,
                     read_committed: bool) -> Iterator[tuple[object, list]]:
     """(batch, its records in [start, end)) of every data batch a consumer would see."""
+    from ..storage.latest import aborted_ranges
     aborted = aborted_ranges(reader, start, end) if read_committed else {}
     for b in reader.batches(start, end):
         try:
@@ -347,17 +335,6 @@ def _segment_path(reader: PartitionReader, offset: int) -> str | None:
     segments = reader.segments()
     i = bisect.bisect_right([s.base_offset for s in segments], offset) - 1
     return segments[i].path if i >= 0 else None
-
-
-def aborted_ranges(reader: PartitionReader, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
-    """producer id -> [(first, last offset)] of the aborted transactions overlapping [start, end)."""
-    from ..storage.latest import aborted_ranges as ranges
-    return ranges(reader, start, end)
-
-
-def last_stable_offset(reader: PartitionReader, pdir: str | None = None) -> int:
-    """The partition's last stable offset (PartitionReader.last_stable_offset)."""
-    return reader.last_stable_offset()
 
 
 # -- formatting -----------------------------------------------------------------------------------

@@ -6,8 +6,20 @@ would interleave with the records) and the work is big enough to be worth watchi
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import contextmanager
+
+from ..storage import files
+
+
+def partition_log_bytes(root: str, topic: str, partition: int) -> int:
+    """The bytes of a partition's segment files (.log): a bar's total, from one directory listing."""
+    pdir = os.path.join(root, files.partition_dir_name(topic, partition))
+    try:
+        return sum(e.stat().st_size for e in os.scandir(pdir) if e.name.endswith(files.LOG_SUFFIX))
+    except OSError:
+        return 0
 
 
 class _NoBar:

@@ -87,34 +87,22 @@ def get_offsets_cmd(ctx: typer.Context,
 
 
 def _offsets_from_dir(c, match, keep, when: int) -> list[tuple[str, int, int | None]]:
-    import compactlog
+    # consume --timestamp's lookup (Kafka's ListOffsets, its special times included), one reader
+    # per partition; MAX_TIMESTAMP from batch headers, as the broker answers it
+    from ..storage.reader import PartitionReader
+    from .consume import start_at_time, start_offset
+    start = start_at_time(when)
     rows = []
-    with compactlog.open(c.require_data_dir(), overrides=c.overrides) as d:
-        for t in d.topics():
+    with c.open(write=False) as dd:
+        for t in dd.topics():
             if not match(t):
                 continue
-            for p in d.partitions(t):
+            for p in dd.partitions(t):
                 if keep is not None and p not in keep:
                     continue
-                if when == -1:
-                    off = d.end_offsets(t).get(p)
-                elif when == -2:
-                    off = d.start_offsets(t).get(p)
-                elif when == -3:
-                    off = _max_timestamp_offset(d, t, p)
-                else:
-                    off = d.offset_for_timestamp(t, p, when)
-                rows.append((t, p, off))
+                reader = PartitionReader(os.path.join(dd.path, files.partition_dir_name(t, p)))
+                rows.append((t, p, start_offset(reader, start, f"{t}-{p}")))
     return rows
-
-
-def _max_timestamp_offset(d, topic: str, partition: int) -> int | None:
-    """Kafka's MAX_TIMESTAMP: the first record carrying the partition's largest timestamp."""
-    table = d.read_arrow(topic, partition)
-    if table.num_rows == 0:
-        return None
-    ts = table.column("timestamp").to_numpy()
-    return int(table.column("offset").to_numpy()[int(ts.argmax())])
 
 
 def _offsets_from_broker(bootstrap: str, match, keep, when: int) -> list[tuple[str, int, int | None]]:

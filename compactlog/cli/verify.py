@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 
 import typer
 
 from ..storage.events import EXIT_DATA_SET_ASIDE
 from .common import context
 from .main import app
-from .progress import progress
-
-
-def _partition_bytes(root: str, topic: str, partition: int) -> int:
-    pdir = os.path.join(root, f"{topic}-{partition}")
-    try:
-        return sum(e.stat().st_size for e in os.scandir(pdir) if e.name.endswith(".log"))
-    except OSError:
-        return 0
+from .progress import partition_log_bytes, progress
 
 
 @app.command("verify")
@@ -45,20 +36,19 @@ def verify_cmd(ctx: typer.Context,
     dd = DataDir(c.require_data_dir(), broker=c.broker())   # never opened for writing: nothing changes
     checkpoints, problems = read_checkpoints(dd.path)
     topics = [topic] if topic else dd.topics()
-    partitions = 0
+    configs = {t: dd.topic_config(t) for t in topics}
     work = [(t, p) for t in topics for p in dd.partitions(t)]
-    sizes = {tp: _partition_bytes(dd.path, *tp) for tp in work}
+    sizes = {tp: partition_log_bytes(dd.path, *tp) for tp in work}
     with progress("verifying", sum(sizes.values()), unit="bytes", min_total=256 << 20) as bar:
         for t, p in work:
-            partitions += 1
-            problems.extend(verify_partition(dd.path, t, p, dd.topic_config(t), checkpoints))
+            problems.extend(verify_partition(dd.path, t, p, configs[t], checkpoints))
             bar.advance(sizes[(t, p)])
     for pr in problems:
         typer.echo(json.dumps(pr.to_dict()) if as_json else str(pr))
     if as_json:
-        typer.echo(json.dumps({"partitions": partitions, "problems": len(problems)}))
+        typer.echo(json.dumps({"partitions": len(work), "problems": len(problems)}))
     elif not problems:
-        typer.echo(f"ok: {partitions} partition(s) verified, no problems")
+        typer.echo(f"ok: {len(work)} partition(s) verified, no problems")
     if problems:
         # only bytes recovery set aside: the data is healthy, but not everything it held is there
         raise typer.Exit(EXIT_DATA_SET_ASIDE if all(p.set_aside for p in problems) else 1)
