@@ -236,18 +236,19 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _record_sizes(rows: pa.RecordBatch) -> np.ndarray:
+    """A bound on each record's encoded size (the check before appending: headers sized, not
+    encoded)."""
     _, koff, _ = _binary_parts(rows.column(1))
     _, voff, _ = _binary_parts(rows.column(2))
-    _, hoff = encode_headers(rows.column(4))
-    return np.diff(koff) + np.diff(voff) + np.diff(hoff) + RECORD_OVERHEAD
+    hsizes, _ = _header_sizes_of(rows.column(4))
+    return np.diff(koff) + np.diff(voff) + hsizes + RECORD_OVERHEAD
 
 
-def encode_headers(headers: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Each record's encoded header section (Kafka's: count varint, then key and value per header)
-    from a list<struct<key, value>> array, in one numba pass: (buffer, int64 offsets)."""
+def _header_sizes_of(headers: pa.Array):
+    """(encoded header section size per record, the flattened header columns or None)."""
     n = len(headers)
     if headers.null_count == n:
-        return _read_only(np.zeros(0, np.uint8)), np.zeros(n + 1, dtype=np.int64)
+        return np.zeros(n, dtype=np.int64), None
     list_off = headers.offsets.to_numpy().astype(np.int64)
     list_valid = headers.is_valid().to_numpy(zero_copy_only=False)
     struct = headers.values
@@ -258,8 +259,18 @@ def encode_headers(headers: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     vdata, voff, vvalid = _binary_parts(hval)
     sizes = np.zeros(n, dtype=np.int64)
     _header_sizes(list_off, list_valid, koff, voff, vvalid, sizes)
-    out_off = np.zeros(n + 1, dtype=np.int64)
+    return sizes, (list_off, list_valid, kdata, koff, vdata, voff, vvalid)
+
+
+def encode_headers(headers: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's encoded header section (Kafka's: count varint, then key and value per header)
+    from a list<struct<key, value>> array, in one numba pass: (buffer, int64 offsets)."""
+    sizes, cols = _header_sizes_of(headers)
+    out_off = np.zeros(len(headers) + 1, dtype=np.int64)
     np.cumsum(sizes, out=out_off[1:])
+    if cols is None:
+        return _read_only(np.zeros(0, np.uint8)), out_off
+    list_off, list_valid, kdata, koff, vdata, voff, vvalid = cols
     out = np.empty(int(out_off[-1]), dtype=np.uint8)
     _write_headers(list_off, list_valid, kdata, koff, vdata, voff, vvalid, out_off, out)
     return _read_only(out), out_off
@@ -342,6 +353,11 @@ def _append_batch(dd, batch: pa.RecordBatch, counts: dict[str, int], codec: int,
         count = counts[topic]
         n = rows.num_rows
         key = rows.column(1)
+        kdata, koff, kvalid = _binary_parts(key)
+        vdata, voff, vvalid = _binary_parts(rows.column(2))
+        hbuf, hoff = encode_headers(rows.column(4))
+        kdata, vdata = _read_only(kdata), _read_only(vdata)
+        sizes = np.diff(koff) + np.diff(voff) + np.diff(hoff) + RECORD_OVERHEAD
         chosen = rows.column(3).fill_null(-1).to_numpy().astype(np.int64)
         todo = chosen < 0
         if todo.any():
@@ -349,15 +365,10 @@ def _append_batch(dd, batch: pa.RecordBatch, counts: dict[str, int], codec: int,
             chosen = np.where(todo, by_key, chosen)
             keyless = np.flatnonzero(chosen < 0)
             if keyless.size:
-                chosen[keyless] = sticky.assign(topic, count, _record_sizes(rows.take(pa.array(keyless))))
+                chosen[keyless] = sticky.assign(topic, count, sizes[keyless])
         ts = rows.column(5)
         now = dd.clock()
         stamps = ts.fill_null(now).to_numpy() if ts.null_count else ts.to_numpy()
-        kdata, koff, kvalid = _binary_parts(key)
-        vdata, voff, vvalid = _binary_parts(rows.column(2))
-        hbuf, hoff = encode_headers(rows.column(4))
-        kdata, vdata = _read_only(kdata), _read_only(vdata)
-        sizes = np.diff(koff) + np.diff(voff) + np.diff(hoff) + RECORD_OVERHEAD
         order = np.argsort(chosen, kind="stable")
         bounds = np.flatnonzero(np.diff(chosen[order])) + 1
         for idx in np.split(order, bounds) if n else []:
