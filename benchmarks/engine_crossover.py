@@ -68,23 +68,20 @@ def _fresh_copy(src: str, dst: str) -> str:
     return dst
 
 
-def _cleanable_bytes(path: str) -> int:
+def _log_bytes(path: str, *, cleanable: bool = False) -> int:
+    """The topic's segment bytes; ``cleanable``: without each partition's active (last) segment."""
     total = 0
     for d in os.listdir(path):
         full = os.path.join(path, d)
         if os.path.isdir(full) and d.startswith(TOPIC + "-"):
             logs = sorted(n for n in os.listdir(full) if n.endswith(".log"))
-            total += sum(os.path.getsize(os.path.join(full, n)) for n in logs[:-1])
+            total += sum(os.path.getsize(os.path.join(full, n)) for n in (logs[:-1] if cleanable else logs))
     return total
 
 
-def _log_bytes(path: str) -> int:
-    total = 0
-    for d in os.listdir(path):
-        full = os.path.join(path, d)
-        if os.path.isdir(full) and d.startswith(TOPIC + "-"):
-            total += sum(os.path.getsize(os.path.join(full, n)) for n in os.listdir(full) if n.endswith(".log"))
-    return total
+def _best(repeat: int, run) -> float:
+    """The fastest of ``repeat`` calls of ``run`` (which returns its seconds), rounded to ms."""
+    return round(min(run() for _ in range(repeat)), 3)
 
 
 def bench_clean(base: str, mb: float, partitions: int, repeat: int, spark) -> dict:
@@ -96,28 +93,27 @@ def bench_clean(base: str, mb: float, partitions: int, repeat: int, spark) -> di
         shutil.rmtree(src)
     records = _records_for_mb(mb)
     write_workload(src, records, max(records // 5, 1), 200, 64 << 20, partitions=partitions)
-    size = _cleanable_bytes(src)
+    size = _log_bytes(src, cleanable=True)
     row = {"kind": "clean", "MB": round(size / 1e6, 2), "partitions": partitions, "records": records}
     copy = os.path.join(base, "copy")
-    for engine in ("local", "spark"):
-        best = None
-        for _ in range(repeat):
-            _fresh_copy(src, copy)
-            secs = _timed([EXE, "--data-dir", copy, "clean", "--engine", engine, "--now-ms", str(NOW), "--json"])
-            best = secs if best is None else min(best, secs)
-        row[f"{engine}_cold_s"] = round(best, 3)
-    for engine in ("local", "spark"):
-        best = None
-        for _ in range(repeat):
-            _fresh_copy(src, copy)
-            executor = InProcessExecutor() if engine == "local" else SparkExecutor(spark=spark)
-            with DataDir(copy, clock=lambda: NOW, writable=True) as dd:
-                t0 = time.time()
-                outs = Cleaner(dd, executor).run(NOW)
-                secs = time.time() - t0
-            assert all(o.cleaned for o in outs if o.topic == TOPIC), [o.error for o in outs]
-            best = secs if best is None else min(best, secs)
-        row[f"{engine}_warm_s"] = round(best, 3)
+
+    def cold(engine: str) -> float:
+        _fresh_copy(src, copy)
+        return _timed([EXE, "--data-dir", copy, "clean", "--engine", engine, "--now-ms", str(NOW), "--json"])
+
+    def warm(engine: str) -> float:
+        _fresh_copy(src, copy)
+        executor = InProcessExecutor() if engine == "local" else SparkExecutor(spark=spark)
+        with DataDir(copy, clock=lambda: NOW, writable=True) as dd:
+            t0 = time.time()
+            outs = Cleaner(dd, executor).run(NOW)
+            secs = time.time() - t0
+        assert all(o.cleaned for o in outs if o.topic == TOPIC), [o.error for o in outs]
+        return secs
+
+    for start, run in (("cold", cold), ("warm", warm)):
+        for engine in ("local", "spark"):
+            row[f"{engine}_{start}_s"] = _best(repeat, lambda: run(engine))
     shutil.rmtree(copy, ignore_errors=True)
     return row
 
@@ -131,26 +127,24 @@ def bench_snapshot(base: str, records: int, partitions: int, repeat: int, spark)
     size = _log_bytes(src)
     row = {"kind": "snapshot", "MB": round(size / 1e6, 2), "partitions": partitions, "records": records}
     out = os.path.join(base, "out")
-    for engine in ("local", "spark"):
-        best = None
-        for _ in range(repeat):
-            shutil.rmtree(out, ignore_errors=True)
-            secs = _timed([EXE, "--data-dir", src, "snapshot", "--topic", TOPIC, "--out", out,
-                           "--format", "parquet", "--engine", engine])
-            best = secs if best is None else min(best, secs)
-        row[f"{engine}_cold_s"] = round(best, 3)
-    for engine in ("local", "spark"):
-        best = None
-        for _ in range(repeat):
-            shutil.rmtree(out, ignore_errors=True)
-            t0 = time.time()
-            if engine == "local":
-                write_table(latest_state_local(src, TOPIC), out, "parquet")
-            else:
-                write_state(latest_state(spark, src, TOPIC), out, "parquet")
-            secs = time.time() - t0
-            best = secs if best is None else min(best, secs)
-        row[f"{engine}_warm_s"] = round(best, 3)
+
+    def cold(engine: str) -> float:
+        shutil.rmtree(out, ignore_errors=True)
+        return _timed([EXE, "--data-dir", src, "snapshot", "--topic", TOPIC, "--out", out,
+                       "--format", "parquet", "--engine", engine])
+
+    def warm(engine: str) -> float:
+        shutil.rmtree(out, ignore_errors=True)
+        t0 = time.time()
+        if engine == "local":
+            write_table(latest_state_local(src, TOPIC), out, "parquet")
+        else:
+            write_state(latest_state(spark, src, TOPIC), out, "parquet")
+        return time.time() - t0
+
+    for start, run in (("cold", cold), ("warm", warm)):
+        for engine in ("local", "spark"):
+            row[f"{engine}_{start}_s"] = _best(repeat, lambda: run(engine))
     shutil.rmtree(out, ignore_errors=True)
     return row
 
