@@ -1,4 +1,4 @@
-"""ZigZag varints as Kafka writes them (unsigned LEB128 of the zigzag value).
+"""Varints as Kafka writes them: unsigned LEB128, and ZigZag (LEB128 of the zigzag value).
 
 Pure Python, for single values; the bulk paths use the numba kernels in ``kernels``.
 """
@@ -16,15 +16,22 @@ def zigzag_decode(u: int) -> int:
     return (u >> 1) ^ -(u & 1)
 
 
-def encode_varint(n: int) -> bytes:
-    """Encode a signed int32/int64 as a zigzag varint."""
-    u = zigzag_encode(n) & 0xFFFFFFFFFFFFFFFF
+def encode_uvarint(u: int) -> bytes:
+    """Encode a non-negative int as an unsigned varint (Kafka's ByteUtils.writeUnsignedVarint:
+    the lengths and counts of the flexible protocol versions)."""
+    if u < 0x80:
+        return bytes((u,))
     out = bytearray()
     while u >= 0x80:
         out.append((u & 0x7F) | 0x80)
         u >>= 7
     out.append(u)
     return bytes(out)
+
+
+def encode_varint(n: int) -> bytes:
+    """Encode a signed int32/int64 as a zigzag varint."""
+    return encode_uvarint(zigzag_encode(n) & 0xFFFFFFFFFFFFFFFF)
 
 
 def varint_size(n: int) -> int:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from compactlog.errors import CorruptRecordError
-from compactlog.record.varint import (decode_varint, encode_varint, varint_size, zigzag_decode,
-                                      zigzag_encode)
+from compactlog.record.varint import (decode_varint, encode_uvarint, encode_varint, varint_size,
+                                      zigzag_decode, zigzag_encode)
 
 INT32 = st.integers(-(2 ** 31), 2 ** 31 - 1)
 INT64 = st.integers(-(2 ** 63), 2 ** 63 - 1)
@@ -33,6 +33,20 @@ def test_extremes():
     assert encode_varint(2 ** 63 - 1) == bytes.fromhex("fe ff ff ff ff ff ff ff ff 01")
     assert encode_varint(-(2 ** 63)) == bytes.fromhex("ff ff ff ff ff ff ff ff ff 01")
     assert decode_varint(encode_varint(-(2 ** 63)), 0, 10) == (-(2 ** 63), 10)
+
+
+@pytest.mark.parametrize("value,hexed", [
+    (0, "00"), (1, "01"), (127, "7f"), (128, "80 01"), (300, "ac 02"), (16383, "ff 7f"),
+    (16384, "80 80 01"), (2 ** 32 - 1, "ff ff ff ff 0f"),
+])
+def test_unsigned_varint(value, hexed):
+    # the flexible protocol versions' compact lengths (Kafka's ByteUtils.writeUnsignedVarint)
+    assert encode_uvarint(value) == bytes.fromhex(hexed)
+
+
+@given(INT64)
+def test_zigzag_varint_is_the_unsigned_varint_of_the_zigzag_value(n):
+    assert encode_varint(n) == encode_uvarint(zigzag_encode(n) & 0xFFFFFFFFFFFFFFFF)
 
 
 @given(INT32)

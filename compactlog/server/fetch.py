@@ -2,9 +2,9 @@
 and ``DelayedFetch``, for consumers (wire-protocol.md §3.4).
 
 Reading a partition takes what it needs under the partition's lock (``Log.lock``): the high
-watermark, last stable offset and log start, the segment holding the fetch offset, the byte range
-of the whole batches to return and either those bytes (small reads) or a duplicate of the segment
-file's descriptor (large reads). A cleaner swap or retention may rename, close and delete that
+watermark, last stable offset and log start, the byte range of the whole batches to return
+(``Log.read_span``, the walk of the segments that ``Log.read`` uses too) and either those bytes
+(small reads) or a duplicate of the segment file's descriptor (large reads). A cleaner swap or retention may rename, close and delete that
 segment the moment the lock is released; the duplicate descriptor still reads the file as it was
 (the same inode, which the swap never writes to), so a concurrent fetch returns bytes of the log
 before the swap or after it, never a mix and never an error. Whole batches only: Kafka may cut
@@ -24,14 +24,14 @@ clients send full requests.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import os
 import struct
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from ..record.batch import LOG_OVERHEAD
+from ..errors import OffsetOutOfRangeError
+from ..record.varint import encode_uvarint
 from .handlers import READ_COMMITTED, error_response
 from .state import BrokerState
 
@@ -41,7 +41,6 @@ ZERO_COPY_MIN_BYTES = 64 * 1024
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_PREFIX = struct.Struct(">qi")
 _PARTITION_HEAD = struct.Struct(">ihqqq")     # index, error, high watermark, LSO, log start
 _ABORTED = struct.Struct(">qq")
 
@@ -126,46 +125,22 @@ def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: b
         lso = log.last_stable_offset
         pr.high_watermark, pr.last_stable_offset = hw, lso
         pr.log_start_offset = log.log_start_offset
-        if offset < log.log_start_offset or offset > log.log_end_offset:
+        try:
+            span = log.read_span(offset, max_bytes, min_one_batch=min_one,
+                                 max_offset=lso if committed else hw)
+        except OffsetOutOfRangeError:
             pr.error = ErrorCode.offset_out_of_range.value
             return pr
         if committed:
             pr.aborted = []
-        bound = lso if committed else hw
-        if offset >= bound:
-            return pr
-        bases = log.segment_bases()
-        i = max(bisect.bisect_right(bases, offset) - 1, 0)
-        for seg in log.segments[i:]:
-            if seg.base_offset >= bound:
-                break
-            pos = seg.read_position(offset)
-            if pos is None:
-                continue            # offset past this segment's last batch (a compaction gap)
-            length = 0
-            last = -1
-            f = seg.log
-            for p, h in f.batch_headers(pos):
-                if h is None:       # a message-format v0/v1 entry: its offset is its last one
-                    base, size_field = _PREFIX.unpack(f.read(p, LOG_OVERHEAD))
-                    size, base_offset, last_offset = size_field + LOG_OVERHEAD, base, base
-                else:
-                    size, base_offset, last_offset = h.size, h.base_offset, h.last_offset
-                if base_offset >= bound or last_offset >= bound and h is None:
-                    break
-                if length + size > max_bytes and (length > 0 or not min_one):
-                    break
-                length += size
-                last = last_offset
-            if length:
-                if length >= zero_copy_min:
-                    pr.records = FileRegion(os.dup(f.fd), pos, length)
-                else:
-                    pr.records = f.read(pos, length)
-                if committed:
-                    pr.aborted = [(t.producer_id, t.first_offset)
-                                  for t in log.collect_aborted_transactions(offset, last + 1)]
-            break
+        if span.length:
+            if span.length >= zero_copy_min:
+                pr.records = FileRegion(os.dup(span.file.fd), span.position, span.length)
+            else:
+                pr.records = span.read()
+            if committed:
+                pr.aborted = [(t.producer_id, t.first_offset)
+                              for t in log.collect_aborted_transactions(offset, span.last_offset + 1)]
     return pr
 
 
@@ -260,15 +235,6 @@ def _close_result(fut) -> None:
 
 # -- encoding -----------------------------------------------------------------------------------
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_result(request, result: FetchRead) -> EncodedResponse:
     return encode_fetch_response(request.correlation_id, request.api_version, result.topics)
 
@@ -289,13 +255,13 @@ def encode_fetch_response(correlation_id: int, version: int, topics: list, *, er
     if version >= 7:
         buf += _I16.pack(error)
         buf += _I32.pack(session_id)
-    buf += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    buf += encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     total = 0
     for name, partitions in topics:
         raw = name.encode("utf-8")
-        buf += _uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))
+        buf += encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))
         buf += raw
-        buf += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        buf += encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for p in partitions:
             buf += _PARTITION_HEAD.pack(p.partition, p.error, p.high_watermark,
                                         p.last_stable_offset, p.log_start_offset)
@@ -305,7 +271,7 @@ def encode_fetch_response(correlation_id: int, version: int, topics: list, *, er
             if aborted is None:
                 buf += b"\0" if flexible else b"\xff\xff\xff\xff"
             else:
-                buf += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                buf += encode_uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for pid, first in aborted:
                     buf += _ABORTED.pack(pid, first)
                     if flexible:
@@ -314,7 +280,7 @@ def encode_fetch_response(correlation_id: int, version: int, topics: list, *, er
                 buf += b"\xff\xff\xff\xff"          # preferred_read_replica: none
             records = p.records
             n = len(records)
-            buf += _uvarint(n + 1) if flexible else _I32.pack(n)
+            buf += encode_uvarint(n + 1) if flexible else _I32.pack(n)
             if isinstance(records, FileRegion):
                 total += len(buf)
                 parts.append(buf)

@@ -33,7 +33,7 @@ from ..errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampEr
                       OffsetOutOfRangeError, ReadOnlyError, RecordListTooLargeError,
                       RecordTooLargeError, StorageError, TopicError)
 from ..record import compression as codecs
-from ..record.batch import (BatchHeader, BatchSpec, CREATE_TIME, LOG_APPEND_TIME, MAGIC_V2,
+from ..record.batch import (BatchHeader, BatchSpec, CREATE_TIME, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC_V2,
                             Record, RecordBatch, TIMESTAMP_TYPE_MASK,
                             columnar_records, encode_columnar_batch, iter_batches)
 from ..record.control import ABORT, COMMIT, encode_marker, parse_control_key, parse_marker_value
@@ -43,7 +43,7 @@ from .config import LogConfig
 from .events import REBUILT, RETENTION, DataEvent
 from .fsutil import fsync_dir
 from .producer_state import CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerStateManager
-from .segment import LogSegment
+from .segment import FileRecords, LogSegment
 from .txn_index import AbortedTxn, collect_aborted
 
 Clock = Callable[[], int]
@@ -72,6 +72,23 @@ def _writer(method):
                 raise TopicError(f"partition {self.name} was deleted; {method.__name__} refused")
             return method(self, *args, **kwargs)
     return locked
+
+
+_PREFIX = struct.Struct(">qi")      # a batch's base offset and length field
+_NO_BOUND = 2**63 - 1
+
+
+@dataclass(slots=True)
+class ReadSpan:
+    """Whole batches of one segment file, as ``Log.read_span`` found them: ``length`` bytes from
+    ``position`` of ``file`` (None when nothing is readable), the last of them at ``last_offset``."""
+    file: FileRecords | None
+    position: int
+    length: int
+    last_offset: int
+
+    def read(self) -> bytes:
+        return self.file.read(self.position, self.length) if self.length else b""
 
 
 @dataclass
@@ -510,30 +527,56 @@ class Log:
         self.closed = True
 
     # -- reading
+    def read_span(self, start_offset: int, max_bytes: int = 1 << 20, *, min_one_batch: bool = True,
+                  max_offset: int | None = None) -> ReadSpan:
+        """Where Kafka's fetch reads: the whole batches from the one holding ``start_offset``,
+        within ``max_bytes`` (at least one batch when ``min_one_batch``), stopping at the first
+        batch whose base offset is ``max_offset`` or more (the high watermark or last stable
+        offset). Found under the partition lock; ``span.file`` is only safe to read while the
+        caller still holds ``self.lock`` (a cleaner swap or retention may close it after)."""
+        with self.lock:
+            if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: offset {start_offset} is outside "
+                    f"[{self.log_start_offset}, {self.log_end_offset}]")
+            bound = _NO_BOUND if max_offset is None else max_offset
+            if start_offset >= bound:
+                return ReadSpan(None, 0, 0, -1)
+            i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+            for seg in self.segments[i:]:
+                if seg.base_offset >= bound:
+                    break
+                pos = seg.read_position(start_offset)
+                if pos is None:
+                    continue            # the offset is past this segment's last batch (a compaction gap)
+                f = seg.log
+                length = 0
+                last = -1
+                for p, h in f.batch_headers(pos):
+                    if h is None:
+                        # a message-format v0/v1 entry: its offset is its last one (a compressed
+                        # wrapper carries its last inner record's)
+                        last_offset, size_field = _PREFIX.unpack(f.read(p, LOG_OVERHEAD))
+                        base_offset, size = last_offset, size_field + LOG_OVERHEAD
+                    else:
+                        base_offset, last_offset, size = h.base_offset, h.last_offset, h.size
+                    if base_offset >= bound:
+                        break
+                    if length + size > max_bytes and (length > 0 or not min_one_batch):
+                        break
+                    length += size
+                    last = last_offset
+                return ReadSpan(f, pos, length, last)
+            return ReadSpan(None, 0, 0, -1)
+
     def read(self, start_offset: int, max_bytes: int = 1 << 20, *, min_one_batch: bool = True,
              max_offset: int | None = None) -> tuple[int, bytes]:
-        """Bytes of whole batches from the one holding ``start_offset`` (Kafka's fetch); (position, bytes)."""
-        if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"{self.name}: offset {start_offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
-        i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
-        for seg in self.segments[i:]:
-            pos = seg.read_position(start_offset)
-            if pos is None:
-                continue
-            length = 0
-            for p, h in seg.log.batch_headers(pos):
-                size = seg.size - p if h is None else h.size
-                if h is None:
-                    (length_field,) = struct.unpack(">i", seg.log.read(p + 8, 4))
-                    size = length_field + 12
-                if max_offset is not None and h is not None and h.base_offset >= max_offset:
-                    break
-                if length + size > max_bytes and (length > 0 or not min_one_batch):
-                    break
-                length += size
-            return pos, seg.log.read(pos, length)
-        return 0, b""
+        """Bytes of whole batches from the one holding ``start_offset`` (Kafka's fetch, ``read_span``);
+        (position in the segment file, bytes)."""
+        with self.lock:
+            span = self.read_span(start_offset, max_bytes, min_one_batch=min_one_batch,
+                                  max_offset=max_offset)
+            return span.position, span.read()
 
     def batches(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator:
         """Every batch (RecordBatch or legacy entry) holding offsets >= start_offset, in order.

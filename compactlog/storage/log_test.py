@@ -391,6 +391,23 @@ def test_read_from_any_offset(multi_segment_log):
         log.read(181)
 
 
+def test_read_span_stops_at_max_offset_and_names_the_last_offset(multi_segment_log):
+    log = multi_segment_log
+    span = log.read_span(4, max_offset=10)
+    batches = list(iter_batches(span.read()))
+    # the batch holding 9 starts below the bound: it is whole in the span
+    assert [b.base_offset for b in batches] == [3, 6, 9] and span.last_offset == 11
+    assert span.file is log.floor_segment(3).log and span.length == sum(b.size for b in batches)
+    assert log.read(4, max_offset=10) == (span.position, span.read())
+    for start, bound in [(9, 9), (12, 10), (180, None)]:
+        empty = log.read_span(start, max_offset=bound)
+        assert (empty.length, empty.last_offset, empty.read()) == (0, -1, b"")
+    span = log.read_span(0, max_bytes=1, min_one_batch=False)
+    assert (span.length, span.read()) == (0, b"")
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read_span(181)
+
+
 def test_records_from_the_middle(multi_segment_log):
     log = multi_segment_log
     for start in [0, 5, 64, 133, 179]:
