@@ -62,7 +62,8 @@ from kio.schema.errors import ErrorCode
 from ..errors import CompactlogError, ConfigError, OffsetOutOfRangeError, TopicError
 from ..storage import files
 from ..storage.checkpoint import decode_topic_id
-from ..storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, LogConfig
+from ..storage.config import (BROKER_CONFIGS, TOPIC_CONFIGS, CompactionLagConflict, ConfigDef,
+                              ConfigValueError, LogConfig, UnknownConfigError)
 from ..storage.datadir import INTERNAL_TOPIC_CONFIGS
 from ..storage.kafka_names import KAFKA_BROKER_SETTINGS
 from .messages import CLUSTER_OPERATIONS, NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build
@@ -183,42 +184,6 @@ def kafka_string(kind: str, value) -> str | None:
     return str(value)
 
 
-# Kafka's validators of the topic configs (LogConfig's ConfigDef), for the messages it gives:
-# ("min", lo), ("range", lo, hi), ("in", choices), ("list_in", choices), ("gzip",) or None.
-_KAFKA_CHECKS = {
-    "cleanup.policy": ("list_in", ("compact", "delete")),
-    "min.cleanable.dirty.ratio": ("range", 0, 1),
-    "min.compaction.lag.ms": ("min", 0),
-    "max.compaction.lag.ms": ("min", 1),
-    "delete.retention.ms": ("min", 0),
-    "segment.bytes": ("min", 14),
-    "segment.ms": ("min", 1),
-    "segment.jitter.ms": ("min", 0),
-    "segment.index.bytes": ("min", 4),
-    "index.interval.bytes": ("min", 0),
-    "retention.ms": ("min", -1),
-    "retention.bytes": None,
-    "file.delete.delay.ms": ("min", 0),
-    "max.message.bytes": ("min", 0),
-    "message.timestamp.type": ("in", ("CreateTime", "LogAppendTime")),
-    "message.timestamp.before.max.ms": ("min", 0),
-    "message.timestamp.after.max.ms": ("min", 0),
-    "message.timestamp.difference.max.ms": ("min", 0),
-    "compression.type": ("in", ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    "compression.gzip.level": ("gzip",),
-    "compression.lz4.level": ("range", 1, 17),
-    "compression.zstd.level": ("range", -131072, 22),
-    "preallocate": None,
-    "flush.messages": ("min", 1),
-    "flush.ms": ("min", 0),
-    "min.insync.replicas": ("min", 1),
-    "unclean.leader.election.enable": None,
-    "message.downconversion.enable": None,
-    "local.retention.ms": ("min", -2),
-    "local.retention.bytes": ("min", -2),
-    "remote.storage.enable": None,
-}
-
 _INT_BITS = {"int": 32, "long": 64}
 
 
@@ -246,59 +211,36 @@ def _kafka_parse(d: ConfigDef, raw: str):
 
 def kafka_config_error(d: ConfigDef, raw: str) -> str | None:
     """The message of Kafka's ConfigException for ``raw`` as the value of topic config ``d``, or
-    None when Kafka accepts it."""
+    None when Kafka accepts it: Kafka's parse of the text, then the config's rule (storage's
+    ``Rule``, which holds the bound and Kafka's words for it)."""
     value, problem = _kafka_parse(d, raw)
     if problem:
         return problem
-    rule = _KAFKA_CHECKS.get(d.name)
-    if rule is None:
+    verdict = d.check.kafka(value) if d.check is not None else None
+    if verdict is None:
         return None
-    shown = kafka_string(d.kind, value) if d.kind != "list" else None
-
-    def invalid(what, why):
-        return f"Invalid value {what} for configuration {d.name}: {why}"
-    if rule[0] == "min" and value < rule[1]:
-        return invalid(shown, f"Value must be at least {rule[1]}")
-    if rule[0] == "range":
-        if value < rule[1]:
-            return invalid(shown, f"Value must be at least {rule[1]}")
-        if value > rule[2]:
-            return invalid(shown, f"Value must be no more than {rule[2]}")
-    if rule[0] == "in" and value not in rule[1]:
-        return invalid(shown, f"String must be one of: {', '.join(rule[1])}")
-    if rule[0] == "list_in":
-        for element in value:
-            if element not in rule[1]:
-                return invalid(element, f"String must be one of: {', '.join(rule[1])}")
-    if rule[0] == "gzip" and (value > 9 or (value < 1 and value != -1)):
-        return invalid(shown, "Value must be between 1 and 9 or equal to -1")
-    return None
+    element, why = verdict
+    shown = element if element is not None else kafka_string(d.kind, value)
+    return f"Invalid value {shown} for configuration {d.name}: {why}"
 
 
 def validate_topic_configs(state: BrokerState, topic: str, overrides: dict[str, str]) -> LogConfig:
     """The topic's configs with ``overrides`` as its complete set of overrides, or Refused with
     INVALID_CONFIG and Kafka's message (LogConfig.validate: names, then values, then the
     compaction lags together), and compactlog's single-replica rule for min.insync.replicas."""
-    for name in overrides:
-        if name not in TOPIC_CONFIGS:
-            raise Refused(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
-    for name, raw in overrides.items():
-        d = TOPIC_CONFIGS[name]
-        try:
-            d.parse(raw)
-        except ConfigError as e:
-            raise Refused(ErrorCode.invalid_config, kafka_config_error(d, raw) or str(e)) from None
-    merged = {**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **overrides}
-
-    def effective(name):
-        d = TOPIC_CONFIGS[name]
-        return d.parse(merged[name]) if name in merged else state.broker.topic_default(d)
-    lo, hi = effective("min.compaction.lag.ms"), effective("max.compaction.lag.ms")
-    if lo > hi:
-        raise Refused(ErrorCode.invalid_config, f"conflict topic config setting min.compaction.lag.ms "
-                                                f"({lo}) > max.compaction.lag.ms ({hi})")
+    # the overrides first, in the order given, so that the first bad one is the one reported
+    internal = INTERNAL_TOPIC_CONFIGS.get(topic, {})
+    merged = {**overrides, **{k: v for k, v in internal.items() if k not in overrides}}
     try:
         cfg = LogConfig(merged, state.broker)
+    except UnknownConfigError as e:
+        raise Refused(ErrorCode.invalid_config, f"Unknown topic config name: {e.name}") from None
+    except ConfigValueError as e:
+        kafka = kafka_config_error(e.definition, e.raw) if e.name in overrides else None
+        raise Refused(ErrorCode.invalid_config, kafka or str(e)) from None
+    except CompactionLagConflict as e:
+        raise Refused(ErrorCode.invalid_config, f"conflict topic config setting min.compaction.lag.ms "
+                                                f"({e.min_lag}) > max.compaction.lag.ms ({e.max_lag})") from None
     except ConfigError as e:
         raise Refused(ErrorCode.invalid_config, str(e)) from None
     isr = cfg.get("min.insync.replicas")

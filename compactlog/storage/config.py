@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from ..errors import ConfigError
 from .kafka_names import KAFKA_BROKER_SETTINGS
@@ -63,13 +63,40 @@ def _list(v: str) -> list[str]:
     return [x.strip() for x in s.split(",")] if s else []
 
 
+class UnknownConfigError(ConfigError):
+    """A name that is not a topic config; ``name`` says which."""
+
+    def __init__(self, name: str):
+        super().__init__(f"unknown topic configuration {name}")
+        self.name = name
+
+
+class ConfigValueError(ConfigError):
+    """A value its config refuses: ``definition`` (the ConfigDef), ``name`` (the setting written:
+    the config or a broker synonym) and ``raw`` (the text given), for callers that word it as
+    Kafka does (the broker's INVALID_CONFIG messages)."""
+
+    def __init__(self, message: str, definition: "ConfigDef", name: str, raw: str):
+        super().__init__(message)
+        self.definition, self.name, self.raw = definition, name, raw
+
+
+class CompactionLagConflict(ConfigError):
+    """min.compaction.lag.ms above max.compaction.lag.ms (Kafka's LogConfig.validateValues)."""
+
+    def __init__(self, min_lag: int, max_lag: int):
+        super().__init__(f"conflicting topic configs: min.compaction.lag.ms ({min_lag}) is greater than "
+                         f"max.compaction.lag.ms ({max_lag})")
+        self.min_lag, self.max_lag = min_lag, max_lag
+
+
 @dataclass(frozen=True)
 class ConfigDef:
     name: str
     kind: str              # int, long, double, bool, list, string
     default: Any
     broker: tuple[str, ...] = ()   # broker properties that set the default, first match wins
-    check: Callable[[Any], str | None] | None = None
+    check: Rule | None = None
     doc: str = ""
 
     def parse(self, raw, name: str | None = None) -> Any:
@@ -91,28 +118,120 @@ class ConfigDef:
             else:
                 v = str(raw).strip()
         except ValueError as e:
-            raise ConfigError(f"invalid value {raw!r} for configuration {name}: {e}") from None
+            raise ConfigValueError(f"invalid value {raw!r} for configuration {name}: {e}",
+                                   self, name, raw) from None
         if self.check is not None:
             problem = self.check(v)
             if problem:
-                raise ConfigError(f"invalid value {raw!r} for configuration {name}: {problem}")
+                raise ConfigValueError(f"invalid value {raw!r} for configuration {name}: {problem}",
+                                       self, name, raw)
         return v
 
 
-def at_least(lo):
-    return lambda v: None if v >= lo else f"value must be at least {lo}"
+class Rule:
+    """A value check as data (Kafka's ConfigDef validators): called with a parsed value, the
+    problem in compactlog's words or None; ``kafka(value)``: Kafka's verdict on the same value,
+    (the element to show or None for the whole value, the validator's message) or None. The
+    broker builds Kafka's ConfigException text from it, so each bound is written once, here."""
+
+    def __call__(self, v) -> str | None:
+        raise NotImplementedError
+
+    def kafka(self, v) -> tuple[str | None, str] | None:
+        raise NotImplementedError
 
 
-def between(lo, hi):
-    return lambda v: None if lo <= v <= hi else f"value must be between {lo} and {hi}"
+class AtLeast(Rule):
+    """Kafka's Range.atLeast."""
+
+    def __init__(self, lo):
+        self.lo = lo
+
+    def __call__(self, v):
+        return None if v >= self.lo else f"value must be at least {self.lo}"
+
+    def kafka(self, v):
+        return None if v >= self.lo else (None, f"Value must be at least {self.lo}")
 
 
-def one_of(*options):
-    def check(v):
-        if v in options:
+class Between(Rule):
+    """Kafka's Range.between (bounds as Kafka declares them: whole numbers even for a double)."""
+
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+
+    def __call__(self, v):
+        if self.lo <= v <= self.hi:
             return None
-        return f"value must be one of {', '.join(options)}{_case_hint(v, options)}"
-    return check
+        lo, hi = (float(self.lo), float(self.hi)) if isinstance(v, float) else (self.lo, self.hi)
+        return f"value must be between {lo} and {hi}"
+
+    def kafka(self, v):
+        if v < self.lo:
+            return None, f"Value must be at least {self.lo}"
+        if v > self.hi:
+            return None, f"Value must be no more than {self.hi}"
+        return None
+
+
+class OneOf(Rule):
+    """Kafka's ValidString.in (case-sensitive)."""
+
+    def __init__(self, *options):
+        self.options = options
+
+    def __call__(self, v):
+        if v in self.options:
+            return None
+        return f"value must be one of {', '.join(self.options)}{_case_hint(v, self.options)}"
+
+    def kafka(self, v):
+        return None if v in self.options else (None, f"String must be one of: {', '.join(self.options)}")
+
+
+class ListOf(Rule):
+    """Kafka's ValidList.in: every element one of ``options``. compactlog also refuses an empty
+    list (``empty``: why), which Kafka accepts."""
+
+    def __init__(self, options: tuple, noun: str, empty: str):
+        self.options, self.noun, self.empty = options, noun, empty
+
+    def __call__(self, v):
+        if not v:
+            return self.empty
+        valid = ", ".join(self.options)
+        for x in v:
+            if not x:
+                return f"empty element in the list (valid: {valid})"
+            if x not in self.options:
+                return f"unknown {self.noun} {x} (valid: {valid}){_case_hint(x, self.options)}"
+        return None
+
+    def kafka(self, v):
+        for x in v:
+            if x not in self.options:
+                return x, f"String must be one of: {', '.join(self.options)}"
+        return None
+
+
+class BetweenOr(Rule):
+    """Kafka's compression level validators: ``lo``..``hi``, or the one value ``other``."""
+
+    def __init__(self, lo, hi, other):
+        self.lo, self.hi, self.other = lo, hi, other
+
+    def __call__(self, v):
+        if v == self.other or self.lo <= v <= self.hi:
+            return None
+        return f"value must be {self.other} or between {self.lo} and {self.hi}"
+
+    def kafka(self, v):
+        if v == self.other or self.lo <= v <= self.hi:
+            return None
+        return None, f"Value must be between {self.lo} and {self.hi} or equal to {self.other}"
+
+
+at_least, between, one_of = AtLeast, Between, OneOf
 
 
 def _case_hint(v: str, options) -> str:
@@ -120,24 +239,13 @@ def _case_hint(v: str, options) -> str:
     return f"; did you mean {same[0]}? (values are case-sensitive, as in Kafka)" if same else ""
 
 
-def _policy(v: list[str]) -> str | None:
-    if not v:
-        return "cleanup.policy must name compact, delete or both"
-    for x in v:
-        if not x:
-            return "empty element in the list (valid: compact, delete)"
-        if x not in ("compact", "delete"):
-            return f"unknown cleanup policy {x} (valid: compact, delete){_case_hint(x, ('compact', 'delete'))}"
-    return None
-
-
-def _gzip_level(v: int) -> str | None:
-    return None if v == -1 or 1 <= v <= 9 else "value must be -1 or between 1 and 9"
+_policy = ListOf(("compact", "delete"), "cleanup policy", "cleanup.policy must name compact, delete or both")
+_gzip_level = BetweenOr(1, 9, -1)
 
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("cleanup.policy", "list", ["delete"], ("log.cleanup.policy",), _policy),
-    ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, ("log.cleaner.min.cleanable.ratio",), between(0.0, 1.0)),
+    ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, ("log.cleaner.min.cleanable.ratio",), between(0, 1)),
     ConfigDef("min.compaction.lag.ms", "long", 0, ("log.cleaner.min.compaction.lag.ms",), at_least(0)),
     ConfigDef("max.compaction.lag.ms", "long", LONG_MAX, ("log.cleaner.max.compaction.lag.ms",), at_least(1)),
     ConfigDef("delete.retention.ms", "long", 86400000, ("log.cleaner.delete.retention.ms",), at_least(0)),
@@ -394,29 +502,20 @@ class LogConfig:
     known = True
 
     def __init__(self, overrides: dict[str, Any] | None = None, broker: BrokerConfig | None = None):
+        # as Kafka's LogConfig.validate: every name, then every value (each parsed once), then
+        # the values together; each failure a ConfigError subclass that says what was wrong
         self.broker = broker or BrokerConfig()
         self.overrides: dict[str, str] = {}
         for name, raw in (overrides or {}).items():
-            self.validate_one(name, raw)
+            if name not in TOPIC_CONFIGS:
+                raise UnknownConfigError(name)
             self.overrides[name] = raw if isinstance(raw, str) else _format(raw)
-        self._values = {}
-        for name, d in TOPIC_CONFIGS.items():
-            if name in self.overrides:
-                self._values[name] = d.parse(self.overrides[name])
-            else:
-                self._values[name] = self.broker.topic_default(d)
+        parsed = {name: TOPIC_CONFIGS[name].parse(raw) for name, raw in self.overrides.items()}
+        self._values = {name: parsed[name] if name in parsed else self.broker.topic_default(d)
+                        for name, d in TOPIC_CONFIGS.items()}
         lo, hi = self._values["min.compaction.lag.ms"], self._values["max.compaction.lag.ms"]
         if lo > hi:
-            # Kafka's LogConfig.validateValues
-            raise ConfigError(f"conflicting topic configs: min.compaction.lag.ms ({lo}) is greater than "
-                              f"max.compaction.lag.ms ({hi})")
-
-    @staticmethod
-    def validate_one(name: str, raw) -> None:
-        d = TOPIC_CONFIGS.get(name)
-        if d is None:
-            raise ConfigError(f"unknown topic configuration {name}")
-        d.parse(raw if isinstance(raw, str) else _format(raw))
+            raise CompactionLagConflict(lo, hi)
 
     def get(self, name: str):
         try:
@@ -433,7 +532,7 @@ class LogConfig:
         merged = dict(self.overrides)
         for name in removals:
             if name not in TOPIC_CONFIGS:
-                raise ConfigError(f"unknown topic configuration {name}")
+                raise UnknownConfigError(name)
             merged.pop(name, None)
         merged.update(changes)
         return LogConfig(merged, self.broker)

@@ -135,6 +135,25 @@ def test_min_compaction_lag_above_max_is_refused():
         LogConfig({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
 
 
+def test_errors_say_what_was_wrong_names_before_values():
+    from compactlog.storage.config import (TOPIC_CONFIGS, CompactionLagConflict, ConfigValueError,
+                                           UnknownConfigError)
+    # as Kafka's LogConfig.validate: an unknown name is reported before a bad value given earlier
+    with pytest.raises(UnknownConfigError) as e:
+        LogConfig({"segment.bytes": "x", "segment.byte": "1"})
+    assert e.value.name == "segment.byte"
+    with pytest.raises(ConfigValueError) as e:
+        LogConfig({"segment.ms": "1", "segment.bytes": "13", "flush.ms": "-1"})
+    assert (e.value.definition, e.value.name, e.value.raw) == (TOPIC_CONFIGS["segment.bytes"],
+                                                              "segment.bytes", "13")
+    with pytest.raises(ConfigValueError) as e:
+        LogConfig({}, BrokerConfig({"log.segment.bytes": "13"}))
+    assert (e.value.definition.name, e.value.name) == ("segment.bytes", "log.segment.bytes")
+    with pytest.raises(CompactionLagConflict) as e:
+        LogConfig({"min.compaction.lag.ms": "5"}, BrokerConfig({"log.cleaner.max.compaction.lag.ms": "4"}))
+    assert (e.value.min_lag, e.value.max_lag) == (5, 4)
+
+
 @pytest.mark.parametrize("props,name", [
     ({"log.cleanup.policy": "Compact"}, "log.cleanup.policy"),
     ({"log.roll.hours": "0"}, "log.roll.hours"),
