@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..errors import ConfigError, StorageError, TopicError
-from ..storage import files
-from ..storage.checkpoint import PartitionMetadataFile, decode_topic_id
+from ..storage.checkpoint import decode_topic_id
 from ..storage.config import LogConfig
 from ..storage.datadir import INTERNAL_TOPIC_CONFIGS, DataDir
 from ..storage.fsutil import atomic_write, read_text
@@ -280,20 +279,12 @@ class BrokerState:
         text = (known or {}).get(topic) or self.datadir.topic_id(topic)
         if not text:
             with self.metadata_lock:
-                text = self.datadir.topic_id(topic)
-                if not text:
-                    from ..storage.checkpoint import new_topic_id
-                    text = new_topic_id()
-                    for p in self.datadir.partitions(topic):
-                        pdir = os.path.join(self.datadir.path, files.partition_dir_name(topic, p))
-                        if os.path.isdir(pdir):
-                            PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(text)
+                text = self.datadir.ensure_topic_id(topic)
         return uuid.UUID(bytes=decode_topic_id(text))
 
     def topic_ids(self) -> dict[str, str]:
         """topic -> id text, for the topics whose id is in the topics file (one read)."""
-        return {t: e["topic_id"] for t, e in self.datadir._read_meta()["topics"].items()
-                if isinstance(e, dict) and e.get("topic_id")}
+        return self.datadir.topic_ids()
 
     def create_topic(self, topic: str, partitions: int | None = None,
                      configs: dict[str, str] | None = None, *,

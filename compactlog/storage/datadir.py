@@ -295,6 +295,27 @@ class DataDir:
                 return found
         return None
 
+    def topic_ids(self) -> dict[str, str]:
+        """topic -> id (base64) for the topics whose id is in the topics file (one read of it)."""
+        return {t: e["topic_id"] for t, e in self._read_meta()["topics"].items()
+                if isinstance(e, dict) and e.get("topic_id")}
+
+    def ensure_topic_id(self, topic: str) -> str:
+        """The topic's id (``topic_id``); a topic without one (a Kafka dir from before topic ids)
+        gets a new id, written to the ``partition.metadata`` of each of its partition directories
+        so that it stays the same across restarts."""
+        with self._logs_guard:
+            found = self.topic_id(topic)
+            if found:
+                return found
+            self._require_writer("giving a topic an id")
+            topic_id = new_topic_id()
+            for p in self.partitions(topic):
+                pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
+                if os.path.isdir(pdir):
+                    PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(topic_id)
+            return topic_id
+
     def add_partitions(self, topic: str, count: int) -> list[int]:
         """Grow ``topic`` to ``count`` partitions (Kafka's CreatePartitions: a topic never shrinks);
         the new partition numbers. Each new directory gets the topic's id in partition.metadata."""

@@ -38,6 +38,26 @@ def test_add_partitions_gives_new_directories_the_topic_id(dd):
     assert dd.open_log("t", 4).log_end_offset == 0
 
 
+def test_topic_ids_lists_the_ids_of_the_topics_file(dd):
+    dd.create_topic("a")
+    dd.create_topic("b", 2)
+    os.makedirs(os.path.join(dd.path, files.partition_dir_name("k", 0)))    # no id anywhere
+    assert dd.topic_ids() == {"a": dd.topic_id("a"), "b": dd.topic_id("b")}
+
+
+def test_ensure_topic_id_gives_a_topic_without_one_an_id_that_lasts(dd):
+    for p in (0, 1):
+        os.makedirs(os.path.join(dd.path, files.partition_dir_name("k", p)))
+    assert dd.topic_id("k") is None
+    topic_id = dd.ensure_topic_id("k")
+    for p in (0, 1):
+        assert PartitionMetadataFile(os.path.join(dd.path, f"k-{p}", files.PARTITION_METADATA)).read() \
+            == topic_id
+    assert dd.topic_id("k") == dd.ensure_topic_id("k") == topic_id
+    dd.create_topic("t")
+    assert dd.ensure_topic_id("t") == dd.topic_id("t")
+
+
 @pytest.mark.parametrize("count", [1, 2])
 def test_a_topic_never_shrinks(dd, count):
     dd.create_topic("t", 2)
