@@ -155,7 +155,7 @@ def group_read(bootstrap: str, n: int) -> dict:
 def commit_storm(data_dir: str, commits: int) -> dict:
     overrides = {"group.initial.rebalance.delay.ms": "0", "log.cleaner.enable": "false",
                  "offsets.topic.segment.bytes": str(1 << 20)}
-    from compactlog.server.groups.records import partition_for
+    from compactlog.record.consumer_offsets import partition_for
     part = partition_for("bench-commits", 50)
     pdir = os.path.join(data_dir, f"__consumer_offsets-{part}")
     with Broker(data_dir, overrides) as b:

@@ -14,7 +14,7 @@ from groups_support import GROUP_BROKER, Confluent, committed, create_topic, pro
 
 from compactlog.cli.consumer_groups import parse_duration_ns
 from compactlog.errors import CompactlogError
-from compactlog.server.groups import records as R
+from compactlog.record import consumer_offsets as R
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.datadir import DataDir
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from compactlog.server.groups import records as R
+from compactlog.record import consumer_offsets as R
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.datadir import DataDir
 

@@ -141,8 +141,8 @@ def test_expired_offsets_become_tombstones_and_the_group_goes(tmp_path):
         admin.close()
     finally:
         b.stop()
+    from compactlog.record import consumer_offsets as R
     from compactlog.record.batch import iter_batches
-    from compactlog.server.groups import records as R
     with open(os.path.join(data, "__consumer_offsets-0", "00000000000000000000.log"), "rb") as f:
         recs = [R.decode_record(r.key, r.value) for bt in iter_batches(f.read()) for r in bt.records()]
     tombstones = [r.key for r in recs if r.value is None]

@@ -223,9 +223,10 @@ class DataDirBackend:
 
     def __init__(self, dd):
         # imported here, as every heavy module of the CLI: the server package loads kio's tables
-        from ..server.groups import coordinator, records
+        from ..record import consumer_offsets
+        from ..server.groups import coordinator
         from ..server.groups.service import GroupCoordinatorService
-        self.C, self.R = coordinator, records
+        self.C, self.R = coordinator, consumer_offsets
         self.dd = dd
         self.svc = GroupCoordinatorService(dd)
         self.svc.load_now()

@@ -306,8 +306,7 @@ def _emit_record(dump: Dump, b, r) -> None:
 def _offsets_text(r) -> tuple[str, str | None]:
     """Kafka's OffsetsMessageParser; a record without a key is reported like any record that
     does not decode (Kafka's tool stops at it with an exception)."""
-    # imported where used: the server package loads kio's API tables (CLI start-up stays light)
-    from ..server.groups.records import RecordFormatError, offsets_decoder_text
+    from ..record.consumer_offsets import RecordFormatError, offsets_decoder_text
     try:
         return offsets_decoder_text(r.key, r.value, r.offset)
     except RecordFormatError as e:
@@ -317,8 +316,7 @@ def _offsets_text(r) -> tuple[str, str | None]:
 def _transactions_text(r) -> tuple[str, str | None]:
     """Kafka's TransactionLogMessageParser."""
     from ..record.transaction_log import decoder_text
-    from ..server.groups.records import to_json
-    return decoder_text(r.key, r.value, r.offset, to_json)
+    return decoder_text(r.key, r.value, r.offset)
 
 
 def _offsets_json(r) -> dict:

@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from . import records as R
+from ...record import consumer_offsets as R
 
 log = logging.getLogger("kafka.coordinator.group.GroupMetadataManager")
 

@@ -8,8 +8,8 @@ records (or fails the write), replays them when asked and runs the callback, as 
 from __future__ import annotations
 
 
+from compactlog.record import consumer_offsets as R
 from compactlog.server.groups import coordinator as C
-from compactlog.server.groups import records as R
 from compactlog.server.groups.coordinator import (COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE,
                                                   STABLE, CommitPartition, GroupConfig, JoinRequest,
                                                   SyncRequest)

@@ -10,7 +10,7 @@ import datetime
 import pytest
 from kio.schema.errors import ErrorCode
 
-from compactlog.server.groups import records as R
+from compactlog.record import consumer_offsets as R
 from compactlog.server.groups.handlers import (GROUP_HANDLERS, handle_consumer_group_heartbeat,
                                                handle_delete_groups, handle_describe_groups,
                                                handle_find_coordinator, handle_heartbeat, handle_join_group,

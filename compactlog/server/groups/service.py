@@ -29,9 +29,9 @@ import time
 from typing import Callable
 
 from ...errors import CompactlogError
+from ...record import consumer_offsets as R
 from ...record.control import ABORT, COMMIT, parse_control_key
 from ...storage.datadir import INTERNAL_TOPIC_CONFIGS
-from . import records as R
 from .coordinator import (NONE, NOT_COORDINATOR, GroupConfig, GroupCoordinator, JoinResponse, Outcome,
                           SyncResponse, commit_append_error, complete_join, complete_sync)
 

@@ -10,8 +10,8 @@ import shutil
 
 from compactlog.cleaner.cleaner import Cleaner
 from compactlog.cleaner.executor import InProcessExecutor
+from compactlog.record import consumer_offsets as R
 from compactlog.server.groups import coordinator as C
-from compactlog.server.groups import records as R
 from compactlog.server.groups.coordinator import CommitPartition, JoinRequest, SyncRequest
 from compactlog.server.groups.service import GroupCoordinatorService
 from compactlog.storage.config import BrokerConfig

@@ -17,14 +17,19 @@ timestamp), group metadata as v3. v4 is the first flexible version of both value
 later versions add only tagged fields, so a version above 4 is read with v4's layout, exactly as
 Kafka's generated readers (which test ``version >= 4``) read it.
 
-Everything here is sans-IO: bytes in, objects out, and the reverse.
+Everything here is sans-IO: bytes in, objects out, and the reverse; the field types and the JSON
+are ``schema_fields``', shared with the ``__transaction_state`` codec (``transaction_log``).
 """
 
 from __future__ import annotations
 
-import base64
 import struct
 from dataclasses import dataclass, field
+
+from .schema_fields import I16 as _I16
+from .schema_fields import I32 as _I32
+from .schema_fields import I64 as _I64
+from .schema_fields import SchemaFormatError, SchemaReader, put_bytes, put_count, put_string, to_json
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -39,12 +44,8 @@ FLEXIBLE_FROM = 4
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
-
-class RecordFormatError(ValueError):
+class RecordFormatError(SchemaFormatError):
     """Bytes that are not a ``__consumer_offsets`` key or value (the field and position named)."""
 
 
@@ -158,98 +159,12 @@ def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Coord
 
 # -- reading --------------------------------------------------------------------------------------
 
-class _Reader:
-    """A cursor over one key or value; every failure names the field and the byte position."""
-
-    __slots__ = ("buf", "pos", "what")
-
-    def __init__(self, buf: bytes, what: str, pos: int = 0):
-        self.buf = buf
-        self.pos = pos
-        self.what = what
-
-    def fail(self, name: str, detail: str):
-        raise RecordFormatError(f"{self.what}: field {name} at byte {self.pos}: {detail}")
-
-    def _take(self, n: int, name: str) -> int:
-        p = self.pos
-        if n < 0 or p + n > len(self.buf):
-            self.fail(name, f"needs {n} bytes, {len(self.buf) - p} left")
-        self.pos = p + n
-        return p
-
-    def i16(self, name: str) -> int:
-        return _I16.unpack_from(self.buf, self._take(2, name))[0]
-
-    def i32(self, name: str) -> int:
-        return _I32.unpack_from(self.buf, self._take(4, name))[0]
-
-    def i64(self, name: str) -> int:
-        return _I64.unpack_from(self.buf, self._take(8, name))[0]
-
-    def uvarint(self, name: str) -> int:
-        value = shift = 0
-        while True:
-            if self.pos >= len(self.buf):
-                self.fail(name, "truncated unsigned varint")
-            b = self.buf[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                self.fail(name, "unsigned varint longer than 5 bytes")
-
-    def _length(self, name: str, compact: bool, wide: bool, nullable: bool, what: str = "length") -> int:
-        """A length or count; -1 (null) only where ``nullable``, no other negative value."""
-        if compact:
-            n = self.uvarint(name) - 1
-        else:
-            n = self.i32(name) if wide else self.i16(name)
-        if n < 0 and not (n == -1 and nullable):
-            self.fail(name, "non-nullable field was serialized as null" if n == -1 else f"negative {what} {n}")
-        return n
-
-    def string(self, name: str, *, nullable: bool = False, compact: bool = False) -> str | None:
-        n = self._length(name, compact, False, nullable)
-        if n < 0:
-            return None
-        p = self._take(n, name)
-        try:
-            return bytes(self.buf[p:p + n]).decode("utf-8")
-        except UnicodeDecodeError as e:
-            self.pos = p
-            self.fail(name, f"not UTF-8 ({e.reason} at string byte {e.start})")
-
-    def bytes_(self, name: str, *, nullable: bool = False, compact: bool = False) -> bytes | None:
-        n = self._length(name, compact, True, nullable)
-        if n < 0:
-            return None
-        p = self._take(n, name)
-        return bytes(self.buf[p:p + n])
-
-    def array_length(self, name: str, *, compact: bool = False, nullable: bool = False,
-                     min_element: int = 1) -> int:
-        n = self._length(name, compact, True, nullable, "count")
-        if n < 0:
-            return -1
-        # a count the remaining bytes cannot hold is refused before anything is allocated
-        if n * min_element > len(self.buf) - self.pos:
-            self.fail(name, f"{n} elements cannot fit in the {len(self.buf) - self.pos} bytes left")
-        return n
-
-    def tagged_fields(self, name: str) -> None:
-        """Skip a tagged-field section (no tagged field of these records is known)."""
-        count = self.uvarint(f"{name} tagged fields")
-        for _ in range(count):
-            self.uvarint(f"{name} tag")
-            size = self.uvarint(f"{name} tag size")
-            self._take(size, f"{name} tagged field")
+def _reader(data: bytes, what: str) -> SchemaReader:
+    return SchemaReader(data, what, error=RecordFormatError)
 
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
-    r = _Reader(data, "key")
+    r = _reader(data, "key")
     record_type = r.i16("record type")
     if record_type in (OFFSET_COMMIT_LEGACY, OFFSET_COMMIT):
         return OffsetCommitKey(r.string("group"), r.string("topic"), r.i32("partition"), record_type)
@@ -262,7 +177,7 @@ def decode_value(key: OffsetCommitKey | GroupMetadataKey, data: bytes | None):
     """(value, version) for ``key``'s record type; (None, None) for a tombstone."""
     if data is None:
         return None, None
-    r = _Reader(data, "value")
+    r = _reader(data, "value")
     version = r.i16("version")
     if version < 0:
         r.pos = 0
@@ -272,7 +187,7 @@ def decode_value(key: OffsetCommitKey | GroupMetadataKey, data: bytes | None):
     return _group_metadata_value(r, version), version
 
 
-def _offset_commit_value(r: _Reader, version: int) -> OffsetCommitValue:
+def _offset_commit_value(r: SchemaReader, version: int) -> OffsetCommitValue:
     flexible = version >= FLEXIBLE_FROM
     offset = r.i64("offset")
     leader_epoch = r.i32("leaderEpoch") if version >= 3 else -1
@@ -284,7 +199,7 @@ def _offset_commit_value(r: _Reader, version: int) -> OffsetCommitValue:
     return OffsetCommitValue(offset, leader_epoch, metadata, commit_ts, expire_ts)
 
 
-def _group_metadata_value(r: _Reader, version: int) -> GroupMetadataValue:
+def _group_metadata_value(r: SchemaReader, version: int) -> GroupMetadataValue:
     flexible = version >= FLEXIBLE_FROM
     protocol_type = r.string("protocolType", compact=flexible)
     generation = r.i32("generation")
@@ -331,43 +246,11 @@ def decode_record(key: bytes | None, value: bytes | None) -> CoordinatorRecord:
 
 # -- writing --------------------------------------------------------------------------------------
 
-def _uvarint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _put_string(out: bytearray, s: str | None, compact: bool) -> None:
-    if s is None:
-        out += b"\x00" if compact else _I16.pack(-1)
-        return
-    b = s.encode("utf-8")
-    if len(b) > 32767:
-        raise ValueError(f"string of {len(b)} bytes is longer than 32767")
-    if compact:
-        _uvarint(out, len(b) + 1)
-    else:
-        out += _I16.pack(len(b))
-    out += b
-
-
-def _put_bytes(out: bytearray, b: bytes | None, compact: bool) -> None:
-    if b is None:
-        out += b"\x00" if compact else _I32.pack(-1)
-        return
-    if compact:
-        _uvarint(out, len(b) + 1)
-    else:
-        out += _I32.pack(len(b))
-    out += b
-
-
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
     out = bytearray(_I16.pack(key.version))
-    _put_string(out, key.group, False)
+    put_string(out, key.group, False)
     if isinstance(key, OffsetCommitKey):
-        _put_string(out, key.topic, False)
+        put_string(out, key.topic, False)
         out += _I32.pack(key.partition)
     return bytes(out)
 
@@ -382,32 +265,29 @@ def encode_value(value, version: int | None = None) -> bytes | None:
         out += _I64.pack(value.offset)
         if version >= 3:
             out += _I32.pack(value.leader_epoch)
-        _put_string(out, value.metadata, flexible)
+        put_string(out, value.metadata, flexible)
         out += _I64.pack(value.commit_timestamp)
         if version == 1:
             out += _I64.pack(value.expire_timestamp)
     else:
-        _put_string(out, value.protocol_type, flexible)
+        put_string(out, value.protocol_type, flexible)
         out += _I32.pack(value.generation)
-        _put_string(out, value.protocol, flexible)
-        _put_string(out, value.leader, flexible)
+        put_string(out, value.protocol, flexible)
+        put_string(out, value.leader, flexible)
         if version >= 2:
             out += _I64.pack(value.current_state_timestamp)
-        if flexible:
-            _uvarint(out, len(value.members) + 1)
-        else:
-            out += _I32.pack(len(value.members))
+        put_count(out, len(value.members), flexible)
         for m in value.members:
-            _put_string(out, m.member_id, flexible)
+            put_string(out, m.member_id, flexible)
             if version >= 3:
-                _put_string(out, m.group_instance_id, flexible)
-            _put_string(out, m.client_id, flexible)
-            _put_string(out, m.client_host, flexible)
+                put_string(out, m.group_instance_id, flexible)
+            put_string(out, m.client_id, flexible)
+            put_string(out, m.client_host, flexible)
             if version >= 1:
                 out += _I32.pack(m.rebalance_timeout)
             out += _I32.pack(m.session_timeout)
-            _put_bytes(out, m.subscription, flexible)
-            _put_bytes(out, m.assignment, flexible)
+            put_bytes(out, m.subscription, flexible)
+            put_bytes(out, m.assignment, flexible)
             if flexible:
                 out.append(0)
     if flexible:
@@ -436,7 +316,7 @@ class ConsumerAssignment:
     user_data: bytes | None = None
 
 
-def _topic_partitions(r: _Reader, name: str) -> list[tuple[str, list[int]]]:
+def _topic_partitions(r: SchemaReader, name: str) -> list[tuple[str, list[int]]]:
     out = []
     for i in range(r.array_length(name, min_element=6)):
         topic = r.string(f"{name}[{i}].topic")
@@ -449,7 +329,7 @@ def _topic_partitions(r: _Reader, name: str) -> list[tuple[str, list[int]]]:
 def decode_subscription(data: bytes, *, topics_only: bool = False) -> ConsumerSubscription:
     """Newer versions are read with the newest known layout (the protocol only appends fields);
     ``topics_only`` reads the v0 prefix, as the coordinator does to learn the subscribed topics."""
-    r = _Reader(data, "subscription")
+    r = _reader(data, "subscription")
     version = r.i16("version")
     if version < 0:
         r.fail("version", f"negative version {version}")
@@ -468,7 +348,7 @@ def decode_subscription(data: bytes, *, topics_only: bool = False) -> ConsumerSu
 
 
 def decode_assignment(data: bytes) -> ConsumerAssignment:
-    r = _Reader(data, "assignment")
+    r = _reader(data, "assignment")
     version = r.i16("version")
     if version < 0:
         r.fail("version", f"negative version {version}")
@@ -481,14 +361,14 @@ def encode_subscription(topics, version: int = 0, user_data: bytes | None = None
     out = bytearray(_I16.pack(version))
     out += _I32.pack(len(topics))
     for t in topics:
-        _put_string(out, t, False)
-    _put_bytes(out, user_data, False)
+        put_string(out, t, False)
+    put_bytes(out, user_data, False)
     if version >= 1:
         out += _I32.pack(0)
     if version >= 2:
         out += _I32.pack(-1)
     if version >= 3:
-        _put_string(out, None, False)
+        put_string(out, None, False)
     return bytes(out)
 
 
@@ -497,54 +377,15 @@ def encode_assignment(partitions, version: int = 0, user_data: bytes | None = No
     out = bytearray(_I16.pack(version))
     out += _I32.pack(len(partitions))
     for topic, parts in partitions:
-        _put_string(out, topic, False)
+        put_string(out, topic, False)
         out += _I32.pack(len(parts))
         for p in parts:
             out += _I32.pack(p)
-    _put_bytes(out, user_data, False)
+    put_bytes(out, user_data, False)
     return bytes(out)
 
 
 # -- kafka-dump-log --offsets-decoder --------------------------------------------------------------
-
-def _json_string(s: str) -> str:
-    # Jackson's escaping: ", \ and the control characters (\b \t \n \f \r by name, the others as
-    # \u00XX with upper-case hex); everything else, non-ASCII included, as is
-    out = ['"']
-    for ch in s:
-        o = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif o < 0x20:
-            out.append({8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r"}.get(o, f"\\u{o:04X}"))
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def to_json(v) -> str:
-    """Compact JSON as Jackson's ``JsonNode.toString`` writes it (no spaces, keys in order)."""
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        return _json_string(v)
-    if isinstance(v, (bytes, bytearray)):
-        return _json_string(base64.b64encode(v).decode("ascii"))       # Jackson's BinaryNode
-    if isinstance(v, dict):
-        return "{" + ",".join(f"{_json_string(k)}:{to_json(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, (list, tuple)):
-        return "[" + ",".join(to_json(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} as JSON")
-
 
 def key_json(key: OffsetCommitKey | GroupMetadataKey) -> dict:
     if isinstance(key, OffsetCommitKey):

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from compactlog.record.batch import iter_batches
-from compactlog.server.groups import records as R
+from compactlog.record import consumer_offsets as R
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VECTORS = os.path.join(REPO, "tests", "data", "kafka-vectors")
 KAFKA_37 = os.path.join(VECTORS, "Niloufar1171+LDI-POC", "__consumer_offsets-6", "00000000000000000000.log")
 KAFKA_2022 = os.path.join(VECTORS, "Bheem6005+kafka", "kafka-logs", "__consumer_offsets-0",
@@ -187,7 +187,3 @@ def test_offsets_decoder_text_is_kafkas():
     text, none = R.offsets_decoder_text(recs[1].key, b"\x00\x03\x00", 3)
     assert text.startswith("Error at offset 3, skipping. could not read record with version 3")
     assert none is None
-
-
-def test_json_escaping_is_jacksons():
-    assert R.to_json({"a": "q\"\\\n\x01\u00e9"}) == '{"a":"q\\"\\\\\\n\\u0001\u00e9"}'
