@@ -274,8 +274,8 @@ class DataDirBackend:
             elif spec == "latest":
                 out[(t, p)] = lg.high_watermark
             else:
-                found = lg.offset_for_timestamp(timestamp)
-                out[(t, p)] = found[0] if found is not None and found[0] < lg.high_watermark else -1
+                found = lg.fetch_offset_for_timestamp(timestamp)
+                out[(t, p)] = found[0] if found is not None else -1
         return out
 
     def alter(self, group: str, offsets: dict) -> None:

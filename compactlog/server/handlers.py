@@ -221,14 +221,8 @@ def _list_offset(state: BrokerState, version: int, topic: str, p, committed: boo
     if (target == MAX_TIMESTAMP and version < 7) or (target == EARLIEST_LOCAL_TIMESTAMP and version < 8) \
             or target == LATEST_TIERED_TIMESTAMP or target < LATEST_TIERED_TIMESTAMP and version < 9:
         return ErrorCode.unsupported_version, -1, -1, -1
-    with log.lock:          # a cleaner swap or retention must not close a segment under the lookup
-        fetchable = log.last_stable_offset if committed else log.high_watermark
-        if target == LATEST_TIMESTAMP:
-            return ErrorCode.none, -1, fetchable, leader_epoch
-        if target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return ErrorCode.none, -1, log.log_start_offset, leader_epoch
-        found = log.offset_for_timestamp(target)
-    if found is None or found[0] >= fetchable:
+    found = log.fetch_offset_for_timestamp(target, read_committed=committed)
+    if found is None:
         return ErrorCode.none, -1, -1, -1
     return ErrorCode.none, found[1], found[0], leader_epoch
 

@@ -653,6 +653,22 @@ class Log:
                         return r.offset, r.timestamp
         return None
 
+    def fetch_offset_for_timestamp(self, target: int, read_committed: bool = False) -> tuple[int, int] | None:
+        """Partition.fetchOffsetForTimestamp: (offset, timestamp) as ListOffsets answers it. LATEST
+        is the fetchable bound (the LSO for read_committed, else the high watermark), EARLIEST the
+        log start even when it equals the bound; a record found at or past the fetchable bound is not
+        answered (None)."""
+        with self.lock:     # a cleaner swap or retention must not close a segment under the lookup
+            fetchable = self.last_stable_offset if read_committed else self.high_watermark
+            if target == -1:
+                return fetchable, -1
+            found = self.offset_for_timestamp(target)
+        if target in (-2, -4):          # EARLIEST, EARLIEST_LOCAL: the log start, never filtered
+            return found
+        if found is None or found[0] >= fetchable:
+            return None
+        return found
+
     def _offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """Kafka's MAX_TIMESTAMP lookup: the first record carrying the largest timestamp of the
         (first) segment with the largest maxTimestampSoFar."""

@@ -449,6 +449,20 @@ def test_offset_for_timestamp_respects_log_start(open_log):
     assert log.offset_for_timestamp(T0)[0] == 3
 
 
+def test_fetch_offset_for_timestamp_answers_only_fetchable_offsets(open_log):
+    log = open_log(config())
+    assert log.fetch_offset_for_timestamp(-2) == (0, -1)       # empty: the log start, not "none"
+    assert log.fetch_offset_for_timestamp(-1) == (0, -1)
+    put(log, ts=T0)                                            # offset 0
+    put(log, ts=T0 + 10, producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)  # open txn
+    assert log.last_stable_offset == 1 and log.high_watermark == 2
+    assert log.fetch_offset_for_timestamp(T0 + 5) == (1, T0 + 10)
+    assert log.fetch_offset_for_timestamp(T0 + 5, read_committed=True) is None   # past the LSO
+    assert log.fetch_offset_for_timestamp(-1, read_committed=True) == (1, -1)
+    assert log.fetch_offset_for_timestamp(T0, read_committed=True) == (0, T0)
+    assert log.fetch_offset_for_timestamp(T0 + 11) is None
+
+
 def test_collect_aborted_transactions_across_segments(open_log):
     log = open_log(config(segment_bytes=400))
     aborted = []
