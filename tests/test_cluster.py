@@ -63,20 +63,12 @@ def build(root: str) -> None:
             audit.append_records([b"a%d" % (i % 5)], [b"x" * 3000])
 
 
-def is_partition_dir(name: str) -> bool:
-    try:
-        files.parse_partition_dir(name)
-    except ValueError:
-        return False
-    return True
-
-
 def files_of(root: str) -> dict:
     """Every .log/.index/.timeindex/.txnindex file of the partition dirs, by relative path."""
     out = {}
     for name in sorted(os.listdir(root)):
         pdir = os.path.join(root, name)
-        if os.path.isdir(pdir) and is_partition_dir(name):
+        if os.path.isdir(pdir) and files.is_partition_dir(name):
             for f in sorted(os.listdir(pdir)):
                 if f.endswith(COMPARED):
                     with open(os.path.join(pdir, f), "rb") as fh:

@@ -69,26 +69,18 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-def _is_partition_dir(path: str) -> bool:
-    try:
-        files.parse_partition_dir(path)
-    except ValueError:
-        return False
-    return True
-
-
 def find_partitions(path: str, *, must_exist: bool = True) -> list[TopicPartition]:
     """Every partition directory under PATH: a data dir, ``<data-dir>/<topic>`` (each
     ``<topic>-<N>`` beside it) or one partition directory."""
     path = os.path.abspath(path)
     found = []
-    if os.path.isdir(path) and _is_partition_dir(path) and not _holds_partitions(path):
+    if os.path.isdir(path) and files.is_partition_dir(path) and not _holds_partitions(path):
         t, p = files.parse_partition_dir(path)
         found.append(TopicPartition(t, p, path))
     elif os.path.isdir(path):
         for name in sorted(os.listdir(path)):
             full = os.path.join(path, name)
-            if os.path.isdir(full) and _is_partition_dir(full):
+            if os.path.isdir(full) and files.is_partition_dir(full):
                 t, p = files.parse_partition_dir(full)
                 found.append(TopicPartition(t, p, full))
     else:
@@ -99,7 +91,7 @@ def find_partitions(path: str, *, must_exist: bool = True) -> list[TopicPartitio
                                f"holding a topic {wanted!r}")
         for name in sorted(os.listdir(parent)):
             full = os.path.join(parent, name)
-            if os.path.isdir(full) and _is_partition_dir(full) and files.parse_partition_dir(full)[0] == wanted:
+            if os.path.isdir(full) and files.is_partition_dir(full) and files.parse_partition_dir(full)[0] == wanted:
                 found.append(TopicPartition(wanted, files.parse_partition_dir(full)[1], full))
     if not found and must_exist:
         raise StorageError(f"{path}: no Kafka partition directory (<topic>-<N>) found there")
@@ -123,7 +115,7 @@ def _looks_like_data_dir(path: str) -> bool:
 def _holds_partitions(path: str) -> bool:
     """A data dir whose own name looks like ``name-N`` (``build/data-1``) is still a data dir."""
     try:
-        return any(_is_partition_dir(os.path.join(path, n)) and os.path.isdir(os.path.join(path, n))
+        return any(files.is_partition_dir(os.path.join(path, n)) and os.path.isdir(os.path.join(path, n))
                    for n in os.listdir(path))
     except OSError:
         return False

@@ -59,6 +59,15 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return topic, int(part)
 
 
+def is_partition_dir(name: str) -> bool:
+    """Whether ``name`` (a path or a base name) is a live partition directory's name."""
+    try:
+        parse_partition_dir(name)
+    except ValueError:
+        return False
+    return True
+
+
 def deleted_partition_dir(name: str) -> str | None:
     """``topic-p`` of a directory renamed for deletion (``<topic>-<p>.<id>-delete``), else None."""
     m = _SUFFIXED_DIR.match(name)
