@@ -40,7 +40,7 @@ from .record.batch import LOG_APPEND_TIME
 from .storage import files
 from .storage.datadir import DataDir, load_broker_config
 from .storage.latest import aborted_mask, aborted_ranges
-from .storage.partitioner import StickyPartitioner, partitions_for_keys
+from .storage.partitioner import RECORD_OVERHEAD_BOUND, StickyPartitioner, partitions_for_keys
 from .storage.reader import PartitionReader
 
 __all__ = ["open", "DataDirectory", "ConsumerRecord", "RecordMetadata", "READ_COMMITTED", "READ_UNCOMMITTED"]
@@ -87,6 +87,14 @@ def _as_bytes(value: Bytes, what: str) -> bytes | None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def _record_size(key: bytes | None, value: bytes | None, headers) -> int:
+    """A bound on a record's encoded size: what the sticky partitioner counts against batch.size."""
+    size = RECORD_OVERHEAD_BOUND + len(key or b"") + len(value or b"")
+    for name, v in headers or ():
+        size += 10 + len(name.encode("utf-8")) + len(v or b"")
+    return size
 
 
 @dataclass
@@ -185,9 +193,16 @@ class DataDirectory:
         todo = [i for i, p in enumerate(partitions) if p is None]
         if todo:
             by_key = partitions_for_keys(pa.array([rows[i][0] for i in todo], pa.binary()), count).tolist()
+            keyless = []
             for i, p in zip(todo, by_key):
-                partitions[i] = p if p >= 0 else \
-                    self._partitioner.partition(topic, None, count, len(rows[i][1] or b""))
+                if p >= 0:
+                    partitions[i] = p
+                else:
+                    keyless.append(i)
+            if keyless:
+                sizes = [_record_size(None, rows[i][1], rows[i][2]) for i in keyless]
+                for i, p in zip(keyless, self._partitioner.assign(topic, count, sizes).tolist()):
+                    partitions[i] = p
         by_partition: dict[int, list] = {}
         for r, p in zip(rows, partitions):
             by_partition.setdefault(p, []).append(r)
@@ -226,8 +241,10 @@ class DataDirectory:
             parts = partitions_for_keys(keys, count)
             keyless = np.flatnonzero(parts < 0)
             if keyless.size:
-                # keyless records stick to one partition per call (Kafka's sticky partitioner)
-                parts[keyless] = self._partitioner.partition(topic, None, count, 1 << 30)
+                # keyless records take the sticky partition, a new one every batch.size bytes
+                taken = values.take(pa.array(keyless))
+                sizes = pa.compute.binary_length(taken).fill_null(0).to_numpy(zero_copy_only=False)
+                parts[keyless] = self._partitioner.assign(topic, count, sizes + RECORD_OVERHEAD_BOUND)
         out = []
         for p in np.unique(parts).tolist():
             if not 0 <= p < count:

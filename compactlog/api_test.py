@@ -145,3 +145,20 @@ def test_send_many_routes_keys_by_murmur2_and_keeps_arrival_order(root):
     assert got[(b"pinned", b"v7")] == 2
     for values in per_partition:
         assert values == sorted(values, key=lambda v: int(v[1:]))
+
+
+def test_keyless_records_move_to_another_partition_every_batch_size_bytes(root):
+    """send_arrow and send_many share the sticky partition: one partition per ~16 KiB of keyless
+    records, across calls, as one Kafka producer would place them."""
+    values = [b"%04d" % i + b"x" * 975 for i in range(50)]     # + 21 framing bytes: 1000 a record
+    draws = iter([0, 2, 1])                  # the partitions drawn: the first, then one per switch
+    with compactlog.open(root, write=True, create=True) as log:
+        log._partitioner.rng.randrange = lambda n: next(draws)
+        log.create_topic("k", partitions=3)
+        log.send_arrow("k", pa.nulls(40, pa.binary()), pa.array(values[:40]))
+        log.send_many("k", [(None, v) for v in values[40:]])
+    with compactlog.open(root) as log:
+        placed = sorted((int(r.value[:4]), r.partition) for r in log.read("k"))
+    assert [i for i, _ in placed] == list(range(50))
+    # 17 records reach 16384 bytes: a new partition is drawn after the 17th and the 34th
+    assert [p for _, p in placed] == [0] * 17 + [2] * 17 + [1] * 16

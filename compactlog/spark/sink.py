@@ -35,7 +35,7 @@ from numba import njit
 from ..record import compression as codecs
 from ..record import kernels as K
 from ..record.batch import RECORD_BATCH_OVERHEAD, BatchSpec, ColumnarRecords, encode_columnar_batch
-from ..storage.partitioner import partitions_for_keys
+from ..storage.partitioner import RECORD_OVERHEAD_BOUND, StickyPartitioner, partitions_for_keys
 from .options import KafkaLogError
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -47,9 +47,7 @@ SCHEMA = pa.schema([
     pa.field("headers", HEADERS_TYPE),
     pa.field("timestamp", pa.int64()),        # ms since the epoch; null: the append time
 ])
-STICKY_BATCH_BYTES = 16384                    # Kafka producer's batch.size: the sticky partition's span
 BATCH_BYTES = 1 << 20                         # target size of one appended batch (before compression)
-RECORD_OVERHEAD = 21                          # a record's length, attributes and deltas, at most
 COMMAND = "compactlog (Spark kafka-log sink)"
 
 
@@ -159,7 +157,7 @@ def append(path: str, tasks: list, *, compression: str = "none", create_topics: 
         for topic, n in counts.items():
             if not dd.has_topic(topic):
                 dd.create_topic(topic, n, {})
-        sticky = _Sticky(rng or random.Random())
+        sticky = StickyPartitioner(rng=rng or random.Random())
         written: dict[str, int] = {}
         for task in tasks:
             for batch in read_task(*task):
@@ -241,7 +239,7 @@ def _record_sizes(rows: pa.RecordBatch) -> np.ndarray:
     _, koff, _ = _binary_parts(rows.column(1))
     _, voff, _ = _binary_parts(rows.column(2))
     hsizes, _ = _header_sizes_of(rows.column(4))
-    return np.diff(koff) + np.diff(voff) + hsizes + RECORD_OVERHEAD
+    return np.diff(koff) + np.diff(voff) + hsizes + RECORD_OVERHEAD_BOUND
 
 
 def _header_sizes_of(headers: pa.Array):
@@ -321,30 +319,7 @@ def _write_headers(list_off, list_valid, kdata, koff, vdata, voff, vvalid, out_o
                 pos = K._write_uvarint(out, pos, K._zigzag32(-1))
 
 
-class _Sticky:
-    """Kafka's sticky partition for keyless records, across the whole write (KIP-480)."""
-
-    def __init__(self, rng: random.Random):
-        self.rng = rng
-        self.state: dict[str, tuple[int, int]] = {}      # topic -> (partition, bytes sent there)
-
-    def assign(self, topic: str, count: int, sizes: np.ndarray) -> np.ndarray:
-        current, used = self.state.get(topic, (-1, STICKY_BATCH_BYTES))
-        if current >= count:
-            current, used = -1, STICKY_BATCH_BYTES
-        before = used + np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        span = before // STICKY_BATCH_BYTES           # 0: the current partition's span, 1...: new ones
-        picks = [current] + [self.rng.randrange(count) for _ in range(int(span[-1]) if sizes.size else 0)]
-        if picks[0] < 0:
-            picks[0] = self.rng.randrange(count)
-        out = np.asarray(picks, dtype=np.int64)[span]
-        if sizes.size:
-            last = int(span[-1])
-            self.state[topic] = (picks[last], int(before[-1] + sizes[-1] - last * STICKY_BATCH_BYTES))
-        return out
-
-
-def _append_batch(dd, batch: pa.RecordBatch, counts: dict[str, int], codec: int, sticky: _Sticky,
+def _append_batch(dd, batch: pa.RecordBatch, counts: dict[str, int], codec: int, sticky: StickyPartitioner,
                   written: dict[str, int]) -> None:
     topics = batch.column(0)
     uniq = pc.unique(topics).to_pylist()
@@ -357,7 +332,7 @@ def _append_batch(dd, batch: pa.RecordBatch, counts: dict[str, int], codec: int,
         vdata, voff, vvalid = _binary_parts(rows.column(2))
         hbuf, hoff = encode_headers(rows.column(4))
         kdata, vdata = _read_only(kdata), _read_only(vdata)
-        sizes = np.diff(koff) + np.diff(voff) + np.diff(hoff) + RECORD_OVERHEAD
+        sizes = np.diff(koff) + np.diff(voff) + np.diff(hoff) + RECORD_OVERHEAD_BOUND
         chosen = rows.column(3).fill_null(-1).to_numpy().astype(np.int64)
         todo = chosen < 0
         if todo.any():

@@ -1,4 +1,5 @@
-"""Kafka's default partitioner for keyed records: murmur2 of the key bytes, made positive, modulo."""
+"""Where a producer sends a record, as Kafka's ``BuiltInPartitioner``: murmur2 of the key bytes,
+made positive, modulo the partition count; keyless records to the sticky partition."""
 
 from __future__ import annotations
 
@@ -102,27 +103,72 @@ def partitions_for_keys(keys, num_partitions: int) -> np.ndarray:
     return out
 
 
-class StickyPartitioner:
-    """Kafka's built-in partitioner (KIP-480/794): a keyed record goes to murmur2(key) % partitions;
-    keyless records stick to one partition until ``batch_size`` bytes of them went there (the
-    producer's batch.size, 16384), then to another partition chosen at random."""
+STICKY_BATCH_BYTES = 16384         # the producer's batch.size: how much a sticky partition takes
+RECORD_OVERHEAD_BOUND = 21         # Kafka's DefaultRecord.MAX_RECORD_OVERHEAD: a record's bytes besides
+                                   # key, value and headers, at most
 
-    def __init__(self, batch_size: int = 16384, rng: random.Random | None = None):
+
+@njit(cache=True, nogil=True)
+def _sticky_spans(sizes, produced, batch_size, spans):
+    # the producer switches once the bytes produced to the sticky partition reach batch.size; the
+    # count restarts at 0 on the new partition (the record that crossed the line is not carried)
+    span = 0
+    for i in range(sizes.shape[0]):
+        if produced >= batch_size:
+            span += 1
+            produced = 0
+        spans[i] = span
+        produced += max(sizes[i], 1)
+    return produced
+
+
+class StickyPartitioner:
+    """Kafka's built-in partitioner (``BuiltInPartitioner``, KIP-794): a keyed record goes to
+    murmur2(key) % partitions; keyless records stick to one partition until the bytes produced
+    there reach ``batch_size`` (the producer's batch.size, 16384), then move to another, chosen
+    drawn uniformly among all of them, as ``BuiltInPartitioner.nextPartition`` draws it without
+    load statistics (so a switch may draw the same partition again and start a new span there).
+
+    ``partition`` places one record, ``assign`` a whole array of keyless records in one numba
+    pass; both follow the same rule and share the per-topic state, so any mix of calls places
+    records as one producer would."""
+
+    def __init__(self, batch_size: int = STICKY_BATCH_BYTES, rng: random.Random | None = None):
         self.batch_size = batch_size
         self.rng = rng or random.Random()
-        self._sticky: dict[str, tuple[int, int]] = {}     # topic -> (partition, bytes sent there)
+        self._sticky: dict[str, tuple[int, int]] = {}     # topic -> (partition, bytes produced there)
+
+    def _current(self, topic: str, num_partitions: int) -> tuple[int, int]:
+        state = self._sticky.get(topic)
+        if state is None or state[0] >= num_partitions:   # first record, or the partition count changed
+            return self.rng.randrange(num_partitions), 0
+        return state
+
+    def _next(self, current: int, num_partitions: int) -> int:
+        return self.rng.randrange(num_partitions)
 
     def partition(self, topic: str, key: bytes | None, num_partitions: int, size: int = 0) -> int:
+        """The partition of one record of ``size`` bytes (key, value, headers and framing)."""
         if key is not None:
             return partition_for_key(key, num_partitions)
-        current, sent = self._sticky.get(topic, (-1, 0))
-        if current < 0 or current >= num_partitions or sent >= self.batch_size:
-            # Kafka picks at random among all partitions; another one is picked here, so that a
-            # switch is a switch (the spread is the same)
-            nxt = self.rng.randrange(num_partitions - 1) if num_partitions > 1 and current >= 0 else \
-                self.rng.randrange(num_partitions)
-            if num_partitions > 1 and 0 <= current <= nxt:
-                nxt += 1
-            current, sent = nxt, 0
-        self._sticky[topic] = (current, sent + max(size, 1))
+        current, produced = self._current(topic, num_partitions)
+        if produced >= self.batch_size:
+            current, produced = self._next(current, num_partitions), 0
+        self._sticky[topic] = (current, produced + max(size, 1))
         return current
+
+    def assign(self, topic: str, num_partitions: int, sizes) -> np.ndarray:
+        """The partitions of consecutive keyless records of ``sizes`` bytes each (int64 array),
+        as ``partition`` called on each in turn would give them."""
+        sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+        if sizes.size == 0:
+            return np.empty(0, dtype=np.int64)
+        current, produced = self._current(topic, num_partitions)
+        spans = np.empty(sizes.size, dtype=np.int64)
+        produced = _sticky_spans(sizes, np.int64(produced), np.int64(self.batch_size), spans)
+        # one draw per span of batch.size bytes, not per record
+        picks = [current]
+        for _ in range(int(spans[-1])):
+            picks.append(self._next(picks[-1], num_partitions))
+        self._sticky[topic] = (picks[-1], int(produced))
+        return np.asarray(picks, dtype=np.int64)[spans]
