@@ -22,8 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..record import kernels
+from ..record.batch import as_u8
 from .executor import TaskFailure, run_guarded
-from .fast_path import SegmentScan, as_u8
+from .fast_path import SegmentScan
 from .source import SourceLog
 from .task import PartitionCleanPlan, PartitionCleanResult
 

@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from ..record import kernels
+from ..record.batch import as_u8
 from ..record.kernels import _be_i16 as _be16, _be_i32 as _be32, _be_i64 as _be64, scan_records
 from .stats import CleanerStats
 
@@ -134,10 +135,6 @@ class SegmentScan:
         h2 = np.zeros(self.nr, dtype=np.uint64)
         kernels.hash_keys(self.buf, self.r_kpos, self.r_klen, h1, h2)
         return h1, h2
-
-
-def as_u8(buffer) -> np.ndarray:
-    return np.frombuffer(buffer, dtype=np.uint8) if len(buffer) else np.zeros(0, dtype=np.uint8)
 
 
 # --- the map -----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..errors import CorruptRecordError
 from ..record.batch import iter_batches
 from ..storage import files
-from ..storage.index_check import SegmentLayout, walk_segment
+from ..storage.index_check import SegmentLayout, read_file, walk_segment
 from ..storage.txn_index import TransactionIndex, collect_aborted
 from . import validate
 
@@ -47,6 +47,8 @@ class SourceSegment:
         self._layout: SegmentLayout | None = None
         self._structure_checked = False
         self._crc_from = info.log_bytes   # CRCs verified for every batch from here to the end
+        self._txn_raw: bytes | None = None
+        self._txn_loaded = False
         self.cached_digests = None   # key digests the map phase computed, for the rewrite
         self.cache_digests = True
 
@@ -86,15 +88,25 @@ class SourceSegment:
             validate.check_crcs(self.path, self.buffer, self.layout(), from_position, self._crc_from)
             self._crc_from = from_position
 
+    def txn_index_bytes(self) -> bytes:
+        """The ``.txnindex`` bytes, read once: every check of the file and its entries use them."""
+        if self._txn_raw is None:
+            self._txn_raw = read_file(self.txn_index.path)
+        return self._txn_raw
+
+    def txn_entries(self) -> list:
+        """The ``.txnindex`` entries, decoded from ``txn_index_bytes`` (an unknown version field is
+        reported here, before any check of the entries)."""
+        if not self._txn_loaded:
+            self.txn_index.load(self.txn_index_bytes())
+            self._txn_loaded = True
+        return self.txn_index.entries()
+
     def index_entries(self) -> list[tuple[int, int]]:
         """The offset index, checked against the batches before it is trusted (a flipped entry
         would make the map start past records it must see)."""
         if self._index is None:
-            try:
-                with open(self.index_path, "rb") as f:
-                    raw = f.read()
-            except FileNotFoundError:
-                raw = b""
+            raw = read_file(self.index_path)
             validate.check_offset_index_of(self, raw)
             raw = raw[:len(raw) - len(raw) % 8]
             self._index = [(self.base_offset + r, p) for r, p in _OFFSET_ENTRY.iter_unpack(raw)]
@@ -154,7 +166,7 @@ class SourceLog:
     def _checked_txn_indexes(self, segments):
         """The segments' txn indexes, each checked when the walk reaches it."""
         for seg in segments:
-            if seg.txn_index.entries():
+            if seg.txn_entries():
                 seg.check_structure(self.next_base(seg))   # a bad base offset is named as such
                 validate.check_txn_index_of(seg, self.next_base(seg), None)
             yield seg.txn_index

@@ -26,8 +26,8 @@ import crc32c as _crc32c
 import numpy as np
 
 from ..errors import CorruptRecordError
-from ..storage.index_check import (SegmentLayout, TxnCarry, check_offset_index, check_txn_index,
-                                   read_file, WALK_BAD_MAGIC, WALK_OK)
+from ..storage.index_check import (SegmentLayout, TxnCarry, breaks_order, check_offset_index,
+                                   check_txn_index, previous_lasts, WALK_BAD_MAGIC, WALK_OK)
 
 INT32_MAX = 0x7FFFFFFF
 
@@ -47,8 +47,8 @@ def check_layout(path: str, layout: SegmentLayout, next_base: int | None) -> Non
         raise CorruptRecordError("cleaning magic v0/v1 batches is not supported", file=path,
                                  position=int(layout.pos[i]), offset=int(layout.last[i]), field="magic")
     base, last, seg_base = layout.base, layout.last, layout.base_offset
-    prev_last = np.concatenate(([seg_base - 1], last[:-1]))
-    bad_base = base <= prev_last
+    prev_last = previous_lasts(last, seg_base - 1)
+    bad_base = breaks_order(base, prev_last)
     bad_last = (last < base) | (last - seg_base > INT32_MAX)
     if next_base is not None:
         bad_last |= last >= next_base
@@ -105,7 +105,8 @@ def check_offset_index_of(seg, raw: bytes) -> None:
 
 
 def check_txn_index_of(seg, next_base: int | None, carry: TxnCarry | None) -> None:
-    problem = check_txn_index(read_file(seg.txn_index.path), seg.layout(), next_base=next_base,
+    """The ``.txnindex`` (the bytes its entries are loaded from) against the segment's markers."""
+    problem = check_txn_index(seg.txn_index_bytes(), seg.layout(), next_base=next_base,
                               path=seg.txn_index.path, carry=carry)
     if problem is not None:
         raise problem.error()

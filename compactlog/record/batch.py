@@ -15,23 +15,12 @@ import numpy as np
 
 from ..errors import CorruptRecordError
 from . import compression, kernels
+# the header's layout (offsets, sizes, attribute bits) is record/layout.py's, re-exported here
+from .layout import (ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSION_MASK, CONTROL_FLAG,  # noqa: F401
+                     CRC_OFFSET, DELETE_HORIZON_FLAG, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2,
+                     MIN_LEGACY_SIZE, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG)
+from .layout import AFTER_CRC as _AFTER_CRC, HEADER as _HEADER, PREFIX as _PREFIX
 from .varint import encode_varint
-
-RECORD_BATCH_OVERHEAD = 61
-LOG_OVERHEAD = 12          # base offset + length
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_LEGACY_SIZE = 14       # LegacyRecord.RECORD_OVERHEAD_V0
-MAGIC_V2 = 2
-
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-BASE_TIMESTAMP_OFFSET = 27
-
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_FLAG = 0x10
-CONTROL_FLAG = 0x20
-DELETE_HORIZON_FLAG = 0x40
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -42,10 +31,6 @@ NO_PARTITION_LEADER_EPOCH = -1
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 TIMESTAMP_TYPE_NAMES = {CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime"}
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_AFTER_CRC = struct.Struct(">hiqqqhii")   # attributes .. records count (bytes 21..60)
-_PREFIX = struct.Struct(">qiib")          # base offset, length, leader epoch, magic
 
 
 def crc32c(data) -> int:
@@ -194,10 +179,15 @@ def scan_section(data: np.ndarray, start: int, end: int, count: int) -> RecordCo
                          val_pos, val_len, hdr_count)
 
 
-def _as_u8(buf) -> np.ndarray:
-    if isinstance(buf, np.ndarray):
-        return buf
-    return np.frombuffer(buf, dtype=np.uint8)
+def as_u8(buf) -> np.ndarray:
+    """A read-only uint8 view of a buffer (bytes, mmap, memoryview or uint8 array; an empty array
+    for an empty one): the one form every numba kernel over log bytes takes, so each kernel is
+    compiled for one array type only."""
+    if isinstance(buf, np.ndarray) and buf.dtype == np.uint8:
+        arr = buf
+    else:
+        arr = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.zeros(0, dtype=np.uint8)
+    return _read_only(arr)
 
 
 class RecordBatch:
@@ -257,7 +247,7 @@ class RecordBatch:
             end = self.position + h.size
             codec = h.compression
             if codec == compression.NONE:
-                self._section = (_as_u8(self.buffer), start, end)
+                self._section = (as_u8(self.buffer), start, end)
             else:
                 try:
                     plain = compression.decompress(codec, memoryview(self.buffer)[start:end],

@@ -36,6 +36,7 @@ from numba import njit
 
 from ..errors import StorageError
 from ..record import kernels as K
+from ..record.batch import as_u8
 
 INT32_MAX = 0x7FFFFFFF
 ABORT, COMMIT = 0, 1
@@ -206,17 +207,9 @@ def _walk(buf, start, end, fill, pos_a, size_a, base_a, last_a, ts_a, attrs_a, p
     return n, pos, WALK_OK
 
 
-def _u8(buf) -> np.ndarray:
-    if isinstance(buf, np.ndarray):
-        return buf
-    if len(buf) == 0:
-        return np.zeros(0, dtype=np.uint8)
-    return np.frombuffer(buf, dtype=np.uint8)
-
-
 def walk_segment(buf, base_offset: int, *, start: int = 0, end: int | None = None) -> SegmentLayout:
     """The batch headers of a segment's bytes (an mmap, bytes or uint8 array)."""
-    data = _u8(buf)
+    data = as_u8(buf)
     end = data.shape[0] if end is None else end
     z = np.zeros(0, dtype=np.int64)
     n, _, _ = _walk(data, start, end, False, z, z, z, z, z, z, z, z, z, z, z)
@@ -229,10 +222,25 @@ def walk_segment(buf, base_offset: int, *, start: int = 0, end: int | None = Non
     return SegmentLayout(base_offset, end, *arrays, int(stop), int(err), detail)
 
 
+# --- batch order ------------------------------------------------------------------------------
+
+def breaks_order(base, prev_last):
+    """Whether a batch's base offset is not above the previous batch's last offset (elementwise
+    over arrays): the order rule every reader of batches enforces. The base offset lies outside
+    the CRC, so a flipped byte there passes every CRC check and makes reads skip or repeat records
+    without a word; this rule is what catches it."""
+    return base <= prev_last
+
+
+def previous_lasts(last: np.ndarray, before: int) -> np.ndarray:
+    """The last offset before each batch of a run: ``before`` for the first, then ``last[:-1]``."""
+    return np.concatenate(([before], last[:-1]))
+
+
 # --- offset index -----------------------------------------------------------------------------
 
 def _entries(raw, width: int, dtype) -> tuple[np.ndarray, int]:
-    data = _u8(raw)
+    data = as_u8(raw)
     n = data.shape[0] // width
     return np.frombuffer(data[:n * width].tobytes(), dtype=dtype), data.shape[0] % width
 
@@ -257,7 +265,7 @@ def check_offset_index(raw, layout: SegmentLayout, *, path: str = "") -> IndexPr
     """The first offset-index entry (of the trimmed file's bytes ``raw``) a lookup cannot trust."""
     e, rest = _entries(raw, 8, _OFFSET_DTYPE)
     if rest:
-        return IndexProblem(path, e.shape[0], "size", _u8(raw).shape[0], "the file size is not a multiple of 8")
+        return IndexProblem(path, e.shape[0], "size", as_u8(raw).shape[0], "the file size is not a multiple of 8")
     if e.shape[0] == 0:
         return None
     base = layout.base_offset
@@ -305,7 +313,7 @@ def check_time_index(raw, layout: SegmentLayout, *, closed: bool, path: str = ""
     MAX_TIMESTAMP) cannot trust."""
     e, rest = _entries(raw, 12, _TIME_DTYPE)
     if rest:
-        return IndexProblem(path, e.shape[0], "size", _u8(raw).shape[0], "the file size is not a multiple of 12")
+        return IndexProblem(path, e.shape[0], "size", as_u8(raw).shape[0], "the file size is not a multiple of 12")
     n = e.shape[0]
     last = layout.last_offset
     if n == 0:

@@ -37,6 +37,10 @@ class IndexFile:
         self.read_only = read_only
         self._entries: list[tuple[int, int]] = []
         self.untrimmed_slots = 0     # zero-filled slots after the entries (a preallocated index)
+        # the entries' bytes as read from the file, kept until the index check takes them (see
+        # entry_bytes), and how many leading entries they still hold
+        self._loaded = b""
+        self._loaded_entries = 0
         self._fd: int | None = None
         newly_created = not os.path.exists(path)
         if read_only:
@@ -88,7 +92,9 @@ class IndexFile:
             raw = f.read(data_end)
         used = used_length(raw, self.entry_size)
         self.untrimmed_slots = (size - used) // self.entry_size
-        return self._decode(raw[:used])
+        self._loaded = raw if used == len(raw) else raw[:used]
+        self._loaded_entries = used // self.entry_size
+        return self._decode(self._loaded)
 
     @property
     def max_entries(self) -> int:
@@ -100,6 +106,17 @@ class IndexFile:
 
     def all_entries(self) -> list[tuple[int, int]]:
         return list(self._entries)
+
+    def entry_bytes(self) -> bytes:
+        """The entries as the file encodes them (what index_check takes), from the bytes read at
+        load: only entries added since are encoded one by one. The loaded bytes are handed over,
+        not kept (the check runs once per segment); a later call encodes every entry."""
+        k, size = self._loaded_entries, self.entry_size
+        head = self._loaded if len(self._loaded) == k * size else self._loaded[:k * size]
+        self._loaded, self._loaded_entries = b"", 0
+        if k == len(self._entries):
+            return head
+        return head + b"".join(self._encode(e) for e in self._entries[k:])
 
     def is_full(self) -> bool:
         return len(self._entries) >= self.max_index_size // self.entry_size
@@ -130,6 +147,7 @@ class IndexFile:
         """Keep the first n entries (the slots after them are zeroed as Kafka's mmap would leave)."""
         if n < len(self._entries):
             del self._entries[n:]
+            self._loaded_entries = min(self._loaded_entries, n)
             if self.read_only:
                 return
             fd = self._write_fd()
@@ -140,6 +158,7 @@ class IndexFile:
     def reset(self) -> None:
         self._entries = []
         self.untrimmed_slots = 0
+        self._loaded, self._loaded_entries = b"", 0
         if self.read_only:
             self.length = self._round(self.max_index_size)
             return

@@ -18,9 +18,8 @@ import os
 import time
 from typing import NamedTuple
 
-import numpy as np
-
 from ..record import kernels
+from ..record.batch import as_u8
 from . import files
 
 
@@ -50,15 +49,6 @@ def map_file(path: str):
         return mmap.mmap(fd, size, access=mmap.ACCESS_READ), size
     finally:
         os.close(fd)
-
-
-def as_u8(buf) -> np.ndarray:
-    """A read-only uint8 view of a buffer (an empty array for an empty one)."""
-    arr = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.zeros(0, dtype=np.uint8)
-    if arr.flags.writeable:
-        arr = arr.view()
-        arr.flags.writeable = False
-    return arr
 
 
 def close_map(m) -> None:

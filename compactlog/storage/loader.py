@@ -22,6 +22,7 @@ from ..record.batch import MAGIC_V2, iter_batches
 from . import files
 from .producer_state import REPLICATION, ProducerStateManager
 from .events import RECOVERY_CUT, WOULD_CUT, DataEvent
+from .index_check import breaks_order
 from .layout import offset_or_none, stable_live_segments
 from .repair import keep_bytes, numbered_path, repair_segment, scan_segment
 from .segment import LogSegment
@@ -121,7 +122,7 @@ def segment_is_valid(seg: LogSegment) -> bool:
             b.ensure_valid()
             if not seg.can_convert_to_relative_offset(b.last_offset):
                 return False
-            if last_offset is not None and b.base_offset <= last_offset and b.magic == MAGIC_V2:
+            if last_offset is not None and b.magic == MAGIC_V2 and breaks_order(b.base_offset, last_offset):
                 return False
             positions[b.position] = (b.last_offset, b.max_timestamp)
             last_offset = b.last_offset
@@ -183,7 +184,11 @@ def _discard_tail(log, seg: LogSegment, valid_bytes: int, why: str) -> None:
                                 bytes=cut, kept_at=kept))
 
 
-def recover_segment(log, seg: LogSegment, producer_state: ProducerStateManager) -> int:
+def recover_segment(log, seg: LogSegment, producer_state: ProducerStateManager, *,
+                    nothing_to_cut: bool = False) -> int:
+    """Kafka's recoverSegment, the bytes it cuts kept aside first; ``nothing_to_cut``: every byte
+    of the segment is known to be valid batches (set_aside_corrupt_batches' scan), so the pass
+    that finds the valid prefix is skipped."""
     from .log import apply_batch_to_producer
     from .txn_index import AbortedTxn
 
@@ -200,17 +205,24 @@ def recover_segment(log, seg: LogSegment, producer_state: ProducerStateManager) 
                 producer_state.complete_txn(done)
         producer_state.last_map_offset = h.last_offset + 1
 
-    keep, why = _valid_prefix_length(seg)
-    _discard_tail(log, seg, keep, why)
+    if not nothing_to_cut:
+        keep, why = _valid_prefix_length(seg)
+        _discard_tail(log, seg, keep, why)
     return seg.recover(leader_epochs=log.leader_epochs, apply_batch=apply)
 
 
-def set_aside_corrupt_batches(log, seg: LogSegment) -> LogSegment:
+def set_aside_corrupt_batches(log, seg: LogSegment) -> tuple[LogSegment, bool]:
     """A writer's recovery of a segment holding corrupt batches: each is quarantined alone and
-    every valid batch after it kept (storage/repair.py); the live segment is returned. A torn
-    tail alone is left to ``recover_segment``'s cut, which needs no copy of the segment."""
+    every valid batch after it kept (storage/repair.py). A torn tail alone is left to
+    ``recover_segment``'s cut, which needs no copy of the segment.
+
+    Returns the live segment and whether the scan proved every byte of it a valid batch (nothing
+    for the cut to find): the scan's batch rule includes Kafka's size and CRC checks, so a segment
+    it finds whole, or the copy made of the batches it kept, has nothing to cut. With a tail the
+    cut is left to the prefix rule: its position and the reason it reports are Kafka's (the scan
+    rejects more, e.g. a negative last offset delta, and words a torn write differently)."""
     if log.read_only or seg.log.size == 0:
-        return seg
+        return seg, seg.log.size == 0
     i = log.segments.index(seg)
     prev_last = seg.base_offset - 1
     if i > 0:
@@ -218,8 +230,8 @@ def set_aside_corrupt_batches(log, seg: LogSegment) -> LogSegment:
         prev_last = last if last is not None else log.segments[i - 1].base_offset - 1
     scan = _scan(seg, prev_last)
     if not scan.holes and not any(s.fixed_base is not None for s in scan.spans):
-        return seg
-    return repair_segment(log, seg, scan)[0]
+        return seg, scan.tail is None
+    return repair_segment(log, seg, scan)[0], True
 
 
 def _scan(seg: LogSegment, prev_last: int):
@@ -297,12 +309,12 @@ def recover_log(log, needs_recovery: list[LogSegment], recovery_point: int, log_
     for seg in to_check:
         if id(seg) not in recovered and segment_is_valid(seg):
             continue
-        seg = set_aside_corrupt_batches(log, seg)
+        seg, nothing_to_cut = set_aside_corrupt_batches(log, seg)
         # as Kafka's recoverSegment: producer state rebuilt afresh (latest snapshot + the batches up
         # to this segment), so that segments skipped as valid in between are replayed too
         temp_state = log.producer_state.sibling()
         _rebuild(log, temp_state, seg.base_offset, log_start_offset, reload_from_clean_shutdown=False)
-        truncated = recover_segment(log, seg, temp_state)
+        truncated = recover_segment(log, seg, temp_state, nothing_to_cut=nothing_to_cut)
         temp_state.take_snapshot()
         if truncated > 0 and log.read_only:
             # reads cannot cross the unreadable bytes: in memory the log ends there (a writer

@@ -32,10 +32,12 @@ import pyarrow as pa
 from ..errors import CompactlogError, CorruptRecordError, StorageError
 from ..record import compression, kernels
 from ..record.batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
-                            iter_batches)
+                            as_u8, iter_batches)
 from . import files
+from .index_check import breaks_order, previous_lasts
 from .txn_index import TransactionIndex, aborted_from_markers, collect_aborted
-from .layout import (SegmentFile, as_u8, close_map, live_segment_files, map_file, next_offset_of,
+# which files are live: layout.py (one rule set for readers and the loader)
+from .layout import (SegmentFile, close_map, live_segment_files, map_file, next_offset_of,
                      stable_live_segments)
 
 K = kernels
@@ -67,13 +69,6 @@ def column_schema(*, with_headers: bool = False, large: bool = False) -> pa.Sche
     if with_headers:
         fields.append(pa.field("headers", HEADERS_TYPE))
     return pa.schema(fields)
-
-
-# --- which files are live: storage/layout.py (one rule set for readers and the loader) ---------
-
-_map_file = map_file
-_u8 = as_u8
-_close = close_map
 
 
 def _checkpointed_log_start(dir_path: str) -> int | None:
@@ -244,7 +239,7 @@ class PartitionReader:
             if seg.base_offset >= end:
                 return
             try:
-                m, size = _map_file(seg.path)
+                m, size = map_file(seg.path)
             except FileNotFoundError:
                 retries += 1
                 if retries > 100:
@@ -256,7 +251,7 @@ class PartitionReader:
                 if size:
                     yield seg, m, size, cursor[0]
             finally:
-                _close(m)
+                close_map(m)
             if i + 1 < len(self._segments):
                 cursor[0] = max(cursor[0], self._segments[i + 1].base_offset)
             i += 1
@@ -270,7 +265,7 @@ class PartitionReader:
         cursor = [start]
         prev_last = -1
         for seg, m, size, first in self._mapped_segments(start, end, cursor):
-            pos = int(K.seek_batch(_u8(m), 0, size, first))
+            pos = int(K.seek_batch(as_u8(m), 0, size, first))
             if pos < 0:
                 pos = -1 - pos    # an impossible batch size there: the iterator reports it
             try:
@@ -284,7 +279,7 @@ class PartitionReader:
                     cursor[0] = b.last_offset + 1
                     yield b
             except CorruptRecordError as e:
-                if e.position is not None and self._torn_tail(seg, _u8(m), e.position):
+                if e.position is not None and self._torn_tail(seg, as_u8(m), e.position):
                     return
                 raise e.located(file=seg.path) from None
 
@@ -301,7 +296,7 @@ class PartitionReader:
                 recs = b.records()
             except CorruptRecordError as e:
                 seg = self._segment_file(b.base_offset)
-                if seg is not None and self._torn_tail(seg, _u8(b.buffer), b.position):
+                if seg is not None and self._torn_tail(seg, as_u8(b.buffer), b.position):
                     return
                 raise e.located(file=self._segment_of(b.base_offset), position=b.position) from None
             if b.base_offset >= start and (end_offset is None or b.last_offset < end_offset):
@@ -338,11 +333,11 @@ class PartitionReader:
         carry = TxnCarry()
         problem = None
         for j, seg in enumerate(self._segments):
-            m, size = _map_file(seg.path)
+            m, size = map_file(seg.path)
             try:
                 layout = walk_segment(m, seg.base_offset, end=size)
             finally:
-                _close(m)
+                close_map(m)
             layouts.append(layout)
             path = _sibling(seg.path, files.TXN_INDEX_SUFFIX)
             index = TransactionIndex(path, seg.base_offset, read_only=True)
@@ -485,7 +480,7 @@ class PartitionReader:
                       include_control: bool, validate_crc: bool, with_headers: bool):
         """Chunks of the segment's records; records before a corrupt batch are yielded first,
         then the error raised (or, for a torn tail after a crash, the scan ends)."""
-        buf = _u8(m)
+        buf = as_u8(m)
         try:
             yield from self._scan_chunks(seg, m, buf, size, chunk, start, end, include_control,
                                          validate_crc, with_headers)
@@ -574,8 +569,8 @@ class PartitionReader:
         bm = chunk.bmeta[lo:hi]
         base = bm[:, K.BM_BASE_OFFSET]
         last = base + bm[:, K.BM_LAST_OFFSET_DELTA]
-        prev = np.concatenate(([chunk.prev_last], last[:-1]))
-        bad = np.flatnonzero(base <= prev)
+        prev = previous_lasts(last, chunk.prev_last)
+        bad = np.flatnonzero(breaks_order(base, prev))
         if bad.size:
             i = int(bad[0])
             try:
@@ -638,7 +633,7 @@ class PartitionReader:
         except CorruptRecordError as e:
             raise e.located(file=seg.path, position=pos, offset=int(bm[K.BM_BASE_OFFSET])) from None
         bias = chunk.add_scratch(plain)
-        data = _u8(plain)
+        data = as_u8(plain)
         err, res = K.scan_section_records(data, 0, data.shape[0], count, chunk.bmeta, b, chunk.r64,
                                           chunk.r32, chunk.nr, bias, start, end)
         if err < 0:
@@ -712,7 +707,7 @@ class PartitionReader:
         bm = chunk.bmeta[:nb]
         r64, r32 = chunk.r64, chunk.r32
         bidx = r32[K.R32_BATCH, :n]
-        src1 = _u8(b"".join(chunk.scratch)) if chunk.scratch else _u8(b"")
+        src1 = as_u8(b"".join(chunk.scratch)) if chunk.scratch else as_u8(b"")
         if chunk.scratch:
             source = (bm[:, K.BM_SOURCE] != 0).astype(np.int8)[bidx]
         else:
@@ -745,9 +740,8 @@ class PartitionReader:
 
 
 def _check_order(base: int, last: int, prev_last: int, position: int) -> None:
-    """A batch's offsets must follow the previous batch's: its base offset lies outside the CRC,
-    and a flipped byte there would make reads skip or repeat records without a word."""
-    if base <= prev_last:
+    """The order rule (index_check.breaks_order) for one batch, raised as the reader reports it."""
+    if breaks_order(base, prev_last):
         raise CorruptRecordError(f"base offset {base} is not above the previous batch's last offset "
                                  f"{prev_last} (the base offset is not covered by the CRC)",
                                  position=position, offset=base, field="baseOffset")

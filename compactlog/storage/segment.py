@@ -313,8 +313,8 @@ class LogSegment:
         self._indexes_trusted = True
         from .index_check import check_offset_index, check_time_index
         layout = self.layout()
-        raw_offsets = b"".join(self.offset_index._encode(e) for e in self.offset_index.all_entries())
-        raw_times = b"".join(self.time_index._encode(e) for e in self.time_index.all_entries())
+        raw_offsets = self.offset_index.entry_bytes()
+        raw_times = self.time_index.entry_bytes()
         problem = (check_offset_index(raw_offsets, layout, path=self.offset_index.path)
                    or check_time_index(raw_times, layout, closed=not self.is_active(),
                                        path=self.time_index.path))

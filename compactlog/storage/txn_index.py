@@ -8,8 +8,8 @@ from typing import NamedTuple
 
 from ..errors import StorageError
 
-_ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = 34
+ENTRY = struct.Struct(">hqqqq")      # version, producer id, first, last, last stable offset
+ENTRY_SIZE = ENTRY.size
 
 
 class AbortedTxn(NamedTuple):
@@ -19,7 +19,7 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int
 
     def encode(self) -> bytes:
-        return _ENTRY.pack(0, self.producer_id, self.first_offset, self.last_offset,
+        return ENTRY.pack(0, self.producer_id, self.first_offset, self.last_offset,
                            self.last_stable_offset)
 
 
@@ -53,7 +53,7 @@ class TransactionIndex:
             version = raw[pos]
             if version != 0:
                 raise StorageError(f"{self.path}: position {pos}: unexpected aborted transaction version {version}")
-            _, pid, first, last, lso = _ENTRY.unpack_from(raw, pos)
+            _, pid, first, last, lso = ENTRY.unpack_from(raw, pos)
             out.append(AbortedTxn(pid, first, last, lso))
         return out
 

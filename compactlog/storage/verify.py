@@ -28,10 +28,10 @@ from .checkpoint import OffsetCheckpointFile
 from .config import LogConfig
 from .index_file import used_length
 from .producer_state import read_snapshot
+from .txn_index import ENTRY as TXN_ENTRY, ENTRY_SIZE as TXN_ENTRY_SIZE
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 @dataclass
@@ -89,7 +89,7 @@ def check_segment(pdir: str, base: int, prev_last: int | None, problems: list[Pr
                 problems.append(Problem(path, f"position {pos}", f"batch {h.base_offset}-{h.last_offset} has an "
                                                                   f"invalid CRC (stored {b.stored_crc():#010x}, "
                                                                   f"computed {b.computed_crc():#010x})"))
-            if last is not None and h.base_offset <= last and b.magic >= 2:
+            if last is not None and b.magic >= 2 and index_check.breaks_order(h.base_offset, last):
                 after = f" of the batch at position {prev_pos}" if prev_pos is not None else " of the previous segment"
                 problems.append(Problem(path, f"position {pos}", f"base offset {h.base_offset} does not follow "
                                                                   f"the last offset {last}{after} (one of the two "
@@ -158,8 +158,8 @@ def _index_problem(problem: index_check.IndexProblem, raw: bytes, base: int, kin
         elif kind == "time" and len(raw) >= (i + 1) * 12:
             ts, rel = _TIME_ENTRY.unpack_from(raw, i * 12)
             where = f"entry {i} (timestamp {ts}, offset {base + rel})"
-        elif kind == "txn" and len(raw) >= (i + 1) * 34:
-            _, pid, first, last, _ = _TXN_ENTRY.unpack_from(raw, i * 34)
+        elif kind == "txn" and len(raw) >= (i + 1) * TXN_ENTRY_SIZE:
+            _, pid, first, last, _ = TXN_ENTRY.unpack_from(raw, i * TXN_ENTRY_SIZE)
             where = f"entry {i} (producer {pid}, offsets {first}-{last})"
     return Problem(problem.file, where, f"{problem.field} {problem.value}: {problem.why}")
 
