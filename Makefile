@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export COMPACTLOG_SPARK_LOCAL_DIR ?= $(CURDIR)/build/spark-local
 
-.PHONY: demo test venv clean-build bench
+.PHONY: demo test test-fast venv clean-build bench
 
 venv: $(STAMP)
 
@@ -22,6 +22,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# the lane to run while working (under 90 s): no Spark, no broker subprocess, no corpus, nothing
+# slow (markers set in conftest.py); CI runs `make test`, the whole suite
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not spark and not broker and not corpus and not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/append_read.py

@@ -1,0 +1,65 @@
+"""Test lanes: every test is marked by what it needs, so `make test-fast` runs in seconds while
+working and `make test` (CI) runs everything.
+
+Markers, set here at collection from what a test uses (so a new test is classified without anyone
+remembering to mark it):
+- ``spark``: a SparkSession (the ``spark`` fixture, or a test parametrized on the Spark engine);
+- ``broker``: a ``compactlog serve`` subprocess (modules that start one);
+- ``corpus``: Kafka's cleaner corpus (the ``corpus_dir`` fixture, the corpus modules);
+- ``slow``: other tests that take seconds each (kill -9 trials, subprocess CLIs, fuzz rounds).
+The fast lane is ``-m "not spark and not broker and not corpus and not slow"``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+LANE_MARKERS = {
+    "spark": "needs a SparkSession (a JVM): slow to start",
+    "broker": "starts a compactlog serve subprocess",
+    "corpus": "runs over Kafka's cleaner corpus",
+    "slow": "takes seconds: kill -9 trials, subprocess CLIs, fuzz rounds",
+}
+
+# modules whose tests start a broker subprocess (module-scoped Broker fixtures)
+BROKER_MODULES = {
+    "test_broker_admin", "test_broker_clients", "test_broker_compaction", "test_broker_fuzz",
+    "test_broker_lifecycle", "test_broker_transactions", "test_cli_tools", "test_groups_cli",
+    "test_groups_cli_more", "test_groups_clients", "test_groups_restart", "test_demo",
+}
+SPARK_MODULES = {"test_spark_datasource", "test_spark_sink", "test_spark_streaming", "test_cluster",
+                 "test_snapshot", "test_engine_choice"}
+CORPUS_MODULES = {"test_corpus", "test_corpus_cli", "test_read_only", "test_kcompare_dump"}
+# modules made of subprocesses, kill -9 trials or long randomized rounds
+SLOW_MODULES = {
+    "test_data_dir_lock", "test_kill_during_append", "test_cli_consume_follow", "test_cli_startup",
+    "test_crash_clean", "test_clean_errors", "test_decompression_bomb", "test_index_check_flips",
+    "test_txn_index_trust", "test_recovery_beats_kafka", "test_never_delete_by_guess",
+    "test_cli_produce_consume", "test_verify", "watchdog_test",
+}
+
+
+def pytest_configure(config):
+    for name, what in LANE_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {what}")
+
+
+def lanes_of(item) -> set[str]:
+    module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    lanes = set()
+    if "spark" in fixtures or module in SPARK_MODULES or "[spark" in item.name or "on_spark" in item.name:
+        lanes.add("spark")
+    if module in BROKER_MODULES:
+        lanes.add("broker")
+    if "corpus_dir" in fixtures or module in CORPUS_MODULES:
+        lanes.add("corpus")
+    if module in SLOW_MODULES:
+        lanes.add("slow")
+    return lanes
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for lane in lanes_of(item):
+            item.add_marker(getattr(pytest.mark, lane))
