@@ -1,13 +1,10 @@
-"""A partition's log: appends, producer state, the high watermark and last stable offset,
-retention and the changes that keep it consistent. Kafka's UnifiedLog for a single replica (the
-high watermark is the log end offset).
+"""A partition's log: appends, producer state, high watermark and last stable offset, retention.
+Kafka's UnifiedLog for a single replica (the high watermark is the log end offset).
 
-Built as Kafka's ``UnifiedLog.apply`` builds it: the collaborators first (an empty ``LogSegments``,
-the producer state manager, the leader-epoch cache), then the loader (``loader.py``) fills the
-segments and returns the loaded offsets (leftover ``.cleaned``/``.swap``/``.deleted`` files resolved,
-unflushed segments recovered), then a ``LocalLog`` (``local_log.py``: segment files, roll, flush,
-reads, truncation, swaps) is made from them and this class wraps it. What a producer may append is
-``validator.py``'s (Kafka's LogValidator); which segments retention deletes is ``retention.py``'s.
+Built as ``UnifiedLog.apply`` builds it: the collaborators (an empty ``LogSegments``, the producer
+state manager, the leader-epoch cache), then ``loader.LogLoader`` fills the segments and returns
+the loaded offsets, then a ``LocalLog`` (segment files, roll, flush, reads, truncation, swaps) is
+made from them. Append rules are ``validator.py``'s, retention's rules ``retention.py``'s.
 
 Concurrency, as UnifiedLog's ``lock``: every method that changes the log (appends, rolls, flushes,
 truncation, retention, segment replacement) holds the partition's re-entrant ``lock``, so threads
@@ -32,8 +29,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError, ReadOnlyError,
-                      RecordTooLargeError, TopicError)
+from ..errors import InvalidRecordError, OffsetOutOfRangeError, ReadOnlyError, TopicError
 from ..record import compression as codecs
 from ..record.batch import BatchSpec, Record, columnar_records, encode_columnar_batch, iter_batches
 from ..record.control import encode_marker
@@ -49,11 +45,10 @@ from .producer_state import CLIENT, COORDINATOR, REPLICATION, ProducerStateManag
 from .segment import LogSegment
 from .segments import NO_UPPER_BOUND, LogSegments
 from .txn_index import AbortedTxn
-from .validator import assign_offsets, conform_batch, parse_batches, validated_batch
+from .validator import (assign_offsets, conform_batch, parse_batches, validate_follower_batches,
+                        validated_batch)
 
 Clock = Callable[[], int]
-
-__all__ = ["AppendInfo", "Log", "ReadSpan"]
 
 
 def system_clock() -> int:
@@ -235,10 +230,9 @@ class Log:
                           all(i.duplicate for i in infos))
 
     def _validate_leader_batches(self, batches: list, now: int, origin: str) -> list:
-        """Each batch validated (a client's) and conformed to the topic, then answered as a
-        duplicate or given its offsets and its producer-state changes, each batch checked against
-        the state the batches before it leave: an AppendInfo (a duplicate) or (batch, bytes,
-        ProducerUpdates) per batch. Nothing is written."""
+        """Each batch validated (a client's), conformed, then answered as a duplicate (an
+        AppendInfo) or given its offsets and checked producer-state changes (batch, bytes,
+        ProducerUpdates), against the state the batches before it leave. Nothing is written."""
         pending: Pending = {}
         next_offset = self.log_end_offset
         out = []
@@ -264,24 +258,7 @@ class Log:
     def append_as_follower(self, data) -> AppendInfo:
         """Append batches that already carry their offsets (replication, tools, tests)."""
         buf = bytes(data)
-        batches = list(iter_batches(buf))
-        if not batches:
-            raise InvalidRecordError(f"{self.name}: no complete record batch in {len(buf)} bytes")
-        prev = self.log_end_offset - 1
-        for b in batches:
-            if b.magic == MAGIC_V2:
-                try:
-                    b.ensure_valid()
-                except CorruptRecordError as e:
-                    raise e.located(position=b.position) from None
-            if b.base_offset <= prev or b.base_offset < self.log_end_offset:
-                raise InvalidRecordError(
-                    f"{self.name}: batch at position {b.position} has base offset {b.base_offset}, "
-                    f"not above the log end {self.log_end_offset - 1 if prev < self.log_end_offset else prev}"
-                    f" (offsets must increase)")
-            if b.size > self.config.segment_bytes:
-                raise RecordTooLargeError(f"{self.name}: batch of {b.size} bytes exceeds segment.bytes")
-            prev = b.last_offset
+        batches = validate_follower_batches(buf, self.log_end_offset, self.config, partition=self.name)
         updates = producer_append.analyze(self.producer_state, batches, REPLICATION)
         return self._append_batches(batches, buf[:batches[-1].position + batches[-1].size], updates)
 
@@ -320,12 +297,10 @@ class Log:
             self.flush()
         return AppendInfo(first, last, max_ts, offset_of_max, records, len(data))
 
-    def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int) -> LogSegment:
-        seg = self.active_segment
-        now = self.clock()
-        if seg.should_roll(now_ms=now, max_timestamp=max_ts, max_offset=last_offset, messages_size=size):
-            return self.roll(first_offset)
-        return seg
+    def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int) -> None:
+        if self.active_segment.should_roll(now_ms=self.clock(), max_timestamp=max_ts, max_offset=last_offset,
+                                           messages_size=size):
+            self.roll(first_offset)
 
     @_writer
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
@@ -499,9 +474,8 @@ class Log:
                                      on_dropped=self.producer_state.delete_snapshot)
 
     def repair(self) -> list[DataEvent]:
-        """``verify --repair`` (``loader.repair_segments``): every segment that does not validate
-        rebuilt from its valid batches, then the log end, recovery point, producer state and
-        leader epochs made to follow. The data events of the repair (empty when all was valid)."""
+        """``verify --repair`` (``loader.repair_segments``), then the offsets, producer state and
+        leader epochs made to follow; the data events of the repair (empty when all was valid)."""
         with self.lock:
             first_events = len(self.events)
             first_repaired = repair_segments(self, self.segments, self.log_start_offset)

@@ -18,7 +18,8 @@ A batch is validated whole (all-or-nothing) before anything of it is written:
 4. ``assign_offsets``: the leader's base offset and partition leader epoch written into the header
    (neither is covered by the CRC).
 
-``validated_batch`` is steps 2 and 3, the one call a writer makes per batch. ``keyless_records``
+``validated_batch`` is steps 2 and 3, the one call a writer makes per batch;
+``validate_follower_batches`` checks batches that arrive with their offsets. ``keyless_records``
 and ``must_have_keys`` are the compacted-topic key rule alone, over an array of key lengths or a
 null-key mask, for the front-ends that check records before they are batched.
 """
@@ -175,6 +176,30 @@ def validated_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: s
     appends (before its offsets are assigned)."""
     validate_batch(b, config, now, partition=partition)
     return conform_batch(b, config, now)
+
+
+def validate_follower_batches(buf, log_end_offset: int, config: LogConfig, *, partition: str) -> list:
+    """Batches that already carry their offsets (replication, tools): each v2 batch's CRC, offsets
+    increasing from the log end, each batch within segment.bytes. Legacy entries pass as they are."""
+    batches = list(iter_batches(buf))
+    if not batches:
+        raise InvalidRecordError(f"{partition}: no complete record batch in {len(buf)} bytes")
+    prev = log_end_offset - 1
+    for b in batches:
+        if b.magic == MAGIC_V2:
+            try:
+                b.ensure_valid()
+            except CorruptRecordError as e:
+                raise e.located(position=b.position) from None
+        if b.base_offset <= prev or b.base_offset < log_end_offset:
+            raise InvalidRecordError(
+                f"{partition}: batch at position {b.position} has base offset {b.base_offset}, "
+                f"not above the log end {log_end_offset - 1 if prev < log_end_offset else prev}"
+                f" (offsets must increase)")
+        if b.size > config.segment_bytes:
+            raise RecordTooLargeError(f"{partition}: batch of {b.size} bytes exceeds segment.bytes")
+        prev = b.last_offset
+    return batches
 
 
 def assign_offsets(b: RecordBatch, base_offset: int, leader_epoch: int) -> RecordBatch:
