@@ -20,7 +20,6 @@ from corpus_support import kcompare
 from storage_support import Clock, check_partition_dir, raw_batches, read
 from compactlog.storage.datadir import DataDir
 from compactlog.storage.events import EXIT_DATA_SET_ASIDE
-from compactlog.storage.loader import repair_partition
 
 T0 = 1_700_000_000_000
 TOPIC = "t"
@@ -176,7 +175,7 @@ def test_repair_of_a_healthy_partition_changes_nothing(tmp_path):
     pdir = os.path.join(root, f"{TOPIC}-0")
     before = {n: read(os.path.join(pdir, n)) for n in os.listdir(pdir)}
     dd, log = open_log(root)
-    assert repair_partition(log) == []
+    assert log.repair() == []
     dd.close()
     after = {n: read(os.path.join(pdir, n)) for n in os.listdir(pdir)}
     assert {n: v for n, v in after.items() if n.endswith((".log", ".index", ".timeindex"))} == \

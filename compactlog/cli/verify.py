@@ -27,12 +27,11 @@ def verify_cmd(ctx: typer.Context,
     from ..storage.verify import read_checkpoints, verify_partition
     c = context(ctx)
     if repair:
-        from ..storage.loader import repair_partition
         with c.open(write=True) as wdd:
             names = [topic] if topic else wdd.topics()
             for t in names:
                 for p in wdd.partitions(t):
-                    repair_partition(wdd.open_log(t, p))
+                    wdd.open_log(t, p).repair()
     dd = DataDir(c.require_data_dir(), broker=c.broker())   # never opened for writing: nothing changes
     checkpoints, problems = read_checkpoints(dd.path)
     topics = [topic] if topic else dd.topics()

@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from compactlog.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
-                               RecordTooLargeError)
+                               OutOfOrderSequenceError, RecordTooLargeError)
 from compactlog.record.batch import BatchHeader, iter_batches
 from compactlog.storage.conftest import T0, batch, config, crash, vector
 from compactlog.storage.log import Log
@@ -556,3 +556,66 @@ def test_truncation_to_an_empty_segment_restarts_its_roll_clock(open_log, clock)
     clock.advance(501)
     put(log, ts=-1)
     assert log.segment_bases() == [0, 2]
+
+
+# --- a request of several batches: all or nothing ---------------------------------------------
+
+def _dir_state(log):
+    out = {}
+    for name in sorted(os.listdir(log.dir)):
+        with open(os.path.join(log.dir, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+def _last_bit_flipped(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 1])
+
+
+def _producers(log):
+    return {pid: (e.producer_epoch, list(e.batches), e.current_txn_first_offset)
+            for pid, e in log.producer_state.producers.items()}
+
+
+@pytest.mark.parametrize("second, error", [
+    (lambda: _last_bit_flipped(batch(0, 2, key=b"y")), CorruptRecordError),                 # bad CRC
+    (lambda: batch(0, 2, key=None), InvalidRecordError),                                    # keyless
+    (lambda: batch(0, 2, key=b"y", producer_id=9, producer_epoch=0, base_sequence=7),       # sequence gap
+     OutOfOrderSequenceError),
+])
+def test_a_request_whose_second_batch_fails_appends_nothing(open_log, second, error):
+    initial = batch(0, 3, key=b"a", producer_id=9, producer_epoch=0, base_sequence=0)
+    first = batch(0, 2, key=b"x", producer_id=9, producer_epoch=0, base_sequence=3)
+    # the first batch of the request would roll a new segment
+    log = open_log(config(cleanup_policy="compact", segment_bytes=max(len(initial), len(first)) + 1))
+    log.append_as_leader(initial)
+    end, files, producers = log.log_end_offset, _dir_state(log), _producers(log)
+    with pytest.raises(error):
+        log.append_as_leader(first + second())
+    # nothing of the first batch was written: no roll, no bytes, no producer state, no offsets
+    assert log.log_end_offset == end
+    assert _dir_state(log) == files
+    assert _producers(log) == producers
+    assert [r.offset for r in log.records()] == [0, 1, 2]
+    # the first batch alone is fine, and follows on at the same offset and sequence
+    info = log.append_as_leader(first)
+    assert (info.first_offset, info.last_offset) == (3, 4) and log.segment_bases() == [0, 3]
+
+
+def test_a_request_of_batches_is_judged_as_successive_requests(open_log):
+    log = open_log()
+    one = batch(0, 2, key=b"a", producer_id=4, producer_epoch=0, base_sequence=0)
+    two = batch(0, 3, key=b"b", producer_id=4, producer_epoch=0, base_sequence=2)
+    # the second batch's sequence follows the first one's, which is not applied yet when it is checked
+    info = log.append_as_leader(one + two)
+    assert (info.first_offset, info.last_offset, info.records, info.duplicate) == (0, 4, 5, False)
+    assert [h.base_offset for h in (b.header for b in log.batches())] == [0, 2]
+    assert log.producer_state.producers[4].last_seq == 4
+    # a batch repeating one validated earlier in the same request is answered as a duplicate of it
+    three = batch(0, 1, key=b"c", producer_id=4, producer_epoch=0, base_sequence=5)
+    info = log.append_as_leader(three + three)
+    assert (info.first_offset, info.last_offset, info.records) == (5, 5, 1)
+    assert log.log_end_offset == 6
+    # and a whole request of duplicates writes nothing
+    again = log.append_as_leader(one + two)
+    assert again.duplicate and (again.first_offset, again.last_offset) == (0, 4) and log.log_end_offset == 6

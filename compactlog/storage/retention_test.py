@@ -194,3 +194,44 @@ def test_snapshot_at_the_log_start_is_dropped_when_everything_expired(open_log, 
     assert again.producer_state.producers == {}
     again.append_records([b"k"], [b"v"], producer_id=1, producer_epoch=0, base_sequence=40)
     again.close()
+
+
+# --- the rules alone (retention.py), over stand-in segments ----------------------------------
+
+class _Seg:
+    def __init__(self, base, size, newest):
+        self.base_offset, self.size, self._newest = base, size, newest
+
+    def largest_timestamp(self):
+        return self._newest
+
+
+def test_rules_are_a_prefix_below_the_high_watermark():
+    from compactlog.storage import retention
+    segs = [_Seg(0, 10, T0), _Seg(5, 10, T0 + HOUR), _Seg(9, 10, T0), _Seg(12, 0, T0)]
+    old = lambda seg, nxt: seg._newest == T0        # noqa: E731
+    # the walk stops at the first segment kept (5), even though 9 matches too
+    assert [s.base_offset for s in retention.deletable_segments(segs, 12, 12, old)] == [0]
+    # nothing at or above the high watermark goes
+    assert retention.deletable_segments(segs, 12, 4, lambda s, n: True) == []
+    # an empty active segment never goes
+    assert [s.base_offset for s in retention.deletable_segments(segs, 12, 12, lambda s, n: True)] == [0, 5, 9]
+    found, why = retention.retention_size_breached(segs, 12, 12, 15)
+    assert [s.base_offset for s in found] == [0] and why == "retention.bytes=15 exceeded (log size 30)"
+    assert retention.retention_size_breached(segs, 12, 12, -1) == ([], "")
+    found, _ = retention.log_start_offset_breached(segs, 12, 12, 9)
+    assert [s.base_offset for s in found] == [0, 5]
+    calls = []
+    assert retention.retention_ms_breached(segs, 12, 12, -1, lambda: calls.append(1)) == ([], "")
+    assert calls == []                                  # time retention off: the clock is not read
+    found, why = retention.retention_ms_breached(segs, 12, 12, HOUR, lambda: T0 + HOUR + 1)
+    assert [s.base_offset for s in found] == [0] and why.startswith(f"retention.ms={HOUR}: ")
+
+
+def test_which_rules_apply():
+    from compactlog.storage import retention
+    assert len(retention.rules(config(), 0, lambda: T0)) == 3
+    assert len(retention.rules(config(cleanup_policy="compact"), 0, lambda: T0)) == 1   # log start only
+    unknown = config()
+    unknown.known = False
+    assert retention.rules(unknown, 0, lambda: T0) == []

@@ -10,17 +10,18 @@ from __future__ import annotations
 import mmap
 import os
 import random
-import struct
 
 from ..errors import CorruptRecordError, ReadOnlyError, StorageError
-from ..record.batch import (BatchHeader, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2,
-                            MIN_LEGACY_SIZE, RECORD_BATCH_OVERHEAD, iter_batches)
+from ..record.batch import BatchHeader, iter_batches
+from ..record.layout import (BASE_OFFSET_OFFSET, HEADER_SIZE_UP_TO_MAGIC, INT64, LOG_OVERHEAD, MAGIC_V2,
+                             MIN_LEGACY_SIZE, PREFIX, RECORD_BATCH_OVERHEAD)
 from . import files
+from .events import REBUILT, DataEvent
+from .index_check import IndexProblem, check_offset_index, check_time_index, walk_segment
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 from .txn_index import TransactionIndex
 
-_PREFIX = struct.Struct(">qi")
 _READ_CHUNK = 1 << 16
 
 
@@ -127,14 +128,13 @@ class FileRecords:
                 buf = self.read(pos, max(_READ_CHUNK, RECORD_BATCH_OVERHEAD))
                 buf_pos = pos
                 rel = 0
-            base_offset, length = _PREFIX.unpack_from(buf, rel)
+            base_offset, length, _epoch, magic = PREFIX.unpack_from(buf, rel)
             if length < MIN_LEGACY_SIZE:
                 raise CorruptRecordError(
                     f"record size {length} is smaller than the minimum record overhead ({MIN_LEGACY_SIZE})",
                     file=self.path, position=pos, offset=base_offset, field="length")
             if pos + LOG_OVERHEAD + length > end:
                 return
-            magic = buf[rel + 16]
             if magic == MAGIC_V2:
                 if length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
                     raise CorruptRecordError(
@@ -177,8 +177,8 @@ class LogSegment:
         self.created_ms = now_ms
         # Kafka trusts a loaded index; here it is checked against the .log before its first use
         self._indexes_trusted = False
-        self.report = None          # set by the Log: called with a DataEvent when an index is rebuilt
-        self.is_active = lambda: True   # set by the Log; a closed segment's time index must end
+        self.report = None          # set by LogSegments: called with a DataEvent when an index is rebuilt
+        self.is_active = lambda: True   # set by LogSegments; a closed segment's time index must end
                                         # with its largest timestamp (retention trusts it)
         jitter = config.get("segment.jitter.ms")
         self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(0, 2**31) % min(jitter, config.segment_ms)
@@ -296,7 +296,6 @@ class LogSegment:
     # -- index checks
     def layout(self):
         """The segment's batch headers (index_check.walk_segment over the .log, lengths only)."""
-        from .index_check import walk_segment
         buf = self.log.map()
         try:
             return walk_segment(buf, self.base_offset, end=self.log.size)
@@ -311,7 +310,6 @@ class LogSegment:
         if self._indexes_trusted:
             return
         self._indexes_trusted = True
-        from .index_check import check_offset_index, check_time_index
         layout = self.layout()
         raw_offsets = self.offset_index.entry_bytes()
         raw_times = self.time_index.entry_bytes()
@@ -323,7 +321,6 @@ class LogSegment:
                 if index.untrimmed_slots:
                     # zero slots read from disk: Kafka reads each as a (base offset, 0) entry, which
                     # fails its sanity check (a crash's untrimmed index, or zeros written over one)
-                    from .index_check import IndexProblem
                     problem = IndexProblem(index.path, index.entries, "size", index.length,
                                            f"{index.untrimmed_slots} zero-filled slots after the entries")
                     break
@@ -331,7 +328,6 @@ class LogSegment:
             return
         self._rebuild_indexes(layout)
         if self.report is not None:
-            from .events import REBUILT, DataEvent
             self.report(DataEvent(REBUILT, "", problem.file, f"index entry {problem.entry}: {problem.field} "
                                   f"{problem.value}: {problem.why}; rebuilt from the batches of "
                                   f"{os.path.basename(self.log.path)}" + (" (in memory)" if self.read_only else "")))
@@ -372,7 +368,7 @@ class LogSegment:
         return None
 
     def _legacy_last_offset(self, pos: int) -> int:
-        (off,) = struct.unpack(">q", self.log.read(pos, 8))
+        (off,) = INT64.unpack_from(self.log.read(pos, INT64.size), BASE_OFFSET_OFFSET)
         return off
 
     def lookup_position(self, offset: int) -> int:

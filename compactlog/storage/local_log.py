@@ -1,0 +1,349 @@
+"""A partition's segments on local disk: Kafka's LocalLog.
+
+The file side of a log: the segment map (``LogSegments``), the log end offset and recovery point,
+rolling, flushing, reading spans of whole batches, truncation, deleting segments and swapping
+cleaned ones in (``replace_segments``, Kafka's ``LocalLog.replaceSegments``). It knows nothing of
+producers, transactions' stability, validation or retention policy: those are ``Log``'s (Kafka's
+UnifiedLog), which builds a ``LocalLog`` from what the loader returns and calls it under the
+partition lock. The lock is shared so that ``batches`` can map a segment under it and read the
+mapping outside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from ..errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
+from ..record.batch import Record, iter_batches
+from ..record.layout import BASE_OFFSET_OFFSET, INT32, INT64, LENGTH_OFFSET, LOG_OVERHEAD
+from . import files
+from .events import REBUILT, DataEvent
+from .fsutil import fsync_dir
+from .index_check import TxnCarry, check_txn_index
+from .segment import FileRecords, LogSegment
+from .segments import NO_UPPER_BOUND, LogSegments
+from .txn_index import AbortedTxn, aborted_from_markers, collect_aborted
+
+
+@dataclass(slots=True)
+class ReadSpan:
+    """Whole batches of one segment file, as ``Log.read_span`` found them: ``length`` bytes from
+    ``position`` of ``file`` (None when nothing is readable), the last of them at ``last_offset``."""
+    file: FileRecords | None
+    position: int
+    length: int
+    last_offset: int
+
+    def read(self) -> bytes:
+        return self.file.read(self.position, self.length) if self.length else b""
+
+
+NOTHING = ReadSpan(None, 0, 0, -1)
+
+
+def replace_segments(segments: LogSegments, new_segments: list[LogSegment], old_segments: list[LogSegment],
+                     dir_path: str, *, on_dropped: Callable[[int], None] | None = None) -> None:
+    """Kafka's LocalLog.replaceSegments: ``.cleaned`` -> ``.swap`` -> live, old ones -> ``.deleted``
+    -> gone. ``on_dropped(base_offset)`` for each old segment whose base offset no new one takes.
+
+    Every step is a rename; the loader finishes or rolls back a crash between any two of them.
+    """
+    new_segments = sorted(new_segments, key=lambda s: s.base_offset)
+    old_segments = [s for s in old_segments if segments.contains(s.base_offset)]
+    for seg in reversed(new_segments):
+        seg.change_suffix(files.CLEANED_SUFFIX, files.SWAP_SUFFIX)
+    fsync_dir(dir_path)
+    for seg in reversed(new_segments):
+        segments.add(seg)
+    new_bases = {s.base_offset for s in new_segments}
+    for seg in old_segments:
+        if seg.base_offset not in new_bases:
+            segments.remove(seg.base_offset)
+            if on_dropped is not None:
+                on_dropped(seg.base_offset)
+        seg.close_handles()
+        for p in seg.file_paths():
+            if os.path.exists(p):
+                os.replace(p, p + files.DELETED_SUFFIX)
+    fsync_dir(dir_path)
+    for seg in new_segments:
+        seg.change_suffix(files.SWAP_SUFFIX, "")
+    fsync_dir(dir_path)
+    for seg in old_segments:
+        for p in seg.file_paths():
+            try:
+                os.remove(p + files.DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+
+
+def read_batches(segments: LogSegments, start: int, end: int, lock=None) -> Iterator:
+    """Every batch (RecordBatch or legacy entry) holding offsets in [start, end), in order.
+
+    Each segment is mapped under ``lock`` and read outside it, so a writer is never held up; a
+    segment replaced or deleted meanwhile is found again from the next offset needed.
+    """
+    guard = lock if lock is not None else contextlib.nullcontext()
+    needed = start
+    while needed < end:
+        with guard:
+            seg = segments.floor(needed)
+            if seg is None:
+                seg = segments.first
+                if seg is None or seg.base_offset >= end:
+                    return
+            nxt = segments.next_base(seg)
+            if seg.base_offset >= end:
+                return
+            pos = seg.lookup_position(needed)
+            buf, size = seg.log.map(), seg.log.size
+        try:
+            for b in iter_batches(buf, pos, size):
+                if b.last_offset < needed:
+                    continue
+                if b.base_offset >= end:
+                    return
+                needed = b.last_offset + 1
+                yield b
+        except CorruptRecordError as e:
+            raise e.located(file=seg.log.path) from None
+        if nxt is None:
+            return
+        needed = max(needed, nxt)
+
+
+class LocalLog:
+    """The segments of one partition directory and the offsets that describe them."""
+
+    def __init__(self, dir_path: str, config, segments: LogSegments, *, recovery_point: int,
+                 log_end_offset: int, clock, read_only: bool, name: str, lock, events: list[DataEvent]):
+        self.dir = dir_path
+        self.config = config
+        self.segments = segments
+        self.recovery_point = recovery_point
+        self.log_end_offset = log_end_offset
+        self.clock = clock
+        self.read_only = read_only
+        self.name = name
+        self.lock = lock
+        self.events = events
+        self._txn_indexes_trusted = False
+
+    # -- writing
+    def append(self, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, data) -> LogSegment:
+        """Whole batches onto the active segment; the log end moves past ``last_offset``."""
+        seg = self.segments.active
+        seg.append(last_offset, max_timestamp, offset_of_max_timestamp, data)
+        self.log_end_offset = last_offset + 1
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Close the active segment and start a new one at max(expected, log end offset); the
+        active segment itself when it is empty and already there."""
+        new_base = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.segments.active
+        if active.base_offset == new_base:
+            if active.size == 0:
+                return active
+            raise StorageError(f"{self.name}: trying to roll a new segment at {new_base} which already exists")
+        if new_base < active.base_offset:
+            raise StorageError(f"{self.name}: roll offset {new_base} below the active segment {active.base_offset}")
+        for suffix in files.SEGMENT_SUFFIXES:
+            stale = files.segment_file(self.dir, new_base, suffix)
+            if os.path.exists(stale):
+                os.remove(stale)
+        active.on_become_inactive()
+        seg = LogSegment(self.dir, new_base, self.config, now_ms=self.clock(), preallocate_indexes=True,
+                         new=True)
+        self.segments.add(seg)
+        return seg
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment below ``offset`` (default: the log end) and advance the recovery point."""
+        upto = self.log_end_offset if offset is None else offset
+        if upto <= self.recovery_point:
+            return
+        for seg in self.segments.in_range(self.recovery_point, upto):
+            seg.flush()
+        fsync_dir(self.dir)
+        self.recovery_point = upto
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after ``offset``: later segments deleted, the one holding it cut."""
+        for seg in [s for s in self.segments if s.base_offset > offset]:
+            if seg is self.segments.first:
+                break
+            self.segments.remove(seg.base_offset)
+            seg.delete_files()
+        if not self.segments or self.segments.first.base_offset > offset:
+            raise StorageError(f"{self.name}: cannot truncate below the first segment")
+        active = self.segments.active
+        active.truncate_to(offset)
+        active.resize_indexes(self.config.max_index_size)
+        if active.size == 0:
+            active.created_ms = self.clock()   # as Kafka's LogSegment.truncateTo
+        self.log_end_offset = offset
+        self.recovery_point = min(self.recovery_point, offset)
+
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment], *,
+                         on_dropped: Callable[[int], None] | None = None) -> None:
+        replace_segments(self.segments, new_segments, old_segments, self.dir, on_dropped=on_dropped)
+
+    def close(self) -> None:
+        """Clean close: every segment let go of, the active one trimmed with its final time-index
+        entry."""
+        for seg in self.segments[:-1]:
+            seg.close_handles()
+        self.segments.active.close()
+
+    def close_handles(self) -> None:
+        for seg in self.segments:
+            seg.close_handles()
+
+    # -- reading
+    def read_span(self, start_offset: int, max_bytes: int, min_one_batch: bool, bound: int, *,
+                  log_start_offset: int) -> ReadSpan:
+        """The whole batches from the one holding ``start_offset`` within ``max_bytes`` (at least
+        one when ``min_one_batch``), stopping at the first batch whose base offset is ``bound`` or
+        more; an offset outside [log start, log end] is out of range. The caller holds the lock."""
+        if start_offset < log_start_offset or start_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(f"{self.name}: offset {start_offset} is outside "
+                                        f"[{log_start_offset}, {self.log_end_offset}]")
+        if start_offset >= bound:
+            return NOTHING
+        for seg in self.segments.from_offset(start_offset):
+            if seg.base_offset >= bound:
+                break
+            pos = seg.read_position(start_offset)
+            if pos is None:
+                continue            # the offset is past this segment's last batch (a compaction gap)
+            f = seg.log
+            length = 0
+            last = -1
+            for p, h in f.batch_headers(pos):
+                if h is None:
+                    # a message-format v0/v1 entry: its offset is its last one (a compressed
+                    # wrapper carries its last inner record's)
+                    prefix = f.read(p, LOG_OVERHEAD)
+                    (last_offset,) = INT64.unpack_from(prefix, BASE_OFFSET_OFFSET)
+                    (size_field,) = INT32.unpack_from(prefix, LENGTH_OFFSET)
+                    base_offset, size = last_offset, size_field + LOG_OVERHEAD
+                else:
+                    base_offset, last_offset, size = h.base_offset, h.last_offset, h.size
+                if base_offset >= bound:
+                    break
+                if length + size > max_bytes and (length > 0 or not min_one_batch):
+                    break
+                length += size
+                last = last_offset
+            return ReadSpan(f, pos, length, last)
+        return NOTHING
+
+    def batches(self, start: int, end: int) -> Iterator:
+        """Every batch holding offsets in [start, end), in order (``read_batches`` under the lock)."""
+        return read_batches(self.segments, start, end, self.lock)
+
+    def records(self, start: int, *, include_control: bool, validate: bool) -> Iterator[Record]:
+        """Records from ``start`` as Python objects (for tools and small reads); with ``validate``
+        each batch's CRC is checked and a failure names the segment file."""
+        for b in self.batches(start, NO_UPPER_BOUND):
+            if validate:
+                try:
+                    b.ensure_valid()
+                except CorruptRecordError as e:
+                    seg = self.segments.floor(b.base_offset)
+                    raise e.located(file=seg.log.path if seg else None, position=b.position) from None
+            if b.is_control and not include_control:
+                continue
+            for r in b.records():
+                if r.offset >= start:
+                    yield r
+
+    def size(self) -> int:
+        return self.segments.size_in_bytes()
+
+    # -- timestamps
+    def offset_for_timestamp(self, target: int, log_start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= target (Kafka's ListOffsets);
+        the special targets EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3), EARLIEST_LOCAL (-4)."""
+        if target in (-2, -4):         # EARLIEST, EARLIEST_LOCAL (no tiered storage)
+            return log_start_offset, -1
+        if target == -1:
+            return self.log_end_offset, -1
+        if target == -3:               # MAX_TIMESTAMP
+            return self.offset_of_max_timestamp()
+        return self.first_record_at_or_after(target, log_start_offset)
+
+    def first_record_at_or_after(self, target: int, log_start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or above ``log_start_offset`` whose
+        timestamp is ``target`` or later, found through the time indexes."""
+        for seg in self.segments:
+            if seg.largest_timestamp() < target:
+                continue
+            seg.ensure_indexes_trusted()
+            _, ts_off = seg.time_index.lookup(target)
+            pos = seg.lookup_position(max(ts_off, log_start_offset))
+            for b in seg.batches(pos):
+                if b.max_timestamp < target:
+                    continue
+                for r in b.records():
+                    if r.timestamp >= target and r.offset >= log_start_offset:
+                        return r.offset, r.timestamp
+        return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """Kafka's MAX_TIMESTAMP lookup: the first record carrying the largest timestamp of the
+        (first) segment with the largest maxTimestampSoFar."""
+        seg = max(self.segments, key=lambda s: s.max_timestamp_so_far)
+        ts, off = seg.max_timestamp_so_far, seg.offset_of_max_timestamp_so_far
+        pos = seg.lookup_position(off)
+        for b in seg.batches(pos):
+            if b.max_timestamp == ts:
+                for r in b.records():
+                    if r.timestamp == ts:
+                        return r.offset, ts
+                return None
+        return None
+
+    # -- transactions
+    def collect_aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start, upper_bound), walking txn indexes forward."""
+        with self.lock:
+            self._ensure_txn_indexes_trusted()
+            indexes = [s.txn_index for s in self.segments.holding_and_after(start)]
+        return collect_aborted(indexes, start, upper_bound)
+
+    def _ensure_txn_indexes_trusted(self) -> None:
+        """The ``.txnindex`` files checked against the log's markers (index_check) before the first
+        read_committed read; when one lies they are all rebuilt from the markers (on disk for a
+        writer) and that is reported: a wrong entry would serve aborted records."""
+        if self._txn_indexes_trusted:
+            return
+        self._txn_indexes_trusted = True
+        segs = self.segments.values()
+        layouts = [seg.layout() for seg in segs]
+        carry = TxnCarry()
+        problem = None
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            try:
+                raw = b"".join(t.encode() for t in seg.txn_index.entries())
+            except StorageError as e:
+                problem = str(e)
+                break
+            found = check_txn_index(raw, layouts[i], next_base=nxt, path=seg.txn_index.path, carry=carry)
+            if found is not None:
+                problem = str(found)
+                break
+        if problem is None:
+            return
+        for seg, txns in zip(segs, aborted_from_markers(layouts)):
+            seg.txn_index._rewrite(txns)
+        where = "rebuilt from the log's markers" + (" (in memory)" if self.read_only else "")
+        self.events.append(DataEvent(REBUILT, self.name, self.dir, f"{problem}; every .txnindex {where}"))
+
+
+__all__ = ["LocalLog", "ReadSpan", "replace_segments", "NO_UPPER_BOUND"]
