@@ -28,25 +28,23 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
-from .errors import CompactlogError, OffsetOutOfRangeError, TopicError
+from .errors import CompactlogError, TopicError
 from .record.batch import LOG_APPEND_TIME
 from .storage import files
 from .storage.datadir import DataDir, load_broker_config
-from .storage.latest import aborted_mask, aborted_ranges
+from .storage.isolation import READ_COMMITTED, READ_UNCOMMITTED, is_read_committed
 from .storage.partitioner import RECORD_OVERHEAD_BOUND, StickyPartitioner, partitions_for_keys
 from .storage.reader import PartitionReader
+from .storage.visible import EARLIEST, LATEST, OFFSET, TIMESTAMP, StartSpec, VisibleRecords
 
 __all__ = ["open", "DataDirectory", "ConsumerRecord", "RecordMetadata", "READ_COMMITTED", "READ_UNCOMMITTED"]
 
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
 MAX_BATCH_RECORDS = 10_000
 Bytes = bytes | bytearray | memoryview | str | None
 
@@ -95,12 +93,6 @@ def _record_size(key: bytes | None, value: bytes | None, headers) -> int:
     for name, v in headers or ():
         size += 10 + len(name.encode("utf-8")) + len(v or b"")
     return size
-
-
-@dataclass
-class _Start:
-    kind: str        # earliest, latest, offset, timestamp
-    value: int = 0
 
 
 class DataDirectory:
@@ -291,26 +283,14 @@ class DataDirectory:
         """Kafka's ListOffsets: the first offset whose record has a timestamp >= ``timestamp``."""
         return self._reader(topic, partition).offset_for_timestamp(timestamp)
 
-    def _first_offset(self, reader: PartitionReader, topic: str, partition: int, start: _Start) -> int | None:
-        if start.kind == "earliest":
-            return reader.log_start_offset
-        if start.kind == "latest":
-            return reader.log_end_offset
-        if start.kind == "timestamp":
-            return self.offset_for_timestamp(topic, partition, start.value)
-        if not reader.log_start_offset <= start.value <= reader.log_end_offset:
-            raise OffsetOutOfRangeError(f"{topic}-{partition}: offset {start.value} is outside the log "
-                                        f"[{reader.log_start_offset}, {reader.log_end_offset}]")
-        return start.value
-
     @staticmethod
-    def _start(offset, timestamp) -> _Start:
+    def _start(offset, timestamp) -> StartSpec:
         if timestamp is not None:
-            return _Start("timestamp", int(timestamp))
-        if offset in ("earliest", "latest"):
-            return _Start(offset)
+            return StartSpec(TIMESTAMP, int(timestamp))
+        if offset in (EARLIEST, LATEST):
+            return StartSpec(offset)
         if isinstance(offset, int) and not isinstance(offset, bool):
-            return _Start("offset", offset)
+            return StartSpec(OFFSET, offset)
         raise ValueError(f"offset must be 'earliest', 'latest' or an int, not {offset!r}")
 
     def read(self, topic: str, partition: int | None = None, *, offset: int | str = "earliest",
@@ -320,37 +300,26 @@ class DataDirectory:
         named start applies to every partition) or from the first record at/after ``timestamp``,
         to the log end (or ``end_offset``), partition by partition. ``read_committed`` hides aborted
         transactions and stops at the last stable offset, as a Kafka consumer does."""
-        if isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
-            raise ValueError(f"isolation_level must be {READ_UNCOMMITTED} or {READ_COMMITTED}")
+        is_read_committed(isolation_level)
         start = self._start(offset, timestamp)
-        if start.kind == "offset" and partition is None:
+        if start.kind == OFFSET and partition is None:
             raise ValueError("a numeric offset needs a partition")
         for p in self._selected(topic, partition):
-            reader = self._reader(topic, p)
-            first = self._first_offset(reader, topic, p, start)
+            view = self._reader(topic, p).visible(isolation_level)
+            first = view.start_offset(start, f"{topic}-{p}")
             if first is None:
                 continue
-            yield from self._records(reader, topic, p, first, end_offset, isolation_level)
+            yield from self._records(view, topic, p, first, end_offset)
 
-    def _records(self, reader: PartitionReader, topic: str, partition: int, first: int,
-                 end_offset: int | None, isolation_level: str) -> Iterator[ConsumerRecord]:
-        committed = isolation_level == READ_COMMITTED
-        end = reader.last_stable_offset() if committed else reader.log_end_offset
-        if end_offset is not None:
-            end = min(end, end_offset)
-        aborted = aborted_ranges(reader, first, end) if committed else {}
-        for b in reader.batches(first, end):
-            b.ensure_valid()
-            if b.is_control:
-                continue
-            if aborted and b.is_transactional and any(lo <= b.base_offset <= hi
-                                                      for lo, hi in aborted.get(b.producer_id, ())):
-                continue
+    @staticmethod
+    def _records(view: VisibleRecords, topic: str, partition: int, first: int,
+                 end_offset: int | None) -> Iterator[ConsumerRecord]:
+        end = view.end if end_offset is None else min(view.end, end_offset)
+        for b, records in view.batches(first, end):
             ts_type = "LogAppendTime" if b.timestamp_type == LOG_APPEND_TIME else "CreateTime"
-            for r in b.records():
-                if first <= r.offset < end:
-                    yield ConsumerRecord(topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
-                                         tuple((h[0], h[1]) for h in r.headers))
+            for r in records:
+                yield ConsumerRecord(topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
+                                     tuple((h[0], h[1]) for h in r.headers))
 
     def follow(self, topic: str, partition: int | None = None, *, offset: int | str = "latest",
                timestamp: int | None = None, poll_interval: float = 0.1, timeout: float | None = None,
@@ -364,13 +333,14 @@ class DataDirectory:
         while stop is None or not stop.is_set():
             got = False
             for p in self._selected(topic, partition):
-                reader = self._reader(topic, p)
+                view = self._reader(topic, p).visible(isolation_level)
+                log_start, log_end = view.reader.log_start_offset, view.reader.log_end_offset
                 if p not in positions:
-                    first = self._first_offset(reader, topic, p, start)
-                    positions[p] = reader.log_end_offset if first is None else first
-                if positions[p] < reader.log_start_offset:
-                    positions[p] = reader.log_start_offset      # deleted by retention meanwhile
-                for rec in self._records(reader, topic, p, positions[p], None, isolation_level):
+                    first = view.start_offset(start, f"{topic}-{p}")
+                    positions[p] = log_end if first is None else first
+                if positions[p] < log_start:
+                    positions[p] = log_start      # deleted by retention meanwhile
+                for rec in self._records(view, topic, p, positions[p], None):
                     positions[p] = rec.offset + 1
                     got = True
                     yield rec
@@ -395,15 +365,11 @@ class DataDirectory:
             raise ValueError("latest() needs a key")
         if partition is None:
             partition = partitions_for_keys(pa.array([k], pa.binary()), max(self.partitions(topic)) + 1)[0]
-        reader = self._reader(topic, int(partition))
-        end = reader.last_stable_offset()
-        aborted = aborted_ranges(reader, reader.log_start_offset, end)
+        view = self._reader(topic, int(partition)).visible(READ_COMMITTED)
         row = None
-        for batch in reader.iter_columns(None, end):
+        for batch in view.columns():
             mask = pa.compute.equal(batch.column("key"), pa.scalar(k, batch.schema.field("key").type))
             hits = pa.compute.fill_null(mask, False).to_numpy(zero_copy_only=False)
-            if aborted:
-                hits = hits & ~aborted_mask(batch, aborted)
             if hits.any():
                 row = batch.slice(int(np.flatnonzero(hits)[-1]), 1).to_pylist()[0]
         if row is None or row["value"] is None:

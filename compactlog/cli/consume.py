@@ -11,25 +11,23 @@ files exactly as a Kafka fetch collects them. Transaction markers are never prin
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import typer
 
-from ..errors import CorruptRecordError, OffsetOutOfRangeError, TopicError
+from ..errors import TopicError
 from ..storage import files
 from ..storage.config import parse_assignments
+from ..storage.isolation import ISOLATION_LEVELS
+from ..storage.visible import StartSpec
 from .common import closed_pipe_is_success, context, fail, headers_json, put_bytes
 from .main import app
 from .progress import partition_log_bytes, progress
-
-if TYPE_CHECKING:
-    from ..storage.reader import PartitionReader
 
 # kafka-console-consumer's DefaultMessageFormatter properties and their defaults
 TEXT_PROPERTIES = {"print.timestamp": "false", "print.key": "false", "print.value": "true",
@@ -52,13 +50,6 @@ class TextFormat:
     headers_separator: bytes
     headers_key_separator: bytes
     null_literal: bytes
-
-
-@dataclass(frozen=True)
-class StartAt:
-    """Where each partition is read from: earliest, latest, an offset or a timestamp."""
-    kind: str                # earliest, latest, offset, timestamp, max-timestamp
-    value: int = 0
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -105,7 +96,7 @@ def consume_cmd(ctx: typer.Context,
     start = start_at(from_beginning, partition, offset, timestamp)
     if output_format not in ("text", "jsonl"):
         fail(f"--output-format {output_format!r}: expected text or jsonl")
-    if isolation_level not in ("read_committed", "read_uncommitted"):
+    if isolation_level not in ISOLATION_LEVELS:
         fail(f"--isolation-level {isolation_level!r}: expected read_committed or read_uncommitted")
     if max_messages is not None and max_messages < 0:
         fail(f"--max-messages must not be negative, got {max_messages}")
@@ -119,7 +110,7 @@ def consume_cmd(ctx: typer.Context,
     total = [0]
     try:
         with closed_pipe_is_success():
-            print_partitions(root, topic, partitions, start, isolation_level == "read_committed",
+            print_partitions(root, topic, partitions, start, isolation_level,
                              output_format, fmt, max_messages, follow=follow or timeout_ms is not None,
                              timeout_ms=timeout_ms, total=total)
     except KeyboardInterrupt:
@@ -131,7 +122,7 @@ def consume_cmd(ctx: typer.Context,
                    "--follow to wait for new records", err=True)
 
 
-def print_partitions(root: str, topic: str, partitions: list[int], start: StartAt, read_committed: bool,
+def print_partitions(root: str, topic: str, partitions: list[int], start: StartSpec, isolation_level: str,
                      output_format: str, fmt: TextFormat, max_messages: int | None, *, follow: bool = False,
                      timeout_ms: int | None = None, total: list | None = None,
                      poll_interval: float = 0.1) -> None:
@@ -147,11 +138,11 @@ def print_partitions(root: str, topic: str, partitions: list[int], start: StartA
     with progress("consuming", 0 if follow or start.kind != "earliest" else
                   sum(partition_log_bytes(root, topic, p) for p in partitions),
                   unit="bytes", min_total=256 << 20, data_on_stdout=True) as bar:
-        _print_passes(root, topic, partitions, start, read_committed, output_format, fmt, follow, timeout_ms,
+        _print_passes(root, topic, partitions, start, isolation_level, output_format, fmt, follow, timeout_ms,
                       total, poll_interval, out, sink, remaining, positions, idle_since, bar)
 
 
-def _print_passes(root, topic, partitions, start, read_committed, output_format, fmt, follow, timeout_ms,
+def _print_passes(root, topic, partitions, start, isolation_level, output_format, fmt, follow, timeout_ms,
                   total, poll_interval, out, sink, remaining, positions, idle_since, bar) -> None:
     while True:
         got = 0
@@ -161,7 +152,7 @@ def _print_passes(root, topic, partitions, start, read_committed, output_format,
             pdir = os.path.join(root, files.partition_dir_name(topic, p))
             if not os.path.isdir(pdir):
                 continue
-            for chunk, n, size in partition_output(pdir, topic, p, start, read_committed, output_format, fmt,
+            for chunk, n, size in partition_output(pdir, topic, p, start, isolation_level, output_format, fmt,
                                                    remaining, positions):
                 bar.advance(size)
                 if sink is not None:
@@ -184,7 +175,7 @@ def _print_passes(root, topic, partitions, start, read_committed, output_format,
 
 
 def start_at(from_beginning: bool, partition: int | None, offset: str | None,
-             timestamp: int | None) -> StartAt:
+             timestamp: int | None) -> StartSpec:
     if offset is not None and partition is None:
         fail("--offset needs --partition")
     if offset is not None and from_beginning:
@@ -195,15 +186,15 @@ def start_at(from_beginning: bool, partition: int | None, offset: str | None,
         return start_at_time(timestamp)
     if offset is not None:
         if offset in ("earliest", "latest"):
-            return StartAt(offset)
+            return StartSpec(offset)
         try:
             value = int(offset)
         except ValueError:
             value = -1
         if value < 0:
             fail(f"--offset {offset!r}: expected a non-negative number, earliest or latest")
-        return StartAt("offset", value)
-    return StartAt("earliest" if from_beginning else "latest")
+        return StartSpec("offset", value)
+    return StartSpec("earliest" if from_beginning else "latest")
 
 
 # Kafka's ListOffsetsRequest special timestamps (kafka-get-offsets.sh --time) that mean something
@@ -211,11 +202,11 @@ def start_at(from_beginning: bool, partition: int | None, offset: str | None,
 SPECIAL_TIMES = {-1: "latest", -2: "earliest", -3: "max-timestamp"}
 
 
-def start_at_time(timestamp: int) -> StartAt:
+def start_at_time(timestamp: int) -> StartSpec:
     if timestamp >= 0:
-        return StartAt("timestamp", timestamp)
+        return StartSpec("timestamp", timestamp)
     if timestamp in SPECIAL_TIMES:
-        return StartAt(SPECIAL_TIMES[timestamp])
+        return StartSpec(SPECIAL_TIMES[timestamp])
     fail(f"--timestamp {timestamp}: expected a time in ms since the epoch (0 or more), or -1 (latest), "
          f"-2 (earliest) or -3 (the record with the largest timestamp), as Kafka's ListOffsets; "
          f"-4 and -5 name tiered storage, which a data dir does not have", 2)
@@ -254,7 +245,7 @@ def text_format(props: dict[str, str]) -> TextFormat:
 
 # -- one partition --------------------------------------------------------------------------------
 
-def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read_committed: bool,
+def partition_output(pdir: str, topic: str, partition: int, start: StartSpec, isolation_level: str,
                      output_format: str, fmt: TextFormat, limit: int | None,
                      positions: dict | None = None) -> Iterator[tuple[bytes, int]]:
     """(bytes to print, records in them), a batch at a time, at most ``limit`` records.
@@ -263,18 +254,19 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read
     from ..storage.reader import PartitionReader
     positions = positions if positions is not None else {}
     reader = PartitionReader(pdir)
+    view = reader.visible(isolation_level)
     if partition in positions:
         first = max(positions[partition], reader.log_start_offset)
     else:
-        first = start_offset(reader, start, f"{topic}-{partition}")
+        first = view.start_offset(start, f"{topic}-{partition}")
         if first is None:
             if start.kind != "timestamp":
                 return
             first = reader.log_end_offset        # no record at/after the time yet: wait at the end
-    end = reader.last_stable_offset() if read_committed else reader.log_end_offset
+    end = view.end
     positions[partition] = max(first, end)
     left = limit
-    for batch, records in visible_batches(reader, first, end, read_committed):
+    for batch, records in view.batches(first, end):
         if left is not None:
             records = records[:left]
             left -= len(records)
@@ -288,53 +280,6 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartAt, read
             break
     for note in reader.notes:
         typer.echo(f"note: {note}", err=True)
-
-
-def start_offset(reader: PartitionReader, start: StartAt, name: str) -> int | None:
-    """The first offset to read, None when nothing is to be read (no record at/after --timestamp)."""
-    if start.kind == "earliest":
-        return reader.log_start_offset
-    if start.kind == "latest":
-        return reader.log_end_offset
-    if start.kind == "timestamp":
-        return reader.offset_for_timestamp(start.value)
-    if start.kind == "max-timestamp":
-        largest = max((b.max_timestamp for b in reader.batches(reader.log_start_offset)), default=None)
-        return None if largest is None else reader.offset_for_timestamp(largest)
-    if not reader.log_start_offset <= start.value <= reader.log_end_offset:
-        raise OffsetOutOfRangeError(f"{name}: offset {start.value} is outside the log "
-                                    f"[{reader.log_start_offset}, {reader.log_end_offset}]")
-    return start.value
-
-
-def visible_batches(reader: PartitionReader, start: int, end: int,
-                    read_committed: bool) -> Iterator[tuple[object, list]]:
-    """(batch, its records in [start, end)) of every data batch a consumer would see."""
-    from ..storage.latest import aborted_ranges
-    aborted = aborted_ranges(reader, start, end) if read_committed else {}
-    for b in reader.batches(start, end):
-        try:
-            b.ensure_valid()
-            if b.is_control:
-                continue
-            if aborted and b.is_transactional and _in_aborted(aborted.get(b.producer_id), b.base_offset):
-                continue
-            records = b.records()
-        except CorruptRecordError as e:
-            raise e.located(file=_segment_path(reader, b.base_offset), position=b.position) from None
-        records = [r for r in records if start <= r.offset < end]
-        if records:
-            yield b, records
-
-
-def _in_aborted(ranges: list[tuple[int, int]] | None, offset: int) -> bool:
-    return ranges is not None and any(lo <= offset <= hi for lo, hi in ranges)
-
-
-def _segment_path(reader: PartitionReader, offset: int) -> str | None:
-    segments = reader.segments()
-    i = bisect.bisect_right([s.base_offset for s in segments], offset) - 1
-    return segments[i].path if i >= 0 else None
 
 
 # -- formatting -----------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def _offsets_from_dir(c, match, keep, when: int) -> list[tuple[str, int, int | N
     # consume --timestamp's lookup (Kafka's ListOffsets, its special times included), one reader
     # per partition; MAX_TIMESTAMP from batch headers, as the broker answers it
     from ..storage.reader import PartitionReader
-    from .consume import start_at_time, start_offset
+    from .consume import start_at_time
     start = start_at_time(when)
     rows = []
     with c.open(write=False) as dd:
@@ -101,7 +101,7 @@ def _offsets_from_dir(c, match, keep, when: int) -> list[tuple[str, int, int | N
                 if keep is not None and p not in keep:
                     continue
                 reader = PartitionReader(os.path.join(dd.path, files.partition_dir_name(t, p)))
-                rows.append((t, p, start_offset(reader, start, f"{t}-{p}")))
+                rows.append((t, p, reader.visible().start_offset(start, f"{t}-{p}")))
     return rows
 
 

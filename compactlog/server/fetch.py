@@ -32,6 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from ..errors import OffsetOutOfRangeError
 from ..record.varint import encode_uvarint
+from ..storage.isolation import last_fetchable_offset
 from .handlers import READ_COMMITTED, error_response
 from .state import BrokerState
 
@@ -127,7 +128,7 @@ def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: b
         pr.log_start_offset = log.log_start_offset
         try:
             span = log.read_span(offset, max_bytes, min_one_batch=min_one,
-                                 max_offset=lso if committed else hw)
+                                 max_offset=last_fetchable_offset(log, committed))
         except OffsetOutOfRangeError:
             pr.error = ErrorCode.offset_out_of_range.value
             return pr

@@ -107,9 +107,8 @@ class ReadConfig:
                                 f"maxOffsetsPerTrigger ({self.max_offsets})")
 
     def splits(self, work) -> list[Split]:
-        return make_splits(work, read_committed=self.read_committed, split_bytes=self.split_bytes,
-                           explicit_split=self.explicit_split, parallelism=self.min_partitions,
-                           max_records=self.max_records)
+        return make_splits(work, split_bytes=self.split_bytes, explicit_split=self.explicit_split,
+                           parallelism=self.min_partitions, max_records=self.max_records)
 
 
 class KafkaLogPartition(InputPartition):

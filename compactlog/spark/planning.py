@@ -28,8 +28,9 @@ import pyarrow as pa
 
 from ..errors import StorageError
 from ..storage import files
-from ..storage.latest import aborted_mask, aborted_ranges  # noqa: F401 - used by the source
+from ..storage.isolation import READ_COMMITTED, READ_UNCOMMITTED
 from ..storage.reader import PartitionReader
+from ..storage.visible import drop_aborted
 from .options import EARLIEST, LATEST, KafkaLogError, OffsetSpec, Strategy
 
 BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
@@ -150,11 +151,11 @@ class PartitionState:
     def __init__(self, tp: TopicPartition, read_committed: bool):
         self.tp = tp
         self.reader = PartitionReader(tp.dir)
+        self.view = self.reader.visible(READ_COMMITTED if read_committed else READ_UNCOMMITTED)
         self.log_start = self.reader.log_start_offset
         self.log_end = self.reader.log_end_offset
         # a read_committed consumer reads (and lists offsets) up to the last stable offset
-        self.latest = self.reader.last_stable_offset() if read_committed else self.log_end
-        self.latest = max(self.latest, self.log_start)
+        self.latest = max(self.view.end, self.log_start)
 
     def offset_for_timestamp(self, ts: int) -> int | None:
         """Kafka's ListOffsets for a timestamp: -2 earliest, -1 latest, else the first offset at or
@@ -453,19 +454,18 @@ class Planned(NamedTuple):
     splits: list
 
 
-def make_splits(work: list[tuple[PartitionState, int, int]], *, read_committed: bool, split_bytes: int,
-                explicit_split: bool, parallelism: int, max_records: int | None) -> list[Split]:
+def make_splits(work: list[tuple[PartitionState, int, int]], *, split_bytes: int, explicit_split: bool,
+                parallelism: int, max_records: int | None) -> list[Split]:
     """Splits of about equal bytes over [start, end) of each partition, with the aborted
-    transactions each needs (read_committed)."""
+    transactions each needs (read_committed: the partition's view knows its isolation level)."""
     seg_ranges: list[SegmentRange] = []
     aborted: dict[str, dict] = {}
     for st, start, end in work:
         if start >= end:
             continue
-        if read_committed:
-            txns = aborted_ranges(st.reader, start, end)
-            if txns:
-                aborted[st.tp.dir] = txns
+        txns = st.view.aborted(start, end)
+        if txns:
+            aborted[st.tp.dir] = txns
         seg_ranges.extend(segment_ranges(st, start, end))
     total = sum(r.size for r in seg_ranges)
     count = split_count(total, split_bytes, parallelism, explicit_split)
@@ -510,10 +510,7 @@ def read_split(split: Split, settings: ReadSettings):
 
 
 def shape(batch: pa.RecordBatch, p: OffsetRange, aborted, settings: ReadSettings) -> pa.RecordBatch:
-    if aborted:
-        mask = aborted_mask(batch, aborted)
-        if mask.any():
-            batch = batch.filter(pa.array(~mask))
+    batch = drop_aborted(batch, aborted)
     n = batch.num_rows
     ts = batch.column("timestamp").to_numpy() * 1000
     cols = [

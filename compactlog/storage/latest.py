@@ -4,8 +4,7 @@ One implementation for every caller that must not need Spark: the Python API
 (``latest_state``/``latest``), ``compactlog snapshot`` in this process, and the Spark path's own
 equality tests. Kafka sends a key to one partition, so the state of a key lives in its partition;
 tombstones and keyless records have no state; records of aborted transactions never count (the
-reader's read_committed view: ``PartitionReader.aborted_transactions``, which checks the
-``.txnindex`` against the markers).
+reader's read_committed view, ``visible.py``).
 """
 
 from __future__ import annotations
@@ -14,36 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .isolation import READ_COMMITTED
 from .reader import PartitionReader
-
-
-def aborted_ranges(reader: PartitionReader, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
-    """producer id -> [(first, last offset)] of the aborted transactions overlapping [start, end)."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for t in reader.aborted_transactions(start, end):
-        out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
-    return out
-
-
-def aborted_mask(batch, aborted: dict[int, list[tuple[int, int]]]) -> np.ndarray:
-    """Rows of aborted transactions: transactional data records of an aborted (producer, range)."""
-    txn = batch.column("is_transactional").to_numpy(zero_copy_only=False)
-    mask = np.zeros(batch.num_rows, dtype=bool)
-    if not txn.any():
-        return mask
-    pid = batch.column("producer_id").to_numpy()
-    ctl = batch.column("is_control").to_numpy(zero_copy_only=False)
-    off = batch.column("offset").to_numpy()
-    lo, hi = int(off.min()), int(off.max())
-    candidates = txn & ~ctl
-    for producer in np.unique(pid[candidates]).tolist():
-        spans = [(a, b) for a, b in aborted.get(producer, ()) if a <= hi and b >= lo]
-        if not spans:
-            continue
-        mine = candidates & (pid == producer)
-        for a, b in spans:
-            mask |= mine & (off >= a) & (off <= b)
-    return mask
 
 
 def last_per_key(t: pa.Table) -> pa.Table:
@@ -62,24 +33,16 @@ def latest_values(reader: PartitionReader, start: int | None = None, end: int | 
     """(key, value, offset, timestamp ms) of every live key of the partition, in offset order,
     from the records in [start, end) (default: the log start to the last stable offset), a chunk
     at a time (memory bounded by the keys, not the records)."""
-    start = reader.log_start_offset if start is None else start
-    end = reader.last_stable_offset() if end is None else end
     state = None
-    if start < end:
-        aborted = aborted_ranges(reader, start, end)
-        for batch in reader.iter_columns(start, end):
-            if aborted:
-                mask = aborted_mask(batch, aborted)
-                if mask.any():
-                    batch = batch.filter(pa.array(~mask))
-            keys = batch.column(0)
-            if keys.null_count:
-                batch = batch.filter(keys.is_valid())
-            if not batch.num_rows:
-                continue
-            chunk = pa.table({"key": _binary(batch.column(0)), "value": _binary(batch.column(1)),
-                              "offset": batch.column(2), "timestamp": batch.column(3)})
-            state = last_per_key(chunk if state is None else pa.concat_tables([state, chunk]))
+    for batch in reader.visible(READ_COMMITTED).columns(start, end):
+        keys = batch.column(0)
+        if keys.null_count:
+            batch = batch.filter(keys.is_valid())
+        if not batch.num_rows:
+            continue
+        chunk = pa.table({"key": _binary(batch.column(0)), "value": _binary(batch.column(1)),
+                          "offset": batch.column(2), "timestamp": batch.column(3)})
+        state = last_per_key(chunk if state is None else pa.concat_tables([state, chunk]))
     if state is None:
         return pa.table({"key": pa.array([], pa.binary()), "value": pa.array([], pa.binary()),
                          "offset": pa.array([], pa.int64()), "timestamp": pa.array([], pa.int64())})

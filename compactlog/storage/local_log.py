@@ -22,10 +22,12 @@ from ..record.layout import BASE_OFFSET_OFFSET, INT32, INT64, LENGTH_OFFSET, LOG
 from . import files
 from .events import REBUILT, DataEvent
 from .fsutil import fsync_dir
-from .index_check import TxnCarry, check_txn_index
 from .segment import FileRecords, LogSegment
 from .segments import NO_UPPER_BOUND, LogSegments
-from .txn_index import AbortedTxn, aborted_from_markers, collect_aborted
+from .timestamp_lookup import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
+                               SegmentTimes, find_offset_by_timestamp)
+from .txn_index import AbortedTxn, collect_aborted
+from .txn_trust import untrusted_txn_indexes
 
 
 @dataclass(slots=True)
@@ -269,30 +271,30 @@ class LocalLog:
     def offset_for_timestamp(self, target: int, log_start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= target (Kafka's ListOffsets);
         the special targets EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3), EARLIEST_LOCAL (-4)."""
-        if target in (-2, -4):         # EARLIEST, EARLIEST_LOCAL (no tiered storage)
+        if target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):     # no tiered storage
             return log_start_offset, -1
-        if target == -1:
+        if target == LATEST_TIMESTAMP:
             return self.log_end_offset, -1
-        if target == -3:               # MAX_TIMESTAMP
+        if target == MAX_TIMESTAMP:
             return self.offset_of_max_timestamp()
         return self.first_record_at_or_after(target, log_start_offset)
 
     def first_record_at_or_after(self, target: int, log_start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or above ``log_start_offset`` whose
         timestamp is ``target`` or later, found through the time indexes."""
-        for seg in self.segments:
-            if seg.largest_timestamp() < target:
-                continue
+        return find_offset_by_timestamp(self._segment_times(target, log_start_offset), target,
+                                        log_start_offset)
+
+    def _segment_times(self, target: int, log_start_offset: int) -> Iterator[SegmentTimes]:
+        """Each segment for the timestamp lookup: its largest timestamp, and its batches from the
+        one its (checked) time index points to for ``target``."""
+        def batches_from(seg: LogSegment) -> Iterator:
             seg.ensure_indexes_trusted()
             _, ts_off = seg.time_index.lookup(target)
-            pos = seg.lookup_position(max(ts_off, log_start_offset))
-            for b in seg.batches(pos):
-                if b.max_timestamp < target:
-                    continue
-                for r in b.records():
-                    if r.timestamp >= target and r.offset >= log_start_offset:
-                        return r.offset, r.timestamp
-        return None
+            return seg.batches(seg.lookup_position(max(ts_off, log_start_offset)))
+
+        for seg in self.segments:
+            yield seg.largest_timestamp(), lambda seg=seg: batches_from(seg)
 
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """Kafka's MAX_TIMESTAMP lookup: the first record carrying the largest timestamp of the
@@ -324,23 +326,13 @@ class LocalLog:
             return
         self._txn_indexes_trusted = True
         segs = self.segments.values()
-        layouts = [seg.layout() for seg in segs]
-        carry = TxnCarry()
-        problem = None
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            try:
-                raw = b"".join(t.encode() for t in seg.txn_index.entries())
-            except StorageError as e:
-                problem = str(e)
-                break
-            found = check_txn_index(raw, layouts[i], next_base=nxt, path=seg.txn_index.path, carry=carry)
-            if found is not None:
-                problem = str(found)
-                break
-        if problem is None:
+        untrusted = untrusted_txn_indexes(
+            [seg.layout() for seg in segs], [seg.txn_index.path for seg in segs],
+            lambda i: b"".join(t.encode() for t in segs[i].txn_index.entries()))
+        if untrusted is None:
             return
-        for seg, txns in zip(segs, aborted_from_markers(layouts)):
+        problem, rebuilt = untrusted
+        for seg, txns in zip(segs, rebuilt):
             seg.txn_index._rewrite(txns)
         where = "rebuilt from the log's markers" + (" (in memory)" if self.read_only else "")
         self.events.append(DataEvent(REBUILT, self.name, self.dir, f"{problem}; every .txnindex {where}"))

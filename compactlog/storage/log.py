@@ -38,12 +38,14 @@ from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
 from .config import LogConfig
 from .events import RETENTION, DataEvent
+from .isolation import last_fetchable_offset
 from .loader import LogLoader, rebuild_producer_state, repair_segments, replay_producer_state_from
 from .local_log import LocalLog, ReadSpan
 from .producer_append import Pending, ProducerUpdates
 from .producer_state import CLIENT, COORDINATOR, REPLICATION, ProducerStateManager
 from .segment import LogSegment
 from .segments import NO_UPPER_BOUND, LogSegments
+from .timestamp_lookup import LATEST_TIMESTAMP, fetchable_answer
 from .txn_index import AbortedTxn
 from .validator import (assign_offsets, conform_batch, parse_batches, validate_follower_batches,
                         validated_batch)
@@ -384,15 +386,11 @@ class Log:
         log start even when it equals the bound; a record found at or past the fetchable bound is not
         answered (None)."""
         with self.lock:     # a cleaner swap or retention must not close a segment under the lookup
-            fetchable = self.last_stable_offset if read_committed else self.high_watermark
-            if target == -1:
+            fetchable = last_fetchable_offset(self, read_committed)
+            if target == LATEST_TIMESTAMP:
                 return fetchable, -1
             found = self.offset_for_timestamp(target)
-        if target in (-2, -4):          # EARLIEST, EARLIEST_LOCAL: the log start, never filtered
-            return found
-        if found is None or found[0] >= fetchable:
-            return None
-        return found
+        return fetchable_answer(found, fetchable, target=target)
 
     def collect_aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start, upper_bound), walking txn indexes forward."""

@@ -12,8 +12,10 @@ Reads go through read-only memory maps. ``read_columns`` is the fast path: a num
 (``kernels.scan_log_uncompressed``) walks all batches of a segment in one call and a gather
 kernel copies keys and values into contiguous Arrow buffers, so no per-record Python runs;
 compressed batches are decompressed per batch and decoded by the same record kernel, and CRCs are
-checked per batch with the hardware CRC-32C. ``batches`` and ``records`` yield the codec's Python
-objects, for tools.
+checked per batch with the hardware CRC-32C (the chunk buffers and the Arrow side are
+``column_chunk.py``). ``batches`` and ``records`` yield the codec's Python objects, for tools.
+What a consumer sees (where it starts, the high watermark or last stable offset it stops at, no
+control batches, no aborted transactions) is ``visible()``, the view of ``visible.py``.
 
 The reader trusts no index file: it finds its starting batch by walking batch headers (cheap:
 one header per batch), so an untrimmed or stale ``.index`` of a running broker does not matter.
@@ -22,6 +24,7 @@ one header per batch), so an untrimmed or stale ``.index`` of a running broker d
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 from typing import Iterator
 
@@ -35,40 +38,21 @@ from ..record.batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD,
                             as_u8, iter_batches)
 from . import files
 from .index_check import breaks_order, previous_lasts
-from .txn_index import TransactionIndex, aborted_from_markers, collect_aborted
+from .txn_index import TransactionIndex, collect_aborted
 # which files are live: layout.py (one rule set for readers and the loader)
 from .layout import (SegmentFile, close_map, live_segment_files, map_file, next_offset_of,
                      stable_live_segments)
+# the Arrow side of a scan (schema, chunk buffers, gathers into Arrow arrays)
+from .column_chunk import HEADERS_TYPE, column_schema
+from .column_chunk import Chunk as _Chunk, binary_array as _binary_array, headers_array as _headers_array
+from .column_chunk import to_large as _to_large
+from .isolation import READ_UNCOMMITTED
+from .timestamp_lookup import fetchable_answer, find_offset_by_timestamp
+from .txn_trust import untrusted_txn_indexes
+from .visible import VisibleRecords
 
 K = kernels
 INT64_MAX = 2**63 - 1
-MAX_BINARY_BYTES = 0x7FFFFFFF   # above this a chunk's keys or values need int64 (large_binary) offsets
-
-HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-
-_BASE_FIELDS = [
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("offset", pa.int64(), nullable=False),
-    pa.field("timestamp", pa.int64(), nullable=False),
-    pa.field("timestamp_type", pa.int32(), nullable=False),
-    pa.field("producer_id", pa.int64(), nullable=False),
-    pa.field("producer_epoch", pa.int16(), nullable=False),
-    pa.field("partition_leader_epoch", pa.int32(), nullable=False),
-    pa.field("is_transactional", pa.bool_(), nullable=False),
-    pa.field("is_control", pa.bool_(), nullable=False),
-]
-
-
-def column_schema(*, with_headers: bool = False, large: bool = False) -> pa.Schema:
-    """The schema of ``read_columns`` (``large``: key/value as large_binary)."""
-    fields = list(_BASE_FIELDS)
-    if large:
-        fields[0] = pa.field("key", pa.large_binary())
-        fields[1] = pa.field("value", pa.large_binary())
-    if with_headers:
-        fields.append(pa.field("headers", HEADERS_TYPE))
-    return pa.schema(fields)
 
 
 def _checkpointed_log_start(dir_path: str) -> int | None:
@@ -85,91 +69,6 @@ def _checkpointed_log_start(dir_path: str) -> int | None:
         return OffsetCheckpointFile(path).read().get((topic, partition))
     except (StorageError, OSError, UnicodeDecodeError):
         return None
-
-
-# --- columnar building blocks ----------------------------------------------------------------
-
-def _binary_array(src0, src1, source, pos, length, *, string: bool = False):
-    """Arrow binary (or string) array of items gathered from two buffers; (array, is_large)."""
-    n = pos.shape[0]
-    nulls = int(np.count_nonzero(length < 0))
-    total = int(np.maximum(length, 0).sum(dtype=np.int64))
-    large = total > MAX_BINARY_BYTES
-    odt = np.int64 if large else np.int32
-    # Arrow's allocator (not numpy's, which asks for transparent huge pages and can stall in
-    # page compaction on a fresh large allocation); the kernels write through numpy views
-    off_buf = pa.allocate_buffer((n + 1) * np.dtype(odt).itemsize)
-    data_buf = pa.allocate_buffer(total)
-    out_off = np.frombuffer(off_buf, dtype=odt)
-    out_data = np.frombuffer(data_buf, dtype=np.uint8) if total else np.zeros(0, dtype=np.uint8)
-    K.gather_bytes(src0, src1, source, pos, length, out_off, out_data)
-    validity = pa.py_buffer(np.packbits(length >= 0, bitorder="little")) if nulls else None
-    if string:
-        typ = pa.large_string() if large else pa.string()
-    else:
-        typ = pa.large_binary() if large else pa.binary()
-    arr = pa.Array.from_buffers(typ, n, [validity, off_buf, data_buf], null_count=nulls)
-    return arr, large
-
-
-def _headers_array(src0, src1, source, val_pos, val_len, hdr_count) -> pa.Array:
-    n = val_pos.shape[0]
-    total = int(hdr_count.sum(dtype=np.int64))
-    hk_pos = np.empty(total, dtype=np.int64)
-    hk_len = np.empty(total, dtype=np.int32)
-    hv_pos = np.empty(total, dtype=np.int64)
-    hv_len = np.empty(total, dtype=np.int32)
-    h_src = np.empty(total, dtype=np.int8)
-    K.scan_headers(src0, src1, source, val_pos, val_len, hdr_count, hk_pos, hk_len, hv_pos, hv_len, h_src)
-    hkeys, _ = _binary_array(src0, src1, h_src, hk_pos, hk_len, string=True)
-    try:
-        hkeys.validate(full=True)
-    except pa.ArrowInvalid:   # invalid UTF-8: decode as the Python path does (with replacement)
-        raw, _ = _binary_array(src0, src1, h_src, hk_pos, hk_len)
-        hkeys = pa.array([b.decode("utf-8", errors="replace") for b in raw.to_pylist()], pa.string())
-    hvals, _ = _binary_array(src0, src1, h_src, hv_pos, hv_len)
-    if hkeys.type != pa.string():
-        hkeys = hkeys.cast(pa.string())
-    if hvals.type != pa.binary():
-        hvals = hvals.cast(pa.binary())
-    struct = pa.StructArray.from_arrays([hkeys, hvals], fields=list(HEADERS_TYPE.value_type))
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(hdr_count, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), struct, type=HEADERS_TYPE)
-
-
-class _Chunk:
-    """Preallocated output columns for one call sequence of the scan kernels."""
-
-    def __init__(self, records: int, batches: int):
-        self.bmeta = np.empty((batches, K.BM_FIELDS), dtype=np.int64)
-        self.r64 = np.empty((K.R64_ROWS, records), dtype=np.int64)
-        self.r32 = np.empty((K.R32_ROWS, records), dtype=np.int32)
-        self.prev_last = -1        # the last offset of the last batch checked (across flushes)
-        self.reset()
-
-    @property
-    def record_capacity(self) -> int:
-        return self.r64.shape[1]
-
-    def resize(self, records: int) -> None:
-        """New (empty) record columns of another capacity; only between chunks."""
-        self.r64 = np.empty((K.R64_ROWS, records), dtype=np.int64)
-        self.r32 = np.empty((K.R32_ROWS, records), dtype=np.int32)
-
-    def reset(self) -> None:
-        self.nb = 0
-        self.nr = 0
-        self.used = 0
-        self.checked = 0           # batches whose CRC was validated
-        self.scratch: list[bytes] = []
-        self.scratch_len = 0
-
-    def add_scratch(self, data: bytes) -> int:
-        bias = self.scratch_len
-        self.scratch.append(data)
-        self.scratch_len += len(data)
-        return bias
 
 
 # --- the reader ------------------------------------------------------------------------------
@@ -298,7 +197,7 @@ class PartitionReader:
                 seg = self._segment_file(b.base_offset)
                 if seg is not None and self._torn_tail(seg, as_u8(b.buffer), b.position):
                     return
-                raise e.located(file=self._segment_of(b.base_offset), position=b.position) from None
+                raise e.located(file=self.segment_path(b.base_offset), position=b.position) from None
             if b.base_offset >= start and (end_offset is None or b.last_offset < end_offset):
                 yield from recs
             else:
@@ -310,15 +209,22 @@ class PartitionReader:
         i = bisect.bisect_right(self._bases, offset) - 1
         return self._segments[i] if i >= 0 else None
 
-    def _segment_of(self, offset: int) -> str | None:
+    def segment_path(self, offset: int) -> str | None:
+        """The file of the segment holding ``offset`` (for naming it in an error)."""
         seg = self._segment_file(offset)
         return seg.path if seg is not None else None
+
+    # -- what a consumer sees
+    def visible(self, isolation_level: str = READ_UNCOMMITTED) -> VisibleRecords:
+        """The partition as a consumer at ``isolation_level`` sees it (``visible.py``): where to
+        start, up to which offset, without control batches and aborted transactions."""
+        return VisibleRecords(self, isolation_level)
 
     # -- transactions (the read_committed view)
     def aborted_transactions(self, start: int, end: int) -> list:
         """Aborted transactions overlapping [start, end), as Kafka's collectAbortedTxns walks the
         ``.txnindex`` files; the files are first checked against the log's markers
-        (index_check) and, when one lies, the aborted transactions are taken from the markers
+        (``txn_trust``) and, when one lies, the aborted transactions are taken from the markers
         instead (with a note): a wrong entry would serve aborted records."""
         if self._aborted is None:
             self._aborted = self._load_aborted()
@@ -328,46 +234,51 @@ class PartitionReader:
         return collect_aborted(self._aborted[i:], start, end)
 
     def _load_aborted(self) -> list:
-        from .index_check import TxnCarry, check_txn_index, read_file, walk_segment
-        layouts, indexes = [], []
-        carry = TxnCarry()
-        problem = None
-        for j, seg in enumerate(self._segments):
+        from .index_check import read_file, walk_segment
+        layouts = []
+        for seg in self._segments:
             m, size = map_file(seg.path)
             try:
-                layout = walk_segment(m, seg.base_offset, end=size)
+                layouts.append(walk_segment(m, seg.base_offset, end=size))
             finally:
                 close_map(m)
-            layouts.append(layout)
-            path = _sibling(seg.path, files.TXN_INDEX_SUFFIX)
-            index = TransactionIndex(path, seg.base_offset, read_only=True)
-            indexes.append(index)
-            if problem is None:
-                nxt = self._segments[j + 1].base_offset if j + 1 < len(self._segments) else None
-                raw = read_file(path)
-                problem = check_txn_index(raw, layout, next_base=nxt, path=path, carry=carry)
-                if problem is None:
-                    index.load(raw)      # checked: the file is not read a second time
-        if problem is None:
+        paths = [_sibling(seg.path, files.TXN_INDEX_SUFFIX) for seg in self._segments]
+        indexes = [TransactionIndex(path, seg.base_offset, read_only=True)
+                   for path, seg in zip(paths, self._segments)]
+        raws = {}
+
+        def index_bytes(i: int) -> bytes:
+            raws[i] = read_file(paths[i])
+            return raws[i]
+
+        untrusted = untrusted_txn_indexes(layouts, paths, index_bytes)
+        if untrusted is None:
+            for i, index in enumerate(indexes):
+                index.load(raws[i])      # checked: the file is not read a second time
             return indexes
+        problem, rebuilt = untrusted
         self.notes.append(f"{problem}; aborted transactions are taken from the log's markers instead "
                           f"(a writer's recovery or `verify --repair` rebuilds the file)")
-        for index, txns in zip(indexes, aborted_from_markers(layouts)):
+        for index, txns in zip(indexes, rebuilt):
             index._entries = txns
         return indexes
 
     def offset_for_timestamp(self, target: int, end: int | None = None) -> int | None:
-        """Kafka's ListOffsets for a timestamp: the first offset at or after the log start whose
-        record timestamp is >= ``target``; None when there is none (below ``end``, if given)."""
+        """Kafka's ListOffsets for a timestamp (``timestamp_lookup``): the first offset at or after
+        the log start whose record timestamp is >= ``target``; None when there is none (below
+        ``end``, if given). No index is trusted: the scan starts at the log start."""
         start = self.log_start_offset
-        for b in self.batches(start):
-            if b.max_timestamp < target or b.last_offset < start:
-                continue
-            for r in b.records():
-                if r.timestamp >= target and r.offset >= start:
-                    return r.offset if end is None or r.offset < end else None
-        return None
+        found = find_offset_by_timestamp([(None, lambda: self.batches(start))], target, start)
+        if end is not None:
+            found = fetchable_answer(found, end)
+        return None if found is None else found[0]
 
+    @property
+    def high_watermark(self) -> int:
+        """What a single replica has written is committed: the log end offset."""
+        return self.log_end_offset
+
+    @functools.cached_property
     def last_stable_offset(self) -> int:
         """The first offset of the earliest open transaction, else the log end offset.
 
@@ -752,11 +663,6 @@ def _sibling(segment_path: str, suffix: str) -> str:
     name = os.path.basename(segment_path)
     base, _, extra = name.partition(files.LOG_SUFFIX)
     return os.path.join(os.path.dirname(segment_path), base + suffix + extra)
-
-
-def _to_large(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    cols = [batch.column(i).cast(schema.field(i).type) for i in range(batch.num_columns)]
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
 def read_columns(dir_path: str, start_offset: int | None = None, end_offset: int | None = None,

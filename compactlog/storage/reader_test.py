@@ -637,10 +637,10 @@ def test_encode_columnar_batch_in_place_matches_assemble_batch():
 
 
 def test_large_binary_when_a_chunk_needs_it(mixed, monkeypatch):
-    from compactlog.storage import reader as reader_mod
+    from compactlog.storage import column_chunk
     _, pdir = mixed
     small = PartitionReader(pdir).read_columns(include_control=True, with_headers=True)
-    monkeypatch.setattr(reader_mod, "MAX_BINARY_BYTES", 800)   # some chunks exceed it, some not
+    monkeypatch.setattr(column_chunk, "MAX_BINARY_BYTES", 800)   # some chunks exceed it, some not
     reader = PartitionReader(pdir, chunk_records=64)
     kinds = {b.schema.field("value").type for b in reader.iter_columns(include_control=True)}
     assert kinds == {pa.binary(), pa.large_binary()}
