@@ -39,7 +39,8 @@ from .record.batch import LOG_APPEND_TIME
 from .storage import files
 from .storage.datadir import DataDir, load_broker_config
 from .storage.isolation import READ_COMMITTED, READ_UNCOMMITTED, is_read_committed
-from .storage.partitioner import RECORD_OVERHEAD_BOUND, StickyPartitioner, partitions_for_keys
+from .producer import BatchRefused, Producer, RecordRefused, outgoing_records
+from .storage.partitioner import partitions_for_keys
 from .storage.reader import PartitionReader
 from .storage.visible import EARLIEST, LATEST, OFFSET, TIMESTAMP, StartSpec, VisibleRecords
 
@@ -87,14 +88,6 @@ def _as_bytes(value: Bytes, what: str) -> bytes | None:
     raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
 
 
-def _record_size(key: bytes | None, value: bytes | None, headers) -> int:
-    """A bound on a record's encoded size: what the sticky partitioner counts against batch.size."""
-    size = RECORD_OVERHEAD_BOUND + len(key or b"") + len(value or b"")
-    for name, v in headers or ():
-        size += 10 + len(name.encode("utf-8")) + len(v or b"")
-    return size
-
-
 class DataDirectory:
     """A data directory: topics of Kafka partition logs. Use ``compactlog.open``."""
 
@@ -111,7 +104,12 @@ class DataDirectory:
             os.makedirs(path)
         broker = load_broker_config(path, dict(overrides or {}))
         self._dd = DataDir(path, broker=broker, writable=write, command="compactlog (Python API)")
-        self._partitioner = StickyPartitioner()
+        self._producer = Producer(self._dd, batch_records=MAX_BATCH_RECORDS)
+
+    @property
+    def _partitioner(self):
+        """The sticky partitioner every send shares (tests steer its draws)."""
+        return self._producer.partitioner
 
     # -- the directory
     @property
@@ -134,14 +132,17 @@ class DataDirectory:
         ``if_not_exists``."""
         if if_not_exists and self._dd.has_topic(topic):
             return False
+        self._producer.forget(topic)
         self._dd.create_topic(topic, partitions, dict(configs or {}))
         return True
 
     def delete_topic(self, topic: str) -> None:
+        self._producer.forget(topic)
         self._dd.delete_topic(topic)
 
     def alter_topic(self, topic: str, set_configs: dict[str, str] | None = None,
                     delete_configs: Sequence[str] = ()) -> None:
+        self._producer.forget(topic)
         self._dd.alter_topic(topic, dict(set_configs or {}), list(delete_configs))
 
     def topic_config(self, topic: str) -> dict:
@@ -149,13 +150,6 @@ class DataDirectory:
         return self._dd.topic_config(topic).to_dict()
 
     # -- writing
-    def _ensure_topic(self, topic: str) -> int:
-        if not self._dd.has_topic(topic):
-            if not self._dd.broker.get("auto.create.topics.enable"):
-                raise TopicError(f"topic {topic!r} does not exist in {self.path} (auto.create.topics.enable=false)")
-            self._dd.create_topic(topic, self._dd.broker.get("num.partitions"), {})
-        return max(self._dd.partitions(topic)) + 1
-
     def send(self, topic: str, key: Bytes, value: Bytes, headers: Iterable[tuple[str, Bytes]] | None = None,
              partition: int | None = None, timestamp: int | None = None) -> RecordMetadata:
         """Append one record now (a batch of one) and return where it went.
@@ -168,87 +162,42 @@ class DataDirectory:
 
     def send_many(self, topic: str, records: Iterable[tuple]) -> list[RecordMetadata]:
         """Append (key, value[, headers[, partition[, timestamp]]]) tuples, batched per partition in
-        arrival order; one RecordMetadata per appended batch."""
-        count = self._ensure_topic(topic)
+        arrival order; one RecordMetadata per appended batch. Every record is checked against the
+        topic before the first append (the broker's rules: a refused one appends nothing)."""
         now = self._dd.clock()
-        rows, partitions = [], []
+        keys, values, headers, partitions, stamps = [], [], [], [], []
         for rec in records:
-            key, value, headers, partition, ts = (tuple(rec) + (None, None, None))[:5]
-            key, value = _as_bytes(key, "key"), _as_bytes(value, "value")
-            hdrs = [(str(h), _as_bytes(v, "header value")) for h, v in headers] if headers else None
-            if partition is not None and not 0 <= partition < count:
-                raise TopicError(f"partition {topic}-{partition} does not exist ({count} partitions)")
-            rows.append((key, value, hdrs, now if ts is None else int(ts)))
+            key, value, hdrs, partition, ts = (tuple(rec) + (None, None, None))[:5]
+            keys.append(_as_bytes(key, "key"))
+            values.append(_as_bytes(value, "value"))
+            headers.append([(str(h), _as_bytes(v, "header value")) for h, v in hdrs] if hdrs else None)
             partitions.append(partition)
-        # murmur2 of the keys in one numba pass (-1: no key); keyless records take the sticky
-        # partition in arrival order
-        todo = [i for i, p in enumerate(partitions) if p is None]
-        if todo:
-            by_key = partitions_for_keys(pa.array([rows[i][0] for i in todo], pa.binary()), count).tolist()
-            keyless = []
-            for i, p in zip(todo, by_key):
-                if p >= 0:
-                    partitions[i] = p
-                else:
-                    keyless.append(i)
-            if keyless:
-                sizes = [_record_size(None, rows[i][1], rows[i][2]) for i in keyless]
-                for i, p in zip(keyless, self._partitioner.assign(topic, count, sizes).tolist()):
-                    partitions[i] = p
-        by_partition: dict[int, list] = {}
-        for r, p in zip(rows, partitions):
-            by_partition.setdefault(p, []).append(r)
-        out = []
-        for p, batch in by_partition.items():
-            log = self._dd.open_log(topic, p)
-            for i in range(0, len(batch), MAX_BATCH_RECORDS):
-                chunk = batch[i:i + MAX_BATCH_RECORDS]
-                headers = [r[2] for r in chunk] if any(r[2] for r in chunk) else None
-                info = log.append_records([r[0] for r in chunk], [r[1] for r in chunk],
-                                          timestamps=np.array([r[3] for r in chunk], dtype=np.int64),
-                                          headers=headers)
-                out.append(RecordMetadata(topic, p, info.first_offset, info.last_offset))
-        return out
+            stamps.append(now if ts is None else int(ts))
+        return self._send(topic, outgoing_records(keys, values, np.array(stamps, dtype=np.int64),
+                                                  headers=headers, partitions=partitions), now)
 
     def send_arrow(self, topic: str, keys, values, *, partition: int | None = None,
                    timestamps=None, compression: str = "none") -> list[RecordMetadata]:
         """Append records from pyarrow arrays (binary or string; nulls are null keys / tombstones),
         partitioned by Kafka's partitioner in one numba pass (``partition`` forces one), encoded by
         the columnar batch encoder: the fast path for bulk loads."""
-        count = self._ensure_topic(topic)
         keys = pa.array(keys) if not isinstance(keys, (pa.Array, pa.ChunkedArray)) else keys
         values = pa.array(values) if not isinstance(values, (pa.Array, pa.ChunkedArray)) else values
-        if isinstance(keys, pa.ChunkedArray):
-            keys = keys.combine_chunks()
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
-        n = len(keys)
-        if len(values) != n:
-            raise ValueError(f"{n} keys but {len(values)} values")
-        ts = np.full(n, self._dd.clock(), dtype=np.int64) if timestamps is None else \
-            np.asarray(timestamps, dtype=np.int64)
-        if partition is not None:
-            parts = np.full(n, partition, dtype=np.int64)
-        else:
-            parts = partitions_for_keys(keys, count)
-            keyless = np.flatnonzero(parts < 0)
-            if keyless.size:
-                # keyless records take the sticky partition, a new one every batch.size bytes
-                taken = values.take(pa.array(keyless))
-                sizes = pa.compute.binary_length(taken).fill_null(0).to_numpy(zero_copy_only=False)
-                parts[keyless] = self._partitioner.assign(topic, count, sizes + RECORD_OVERHEAD_BOUND)
-        out = []
-        for p in np.unique(parts).tolist():
-            if not 0 <= p < count:
-                raise TopicError(f"partition {topic}-{p} does not exist ({count} partitions)")
-            idx = np.flatnonzero(parts == p)
-            log = self._dd.open_log(topic, p)
-            for lo in range(0, idx.size, MAX_BATCH_RECORDS):
-                take = pa.array(idx[lo:lo + MAX_BATCH_RECORDS])
-                info = log.append_records(keys.take(take), values.take(take), timestamps=ts[idx[lo:lo + MAX_BATCH_RECORDS]],
-                                          compression=compression)
-                out.append(RecordMetadata(topic, p, info.first_offset, info.last_offset))
-        return out
+        now = self._dd.clock()
+        stamps = now if timestamps is None else np.asarray(timestamps, dtype=np.int64)
+        return self._send(topic, outgoing_records(keys, values, stamps, partitions=partition), now,
+                          compression=compression)
+
+    def _send(self, topic: str, records, now: int, compression: str = "none") -> list[RecordMetadata]:
+        """Check every record, then append: the broker's error for the first refused one (nothing
+        appended), or the log's for a batch it refuses."""
+        target = self._producer.target(topic)
+        try:
+            self._producer.check(target, records, now)
+            sent = self._producer.send(target, records, compression=compression)
+        except (RecordRefused, BatchRefused) as e:
+            raise e.error from None
+        return [RecordMetadata(a.topic, a.partition, a.first_offset, a.last_offset) for a in sent]
 
     def flush(self) -> None:
         """fsync every open partition (appends are written at once; this makes them durable)."""

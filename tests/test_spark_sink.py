@@ -1,7 +1,7 @@
 """``df.write.format("kafka-log")``: Spark's Kafka-sink columns appended to a data directory.
 
-Without Spark (``compactlog/spark/sink.py`` as the tasks and the commit run it): the header
-encoder against the codec's, Kafka's partitioner (murmur2 of the key, the sticky partition for
+Without Spark (``compactlog/spark/sink.py`` as the tasks and the commit run it; the header
+encoder against the codec's is in ``compactlog/producer_test.py``): Kafka's partitioner (murmur2 of the key, the sticky partition for
 keyless records, an explicit partition column), order within a partition, timestamps, headers,
 topic auto-creation, every check made before the first append (so that a refused write leaves the
 directory as it was) and a refused lock. On Spark: a topic copied from one data dir to another
@@ -19,7 +19,6 @@ import pytest
 
 from storage_support import tree_state
 from compactlog.errors import DataDirLockedError
-from compactlog.record.batch import encode_headers as codec_headers
 from compactlog.spark import sink
 from compactlog.spark.options import KafkaLogError
 from compactlog.storage.datadir import DataDir
@@ -76,23 +75,6 @@ def data_dir(tmp_path):
         dd.create_topic("orders", 3)
         dd.create_topic("compacted", 1, {"cleanup.policy": "compact"})
     return root
-
-
-def test_header_encoding_is_the_codecs():
-    rng = random.Random(3)
-    lists = []
-    for i in range(300):
-        if i % 7 == 0:
-            lists.append(None)
-            continue
-        lists.append([{"key": "".join(rng.choice("abcé") for _ in range(rng.randrange(0, 150))),
-                       "value": None if rng.random() < 0.2 else bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300)))}
-                      for _ in range(rng.randrange(0, 4))])
-    arr = pa.array(lists, sink.HEADERS_TYPE)
-    buf, off = sink.encode_headers(arr.slice(5))
-    for i, hs in enumerate(lists[5:]):
-        want = codec_headers([(h["key"], h["value"]) for h in hs]) if hs else b""
-        assert bytes(buf[off[i]:off[i + 1]]) == want, i
 
 
 def test_rows_go_where_kafkas_producer_sends_them(data_dir):

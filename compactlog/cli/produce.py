@@ -9,7 +9,9 @@ Partitioning follows Kafka's clients: a record with a key goes to ``murmur2(key)
 (the default partitioner), one with an explicit ``partition`` (JSON input) there; records with
 neither stick to one partition until a batch's worth (batch.size, 16384 bytes) went there, then
 move to another (Kafka's built-in sticky partitioner, KIP-480/794).
-Records without a timestamp get the wall clock at the moment their chunk was read.
+Records without a timestamp get the wall clock at the moment their chunk was read. Partitioning,
+batching, the checks against the topic and the appends are the producer's (``compactlog.producer``,
+shared with the Python API and the Spark sink); this command reads lines and words what is refused.
 """
 
 from __future__ import annotations
@@ -25,19 +27,19 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
 import typer
 
-from ..errors import CompactlogError, TopicError
-from ..storage import files
-from ..storage.config import LogConfig, parse_assignments
+from ..errors import CompactlogError
+from ..producer import BatchRefused, OutgoingRecords, Producer, RecordRefused, TopicTarget, outgoing_records
+from ..storage.config import parse_assignments
+from ..storage.validator import batch_size_limit
 from .common import context, fail
 from .main import app
 from .progress import progress
 
 READ_BLOCK = 1 << 16
 MAX_CHUNK_BYTES = 4 << 20
-MAX_BATCH_BYTES = 1 << 20
-RECORD_OVERHEAD_BOUND = 21      # Kafka's bound on a record's framing bytes besides key, value, headers
 LONG_MAX = 2**63 - 1
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -75,15 +77,6 @@ class PendingRecord:
     headers: list | None
 
 
-@dataclass
-class Target:
-    """The topic being produced to, created on first append when auto-created."""
-    topic: str
-    partitions: int
-    config: LogConfig
-    exists: bool
-
-
 # -- the command ----------------------------------------------------------------------------------
 
 @app.command("produce")
@@ -118,16 +111,16 @@ def produce_cmd(ctx: typer.Context,
         fail("--property applies to text input only (JSON lines carry key, value and headers)")
     fmt = line_format(props)
     with c.open(write=True) as dd:
-        target = _target(dd, topic)
-        producer = Producer(dd, target, batch_size, compression, verbose)
+        producer = Producer(dd, compression=compression, batch_records=batch_size)
+        target = producer.target(topic)
         line_no = 0
         try:
             with progress("producing", _stdin_file_size(), unit="bytes", min_total=64 << 20) as bar:
                 for lines in input_chunks(sys.stdin):
                     now = int(time.time() * 1000)
-                    records = parse_lines(lines, line_no, input_format, fmt, target, now)
+                    records, outgoing = parse_lines(lines, line_no, input_format, fmt, producer, target, now)
                     line_no += len(lines)
-                    producer.send(records)
+                    append(producer, target, records, outgoing, verbose)
                     bar.advance(sum(len(x) + 1 for x in lines))
         except KeyboardInterrupt:
             pass      # ^C ends the input: what was read before is appended already
@@ -141,20 +134,6 @@ def _stdin_file_size() -> int:
         return 0
     import stat
     return st.st_size if stat.S_ISREG(st.st_mode) else 0
-
-
-def _target(dd, topic: str) -> Target:
-    if dd.has_topic(topic):
-        # a Kafka dir may hold only some partitions of a topic: the count is the highest + 1
-        return Target(topic, max(dd.partitions(topic)) + 1, dd.topic_config(topic), True)
-    # Kafka's broker creates a topic on first produce unless auto.create.topics.enable=false
-    if not dd.broker.get("auto.create.topics.enable"):
-        raise TopicError(f"topic {topic!r} does not exist in {dd.path} (auto.create.topics.enable=false)")
-    try:
-        files.validate_topic_name(topic)
-    except ValueError as e:
-        raise TopicError(str(e)) from None
-    return Target(topic, dd.broker.get("num.partitions"), LogConfig({}, dd.broker), False)
 
 
 # -- reading stdin --------------------------------------------------------------------------------
@@ -237,27 +216,31 @@ def line_format(props: dict[str, str]) -> LineFormat:
                       None if marker is None else enc(marker), p["ignore.error"].strip().lower() == "true")
 
 
-def parse_lines(lines: list[bytes], first_line: int, input_format: str, fmt: LineFormat,
-                target: Target, now: int) -> list[PendingRecord]:
-    """Records of one chunk, each validated against the topic (nothing is appended yet)."""
+def parse_lines(lines: list[bytes], first_line: int, input_format: str, fmt: LineFormat, producer: Producer,
+                target: TopicTarget, now: int) -> tuple[list[PendingRecord], OutgoingRecords]:
+    """Records of one chunk, each checked against the topic (nothing is appended yet). A line that
+    does not parse is reported after any refused record before it, as a check line by line would."""
     out = []
-    for i, line in enumerate(lines, start=first_line + 1):
-        if input_format == "jsonl":
-            if line.startswith(UTF8_BOM):
-                # RFC 8259 lets a parser ignore a BOM at the start of the text, and editors on
-                # Windows write one; anywhere else it means files were concatenated
-                if i != 1:
-                    raise InputError(f"line {i}: a UTF-8 byte order mark (BOM) in the middle of the input "
-                                     f"(only the first line may start with one: were files concatenated?)")
-                line = line[len(UTF8_BOM):]
-            if not line.strip():
-                continue
-            rec = parse_json_line(line, i, now)
-        else:
-            rec = parse_text_line(line, i, fmt, now)
-        check_record(rec, target, now)
-        out.append(rec)
-    return out
+    try:
+        for i, line in enumerate(lines, start=first_line + 1):
+            if input_format == "jsonl":
+                if line.startswith(UTF8_BOM):
+                    # RFC 8259 lets a parser ignore a BOM at the start of the text, and editors on
+                    # Windows write one; anywhere else it means files were concatenated
+                    if i != 1:
+                        raise InputError(f"line {i}: a UTF-8 byte order mark (BOM) in the middle of the input "
+                                         f"(only the first line may start with one: were files concatenated?)")
+                    line = line[len(UTF8_BOM):]
+                if not line.strip():
+                    continue
+                rec = parse_json_line(line, i, now)
+            else:
+                rec = parse_text_line(line, i, fmt, now)
+            out.append(rec)
+    except InputError:
+        check_records(producer, target, out, now)
+        raise
+    return out, check_records(producer, target, out, now)
 
 
 def parse_text_line(line: bytes, line_no: int, fmt: LineFormat, now: int) -> PendingRecord:
@@ -389,117 +372,50 @@ def _show(b: bytes, limit: int = 60) -> str:
 
 # -- validation against the topic -----------------------------------------------------------------
 
-def check_record(rec: PendingRecord, target: Target, now: int) -> None:
-    """What the log would refuse, refused up front with the line number."""
-    cfg = target.config
+def check_records(producer: Producer, target: TopicTarget, records: list[PendingRecord],
+                  now: int) -> OutgoingRecords:
+    """The records as the producer sends them, after its checks: what the log would refuse,
+    refused up front with the line number."""
+    outgoing = outgoing_records([r.key for r in records], [r.value for r in records],
+                                np.fromiter((r.timestamp for r in records), dtype=np.int64, count=len(records)),
+                                headers=[r.headers for r in records], partitions=[r.partition for r in records])
+    try:
+        producer.check(target, outgoing, now)
+    except RecordRefused as e:
+        raise InputError(refusal_message(e, records[e.row], now)) from None
+    return outgoing
+
+
+def refusal_message(e: RecordRefused, rec: PendingRecord, now: int) -> str:
+    """The producer's refusal of ``rec``, worded for a line of input."""
+    topic, cfg = e.target, e.target.config
     where = f"line {rec.line}"
-    if cfg.get("message.timestamp.type") == "CreateTime":
+    if e.rule == "timestamp":
         before = cfg.get("message.timestamp.before.max.ms")
         after = cfg.get("message.timestamp.after.max.ms")
-        if now - rec.timestamp > before or rec.timestamp - now > after:
-            raise InputError(f"{where}: timestamp {rec.timestamp} is out of range (message.timestamp."
-                             f"before.max.ms={before}, message.timestamp.after.max.ms={after}, now={now})")
-    if rec.partition is not None and rec.partition >= target.partitions:
-        raise InputError(f"{where}: partition {rec.partition} does not exist "
-                         f"(topic {target.topic!r} has {target.partitions} partitions)")
-    if cfg.compact and rec.key is None:
-        raise InputError(f"{where}: topic {target.topic!r} is compacted (cleanup.policy="
-                         f"{','.join(cfg.get('cleanup.policy'))}): a record without a key is refused")
-    size = single_record_batch_size(rec)
-    limit = min(cfg.max_message_size, cfg.segment_bytes)
-    if size > limit:
-        name = "max.message.bytes" if limit == cfg.max_message_size else "segment.bytes"
-        raise InputError(f"{where}: a batch of this record alone is {size} bytes, above {name} ({limit})")
-
-
-def single_record_batch_size(rec: PendingRecord) -> int:
-    """The exact size of a one-record batch of ``rec`` (timestamp and offset deltas 0)."""
-    from ..record.batch import RECORD_BATCH_OVERHEAD
-    from ..record.varint import encode_varint
-    body = 3 + _field_size(rec.key) + _field_size(rec.value) + len(encode_varint(len(rec.headers or ())))
-    for hkey, hval in rec.headers or ():
-        body += _field_size(hkey.encode("utf-8")) + _field_size(hval)
-    return RECORD_BATCH_OVERHEAD + len(encode_varint(body)) + body
-
-
-def _field_size(b: bytes | None) -> int:
-    from ..record.varint import encode_varint
-    return 1 if b is None else len(encode_varint(len(b))) + len(b)
-
-
-def record_size_bound(rec: PendingRecord) -> int:
-    size = RECORD_OVERHEAD_BOUND + len(rec.key or b"") + len(rec.value or b"")
-    for hkey, hval in rec.headers or ():
-        size += 10 + len(hkey) * 4 + len(hval or b"")
-    return size
+        return (f"{where}: timestamp {rec.timestamp} is out of range (message.timestamp."
+                f"before.max.ms={before}, message.timestamp.after.max.ms={after}, now={now})")
+    if e.rule == "partition":
+        return f"{where}: partition {rec.partition} does not exist (topic {topic.name!r} has {topic.partitions} partitions)"
+    if e.rule == "key":
+        return (f"{where}: topic {topic.name!r} is compacted (cleanup.policy="
+                f"{','.join(cfg.get('cleanup.policy'))}): a record without a key is refused")
+    limit, name = batch_size_limit(cfg)
+    return f"{where}: a batch of this record alone is {e.value} bytes, above {name} ({limit})"
 
 
 # -- appending ------------------------------------------------------------------------------------
 
-class Producer:
-    """Partitions records, groups them into batches per partition, appends them."""
+def append(producer: Producer, target: TopicTarget, records: list[PendingRecord], outgoing: OutgoingRecords,
+           verbose: bool) -> None:
+    """Append a checked chunk; with ``verbose``, each batch's offsets as it lands."""
+    def report(a) -> None:
+        typer.echo(f"{a.topic}-{a.partition}: appended {a.records} records at offsets "
+                   f"{a.first_offset}..{a.last_offset}")
 
-    def __init__(self, dd, target: Target, batch_size: int, compression: str, verbose: bool):
-        from ..record.batch import RECORD_BATCH_OVERHEAD
-        from ..storage.partitioner import StickyPartitioner
-        self.dd = dd
-        self.target = target
-        self.batch_size = batch_size
-        self.compression = compression
-        self.verbose = verbose
-        cfg = target.config
-        self.batch_bytes = min(MAX_BATCH_BYTES, cfg.max_message_size, cfg.segment_bytes) - RECORD_BATCH_OVERHEAD
-        self._sticky = StickyPartitioner()
-        self._partition_of_key: dict[bytes, int] = {}
-
-    def partition_of(self, rec: PendingRecord) -> int:
-        from ..storage.partitioner import partition_for_key
-        if rec.partition is not None:
-            return rec.partition
-        if rec.key is not None:
-            p = self._partition_of_key.get(rec.key)
-            if p is None:
-                # murmur2 is pure Python: remember it per distinct key (keys repeat in compacted topics)
-                p = partition_for_key(rec.key, self.target.partitions)
-                self._partition_of_key[rec.key] = p
-            return p
-        return self._sticky.partition(self.target.topic, None, self.target.partitions, record_size_bound(rec))
-
-    def send(self, records: list[PendingRecord]) -> None:
-        by_partition: dict[int, list[PendingRecord]] = {}
-        for rec in records:
-            by_partition.setdefault(self.partition_of(rec), []).append(rec)
-        for p in sorted(by_partition):
-            for batch in self.batches(by_partition[p]):
-                self.append(p, batch)
-
-    def batches(self, records: list[PendingRecord]) -> Iterator[list[PendingRecord]]:
-        batch, size = [], 0
-        for rec in records:
-            n = record_size_bound(rec)
-            if batch and (len(batch) >= self.batch_size or size + n > self.batch_bytes):
-                yield batch
-                batch, size = [], 0
-            batch.append(rec)
-            size += n
-        if batch:
-            yield batch
-
-    def append(self, partition: int, batch: list[PendingRecord]) -> None:
-        import numpy as np
-        if not self.target.exists:
-            self.dd.create_topic(self.target.topic, self.target.partitions, {})
-            self.target.exists = True
-        log = self.dd.open_log(self.target.topic, partition)
-        headers = [r.headers for r in batch] if any(r.headers for r in batch) else None
-        try:
-            info = log.append_records([r.key for r in batch], [r.value for r in batch],
-                                      timestamps=np.fromiter((r.timestamp for r in batch), dtype=np.int64,
-                                                             count=len(batch)),
-                                      headers=headers, compression=self.compression)
-        except CompactlogError as e:
-            lines = f"line {batch[0].line}" if len(batch) == 1 else f"lines {batch[0].line}-{batch[-1].line}"
-            fail(f"{lines}: {e}")
-        if self.verbose:
-            typer.echo(f"{log.name}: appended {info.records} records at offsets "
-                       f"{info.first_offset}..{info.last_offset}")
+    try:
+        producer.send(target, outgoing, on_append=report if verbose else None)
+    except BatchRefused as e:
+        first, last = records[int(e.rows[0])].line, records[int(e.rows[-1])].line
+        lines = f"line {first}" if e.rows.size == 1 else f"lines {first}-{last}"
+        fail(f"{lines}: {e.error}")

@@ -103,6 +103,15 @@ def partitions_for_keys(keys, num_partitions: int) -> np.ndarray:
     return out
 
 
+def partitions_for_key_buffers(data: np.ndarray, offsets: np.ndarray, null: np.ndarray,
+                               num_partitions: int) -> np.ndarray:
+    """``partitions_for_keys`` over keys already laid out as one buffer: key i is
+    ``data[offsets[i]:offsets[i + 1]]`` (int64 offsets), or no key where ``null``."""
+    out = np.empty(null.shape[0], dtype=np.int64)
+    _murmur2_partitions(data, offsets, ~null, num_partitions, out)
+    return out
+
+
 STICKY_BATCH_BYTES = 16384         # the producer's batch.size: how much a sticky partition takes
 RECORD_OVERHEAD_BOUND = 21         # Kafka's DefaultRecord.MAX_RECORD_OVERHEAD: a record's bytes besides
                                    # key, value and headers, at most

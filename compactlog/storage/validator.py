@@ -21,7 +21,8 @@ A batch is validated whole (all-or-nothing) before anything of it is written:
 ``validated_batch`` is steps 2 and 3, the one call a writer makes per batch;
 ``validate_follower_batches`` checks batches that arrive with their offsets. ``keyless_records``
 and ``must_have_keys`` are the compacted-topic key rule alone, over an array of key lengths or a
-null-key mask, for the front-ends that check records before they are batched.
+null-key mask; with ``check_keys``, ``check_timestamps`` and ``check_batch_sizes`` they are what
+the producer (``compactlog.producer``) checks records by before it batches them.
 """
 
 from __future__ import annotations
@@ -124,24 +125,59 @@ def _check_timestamps(b: RecordBatch, config: LogConfig, now: int, where: str) -
     """LogValidator.validateTimestamp: CreateTime within the allowed skew of ``now``; LogAppendTime
     is the broker's to set."""
     h = b.header
-    if h.timestamp_type == CREATE_TIME and config.get("message.timestamp.type") == "CreateTime":
-        ts = b.record_timestamps()
-        before = config.get("message.timestamp.before.max.ms")
-        after = config.get("message.timestamp.after.max.ms")
-        # as Kafka's LogValidator: records without a timestamp (-1) are not range-checked
-        bad = np.flatnonzero((ts != -1) & ((now - ts > before) | (ts - now > after)))
-        if bad.size:
-            i = int(bad[0])
-            raise InvalidTimestampError(
-                f"{where}: record {i} timestamp {int(ts[i])} is out of range "
-                f"(message.timestamp.before.max.ms={before}, after.max.ms={after}, now={now})",
-                record_errors=[(int(j), f"Timestamp {int(ts[j])} of record {int(j)} is out of range.")
-                               for j in bad])
+    if h.timestamp_type == CREATE_TIME:
+        check_timestamps(config, b.record_timestamps(), now, where=where)
     elif h.timestamp_type == LOG_APPEND_TIME:
         raise InvalidTimestampError(
             f"{where}: the producer set the timestamp type to LogAppendTime; only the broker may",
             record_errors=[(i, "Invalid timestamp type LogAppendTime set by the producer.")
                            for i in range(h.records_count)])
+
+
+def check_timestamps(config: LogConfig, timestamps, now: int, *, where: str) -> None:
+    """LogValidator.validateTimestamp for CreateTime records: on a CreateTime topic, every
+    timestamp within message.timestamp.before/after.max.ms of ``now``; one RecordError per record
+    out of range."""
+    if config.get("message.timestamp.type") != "CreateTime":
+        return
+    ts = np.asarray(timestamps, dtype=np.int64)
+    before = config.get("message.timestamp.before.max.ms")
+    after = config.get("message.timestamp.after.max.ms")
+    # as Kafka's LogValidator: records without a timestamp (-1) are not range-checked
+    bad = np.flatnonzero((ts != -1) & ((now - ts > before) | (ts - now > after)))
+    if bad.size:
+        i = int(bad[0])
+        raise InvalidTimestampError(
+            f"{where}: record {i} timestamp {int(ts[i])} is out of range "
+            f"(message.timestamp.before.max.ms={before}, after.max.ms={after}, now={now})",
+            record_errors=[(int(j), f"Timestamp {int(ts[j])} of record {int(j)} is out of range.")
+                           for j in bad])
+
+
+# -- batch sizes --------------------------------------------------------------------------------
+
+def batch_size_limit(config: LogConfig) -> tuple[int, str]:
+    """The largest batch the topic takes and the setting that says so: max.message.bytes, or
+    segment.bytes when that is smaller (a batch never spans two segments)."""
+    if config.segment_bytes < config.max_message_size:
+        return config.segment_bytes, "segment.bytes"
+    return config.max_message_size, "max.message.bytes"
+
+
+def check_batch_sizes(config: LogConfig, sizes, *, where: str) -> None:
+    """The size rules of ``validate_batch`` over many batches at once (a producer's check of each
+    record as a batch of its own): RecordTooLargeError above max.message.bytes, else
+    RecordListTooLargeError above segment.bytes, one RecordError per batch too large."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    limit, name = batch_size_limit(config)
+    bad = np.flatnonzero(sizes > limit)
+    if not bad.size:
+        return
+    i = int(bad[0])
+    error = RecordTooLargeError if name == "max.message.bytes" else RecordListTooLargeError
+    raise error(f"{where}: record {i}: a batch of it alone is {int(sizes[i])} bytes, above {name} ({limit})",
+                record_errors=[(int(j), f"A batch of record {int(j)} alone is {int(sizes[j])} bytes, "
+                                        f"above {name} ({limit}).") for j in bad])
 
 
 def conform_batch(b: RecordBatch, config: LogConfig, now: int) -> RecordBatch:
