@@ -10,8 +10,9 @@ from compactlog.errors import (CorruptRecordError, InvalidRecordError, InvalidTi
 from compactlog.record import compression as codecs
 from compactlog.record.batch import LOG_APPEND_TIME, BatchSpec, encode_batch, iter_batches
 from compactlog.storage.conftest import T0, batch, config, vector
-from compactlog.storage.validator import (assign_offsets, check_keys, conform_batch, keyless_records,
-                                          must_have_keys, parse_batches, validate_batch, validated_batch)
+from compactlog.storage.validator import (assign_offsets, batch_size_limit, check_batch_sizes, check_keys,
+                                          check_timestamps, conform_batch, keyless_records, must_have_keys,
+                                          parse_batches, validate_batch, validated_batch)
 
 P = "topic-0"
 
@@ -86,6 +87,24 @@ def test_the_key_rule_alone_for_front_ends():
     check_keys(config(), np.array([-1]), partition=P, where="w")              # not compacted: fine
     with pytest.raises(InvalidRecordError, match=r"^w: compacted topic .* \(record 0 of the batch\)$"):
         check_keys(config(cleanup_policy="compact"), np.array([-1, 2]), partition=P, where="w")
+
+
+def test_record_rules_over_arrays_for_the_producer():
+    cfg = config(message_timestamp_after_max_ms=500)
+    check_timestamps(cfg, np.array([T0, T0 + 500, -1]), T0, where="w")
+    with pytest.raises(InvalidTimestampError, match=r"^w: record 1 timestamp") as e:
+        check_timestamps(cfg, np.array([T0, T0 + 501, T0 + 900]), T0, where="w")
+    assert [i for i, _ in e.value.record_errors] == [1, 2]
+    check_timestamps(config(message_timestamp_type="LogAppendTime", message_timestamp_after_max_ms=0),
+                     np.array([T0 + 10**9]), T0, where="w")                   # the broker's time is used
+    assert batch_size_limit(config(max_message_bytes=500)) == (500, "max.message.bytes")
+    assert batch_size_limit(config(max_message_bytes=5000, segment_bytes=4000)) == (4000, "segment.bytes")
+    check_batch_sizes(config(max_message_bytes=500), np.array([500, 12]), where="w")
+    with pytest.raises(RecordTooLargeError) as e:
+        check_batch_sizes(config(max_message_bytes=500), np.array([12, 501]), where="w")
+    assert not isinstance(e.value, RecordListTooLargeError) and e.value.record_errors[0][0] == 1
+    with pytest.raises(RecordListTooLargeError, match="above segment.bytes"):
+        check_batch_sizes(config(max_message_bytes=5000, segment_bytes=4000), np.array([4001]), where="w")
 
 
 def test_timestamps_within_the_allowed_skew():
