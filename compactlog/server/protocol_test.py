@@ -25,7 +25,8 @@ with warnings.catch_warnings():                   # kafka-python loads its schem
 from compactlog.server.conftest import (ALL_APIS, CAPTURE_NAMES, KIO_MAX_APIS, capture, framed,
                                         with_key_version)
 from compactlog.server.protocol import (NEED_DATA, Close, Connection, Request, encode_response)
-from compactlog.server.versions import BROKER, request_schema, response_schema
+from compactlog.server.dispatch import BROKER
+from compactlog.server.versions import request_schema, response_schema
 
 
 def decode_one(payload: bytes, apis=KIO_MAX_APIS, **kw):
