@@ -120,4 +120,5 @@ def metadata_error(body, cls, code, message):
 
 
 # a worker thread: auto-creation writes to the data dir
-METADATA = ApiHandler(3, "Metadata", 0, 12, mode=THREAD, handler=handle_metadata, error_response=metadata_error)
+METADATA = ApiHandler(3, "Metadata", 0, 12, mode=THREAD, handler=handle_metadata,
+                      error_response=metadata_error)

@@ -395,10 +395,14 @@ OFFSET_FETCH = ApiHandler(9, "OffsetFetch", 1, 8, mode=THREAD, handler=handle_of
 # v4: batched keys
 FIND_COORDINATOR = ApiHandler(10, "FindCoordinator", 0, 4, mode=THREAD, handler=handle_find_coordinator,
                               error_response=_find_coordinator_error)
-JOIN_GROUP = ApiHandler(11, "JoinGroup", 0, 7, mode=ASYNC, handler=handle_join_group, error_response=_join_error)
-HEARTBEAT = ApiHandler(12, "Heartbeat", 0, 4, mode=THREAD, handler=handle_heartbeat, error_response=_heartbeat_error)
-LEAVE_GROUP = ApiHandler(13, "LeaveGroup", 0, 4, mode=THREAD, handler=handle_leave_group, error_response=_leave_error)
-SYNC_GROUP = ApiHandler(14, "SyncGroup", 0, 5, mode=ASYNC, handler=handle_sync_group, error_response=_sync_error)
+JOIN_GROUP = ApiHandler(11, "JoinGroup", 0, 7, mode=ASYNC, handler=handle_join_group,
+                        error_response=_join_error)
+HEARTBEAT = ApiHandler(12, "Heartbeat", 0, 4, mode=THREAD, handler=handle_heartbeat,
+                       error_response=_heartbeat_error)
+LEAVE_GROUP = ApiHandler(13, "LeaveGroup", 0, 4, mode=THREAD, handler=handle_leave_group,
+                         error_response=_leave_error)
+SYNC_GROUP = ApiHandler(14, "SyncGroup", 0, 5, mode=ASYNC, handler=handle_sync_group,
+                        error_response=_sync_error)
 DESCRIBE_GROUPS = ApiHandler(15, "DescribeGroups", 0, 5, mode=THREAD, handler=handle_describe_groups,
                              error_response=_describe_groups_error)
 LIST_GROUPS = ApiHandler(16, "ListGroups", 0, 5, mode=THREAD, handler=handle_list_groups,
