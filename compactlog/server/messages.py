@@ -99,4 +99,5 @@ def response_types(request):
 
 
 def error_code(code: int) -> ErrorCode:
+    """kio's member for a numeric code (the group coordinator answers in numbers)."""
     return ErrorCode(code)
