@@ -5,8 +5,8 @@ OffsetFetch,DescribeGroups,ListGroups,DeleteGroups,OffsetDelete}Request`` on one
 group's coordinator is this broker. Each handler is ``handle_<api>(state, request)`` and runs in a
 worker thread (the coordinator's appends touch storage); JoinGroup and SyncGroup are coroutines
 ``handle_<api>(state, request, run)`` that park until the rebalance answers them (``run`` runs a
-function in a worker thread). ``GROUP_HANDLERS`` is what ``server.handlers.dispatch_table`` merges
-in, ``ERROR_RESPONSES`` Kafka's ``getErrorResponse`` for each of these APIs.
+function in a worker thread). Each API is declared at the end of the module (``GROUP_APIS``, which
+``server/dispatch.py`` collects), with its versions and Kafka's ``getErrorResponse`` for it.
 
 As in KafkaApis, OffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for partitions
 that do not exist without asking the coordinator, and FindCoordinator creates ``__consumer_offsets``
@@ -23,6 +23,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ..apis.handler import ASYNC, INLINE, THREAD, ApiHandler
 from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
 from ..state import CLIENT_HOST, BrokerState
 from . import coordinator as C
@@ -307,22 +308,6 @@ def handle_consumer_group_heartbeat(state: BrokerState, request):
                                            KIP_848_REFUSED)
 
 
-GROUP_HANDLERS = {
-    8: (handle_offset_commit, "thread"),
-    9: (handle_offset_fetch, "thread"),
-    10: (handle_find_coordinator, "thread"),
-    11: (handle_join_group, "async"),
-    12: (handle_heartbeat, "thread"),
-    13: (handle_leave_group, "thread"),
-    14: (handle_sync_group, "async"),
-    15: (handle_describe_groups, "thread"),
-    16: (handle_list_groups, "thread"),
-    42: (handle_delete_groups, "thread"),
-    47: (handle_offset_delete, "thread"),
-    68: (handle_consumer_group_heartbeat, "inline"),
-}
-
-
 # -- error responses (Kafka's getErrorResponse of each API) ------------------------------------------
 
 def _find_coordinator_error(body, cls, code, message):
@@ -400,7 +385,42 @@ def _consumer_group_heartbeat_error(body, cls, code, message):
                  member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
 
 
-ERROR_RESPONSES = {8: _offset_commit_error, 9: _offset_fetch_error, 10: _find_coordinator_error,
-                   11: _join_error, 12: _heartbeat_error, 13: _leave_error, 14: _sync_error,
-                   15: _describe_groups_error, 16: _list_groups_error, 42: _delete_groups_error,
-                   47: _offset_delete_error, 68: _consumer_group_heartbeat_error}
+# -- declarations (key, name, versions, where it runs, handler, error response) ----------------------
+
+OFFSET_COMMIT = ApiHandler(8, "OffsetCommit", 2, 8, mode=THREAD, handler=handle_offset_commit,
+                           error_response=_offset_commit_error)
+# v8: batched groups
+OFFSET_FETCH = ApiHandler(9, "OffsetFetch", 1, 8, mode=THREAD, handler=handle_offset_fetch,
+                          error_response=_offset_fetch_error)
+# v4: batched keys
+FIND_COORDINATOR = ApiHandler(10, "FindCoordinator", 0, 4, mode=THREAD, handler=handle_find_coordinator,
+                              error_response=_find_coordinator_error)
+JOIN_GROUP = ApiHandler(11, "JoinGroup", 0, 7, mode=ASYNC, handler=handle_join_group,
+                        error_response=_join_error)
+HEARTBEAT = ApiHandler(12, "Heartbeat", 0, 4, mode=THREAD, handler=handle_heartbeat,
+                       error_response=_heartbeat_error)
+LEAVE_GROUP = ApiHandler(13, "LeaveGroup", 0, 4, mode=THREAD, handler=handle_leave_group,
+                         error_response=_leave_error)
+SYNC_GROUP = ApiHandler(14, "SyncGroup", 0, 5, mode=ASYNC, handler=handle_sync_group,
+                        error_response=_sync_error)
+DESCRIBE_GROUPS = ApiHandler(15, "DescribeGroups", 0, 5, mode=THREAD, handler=handle_describe_groups,
+                             error_response=_describe_groups_error)
+LIST_GROUPS = ApiHandler(16, "ListGroups", 0, 5, mode=THREAD, handler=handle_list_groups,
+                         error_response=_list_groups_error)
+DELETE_GROUPS = ApiHandler(42, "DeleteGroups", 0, 2, mode=THREAD, handler=handle_delete_groups,
+                           error_response=_delete_groups_error)
+OFFSET_DELETE = ApiHandler(47, "OffsetDelete", 0, 0, mode=THREAD, handler=handle_offset_delete,
+                           error_response=_offset_delete_error)
+# KIP-848 is not offered: advertised only to answer UNSUPPORTED_VERSION, as Kafka does when the
+# consumer protocol is disabled, so that a group.protocol=consumer client stops with an error
+# (librdkafka waits forever for an API that is not advertised)
+CONSUMER_GROUP_HEARTBEAT = ApiHandler(68, "ConsumerGroupHeartbeat", 0, 1, mode=INLINE,
+                                      handler=handle_consumer_group_heartbeat,
+                                      error_response=_consumer_group_heartbeat_error)
+
+GROUP_APIS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
+              DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT)
+"""The group APIs and FindCoordinator, as ``server/dispatch.py`` collects them."""
+
+GROUP_HANDLERS = {a.key: (a.handler, a.mode) for a in GROUP_APIS}
+"""API key -> (handler, where it runs), for running one handler directly (the tests)."""
