@@ -224,9 +224,9 @@ class DataDirBackend:
     def __init__(self, dd):
         # imported here, as every heavy module of the CLI: the server package loads kio's tables
         from ..record import consumer_offsets
-        from ..server.groups import coordinator
+        from ..server.groups import api_data
         from ..server.groups.service import GroupCoordinatorService
-        self.C, self.R = coordinator, consumer_offsets
+        self.C, self.R = api_data, consumer_offsets
         self.dd = dd
         self.svc = GroupCoordinatorService(dd)
         self.svc.load_now()
@@ -281,7 +281,7 @@ class DataDirBackend:
     def alter(self, group: str, offsets: dict) -> None:
         parts = [self.C.CommitPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
         errors = self.svc.commit_offsets(group, -1, "", None, parts)
-        bad = [f"{c.topic}-{c.partition}: error {e}" for c, e in zip(parts, errors) if e != self.C.NONE]
+        bad = [f"{c.topic}-{c.partition}: error {e}" for c, e in zip(parts, errors) if e != 0]
         if bad:
             raise CompactlogError(f"resetting the offsets of group {group!r} failed: {'; '.join(bad)}")
 
@@ -303,7 +303,7 @@ class DataDirBackend:
             else:
                 per[(t, p)] = UNKNOWN_TOPIC_OR_PARTITION
         top, results = self.svc.call(self.c.delete_offsets, group, list(wanted.items()))
-        if top != self.C.NONE:
+        if top != 0:
             return top, {}
         for t, res in results:
             for p, code in res:
