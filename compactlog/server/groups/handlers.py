@@ -26,7 +26,8 @@ from kio.schema.errors import ErrorCode
 from ..apis.handler import ASYNC, INLINE, THREAD, ApiHandler
 from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
 from ..state import CLIENT_HOST, BrokerState
-from . import coordinator as C
+from .api_data import CommitPartition, FetchedOffset, JoinRequest, JoinResponse, SyncRequest
+from .runtime import Outcome
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -90,18 +91,18 @@ async def handle_join_group(state: BrokerState, request, run):
     svc = _service(state)
     session = _ms(body.session_timeout)
     rebalance = _ms(getattr(body, "rebalance_timeout", body.session_timeout))
-    req = C.JoinRequest(group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
-                        protocols=[(p.name, p.metadata) for p in body.protocols],
-                        session_timeout_ms=session, rebalance_timeout_ms=rebalance,
-                        group_instance_id=getattr(body, "group_instance_id", None),
-                        client_id=request.client_id, client_host=CLIENT_HOST.get(),
-                        api_version=request.api_version, reason=getattr(body, "reason", None))
+    req = JoinRequest(group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+                      protocols=[(p.name, p.metadata) for p in body.protocols],
+                      session_timeout_ms=session, rebalance_timeout_ms=rebalance,
+                      group_instance_id=getattr(body, "group_instance_id", None),
+                      client_id=request.client_id, client_host=CLIENT_HOST.get(),
+                      api_version=request.api_version, reason=getattr(body, "reason", None))
     future = await run(svc.call, svc.coordinator.join_group, req)
     resp = await asyncio.wrap_future(future)
     return join_response(request, resp)
 
 
-def join_response(request, resp: C.JoinResponse):
+def join_response(request, resp: JoinResponse):
     cls = response_class(request)
     m_cls = nested(cls, "JoinGroupResponseMember")
     flexible_names = request.api_version >= 7
@@ -118,11 +119,11 @@ def join_response(request, resp: C.JoinResponse):
 async def handle_sync_group(state: BrokerState, request, run):
     body = request.body
     svc = _service(state)
-    req = C.SyncRequest(group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
-                        group_instance_id=getattr(body, "group_instance_id", None),
-                        protocol_type=getattr(body, "protocol_type", None),
-                        protocol_name=getattr(body, "protocol_name", None),
-                        assignments={a.member_id: a.assignment for a in body.assignments})
+    req = SyncRequest(group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
+                      group_instance_id=getattr(body, "group_instance_id", None),
+                      protocol_type=getattr(body, "protocol_type", None),
+                      protocol_name=getattr(body, "protocol_name", None),
+                      assignments={a.member_id: a.assignment for a in body.assignments})
     future = await run(svc.call, svc.coordinator.sync_group, req)
     resp = await asyncio.wrap_future(future)
     return build(response_class(request), throttle_time=NO_THROTTLE, error_code=error_code(resp.error),
@@ -151,7 +152,7 @@ def handle_leave_group(state: BrokerState, request):
     cls = response_class(request)
     if request.api_version < 3:
         # one member: its error is the answer (LeaveGroupResponse before v3)
-        if top == C.NONE and results:
+        if top == ErrorCode.none and results:
             top = results[0][2]
         return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(top))
     r_cls = nested(cls, "MemberResponse")
@@ -171,8 +172,8 @@ def handle_offset_commit(state: BrokerState, request):
                 slots.append(ErrorCode.unknown_topic_or_partition)
                 continue
             slots.append(None)
-            known.append(C.CommitPartition(t.name, p.partition_index, p.committed_offset,
-                                           getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+            known.append(CommitPartition(t.name, p.partition_index, p.committed_offset,
+                                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
     retention = _ms(getattr(body, "retention_time", _DEFAULT_RETENTION))
     errors = iter(svc.commit_offsets(body.group_id, body.generation_id_or_member_epoch, body.member_id,
                                      getattr(body, "group_instance_id", None), known, retention,
@@ -188,7 +189,7 @@ def handle_offset_commit(state: BrokerState, request):
 
 def _fetch_group(svc, group_id, topics, require_stable: bool):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return svc.call(lambda: (C.Outcome(), svc.coordinator.fetch_offsets(group_id, wanted, require_stable)))
+    return svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(group_id, wanted, require_stable)))
 
 
 def handle_offset_fetch(state: BrokerState, request):
@@ -207,9 +208,9 @@ def handle_offset_fetch(state: BrokerState, request):
         return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
     t_cls, p_cls = nested(cls, "OffsetFetchResponseTopic"), nested(cls, "OffsetFetchResponsePartition")
     code, topics = _fetch_group(svc, body.group_id, body.topics, stable)
-    if code != C.NONE and request.api_version < 2:
+    if code != ErrorCode.none and request.api_version < 2:
         # no top-level error before v2: every requested partition carries it
-        topics = [(t.name, [C.FetchedOffset(p, error=code) for p in t.partition_indexes])
+        topics = [(t.name, [FetchedOffset(p, error=code) for p in t.partition_indexes])
                   for t in (body.topics or ())]
     return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(code),
                  topics=_fetched_topics(t_cls, p_cls, topics))
@@ -227,7 +228,7 @@ def _fetched_topics(t_cls, p_cls, topics):
 def handle_describe_groups(state: BrokerState, request):
     body = request.body
     svc = _service(state)
-    described = svc.call(lambda: (C.Outcome(), svc.coordinator.describe_groups(list(body.groups))))
+    described = svc.call(lambda: (Outcome(), svc.coordinator.describe_groups(list(body.groups))))
     cls = response_class(request)
     g_cls, m_cls = nested(cls, "DescribedGroup"), nested(cls, "DescribedGroupMember")
     ops = _GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else OPERATIONS_NOT_REQUESTED
@@ -244,7 +245,7 @@ def handle_describe_groups(state: BrokerState, request):
 def handle_list_groups(state: BrokerState, request):
     body = request.body
     svc = _service(state)
-    listed = svc.call(lambda: (C.Outcome(), svc.coordinator.list_groups(
+    listed = svc.call(lambda: (Outcome(), svc.coordinator.list_groups(
         getattr(body, "states_filter", ()) or (), getattr(body, "types_filter", ()) or ())))
     cls = response_class(request)
     g_cls = nested(cls, "ListedGroup")
@@ -281,13 +282,13 @@ def handle_offset_delete(state: BrokerState, request):
     by_key = {(t, p): e for t, parts in results for p, e in parts}
     cls = response_class(request)
     t_cls, p_cls = nested(cls, "OffsetDeleteResponseTopic"), nested(cls, "OffsetDeleteResponsePartition")
-    if top != C.NONE:
+    if top != ErrorCode.none:
         return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(top), topics=())
 
     def code(t, p):
         if (t, p) in unknown:
             return ErrorCode.unknown_topic_or_partition
-        return error_code(by_key.get((t, p), C.NONE))
+        return error_code(by_key.get((t, p), ErrorCode.none))
     return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, topics=tuple(
         build(t_cls, name=t.name, partitions=tuple(
             build(p_cls, partition_index=p.partition_index, error_code=code(t.name, p.partition_index))
