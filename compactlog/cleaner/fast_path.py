@@ -36,8 +36,6 @@ REBUILT_ATTRIBUTES = TIMESTAMP_TYPE_MASK | DELETE_HORIZON_FLAG
 # and into an emptied one: timestamp type, transactional and control
 EMPTIED_ATTRIBUTES = TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG | CONTROL_FLAG
 
-INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
-
 # the per-batch path alone when False (tests run the corpus both ways)
 ENABLED = True
 
@@ -55,17 +53,14 @@ class SegmentScan:
 
     def __init__(self, buf: np.ndarray, start: int, end: int):
         self.ok = False
-        span = max(end - start, 0)
-        bmeta = np.empty((max(64, span // 4096), K.BM_FIELDS), dtype=np.int64)
-        r64 = np.empty((K.R64_ROWS, max(1024, span // 64)), dtype=np.int64)
-        r32 = np.empty((K.R32_ROWS, r64.shape[1]), dtype=np.int32)
-        pos, nb, nr = start, 0, 0
-        while True:
-            status, pos, nb, nr, _, _ = K.scan_log_uncompressed(
-                buf, pos, end, INT64_MIN, INT64_MAX, False, bmeta, nb, r64, r32, nr, INT64_MAX, NOT_SIMPLE)
-            if status != K.SCAN_FULL:
-                break
-            bmeta, r64, r32 = _grown(bmeta, r64, r32, nb, nr)
+        # arrays sized from the headers (a bound the scan cannot exceed), as one matrix each: a
+        # fresh mapping the kernel fills faster than separately allocated rows
+        most_batches, most_records = K.scan_capacity(buf, start, end)
+        bmeta = np.empty((max(most_batches, 1), K.BM_FIELDS), dtype=np.int64)
+        r64 = np.empty((K.R64_ROWS, max(most_records, 1)), dtype=np.int64)
+        r32 = np.empty((K.R32_ROWS, max(most_records, 1)), dtype=np.int32)
+        status, pos, nb, nr, _, _ = K.scan_log_uncompressed(
+            buf, start, end, K.INT64_MIN, K.INT64_MAX, False, bmeta, 0, r64, r32, 0, K.INT64_MAX, NOT_SIMPLE)
         # a complete batch left after the end means the scan ended at INT64_MAX: not simple either
         if status != K.SCAN_END or K.last_batch_end(buf, pos, end)[1] != pos:
             return
@@ -92,22 +87,6 @@ class SegmentScan:
         h2 = np.zeros(kpos.shape[0], dtype=np.uint64)
         K.hash_keys(self.buf, kpos, klen, h1, h2)
         return h1, h2
-
-
-def _grown(bmeta: np.ndarray, r64: np.ndarray, r32: np.ndarray, nb: int, nr: int):
-    """Twice the room of the scanner's arrays, their filled part kept (the scan resumes)."""
-    if nb >= bmeta.shape[0]:
-        bigger = np.empty((2 * bmeta.shape[0], bmeta.shape[1]), dtype=bmeta.dtype)
-        bigger[:nb] = bmeta[:nb]
-        bmeta = bigger
-    else:
-        cap = 2 * r64.shape[1]
-        r64b = np.empty((r64.shape[0], cap), dtype=r64.dtype)
-        r32b = np.empty((r32.shape[0], cap), dtype=r32.dtype)
-        r64b[:, :nr] = r64[:, :nr]
-        r32b[:, :nr] = r32[:, :nr]
-        r64, r32 = r64b, r32b
-    return bmeta, r64, r32
 
 
 # --- the map -----------------------------------------------------------------------------------
@@ -241,11 +220,12 @@ def emit_segment(buf, nb, b_pos, b_size, b_rec, b_base, b_attrs, kind, out_size,
             K._put_be(out, p + MAX_TIMESTAMP_OFFSET, new_max_ts[i], 8)
             q = p + RECORD_BATCH_OVERHEAD
             n = 0
+            base_ts = new_base_ts[i]
+            base = b_base[i]
             for j in range(b_rec[i], b_rec[i + 1]):
                 if keep[j]:
                     n += 1
-                    q = K.write_record_from_tail(out, q, r_ts[j] - new_base_ts[i], r_off[j] - b_base[i],
-                                                 buf, r_tail[j], r_end[j])
+                    q = K.write_record_from_tail(out, q, r_ts[j] - base_ts, r_off[j] - base, buf, r_tail[j], r_end[j])
             K._put_be(out, p + RECORDS_COUNT_OFFSET, n, 4)
             p += size
         elif kd == EMPTY:

@@ -21,6 +21,8 @@ from .layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFF
                      RECORDS_COUNT_OFFSET, RECORDS_OFFSET, TIMESTAMP_TYPE_MASK)
 
 MIN_RECORD_SIZE = 7  # length, attributes, timestamp delta, offset delta, key, value, header count
+INT64_MIN = -2**63
+INT64_MAX = 2**63 - 1
 
 ERR_TRUNCATED = -1
 ERR_VARINT_TOO_LONG = -2
@@ -75,92 +77,115 @@ def _read_varlong(buf, pos, end):
 
 
 @njit(cache=True)
-def scan_records(buf, start, end, count, rec_pos, rec_end, ts_delta, off_delta,
-                 tail_pos, key_pos, key_len, val_pos, val_len, hdr_count):
-    """Decode the structure of ``count`` records laid out in buf[start:end].
+def _scan_records(buf, start, end, count, bias, base_offset, base_ts, log_append_time, max_ts, lo, hi,
+                  rec_end, ts_out, off_out, tail_pos, key_pos, key_len, val_pos, val_len, hdr_count):
+    """Decode the structure of ``count`` records laid out in buf[start:end] (Kafka's
+    DefaultRecord.readFrom, the checks of its readers).
 
-    Fills the per-record arrays (positions are absolute in ``buf``; a null key/value has length -1)
-    and returns (0, end position) or (error code, position of the faulty record).
+    Fills the per-record arrays (a record starts where the previous one ends, the first at
+    ``start``): positions + ``bias`` (a null key/value has length -1), offsets
+    ``base_offset`` + delta, timestamps ``max_ts`` under log append time, else ``base_ts`` + delta.
+    Returns (0, end position, records whose offset lies outside [lo, hi)) or (error code,
+    position in buf of the faulty record, 0).
     """
     pos = start
     prev_delta = -1
+    outside = 0
     for i in range(count):
-        rec_pos[i] = pos
         size, p = _read_varint(buf, pos, end)
         if p < 0:
-            return p, pos
+            return p, pos, 0
         body = p
         if size < 0 or body + size > end:
-            return ERR_TRUNCATED, pos
+            return ERR_TRUNCATED, pos, 0
         body_end = body + size
         p = body + 1  # attributes: unused by Kafka
         if p > body_end:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
         tsd, p = _read_varlong(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
         od, p = _read_varint(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
         if od <= prev_delta:
-            return ERR_OFFSET_ORDER, pos
+            return ERR_OFFSET_ORDER, pos, 0
         prev_delta = od
-        tail_pos[i] = p
+        tail_pos[i] = p + bias
         klen, p = _read_varint(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
+        key_pos[i] = p + bias
         if klen >= 0:
-            key_pos[i] = p
             key_len[i] = klen
             p += klen
             if p > body_end:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
         else:
-            key_pos[i] = p
             key_len[i] = -1
         vlen, p = _read_varint(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
+        val_pos[i] = p + bias
         if vlen >= 0:
-            val_pos[i] = p
             val_len[i] = vlen
             p += vlen
             if p > body_end:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
         else:
-            val_pos[i] = p
             val_len[i] = -1
         nh, p = _read_varint(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
         if nh < 0 or nh > body_end - p:
-            return ERR_HEADER_COUNT, pos
+            return ERR_HEADER_COUNT, pos, 0
         hdr_count[i] = nh
         for _ in range(nh):
             hk, p = _read_varint(buf, p, body_end)
             if p < 0:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
             if hk < 0:
-                return ERR_HEADER_KEY, pos
+                return ERR_HEADER_KEY, pos, 0
             p += hk
             if p > body_end:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
             hv, p = _read_varint(buf, p, body_end)
             if p < 0:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
             if hv > 0:
                 p += hv
                 if p > body_end:
-                    return ERR_RECORD_SIZE, pos
+                    return ERR_RECORD_SIZE, pos, 0
         if p != body_end:
-            return ERR_RECORD_SIZE, pos
-        ts_delta[i] = tsd
-        off_delta[i] = od
-        rec_end[i] = body_end
+            return ERR_RECORD_SIZE, pos, 0
+        off = base_offset + od
+        if off < lo or off >= hi:
+            outside += 1
+        ts_out[i] = max_ts if log_append_time else base_ts + tsd
+        off_out[i] = off
+        rec_end[i] = body_end + bias
         pos = body_end
     if pos != end:
-        return ERR_TRAILING_BYTES, pos
-    return 0, pos
+        return ERR_TRAILING_BYTES, pos, 0
+    return 0, pos, outside
+
+
+@njit(cache=True)
+def scan_records(buf, start, end, count, rec_pos, rec_end, ts_delta, off_delta,
+                 tail_pos, key_pos, key_len, val_pos, val_len, hdr_count):
+    """Decode the structure of ``count`` records laid out in buf[start:end], one batch's section.
+
+    Fills the per-record arrays (positions are absolute in ``buf``, timestamps and offsets are the
+    records' deltas; a null key/value has length -1) and returns (0, end position) or (error
+    code, position of the faulty record).
+    """
+    err, pos, _ = _scan_records(buf, start, end, count, 0, 0, 0, False, 0, INT64_MIN, INT64_MAX,
+                                rec_end, ts_delta, off_delta, tail_pos, key_pos, key_len, val_pos,
+                                val_len, hdr_count)
+    if err == 0 and count > 0:
+        rec_pos[0] = start
+        rec_pos[1:count] = rec_end[:count - 1]
+    return err, pos
 
 
 @njit(cache=True, inline="always")
@@ -194,27 +219,28 @@ def _write_uvarint(out, pos, u):
 
 
 @njit(cache=True, inline="always")
-def _record_body_size(ts_delta, off_delta, rest):
-    """Bytes after a record's length varint: attributes, the two deltas, then ``rest`` (key, value
-    and headers as encoded)."""
-    return 1 + _uvarint_size(_zigzag64(ts_delta)) + _uvarint_size(_zigzag32(off_delta)) + rest
+def _body_size(zts, zod, rest):
+    """Bytes after a record's length varint: attributes, the zigzagged timestamp and offset
+    deltas, then ``rest`` (key, value and headers as encoded)."""
+    return 1 + _uvarint_size(zts) + _uvarint_size(zod) + rest
 
 
 @njit(cache=True, inline="always")
 def record_size(ts_delta, off_delta, rest):
     """A record's encoded size, its length varint included."""
-    body = _record_body_size(ts_delta, off_delta, rest)
+    body = _body_size(_zigzag64(ts_delta), _zigzag32(off_delta), rest)
     return _uvarint_size(_zigzag32(body)) + body
 
 
 @njit(cache=True, inline="always")
 def _write_record_prefix(out, pos, ts_delta, off_delta, rest):
     """Write a record's length, attributes (0, as Kafka's writer) and deltas; where ``rest`` goes."""
-    pos = _write_uvarint(out, pos, _zigzag32(_record_body_size(ts_delta, off_delta, rest)))
+    zts = _zigzag64(ts_delta)
+    zod = _zigzag32(off_delta)
+    pos = _write_uvarint(out, pos, _zigzag32(_body_size(zts, zod, rest)))
     out[pos] = 0
-    pos += 1
-    pos = _write_uvarint(out, pos, _zigzag64(ts_delta))
-    return _write_uvarint(out, pos, _zigzag32(off_delta))
+    pos = _write_uvarint(out, pos + 1, zts)
+    return _write_uvarint(out, pos, zod)
 
 
 @njit(cache=True, inline="always")
@@ -404,7 +430,7 @@ def murmur3_128(buf, start, length):
 #
 # ``scan_log_uncompressed`` walks the batches of a segment buffer in one call, as Kafka's batch
 # iterator does (record-format.md §12), decoding the records of every uncompressed v2 batch with
-# ``scan_records`` (so a batch is validated exactly as RecordBatch.columns() validates it) and
+# ``_scan_records`` (so a batch is validated exactly as RecordBatch.columns() validates it) and
 # writing per-record and per-batch columns into preallocated arrays. It is the only walk over the
 # records of a segment: the columnar reader (storage/reader.py) gathers Arrow buffers from its
 # columns and the cleaner's whole-segment path (cleaner/fast_path.py) decides and re-encodes
@@ -415,9 +441,10 @@ def murmur3_128(buf, start, length):
 #
 # Per-batch metadata: int64 matrix ``bmeta[batch, BM_*]``. Per-record columns: int64 matrix
 # ``r64[R64_*, record]`` and int32 matrix ``r32[R32_*, record]`` (BM_*, R64_*, R32_* number
-# columns and rows, they are not byte offsets). Positions (key, value, record spans) index the
-# batch's source buffer: source 0 is the segment buffer, source 1 the caller's scratch buffer of
-# decompressed sections (positions there are biased by where the section was placed).
+# columns and rows, they are not byte offsets; ``scan_capacity`` sizes them for a whole
+# segment). Positions (key, value, record spans) index the batch's source buffer: source 0 is
+# the segment buffer, source 1 the caller's scratch buffer of decompressed sections (positions
+# there are biased by where the section was placed).
 #
 # The walks that read headers only (``seek_batch``, ``last_batch_end``, storage/index_check.py)
 # frame each batch with ``batch_frame``, the same length and magic rules as the scanner.
@@ -460,13 +487,12 @@ BM_FIELDS = 16
 
 R64_OFFSET = 0
 R64_TIMESTAMP = 1
-# positions in the source buffer: the rows from R64_KEY_POS to the last (biased together)
+# positions in the source buffer (biased for the scratch buffer)
 R64_KEY_POS = 2
 R64_VAL_POS = 3
-R64_RECORD_POS = 4    # where the record starts (its length varint)
-R64_RECORD_END = 5
-R64_TAIL_POS = 6      # where its key length starts: key, value and headers run to R64_RECORD_END
-R64_ROWS = 7
+R64_RECORD_END = 4    # the record starts where the previous one ends (the first: the section's start)
+R64_TAIL_POS = 5      # where its key length starts: key, value and headers run to R64_RECORD_END
+R64_ROWS = 6
 
 R32_KEY_LEN = 0
 R32_VAL_LEN = 1
@@ -543,37 +569,29 @@ def scan_section_records(buf, start, end, count, bmeta, b, r64, r32, nr, bias,
     if count < 0 or count * MIN_RECORD_SIZE > end - start:
         return ERR_RECORDS_COUNT, start
     stop = nr + count
-    err, where = scan_records(buf, start, end, count,
-                              r64[R64_RECORD_POS, nr:stop], r64[R64_RECORD_END, nr:stop],
-                              r64[R64_TIMESTAMP, nr:stop], r64[R64_OFFSET, nr:stop],
-                              r64[R64_TAIL_POS, nr:stop],
-                              r64[R64_KEY_POS, nr:stop], r32[R32_KEY_LEN, nr:stop],
-                              r64[R64_VAL_POS, nr:stop], r32[R32_VAL_LEN, nr:stop],
-                              r32[R32_HDR_COUNT, nr:stop])
+    append_time = (bmeta[b, BM_ATTRIBUTES] & TIMESTAMP_TYPE_MASK) != 0
+    err, where, outside = _scan_records(
+        buf, start, end, count, bias, bmeta[b, BM_BASE_OFFSET], bmeta[b, BM_BASE_TIMESTAMP], append_time,
+        bmeta[b, BM_MAX_TIMESTAMP], start_offset, end_offset,
+        r64[R64_RECORD_END, nr:stop], r64[R64_TIMESTAMP, nr:stop],
+        r64[R64_OFFSET, nr:stop], r64[R64_TAIL_POS, nr:stop], r64[R64_KEY_POS, nr:stop],
+        r32[R32_KEY_LEN, nr:stop], r64[R64_VAL_POS, nr:stop], r32[R32_VAL_LEN, nr:stop],
+        r32[R32_HDR_COUNT, nr:stop])
     if err < 0:
         return err, where
-    if bias != 0:
-        for row in range(R64_KEY_POS, R64_ROWS):
-            for i in range(nr, stop):
-                r64[row, i] += bias
-    base = bmeta[b, BM_BASE_OFFSET]
-    append_time = (bmeta[b, BM_ATTRIBUTES] & TIMESTAMP_TYPE_MASK) != 0
-    base_ts = bmeta[b, BM_BASE_TIMESTAMP]
-    max_ts = bmeta[b, BM_MAX_TIMESTAMP]
-    j = nr
+    r32[R32_BATCH, nr:stop] = b
+    if outside == 0:
+        return 0, stop
+    j = nr                  # a batch across a bound of the range: keep the records inside it
     for i in range(nr, stop):
-        off = base + r64[R64_OFFSET, i]
+        off = r64[R64_OFFSET, i]
         if off < start_offset or off >= end_offset:
             continue
-        if j != i:          # a record before it was left out: move this one down
-            for row in range(R64_KEY_POS, R64_ROWS):
+        if j != i:
+            for row in range(R64_ROWS):
                 r64[row, j] = r64[row, i]
-            r32[R32_KEY_LEN, j] = r32[R32_KEY_LEN, i]
-            r32[R32_VAL_LEN, j] = r32[R32_VAL_LEN, i]
-            r32[R32_HDR_COUNT, j] = r32[R32_HDR_COUNT, i]
-        r64[R64_OFFSET, j] = off
-        r64[R64_TIMESTAMP, j] = max_ts if append_time else base_ts + r64[R64_TIMESTAMP, i]
-        r32[R32_BATCH, j] = b
+            for row in range(R32_ROWS):
+                r32[row, j] = r32[row, i]
         j += 1
     return 0, j
 
@@ -657,6 +675,24 @@ def scan_log_uncompressed(buf, pos, end, start_offset, end_offset, include_contr
             nr = nr2
         pos += size
     return SCAN_END, pos, nb, nr, pos, used
+
+
+@njit(cache=True)
+def scan_capacity(buf, pos, end):
+    """(batches, records) that ``scan_log_uncompressed`` may enter from buf[pos:end] at most, from
+    the batch headers alone (a count is capped by what its batch could hold), to size its arrays."""
+    nb = 0
+    nr = 0
+    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+        frame, size, magic = batch_frame(buf, pos, end)
+        if frame != FRAME_OK:
+            break
+        nb += 1
+        if magic == MAGIC_V2:
+            count = _be_i32(buf, pos + RECORDS_COUNT_OFFSET)
+            nr += max(0, min(count, (size - RECORDS_OFFSET) // MIN_RECORD_SIZE))
+        pos += size
+    return nb, nr
 
 
 @njit(cache=True)

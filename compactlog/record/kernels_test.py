@@ -73,8 +73,7 @@ def test_scan_matches_the_per_batch_decoder():
             assert r64[K.R64_OFFSET, r] == b.base_offset + cols.off_delta[j]
             assert r64[K.R64_TIMESTAMP, r] == b.header.base_timestamp + cols.ts_delta[j]
             for got, want in ((K.R64_KEY_POS, cols.key_pos), (K.R64_VAL_POS, cols.val_pos),
-                              (K.R64_RECORD_POS, cols.rec_pos), (K.R64_RECORD_END, cols.rec_end),
-                              (K.R64_TAIL_POS, cols.tail_pos)):
+                              (K.R64_RECORD_END, cols.rec_end), (K.R64_TAIL_POS, cols.tail_pos)):
                 assert r64[got, r] == want[j]       # both index the log buffer
             assert r32[K.R32_KEY_LEN, r] == cols.key_len[j] and r32[K.R32_BATCH, r] == i
         row += b.records_count
