@@ -38,7 +38,7 @@ def _scan(log: bytes, start: int = 0) -> SegmentScan:
 
 
 def test_the_scan_is_the_per_batch_decoding():
-    # many one-record batches, then many records: both outgrow the first arrays
+    # many one-record batches, then a batch of many records
     log = _log([1] * 300 + [2000, 3])
     scan = _scan(log)
     assert scan.ok and scan.nb == 302 and scan.nr == 2303

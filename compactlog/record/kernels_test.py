@@ -7,8 +7,8 @@ import pytest
 
 from compactlog.record import kernels as K
 from compactlog.record.batch import BatchSpec, as_u8, encode_batch, iter_batches
-from compactlog.record.layout import (CONTROL_FLAG, LENGTH_OFFSET, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD,
-                                      TRANSACTIONAL_FLAG, INT32)
+from compactlog.record.layout import (CONTROL_FLAG, INT32, LENGTH_OFFSET, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD,
+                                      RECORDS_COUNT_OFFSET, TRANSACTIONAL_FLAG)
 
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
 
@@ -118,3 +118,13 @@ def test_write_record_from_tail_round_trips(ts_delta, off_delta):
     assert (err, stop) == (0, end)
     assert (tsd[0], od[0]) == (ts_delta, off_delta)
     assert bytes(out[tail[0]:rec_end[0]]) == bytes(cols.data[cols.tail_pos[j]:cols.rec_end[j]])
+
+
+def test_scan_capacity_bounds_what_the_scan_enters():
+    log = _batch(0, 5) + _batch(5, 1) + _batch(6, 7)
+    assert tuple(int(x) for x in K.scan_capacity(as_u8(log), 0, len(log))) == (3, 13)
+    bogus = bytearray(_batch(0, 2))
+    INT32.pack_into(bogus, RECORDS_COUNT_OFFSET, 2**31 - 1)     # a count no batch of that size holds
+    nb, nr = K.scan_capacity(as_u8(bytes(bogus)), 0, len(bogus))
+    assert (int(nb), int(nr)) == (1, (len(bogus) - RECORD_BATCH_OVERHEAD) // K.MIN_RECORD_SIZE)
+    assert _scan(bytes(bogus))[0] == K.ERR_RECORDS_COUNT
