@@ -31,11 +31,10 @@ import pyarrow as pa
 
 from ..errors import CompactlogError, CorruptRecordError, StorageError
 from ..record import compression, kernels
-from ..record.batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
-                            as_u8, iter_batches)
+from ..record.batch import CREATE_TIME, LOG_APPEND_TIME, Record, as_u8, iter_batches
 from ..record.layout import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_FLAG, CRC_OFFSET, LENGTH_OFFSET,
-                             LOG_OVERHEAD, MAGIC_OFFSET, RECORDS_COUNT_OFFSET, TIMESTAMP_TYPE_MASK,
-                             TRANSACTIONAL_FLAG)
+                             LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, RECORDS_COUNT_OFFSET,
+                             TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG)
 from . import files
 from .index_check import breaks_order, previous_lasts
 from .txn_index import TransactionIndex, aborted_from_markers, collect_aborted
@@ -677,8 +676,8 @@ class PartitionReader:
         bm[K.BM_SIZE] = e.size
         bm[K.BM_BASE_OFFSET] = e.base_offset
         bm[K.BM_LAST_OFFSET_DELTA] = e.last_offset - e.base_offset
-        bm[K.BM_ATTRIBUTES] = (e.attributes & COMPRESSION_MASK) | \
-            (TIMESTAMP_TYPE_MASK if e.timestamp_type == LOG_APPEND_TIME else 0)
+        append_time = e.timestamp_type == LOG_APPEND_TIME
+        bm[K.BM_ATTRIBUTES] = (e.attributes & COMPRESSION_MASK) | (TIMESTAMP_TYPE_MASK if append_time else 0)
         bm[K.BM_RECORDS_COUNT] = e.records_count
         bm[K.BM_CRC] = e.crc
         bm[K.BM_SOURCE] = 2
