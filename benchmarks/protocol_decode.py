@@ -28,9 +28,10 @@ sys.path.insert(0, ROOT)
 from kio.schema.errors import ErrorCode  # noqa: E402
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 
+from compactlog.server.dispatch import BROKER  # noqa: E402
 from compactlog.server.precheck import scan  # noqa: E402
 from compactlog.server.protocol import Connection, encode_response  # noqa: E402
-from compactlog.server.versions import BROKER, request_schema, response_schema  # noqa: E402
+from compactlog.server.versions import request_schema, response_schema  # noqa: E402
 
 CAPTURES = os.path.join(ROOT, "tests", "data", "wire-captures")
 

@@ -349,6 +349,11 @@ class DataDirectory:
         for batch in table.to_batches():
             yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
 
+    # -- consumer groups
+    def consumer_groups(self) -> "ConsumerGroups":
+        """The data dir's consumer groups, offline (written only when opened with ``write=True``)."""
+        return ConsumerGroups(self._dd)
+
     # -- lifetime
     def close(self) -> None:
         """Close the logs (a writer writes its checkpoints and the clean-shutdown marker and lets
@@ -360,3 +365,103 @@ class DataDirectory:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# -- consumer groups, offline --------------------------------------------------------------------
+
+class GroupMember(NamedTuple):
+    """A member of a consumer group, with the partitions its assignment names."""
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    partitions: tuple            # ((topic, partition), ...); () unless a "consumer" group assigned some
+
+
+class GroupDescription(NamedTuple):
+    group_id: str
+    state: str                   # Kafka's: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    protocol_type: str           # "consumer" for consumers, "" for offsets committed without a group
+    protocol: str                # the partition assignor a consumer group chose ("" when none)
+    members: tuple               # (GroupMember, ...)
+
+
+class ConsumerGroups:
+    """A data dir's consumer groups and committed offsets, as ``__consumer_offsets`` holds them:
+    loaded as a starting broker loads them, and written (a data dir opened for writing) exactly as
+    the broker's group coordinator writes, so that a broker started later finds them. What
+    ``kafka-consumer-groups.sh`` does through a broker, without one. Errors are Kafka's codes
+    (kio's ``ErrorCode``). ``datadir`` is a storage ``DataDir``; from the API use
+    ``DataDirectory.consumer_groups()``."""
+
+    def __init__(self, datadir):
+        # imported here: the group coordinator loads kio's tables, which only groups need
+        from .server.groups.service import GroupCoordinatorService
+        self._dd = datadir
+        self._service = GroupCoordinatorService(datadir)
+        self._service.load_now()
+        self._shard = self._service.coordinator
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """(group id, state) of every group, only those in ``states`` when given (any case)."""
+        return [(g.group_id, g.state) for g in self._shard.list_groups(states)]
+
+    def describe_group(self, group: str) -> GroupDescription:
+        """The group and its members; state "Dead" when there is no such group."""
+        from .record import consumer_offsets as R
+        g = self._shard.groups.get(group)
+        if g is None:
+            return GroupDescription(group, "Dead", "", "", ())
+        members = []
+        for m in g.members.values():
+            parts = ()
+            if g.protocol_type == R.CONSUMER_PROTOCOL_TYPE and m.assignment:
+                try:
+                    parts = tuple((t, p) for t, ps in R.decode_assignment(m.assignment).partitions for p in ps)
+                except R.RecordFormatError:
+                    parts = ()
+            members.append(GroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, parts))
+        return GroupDescription(group, g.state, g.protocol_type or "", g.protocol_name or "", tuple(members))
+
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the group's committed offset."""
+        return {k: o.offset for k, o in self._shard.committed(group).items()}
+
+    def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Commit offsets as an admin does (no member, no generation); the error code of each."""
+        from .server.groups.api_data import CommitPartition
+        parts = [CommitPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        errors = self._service.commit_offsets(group, -1, "", None, parts)
+        return {(c.topic, c.partition): e for c, e in zip(parts, errors)}
+
+    def delete_groups(self, groups: Sequence[str]) -> dict[str, int]:
+        """DeleteGroups: each group's error code (0: its offsets and the group are gone)."""
+        return dict(self._service.call(self._shard.delete_groups, list(groups)))
+
+    def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> tuple[int, dict]:
+        """OffsetDelete, as the broker answers it: (the request's error code, {(topic, partition):
+        error code}); partitions this data dir does not have are UNKNOWN_TOPIC_OR_PARTITION without
+        asking the coordinator."""
+        from kio.schema.errors import ErrorCode
+        wanted: dict[str, list[int]] = {}
+        per: dict = {}
+        known: dict = {}
+        for t, p in partitions:
+            if t not in known:
+                known[t] = set(self._dd.partitions(t)) if self._dd.has_topic(t) else set()
+            parts = wanted.setdefault(t, [])
+            if p in known[t]:
+                parts.append(p)
+            else:
+                per[(t, p)] = ErrorCode.unknown_topic_or_partition
+        top, results = self._service.call(self._shard.delete_offsets, group, list(wanted.items()))
+        if top != ErrorCode.none:
+            return top, {}
+        for t, res in results:
+            for p, code in res:
+                per[(t, p)] = code
+        return ErrorCode.none, per
+
+    def close(self) -> None:
+        """Answer what is parked and stop (the data dir itself stays open)."""
+        self._service.stop()

@@ -3,28 +3,47 @@
 Every error that reaches a user names what is wrong: the file, the byte position or offset, the
 field and its value, so that one line is enough to find the problem.
 
-Each class carries ``kafka_error``, the code of Kafka's ``Errors`` enum that a broker answers for it
-(Kafka maps its exception classes to codes the same way, in ``Errors.forException``), so a request
-handler picks the code from the class and never from the message. ``UNKNOWN_SERVER_ERROR`` (-1) is
-the answer for anything without a more precise code.
+Each class names, in ``kafka_error_name``, the member of kio's ``ErrorCode`` (Kafka's ``Errors``
+enum, the one table of Kafka error codes compactlog uses) that a broker answers for it; Kafka maps
+its exception classes to codes the same way, in ``Errors.forException``. A request handler reads
+``error.kafka_error``, that member, so it picks the code from the class and never from the
+message. ``unknown_server_error`` (-1) is the answer for anything without a more precise code.
+
+The member is looked up on first use, not when this module is imported: importing
+``kio.schema.errors`` costs about 125 ms (it pulls in hypothesis), which every CLI command would
+pay at start-up, while only the broker ever needs the codes.
 """
 
 from __future__ import annotations
 
+import functools
 
-UNKNOWN_SERVER_ERROR = -1
+
+@functools.cache
+def kafka_error_code(name: str):
+    """kio's ``ErrorCode`` member called ``name`` (imported here, on the first call)."""
+    from kio.schema.errors import ErrorCode
+    return ErrorCode[name]
+
+
+class _KafkaErrorCode:
+    """``kafka_error``: the ErrorCode member named by the class's ``kafka_error_name``."""
+
+    def __get__(self, instance, owner):
+        return kafka_error_code(owner.kafka_error_name)
 
 
 class CompactlogError(Exception):
     """Base class of every error compactlog raises on purpose."""
 
-    kafka_error = UNKNOWN_SERVER_ERROR
+    kafka_error_name = "unknown_server_error"
+    kafka_error = _KafkaErrorCode()
 
 
 class CorruptRecordError(CompactlogError):
     """Bytes that do not decode as Kafka records (Kafka's CorruptRecordException/InvalidRecordException)."""
 
-    kafka_error = 2     # CORRUPT_MESSAGE
+    kafka_error_name = "corrupt_message"
 
     def __init__(self, message: str, *, file: str | None = None, position: int | None = None,
                  offset: int | None = None, field: str | None = None):
@@ -65,7 +84,7 @@ class InvalidRecordError(CompactlogError):
     ``RecordError`` list that Produce v8+ returns.
     """
 
-    kafka_error = 87    # INVALID_RECORD
+    kafka_error_name = "invalid_record"
 
     def __init__(self, message: str = "", *, record_errors: list[tuple[int, str | None]] | None = None):
         super().__init__(message)
@@ -75,97 +94,97 @@ class InvalidRecordError(CompactlogError):
 class RecordTooLargeError(InvalidRecordError):
     """A batch larger than max.message.bytes (Kafka's RecordTooLargeException)."""
 
-    kafka_error = 10    # MESSAGE_TOO_LARGE
+    kafka_error_name = "message_too_large"
 
 
 class RecordListTooLargeError(RecordTooLargeError):
     """A validated batch larger than segment.bytes (Kafka's RecordBatchTooLargeException)."""
 
-    kafka_error = 18    # RECORD_LIST_TOO_LARGE
+    kafka_error_name = "record_list_too_large"
 
 
 class InvalidTimestampError(InvalidRecordError):
     """A record timestamp outside message.timestamp.before/after.max.ms (InvalidTimestampException)."""
 
-    kafka_error = 32    # INVALID_TIMESTAMP
+    kafka_error_name = "invalid_timestamp"
 
 
 class OutOfOrderSequenceError(InvalidRecordError):
     """An idempotent producer's batch whose first sequence does not follow the last one."""
 
-    kafka_error = 45    # OUT_OF_ORDER_SEQUENCE_NUMBER
+    kafka_error_name = "out_of_order_sequence_number"
 
 
 class DuplicateSequenceError(InvalidRecordError):
     """A batch that repeats one already written (Kafka answers it as a success since 2.x)."""
 
-    kafka_error = 46    # DUPLICATE_SEQUENCE_NUMBER
+    kafka_error_name = "duplicate_sequence_number"
 
 
 class InvalidProducerEpochError(InvalidRecordError):
     """A producer epoch below the one the partition last saw (InvalidProducerEpochException)."""
 
-    kafka_error = 47    # INVALID_PRODUCER_EPOCH
+    kafka_error_name = "invalid_producer_epoch"
 
 
 class InvalidTxnStateError(InvalidRecordError):
     """A transactional write that does not fit the producer's transaction state."""
 
-    kafka_error = 48    # INVALID_TXN_STATE
+    kafka_error_name = "invalid_txn_state"
 
 
 class UnknownProducerIdError(InvalidRecordError):
     """A producer id the partition has no state for, where state is required."""
 
-    kafka_error = 59    # UNKNOWN_PRODUCER_ID
+    kafka_error_name = "unknown_producer_id"
 
 
 class OffsetOutOfRangeError(CompactlogError):
     """A read below the log start offset or above the log end offset."""
 
-    kafka_error = 1     # OFFSET_OUT_OF_RANGE
+    kafka_error_name = "offset_out_of_range"
 
 
 class ConfigError(CompactlogError):
     """An unknown configuration name or a value out of its valid range."""
 
-    kafka_error = 40    # INVALID_CONFIG
+    kafka_error_name = "invalid_config"
 
 
 class TopicError(CompactlogError):
     """A topic that does not exist, exists already, or has an invalid name."""
 
-    kafka_error = 3     # UNKNOWN_TOPIC_OR_PARTITION
+    kafka_error_name = "unknown_topic_or_partition"
 
 
 class UnknownTopicError(TopicError):
     """A topic or partition that does not exist."""
 
-    kafka_error = 3     # UNKNOWN_TOPIC_OR_PARTITION
+    kafka_error_name = "unknown_topic_or_partition"
 
 
 class TopicExistsError(TopicError):
     """A topic created twice."""
 
-    kafka_error = 36    # TOPIC_ALREADY_EXISTS
+    kafka_error_name = "topic_already_exists"
 
 
 class InvalidTopicError(TopicError):
     """A topic name Kafka refuses (characters, length, ``.``/``..``)."""
 
-    kafka_error = 17    # INVALID_TOPIC_EXCEPTION
+    kafka_error_name = "invalid_topic_exception"
 
 
 class StorageError(CompactlogError):
     """A partition directory or file that cannot be used as it is."""
 
-    kafka_error = 56    # KAFKA_STORAGE_ERROR
+    kafka_error_name = "kafka_storage_error"
 
 
 class DataDirLockedError(StorageError):
     """Another writer (a compactlog process or a Kafka broker) holds the data dir's ``.lock``."""
 
-    kafka_error = UNKNOWN_SERVER_ERROR
+    kafka_error_name = "unknown_server_error"
 
     def __init__(self, data_dir: str, pid: int | None, holder: str):
         self.data_dir = data_dir

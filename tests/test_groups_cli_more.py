@@ -12,7 +12,7 @@ import pytest
 from broker_support import Broker
 from groups_support import GROUP_BROKER, Confluent, committed, create_topic, produce, read_and_commit, table, uid
 
-from compactlog.cli.consumer_groups import parse_duration_ns
+from compactlog.cli.consumer_groups.options import parse_duration_ns
 from compactlog.errors import CompactlogError
 from compactlog.record import consumer_offsets as R
 from compactlog.storage.config import BrokerConfig

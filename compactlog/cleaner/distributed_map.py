@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..record import kernels
 from ..record.batch import as_u8
 from .executor import TaskFailure, run_guarded
 from .fast_path import SegmentScan
@@ -86,11 +85,9 @@ def keyed_records(plan: PartitionCleanPlan, seg_base: int, lo: int, hi: int):
         buf = as_u8(seg.buffer)
         scan = SegmentScan(buf, pos, seg.size)
         if scan.ok:
-            offsets = scan.record_offsets()
+            offsets = scan.r_offset
             sel = np.flatnonzero((scan.r_klen >= 0) & (offsets >= lo) & (offsets < hi))
-            h1 = np.zeros(sel.size, dtype=np.uint64)
-            h2 = np.zeros(sel.size, dtype=np.uint64)
-            kernels.hash_keys(buf, scan.r_kpos[sel], scan.r_klen[sel], h1, h2)
+            h1, h2 = scan.key_hashes(sel)
             return h1, h2, offsets[sel], scan.nr, seg.size - pos
         return _keyed_records_per_batch(log, seg, pos, lo, hi)
     finally:

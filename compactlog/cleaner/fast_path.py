@@ -1,10 +1,12 @@
 """Whole-segment kernels for the common case: uncompressed v2 data batches, no transactions.
 
-The per-batch path (``rewrite.filter_batch``) runs Python once per batch; a 100 MiB segment holds
-tens of thousands of batches. Here one numba pass scans every batch and record of a segment, one
-decides every record (map lookups, tombstone horizons), one sizes and one writes every output
-batch, copying kept records as byte spans; Python only checksums rewritten batches and appends
-Kafka's read-buffer chunks to the cleaned segment. The decisions are the same functions of the
+Kafka's ``Cleaner.buildOffsetMap`` and ``Cleaner.cleanInto`` over a whole segment at once. The
+per-batch path (``rewrite.filter_batch``) runs Python once per batch; a 100 MiB segment holds
+tens of thousands of batches. Here the one whole-segment scanner of ``record/kernels.py`` (the
+reader's too, so both accept and reject the same bytes) lays out every batch and record of a
+segment, one numba pass decides every record (map lookups, tombstone horizons), one sizes and one
+writes every output batch, copying kept records as byte spans; Python only checksums rewritten
+batches and appends Kafka's read-buffer chunks to the cleaned segment. The decisions are the same functions of the
 same inputs as ``rules.py`` (the corpus runs through both paths). A segment holding anything else
 (compressed, control or transactional batches, legacy magic, a structural error) takes the
 per-batch path, which also produces the precise error.
@@ -12,128 +14,78 @@ per-batch path, which also produces the precise error.
 
 from __future__ import annotations
 
-import struct
-
 import crc32c as _crc32c
 import numpy as np
 from numba import njit
 
-from ..record import kernels
+from ..record import kernels as K
 from ..record.batch import as_u8
-from ..record.kernels import _be_i16 as _be16, _be_i32 as _be32, _be_i64 as _be64, scan_records
+from ..record.layout import (ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSION_MASK, CONTROL_FLAG,
+                             CRC_OFFSET, DELETE_HORIZON_FLAG, LENGTH_OFFSET, LOG_OVERHEAD,
+                             MAX_TIMESTAMP_OFFSET, RECORD_BATCH_OVERHEAD, RECORDS_COUNT_OFFSET,
+                             TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG, UINT32)
 from .stats import CleanerStats
 
 # batch kinds in the output
 DROP, VERBATIM, REBUILD, EMPTY = 0, 1, 2, 3
 
-NOT_SIMPLE = 1        # compressed, control, transactional or legacy batch present
-BAD_STRUCTURE = 2     # a header or record the per-batch path must report
-
-_I32 = struct.Struct(">I")
+# what makes a batch not simple: the scanner stops there and the per-batch path takes the segment
+NOT_SIMPLE = COMPRESSION_MASK | TRANSACTIONAL_FLAG | CONTROL_FLAG
+# the attributes Kafka's builder writes into a rebuilt batch: timestamp type and delete horizon
+REBUILT_ATTRIBUTES = TIMESTAMP_TYPE_MASK | DELETE_HORIZON_FLAG
+# and into an emptied one: timestamp type, transactional and control
+EMPTIED_ATTRIBUTES = TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG | CONTROL_FLAG
 
 # the per-batch path alone when False (tests run the corpus both ways)
 ENABLED = True
 
 
-@njit(cache=True)
-def count_segment(buf, start, end):
-    """(batches, records, flags, end position) of the complete batches in buf[start:end]."""
-    pos = start
-    nb = 0
-    nr = 0
-    flags = 0
-    while pos + 17 < end:
-        length = _be32(buf, pos + 8)
-        if length < 14:
-            return nb, nr, flags | BAD_STRUCTURE, pos
-        size = length + 12
-        if pos + size > end:
-            break
-        if buf[pos + 16] != 2:
-            flags |= NOT_SIMPLE
-        elif size < 61:
-            return nb, nr, flags | BAD_STRUCTURE, pos
-        else:
-            attrs = _be16(buf, pos + 21)
-            if attrs & 0x37:          # codec bits, transactional, control
-                flags |= NOT_SIMPLE
-            count = _be32(buf, pos + 57)
-            if count < 0 or count * 7 > size - 61:
-                return nb, nr, flags | BAD_STRUCTURE, pos
-            nr += count
-        nb += 1
-        pos += size
-    return nb, nr, flags, pos
-
-
-@njit(cache=True)
-def scan_segment(buf, start, nb, b_pos, b_size, b_base, b_lod, b_attrs, b_base_ts, b_max_ts, b_pid,
-                 b_rec, r_pos, r_end, r_tsd, r_od, r_tail, r_kpos, r_klen, r_vpos, r_vlen, r_hdr):
-    """Fill the batch and record arrays of the ``nb`` simple batches from ``start``; 0 or an error."""
-    pos = start
-    rec = 0
-    for i in range(nb):
-        length = _be32(buf, pos + 8)
-        size = length + 12
-        count = _be32(buf, pos + 57)
-        b_pos[i] = pos
-        b_size[i] = size
-        b_base[i] = _be64(buf, pos)
-        b_lod[i] = _be32(buf, pos + 23)
-        b_attrs[i] = _be16(buf, pos + 21)
-        b_base_ts[i] = _be64(buf, pos + 27)
-        b_max_ts[i] = _be64(buf, pos + 35)
-        b_pid[i] = _be64(buf, pos + 43)
-        b_rec[i] = rec
-        err, _ = scan_records(buf, pos + 61, pos + size, count, r_pos[rec:rec + count], r_end[rec:rec + count],
-                              r_tsd[rec:rec + count], r_od[rec:rec + count], r_tail[rec:rec + count],
-                              r_kpos[rec:rec + count], r_klen[rec:rec + count], r_vpos[rec:rec + count],
-                              r_vlen[rec:rec + count], r_hdr[rec:rec + count])
-        if err < 0:
-            return err
-        rec += count
-        pos += size
-    b_rec[nb] = rec
-    return 0
-
-
 class SegmentScan:
-    """The batches and records of the simple part of a segment, as arrays."""
+    """The batches and records of a segment from ``start``, as the one scanner
+    (``kernels.scan_log_uncompressed``) lays them out; ``ok`` only when every complete batch there
+    is simple (an uncompressed v2 data batch, not transactional) and valid.
+
+    Batch fields are contiguous arrays (``b_*``, records of batch i in ``b_rec[i]:b_rec[i + 1]``);
+    record fields are rows of the scanner's matrices: absolute offsets and timestamps, key
+    positions and lengths, value lengths (-1: null) and each record's span, whose tail (key,
+    value, headers) a rebuilt batch copies as it is.
+    """
 
     def __init__(self, buf: np.ndarray, start: int, end: int):
         self.ok = False
-        nb, nr, flags, _ = count_segment(buf, start, end)
-        if flags:
+        # arrays sized from the headers (a bound the scan cannot exceed), as one matrix each: a
+        # fresh mapping the kernel fills faster than separately allocated rows
+        most_batches, most_records = K.scan_capacity(buf, start, end)
+        bmeta = np.empty((max(most_batches, 1), K.BM_FIELDS), dtype=np.int64)
+        r64 = np.empty((K.R64_ROWS, max(most_records, 1)), dtype=np.int64)
+        r32 = np.empty((K.R32_ROWS, max(most_records, 1)), dtype=np.int32)
+        status, pos, nb, nr, _, _ = K.scan_log_uncompressed(
+            buf, start, end, K.INT64_MIN, K.INT64_MAX, False, bmeta, 0, r64, r32, 0, K.INT64_MAX, NOT_SIMPLE)
+        # a complete batch left after the end means the scan ended at INT64_MAX: not simple either
+        if status != K.SCAN_END or K.last_batch_end(buf, pos, end)[1] != pos:
             return
-        self.nb, self.nr = nb, nr
-        i64 = lambda n: np.empty(n, dtype=np.int64)   # noqa: E731
-        self.b_pos, self.b_size, self.b_base, self.b_lod = i64(nb), i64(nb), i64(nb), i64(nb)
-        self.b_attrs, self.b_base_ts, self.b_max_ts, self.b_pid = i64(nb), i64(nb), i64(nb), i64(nb)
-        self.b_rec = i64(nb + 1)
-        self.r_pos, self.r_end, self.r_tsd, self.r_od = i64(nr), i64(nr), i64(nr), i64(nr)
-        self.r_tail, self.r_kpos, self.r_vpos = i64(nr), i64(nr), i64(nr)
-        self.r_klen = np.empty(nr, dtype=np.int32)
-        self.r_vlen = np.empty(nr, dtype=np.int32)
-        self.r_hdr = np.empty(nr, dtype=np.int32)
-        err = scan_segment(buf, start, nb, self.b_pos, self.b_size, self.b_base, self.b_lod, self.b_attrs,
-                           self.b_base_ts, self.b_max_ts, self.b_pid, self.b_rec, self.r_pos, self.r_end,
-                           self.r_tsd, self.r_od, self.r_tail, self.r_kpos, self.r_klen, self.r_vpos,
-                           self.r_vlen, self.r_hdr)
-        if err < 0:
-            return
+        self.nb, self.nr = int(nb), int(nr)
+        bm = bmeta[:self.nb]
+        column = lambda field: np.ascontiguousarray(bm[:, field])   # noqa: E731
+        self.b_pos, self.b_size = column(K.BM_POS), column(K.BM_SIZE)
+        self.b_base, self.b_lod = column(K.BM_BASE_OFFSET), column(K.BM_LAST_OFFSET_DELTA)
+        self.b_attrs, self.b_pid = column(K.BM_ATTRIBUTES), column(K.BM_PRODUCER_ID)
+        self.b_base_ts, self.b_max_ts = column(K.BM_BASE_TIMESTAMP), column(K.BM_MAX_TIMESTAMP)
+        self.b_rec = np.append(bm[:, K.BM_FIRST_RECORD], self.nr)
+        n = self.nr
+        self.r_offset, self.r_ts = r64[K.R64_OFFSET, :n], r64[K.R64_TIMESTAMP, :n]
+        self.r_kpos, self.r_klen = r64[K.R64_KEY_POS, :n], r32[K.R32_KEY_LEN, :n]
+        self.r_vlen = r32[K.R32_VAL_LEN, :n]
+        self.r_tail, self.r_end = r64[K.R64_TAIL_POS, :n], r64[K.R64_RECORD_END, :n]
         self.buf = buf
         self.ok = True
 
-    def record_batch(self) -> np.ndarray:
-        return np.repeat(np.arange(self.nb), np.diff(self.b_rec))
-
-    def record_offsets(self) -> np.ndarray:
-        return np.repeat(self.b_base, np.diff(self.b_rec)) + self.r_od
-
-    def key_hashes(self):
-        h1 = np.zeros(self.nr, dtype=np.uint64)
-        h2 = np.zeros(self.nr, dtype=np.uint64)
-        kernels.hash_keys(self.buf, self.r_kpos, self.r_klen, h1, h2)
+    def key_hashes(self, select: np.ndarray | None = None):
+        """128-bit digests of the keys of all records (or of rows ``select``); 0 for a null key."""
+        kpos, klen = (self.r_kpos, self.r_klen) if select is None else (self.r_kpos[select], self.r_klen[select])
+        h1 = np.zeros(kpos.shape[0], dtype=np.uint64)
+        h2 = np.zeros(kpos.shape[0], dtype=np.uint64)
+        K.hash_keys(self.buf, kpos, klen, h1, h2)
         return h1, h2
 
 
@@ -148,7 +100,7 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats) -> int | 
     scan = SegmentScan(buf, pos, seg.size)
     if not scan.ok:
         return None
-    offsets = scan.record_offsets()
+    offsets = scan.r_offset
     sel = np.flatnonzero((scan.r_klen >= 0) & (offsets >= start))
     if sel.size:
         if pos == 0 and sel.size == scan.nr and seg.cache_digests:
@@ -156,9 +108,7 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats) -> int | 
             h1, h2 = scan.key_hashes()
             seg.cached_digests = (h1, h2)
         else:
-            h1 = np.zeros(sel.size, dtype=np.uint64)
-            h2 = np.zeros(sel.size, dtype=np.uint64)
-            kernels.hash_keys(buf, scan.r_kpos[sel], scan.r_klen[sel], h1, h2)
+            h1, h2 = scan.key_hashes(sel)
         offset_map.put(h1, h2, offsets[sel])
     stats.map_messages_read += scan.nr
     stats.map_bytes_read += seg.size - pos
@@ -170,27 +120,7 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats) -> int | 
 # --- the rewrite -------------------------------------------------------------------------------
 
 @njit(cache=True)
-def _uvarint_size(u):
-    size = 1
-    while u >= np.uint64(0x80):
-        u >>= np.uint64(7)
-        size += 1
-    return size
-
-
-@njit(cache=True)
-def _zz64(v):
-    return np.uint64((v << 1) ^ (v >> 63))
-
-
-@njit(cache=True)
-def _zz32(v):
-    v32 = np.int64(np.int32(v))
-    return np.uint64(np.uint32((v32 << 1) ^ (v32 >> 31)))
-
-
-@njit(cache=True)
-def decide_segment(nb, b_rec, b_base, b_lod, b_attrs, b_base_ts, b_max_ts, retain_empty, r_od, r_tsd,
+def decide_segment(nb, b_rec, b_base, b_lod, b_attrs, b_base_ts, b_max_ts, retain_empty, r_off, r_ts,
                    r_klen, r_vlen, r_tail, r_end, mapped, latest_offset, now_ms, horizon_new,
                    keep, kind, out_size, new_base_ts, new_max_ts, new_max_off, new_attrs, counts):
     """Record fates and each batch's output form (log-cleaner.md §10.2-10.4 for data batches).
@@ -201,8 +131,8 @@ def decide_segment(nb, b_rec, b_base, b_lod, b_attrs, b_base_ts, b_max_ts, retai
         a = b_rec[i]
         b = b_rec[i + 1]
         attrs = b_attrs[i]
-        has_horizon = (attrs & 0x40) != 0
-        log_append = (attrs & 0x08) != 0
+        has_horizon = (attrs & DELETE_HORIZON_FLAG) != 0
+        log_append = (attrs & TIMESTAMP_TYPE_MASK) != 0
         retain_deletes = (not has_horizon) or now_ms < b_base_ts[i]
         kept = 0
         kept_tomb = False
@@ -210,7 +140,7 @@ def decide_segment(nb, b_rec, b_base, b_lod, b_attrs, b_base_ts, b_max_ts, retai
         max_ts = np.int64(-9223372036854775807)
         max_off = np.int64(-1)
         for j in range(a, b):
-            off = b_base[i] + r_od[j]
+            off = r_off[j]
             k = True
             if off <= latest_offset:
                 if r_klen[j] < 0:
@@ -229,9 +159,8 @@ def decide_segment(nb, b_rec, b_base, b_lod, b_attrs, b_base_ts, b_max_ts, retai
                     first = j
                 if r_vlen[j] < 0:
                     kept_tomb = True
-                ts = b_max_ts[i] if log_append else b_base_ts[i] + r_tsd[j]
-                if ts > max_ts:
-                    max_ts = ts
+                if r_ts[j] > max_ts:
+                    max_ts = r_ts[j]
                 if off > max_off:
                     max_off = off
         counts[0] += kept
@@ -245,42 +174,33 @@ def decide_segment(nb, b_rec, b_base, b_lod, b_attrs, b_base_ts, b_max_ts, retai
             out_size[i] = 0
         elif kept > 0:
             kind[i] = REBUILD
-            new_attrs[i] = attrs & 0x48   # what Kafka's builder writes: timestamp type, horizon
+            new_attrs[i] = attrs & REBUILT_ATTRIBUTES
             if need_horizon:
                 base_ts = horizon_new
-                new_attrs[i] = (attrs & 0x48) | 0x40
+                new_attrs[i] = (attrs & REBUILT_ATTRIBUTES) | DELETE_HORIZON_FLAG
             elif has_horizon:
                 base_ts = b_base_ts[i]
             else:
-                base_ts = b_max_ts[i] if log_append else b_base_ts[i] + r_tsd[first]
+                base_ts = r_ts[first]
             new_base_ts[i] = base_ts
             new_max_ts[i] = b_max_ts[i] if log_append else max_ts
             new_max_off[i] = max_off
-            size = 61
+            size = RECORD_BATCH_OVERHEAD
             for j in range(a, b):
                 if keep[j]:
-                    ts = b_max_ts[i] if log_append else b_base_ts[i] + r_tsd[j]
-                    body = 1 + _uvarint_size(_zz64(ts - base_ts)) + _uvarint_size(_zz32(r_od[j])) + (r_end[j] - r_tail[j])
-                    size += _uvarint_size(_zz32(body)) + body
+                    size += K.record_size(r_ts[j] - base_ts, r_off[j] - b_base[i], r_end[j] - r_tail[j])
             out_size[i] = size
         elif retain_empty[i]:
             kind[i] = EMPTY
-            out_size[i] = 61
+            out_size[i] = RECORD_BATCH_OVERHEAD
         else:
             kind[i] = DROP
             out_size[i] = 0
 
 
 @njit(cache=True)
-def _put_be(out, p, v, n):
-    for k in range(n):
-        out[p + n - 1 - k] = np.uint8(v & 0xFF)
-        v >>= 8
-
-
-@njit(cache=True)
-def emit_segment(buf, nb, b_pos, b_size, b_rec, b_base_ts, b_max_ts, b_attrs, kind, out_size, new_base_ts,
-                 new_max_ts, new_attrs, keep, r_od, r_tsd, r_tail, r_end, out, out_pos):
+def emit_segment(buf, nb, b_pos, b_size, b_rec, b_base, b_attrs, kind, out_size, new_base_ts,
+                 new_max_ts, new_attrs, keep, r_off, r_ts, r_tail, r_end, out, out_pos):
     """Write every kept batch into ``out`` (CRCs of rewritten batches left for the caller)."""
     p = 0
     for i in range(nb):
@@ -293,39 +213,28 @@ def emit_segment(buf, nb, b_pos, b_size, b_rec, b_base_ts, b_max_ts, b_attrs, ki
             p += size
         elif kd == REBUILD:
             size = out_size[i]
-            out[p:p + 61] = buf[src:src + 61]
-            _put_be(out, p + 8, size - 12, 4)
-            _put_be(out, p + 21, new_attrs[i], 2)
-            _put_be(out, p + 27, new_base_ts[i], 8)
-            _put_be(out, p + 35, new_max_ts[i], 8)
-            q = p + 61
+            out[p:p + RECORD_BATCH_OVERHEAD] = buf[src:src + RECORD_BATCH_OVERHEAD]
+            K._put_be(out, p + LENGTH_OFFSET, size - LOG_OVERHEAD, 4)
+            K._put_be(out, p + ATTRIBUTES_OFFSET, new_attrs[i], 2)
+            K._put_be(out, p + BASE_TIMESTAMP_OFFSET, new_base_ts[i], 8)
+            K._put_be(out, p + MAX_TIMESTAMP_OFFSET, new_max_ts[i], 8)
+            q = p + RECORD_BATCH_OVERHEAD
             n = 0
-            log_append = (b_attrs[i] & 0x08) != 0
+            base_ts = new_base_ts[i]
+            base = b_base[i]
             for j in range(b_rec[i], b_rec[i + 1]):
-                if not keep[j]:
-                    continue
-                n += 1
-                ts = b_max_ts[i] if log_append else b_base_ts[i] + r_tsd[j]
-                zts = _zz64(ts - new_base_ts[i])
-                zod = _zz32(r_od[j])
-                tail = r_end[j] - r_tail[j]
-                body = 1 + _uvarint_size(zts) + _uvarint_size(zod) + tail
-                q = kernels._write_uvarint(out, q, _zz32(body))
-                out[q] = 0
-                q += 1
-                q = kernels._write_uvarint(out, q, zts)
-                q = kernels._write_uvarint(out, q, zod)
-                out[q:q + tail] = buf[r_tail[j]:r_end[j]]
-                q += tail
-            _put_be(out, p + 57, n, 4)
+                if keep[j]:
+                    n += 1
+                    q = K.write_record_from_tail(out, q, r_ts[j] - base_ts, r_off[j] - base, buf, r_tail[j], r_end[j])
+            K._put_be(out, p + RECORDS_COUNT_OFFSET, n, 4)
             p += size
         elif kd == EMPTY:
-            out[p:p + 61] = buf[src:src + 61]
-            _put_be(out, p + 8, 49, 4)
-            _put_be(out, p + 21, b_attrs[i] & 0x38, 2)
-            _put_be(out, p + 27, -1, 8)
-            _put_be(out, p + 57, 0, 4)
-            p += 61
+            out[p:p + RECORD_BATCH_OVERHEAD] = buf[src:src + RECORD_BATCH_OVERHEAD]
+            K._put_be(out, p + LENGTH_OFFSET, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, 4)
+            K._put_be(out, p + ATTRIBUTES_OFFSET, b_attrs[i] & EMPTIED_ATTRIBUTES, 2)
+            K._put_be(out, p + BASE_TIMESTAMP_OFFSET, -1, 8)
+            K._put_be(out, p + RECORDS_COUNT_OFFSET, 0, 4)
+            p += RECORD_BATCH_OVERHEAD
     return p
 
 
@@ -403,7 +312,7 @@ def rewrite_segment_fast(seg, writer, ctx, txn, stats: CleanerStats) -> bool:
     cached = getattr(seg, "cached_digests", None)
     h1, h2 = cached if cached is not None and cached[0].shape[0] == nr else scan.key_hashes()
     seg.cached_digests = None
-    mapped = ctx.map.get(h1, h2, scan.record_offsets())
+    mapped = ctx.map.get(h1, h2, scan.r_offset)
     keep = np.empty(nr, dtype=np.bool_)
     kind = np.empty(nb, dtype=np.int8)
     out_size = np.empty(nb, dtype=np.int64)
@@ -413,7 +322,7 @@ def rewrite_segment_fast(seg, writer, ctx, txn, stats: CleanerStats) -> bool:
     new_attrs = np.empty(nb, dtype=np.int64)
     counts = np.zeros(4, dtype=np.int64)
     decide_segment(nb, scan.b_rec, scan.b_base, scan.b_lod, scan.b_attrs, scan.b_base_ts, scan.b_max_ts,
-                   retain_empty, scan.r_od, scan.r_tsd, scan.r_klen, scan.r_vlen, scan.r_tail, scan.r_end,
+                   retain_empty, scan.r_offset, scan.r_ts, scan.r_klen, scan.r_vlen, scan.r_tail, scan.r_end,
                    mapped, ctx.map.latest_offset, ctx.now_ms, ctx.now_ms + ctx.delete_retention_ms,
                    keep, kind, out_size, new_base_ts, new_max_ts, new_max_off, new_attrs, counts)
     out_len = np.where(kind == VERBATIM, scan.b_size, np.where(kind == DROP, 0, out_size))
@@ -426,14 +335,14 @@ def rewrite_segment_fast(seg, writer, ctx, txn, stats: CleanerStats) -> bool:
         return False
     out = np.empty(int(out_len.sum()), dtype=np.uint8)
     out_pos = np.empty(nb, dtype=np.int64)
-    emit_segment(buf, nb, scan.b_pos, scan.b_size, scan.b_rec, scan.b_base_ts, scan.b_max_ts, scan.b_attrs,
-                 kind, out_size, new_base_ts, new_max_ts, new_attrs, keep, scan.r_od, scan.r_tsd, scan.r_tail,
+    emit_segment(buf, nb, scan.b_pos, scan.b_size, scan.b_rec, scan.b_base, scan.b_attrs,
+                 kind, out_size, new_base_ts, new_max_ts, new_attrs, keep, scan.r_offset, scan.r_ts, scan.r_tail,
                  scan.r_end, out, out_pos)
     view = memoryview(out)
     for i in np.flatnonzero((kind == REBUILD) | (kind == EMPTY)).tolist():
         p = int(out_pos[i])
         size = int(out_len[i])
-        _I32.pack_into(view, p + 17, _crc32c.crc32c(view[p + 21:p + size]))
+        UINT32.pack_into(view, p + CRC_OFFSET, _crc32c.crc32c(view[p + ATTRIBUTES_OFFSET:p + size]))
     for c in range(nc):
         a, b = int(c_first[c]), int(c_last[c])
         start = int(out_pos[a])

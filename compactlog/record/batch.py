@@ -6,7 +6,6 @@ record-format.md for the layout.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
@@ -20,6 +19,7 @@ from .layout import (ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSION_MASK,
                      CRC_OFFSET, DELETE_HORIZON_FLAG, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2,
                      MIN_LEGACY_SIZE, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG)
 from .layout import AFTER_CRC as _AFTER_CRC, HEADER as _HEADER, PREFIX as _PREFIX
+from .layout import BASE_OFFSET_OFFSET, INT32, INT64, PARTITION_LEADER_EPOCH_OFFSET, UINT32
 from .varint import encode_varint
 
 NO_TIMESTAMP = -1
@@ -445,8 +445,9 @@ def assemble_batch(spec: BatchSpec, last_offset_delta: int, base_timestamp: int,
                                 spec.producer_id, spec.producer_epoch, spec.base_sequence,
                                 records_count) + payload
     crc = _crc32c.crc32c(after_crc)
-    return _PREFIX.pack(spec.base_offset, 9 + len(after_crc), spec.partition_leader_epoch, MAGIC_V2) \
-        + struct.pack(">I", crc) + after_crc
+    length = ATTRIBUTES_OFFSET - LOG_OVERHEAD + len(after_crc)
+    return _PREFIX.pack(spec.base_offset, length, spec.partition_leader_epoch, MAGIC_V2) \
+        + UINT32.pack(crc) + after_crc
 
 
 def empty_batch(header: BatchHeader) -> bytes:
@@ -631,7 +632,7 @@ def encode_columnar_batch(spec: BatchSpec, records: ColumnarRecords, timestamps:
     _AFTER_CRC.pack_into(out, ATTRIBUTES_OFFSET, attributes_of(spec), last_offset_delta, base_ts, max_ts,
                          spec.producer_id, spec.producer_epoch, spec.base_sequence, n)
     _PREFIX.pack_into(out, 0, spec.base_offset, end - LOG_OVERHEAD, spec.partition_leader_epoch, MAGIC_V2)
-    struct.pack_into(">I", out, CRC_OFFSET, _crc32c.crc32c(out[ATTRIBUTES_OFFSET:end]))
+    UINT32.pack_into(out, CRC_OFFSET, _crc32c.crc32c(out[ATTRIBUTES_OFFSET:end]))
     return out[:end].tobytes()
 
 
@@ -653,8 +654,8 @@ def encode_batch(spec: BatchSpec, records: Sequence, *, last_offset_delta: int |
 
 def with_base_offset(batch: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Overwrite a batch's base offset in place (not covered by the CRC)."""
-    struct.pack_into(">q", batch, pos, base_offset)
+    INT64.pack_into(batch, pos + BASE_OFFSET_OFFSET, base_offset)
 
 
 def with_leader_epoch(batch: bytearray | memoryview, pos: int, epoch: int) -> None:
-    struct.pack_into(">i", batch, pos + 12, epoch)
+    INT32.pack_into(batch, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)

@@ -8,9 +8,21 @@ Error codes returned by ``scan_records`` (negative) are turned into CorruptRecor
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# module-level ints are compile-time constants to numba: the header's byte offsets come from here
+from .layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSION_MASK,
+                     CONTROL_FLAG, CRC_OFFSET, HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
+                     LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V0, MAGIC_V1, MAGIC_V2,
+                     MAX_TIMESTAMP_OFFSET, MIN_LEGACY_SIZE, PARTITION_LEADER_EPOCH_OFFSET,
+                     PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD,
+                     RECORDS_COUNT_OFFSET, RECORDS_OFFSET, TIMESTAMP_TYPE_MASK)
 
 MIN_RECORD_SIZE = 7  # length, attributes, timestamp delta, offset delta, key, value, header count
+INT64_MIN = -2**63
+INT64_MAX = 2**63 - 1
 
 ERR_TRUNCATED = -1
 ERR_VARINT_TOO_LONG = -2
@@ -65,92 +77,115 @@ def _read_varlong(buf, pos, end):
 
 
 @njit(cache=True)
-def scan_records(buf, start, end, count, rec_pos, rec_end, ts_delta, off_delta,
-                 tail_pos, key_pos, key_len, val_pos, val_len, hdr_count):
-    """Decode the structure of ``count`` records laid out in buf[start:end].
+def _scan_records(buf, start, end, count, bias, base_offset, base_ts, log_append_time, max_ts, lo, hi,
+                  rec_end, ts_out, off_out, tail_pos, key_pos, key_len, val_pos, val_len, hdr_count):
+    """Decode the structure of ``count`` records laid out in buf[start:end] (Kafka's
+    DefaultRecord.readFrom, the checks of its readers).
 
-    Fills the per-record arrays (positions are absolute in ``buf``; a null key/value has length -1)
-    and returns (0, end position) or (error code, position of the faulty record).
+    Fills the per-record arrays (a record starts where the previous one ends, the first at
+    ``start``): positions + ``bias`` (a null key/value has length -1), offsets
+    ``base_offset`` + delta, timestamps ``max_ts`` under log append time, else ``base_ts`` + delta.
+    Returns (0, end position, records whose offset lies outside [lo, hi)) or (error code,
+    position in buf of the faulty record, 0).
     """
     pos = start
     prev_delta = -1
+    outside = 0
     for i in range(count):
-        rec_pos[i] = pos
         size, p = _read_varint(buf, pos, end)
         if p < 0:
-            return p, pos
+            return p, pos, 0
         body = p
         if size < 0 or body + size > end:
-            return ERR_TRUNCATED, pos
+            return ERR_TRUNCATED, pos, 0
         body_end = body + size
         p = body + 1  # attributes: unused by Kafka
         if p > body_end:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
         tsd, p = _read_varlong(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
         od, p = _read_varint(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
         if od <= prev_delta:
-            return ERR_OFFSET_ORDER, pos
+            return ERR_OFFSET_ORDER, pos, 0
         prev_delta = od
-        tail_pos[i] = p
+        tail_pos[i] = p + bias
         klen, p = _read_varint(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
+        key_pos[i] = p + bias
         if klen >= 0:
-            key_pos[i] = p
             key_len[i] = klen
             p += klen
             if p > body_end:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
         else:
-            key_pos[i] = p
             key_len[i] = -1
         vlen, p = _read_varint(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
+        val_pos[i] = p + bias
         if vlen >= 0:
-            val_pos[i] = p
             val_len[i] = vlen
             p += vlen
             if p > body_end:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
         else:
-            val_pos[i] = p
             val_len[i] = -1
         nh, p = _read_varint(buf, p, body_end)
         if p < 0:
-            return ERR_RECORD_SIZE, pos
+            return ERR_RECORD_SIZE, pos, 0
         if nh < 0 or nh > body_end - p:
-            return ERR_HEADER_COUNT, pos
+            return ERR_HEADER_COUNT, pos, 0
         hdr_count[i] = nh
         for _ in range(nh):
             hk, p = _read_varint(buf, p, body_end)
             if p < 0:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
             if hk < 0:
-                return ERR_HEADER_KEY, pos
+                return ERR_HEADER_KEY, pos, 0
             p += hk
             if p > body_end:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
             hv, p = _read_varint(buf, p, body_end)
             if p < 0:
-                return ERR_RECORD_SIZE, pos
+                return ERR_RECORD_SIZE, pos, 0
             if hv > 0:
                 p += hv
                 if p > body_end:
-                    return ERR_RECORD_SIZE, pos
+                    return ERR_RECORD_SIZE, pos, 0
         if p != body_end:
-            return ERR_RECORD_SIZE, pos
-        ts_delta[i] = tsd
-        off_delta[i] = od
-        rec_end[i] = body_end
+            return ERR_RECORD_SIZE, pos, 0
+        off = base_offset + od
+        if off < lo or off >= hi:
+            outside += 1
+        ts_out[i] = max_ts if log_append_time else base_ts + tsd
+        off_out[i] = off
+        rec_end[i] = body_end + bias
         pos = body_end
     if pos != end:
-        return ERR_TRAILING_BYTES, pos
-    return 0, pos
+        return ERR_TRAILING_BYTES, pos, 0
+    return 0, pos, outside
+
+
+@njit(cache=True)
+def scan_records(buf, start, end, count, rec_pos, rec_end, ts_delta, off_delta,
+                 tail_pos, key_pos, key_len, val_pos, val_len, hdr_count):
+    """Decode the structure of ``count`` records laid out in buf[start:end], one batch's section.
+
+    Fills the per-record arrays (positions are absolute in ``buf``, timestamps and offsets are the
+    records' deltas; a null key/value has length -1) and returns (0, end position) or (error
+    code, position of the faulty record).
+    """
+    err, pos, _ = _scan_records(buf, start, end, count, 0, 0, 0, False, 0, INT64_MIN, INT64_MAX,
+                                rec_end, ts_delta, off_delta, tail_pos, key_pos, key_len, val_pos,
+                                val_len, hdr_count)
+    if err == 0 and count > 0:
+        rec_pos[0] = start
+        rec_pos[1:count] = rec_end[:count - 1]
+    return err, pos
 
 
 @njit(cache=True, inline="always")
@@ -183,26 +218,50 @@ def _write_uvarint(out, pos, u):
     return pos + 1
 
 
+@njit(cache=True, inline="always")
+def _body_size(zts, zod, rest):
+    """Bytes after a record's length varint: attributes, the zigzagged timestamp and offset
+    deltas, then ``rest`` (key, value and headers as encoded)."""
+    return 1 + _uvarint_size(zts) + _uvarint_size(zod) + rest
+
+
+@njit(cache=True, inline="always")
+def record_size(ts_delta, off_delta, rest):
+    """A record's encoded size, its length varint included."""
+    body = _body_size(_zigzag64(ts_delta), _zigzag32(off_delta), rest)
+    return _uvarint_size(_zigzag32(body)) + body
+
+
+@njit(cache=True, inline="always")
+def _write_record_prefix(out, pos, ts_delta, off_delta, rest):
+    """Write a record's length, attributes (0, as Kafka's writer) and deltas; where ``rest`` goes."""
+    zts = _zigzag64(ts_delta)
+    zod = _zigzag32(off_delta)
+    pos = _write_uvarint(out, pos, _zigzag32(_body_size(zts, zod, rest)))
+    out[pos] = 0
+    pos = _write_uvarint(out, pos + 1, zts)
+    return _write_uvarint(out, pos, zod)
+
+
+@njit(cache=True, inline="always")
+def write_record_from_tail(out, pos, ts_delta, off_delta, src, tail_pos, rec_end):
+    """Write a record with the given deltas and key, value and headers copied as one byte span
+    ``src[tail_pos:rec_end]`` of a scanned record; returns the end position."""
+    tail = rec_end - tail_pos
+    pos = _write_record_prefix(out, pos, ts_delta, off_delta, tail)
+    out[pos:pos + tail] = src[tail_pos:rec_end]
+    return pos + tail
+
+
 @njit(cache=True)
 def reencode_records(out, pos, src, keep_idx, new_ts_delta, off_delta, tail_pos, rec_end):
     """Append records ``keep_idx`` of a scanned section with new timestamp deltas.
 
-    Offset deltas are kept; key, value and headers are copied as one byte span; the record
-    attributes byte is written as 0, as Kafka's writer does.
+    Offset deltas are kept; key, value and headers are copied as one byte span.
     """
     for j in range(keep_idx.shape[0]):
         i = keep_idx[j]
-        zts = _zigzag64(new_ts_delta[j])
-        zod = _zigzag32(off_delta[i])
-        tail = rec_end[i] - tail_pos[i]
-        body = 1 + _uvarint_size(zts) + _uvarint_size(zod) + tail
-        pos = _write_uvarint(out, pos, _zigzag32(body))
-        out[pos] = 0
-        pos += 1
-        pos = _write_uvarint(out, pos, zts)
-        pos = _write_uvarint(out, pos, zod)
-        out[pos:pos + tail] = src[tail_pos[i]:rec_end[i]]
-        pos += tail
+        pos = write_record_from_tail(out, pos, new_ts_delta[j], off_delta[i], src, tail_pos[i], rec_end[i])
     return pos
 
 
@@ -367,28 +426,34 @@ def murmur3_128(buf, start, length):
     return h1, h2
 
 
-# --- whole-segment scanning and gathering, for the columnar reader (storage/reader.py) --------
+# --- whole-segment scanning: the one walk over a segment's batches and records ----------------
 #
 # ``scan_log_uncompressed`` walks the batches of a segment buffer in one call, as Kafka's batch
 # iterator does (record-format.md §12), decoding the records of every uncompressed v2 batch with
-# ``scan_records`` (so a batch is validated exactly as RecordBatch.columns() validates it) and
-# writing per-record and per-batch columns into preallocated arrays. It stops, returning a status,
-# where Python must take over: a compressed batch (decompressed in Python, then decoded by
-# ``scan_section_records``), a legacy (magic 0/1) entry, full output arrays, or the end.
+# ``_scan_records`` (so a batch is validated exactly as RecordBatch.columns() validates it) and
+# writing per-record and per-batch columns into preallocated arrays. It is the only walk over the
+# records of a segment: the columnar reader (storage/reader.py) gathers Arrow buffers from its
+# columns and the cleaner's whole-segment path (cleaner/fast_path.py) decides and re-encodes
+# records from them, so the two accept and reject the same bytes. It stops, returning a status,
+# where the caller must take over: a compressed batch (decompressed in Python, then decoded by
+# ``scan_section_records``), a legacy (magic 0/1) entry, a batch carrying an attribute the caller
+# asked to stop at, full output arrays, or the end.
 #
 # Per-batch metadata: int64 matrix ``bmeta[batch, BM_*]``. Per-record columns: int64 matrix
-# ``r64[R64_*, record]`` and int32 matrix ``r32[R32_*, record]``. Key/value positions index the
-# batch's source buffer: source 0 is the segment buffer, source 1 the caller's scratch buffer of
-# decompressed sections (positions there are biased by where the section was placed).
-
-from numba import types  # noqa: E402
-from numba.core import cgutils  # noqa: E402
-from numba.extending import intrinsic  # noqa: E402
+# ``r64[R64_*, record]`` and int32 matrix ``r32[R32_*, record]`` (BM_*, R64_*, R32_* number
+# columns and rows, they are not byte offsets; ``scan_capacity`` sizes them for a whole
+# segment). Positions (key, value, record spans) index the batch's source buffer: source 0 is
+# the segment buffer, source 1 the caller's scratch buffer of decompressed sections (positions
+# there are biased by where the section was placed).
+#
+# The walks that read headers only (``seek_batch``, ``last_batch_end``, storage/index_check.py)
+# frame each batch with ``batch_frame``, the same length and magic rules as the scanner.
 
 SCAN_END = 0          # end of the buffer or an incomplete trailing batch (or past end_offset)
 SCAN_FULL = 1         # output arrays (records, batches or byte budget) full: flush and resume at pos
 SCAN_COMPRESSED = 2   # compressed v2 batch at pos, already entered as batch nb-1: decompress it
 SCAN_LEGACY = 3       # magic 0/1 entry at pos: handled by the caller
+SCAN_STOPPED = 4      # v2 batch at pos with an attribute in ``stop_attributes``: not entered
 
 ERR_BATCH_SIZE = -8
 ERR_MAGIC = -9
@@ -399,6 +464,8 @@ ERROR_MESSAGES[ERR_BATCH_SIZE] = "record batch size is smaller than its header"
 ERROR_MESSAGES[ERR_MAGIC] = "invalid magic byte"
 ERROR_MESSAGES[ERR_RECORDS_COUNT] = "invalid records count"
 ERROR_MESSAGES[ERR_CODEC] = "unknown compression codec"
+
+MAX_CODEC = 4         # zstd: the highest codec id Kafka knows
 
 BM_POS = 0
 BM_SIZE = 1
@@ -420,12 +487,12 @@ BM_FIELDS = 16
 
 R64_OFFSET = 0
 R64_TIMESTAMP = 1
+# positions in the source buffer (biased for the scratch buffer)
 R64_KEY_POS = 2
 R64_VAL_POS = 3
-R64_SCRATCH_POS = 4
-R64_SCRATCH_END = 5
-R64_SCRATCH_TAIL = 6
-R64_ROWS = 7
+R64_RECORD_END = 4    # the record starts where the previous one ends (the first: the section's start)
+R64_TAIL_POS = 5      # where its key length starts: key, value and headers run to R64_RECORD_END
+R64_ROWS = 6
 
 R32_KEY_LEN = 0
 R32_VAL_LEN = 1
@@ -459,53 +526,84 @@ def _be_i16(buf, p):
     return v - 65536 if v >= 32768 else v
 
 
+@njit(cache=True, inline="always")
+def _put_be(out, p, v, n):
+    """out[p:p + n] = ``v`` as an n-byte big-endian integer (two's complement)."""
+    for k in range(n):
+        out[p + n - 1 - k] = np.uint8(v & 0xFF)
+        v >>= 8
+
+
+FRAME_OK = 0
+FRAME_INCOMPLETE = 1      # the batch runs past the end: a walk ends before it
+FRAME_BAD_LENGTH = -1     # a length below the smallest legacy entry's (MIN_LEGACY_SIZE)
+FRAME_SHORT_V2 = -2       # a v2 batch shorter than its header
+
+
+@njit(cache=True, inline="always")
+def batch_frame(buf, pos, end):
+    """(FRAME_*, size, magic) of the batch at ``pos`` of buf[:end], judged by its length and magic
+    alone as Kafka's batch iterator frames a log; the caller has checked that the bytes up to the
+    magic lie before ``end``. A magic other than 0, 1 or 2 is left to the caller."""
+    length = _be_i32(buf, pos + LENGTH_OFFSET)
+    if length < MIN_LEGACY_SIZE:
+        return FRAME_BAD_LENGTH, np.int64(0), np.int64(0)
+    size = length + LOG_OVERHEAD
+    if pos + size > end:
+        return FRAME_INCOMPLETE, size, np.int64(0)
+    magic = np.int64(buf[pos + MAGIC_OFFSET])
+    if magic == MAGIC_V2 and size < RECORD_BATCH_OVERHEAD:
+        return FRAME_SHORT_V2, size, magic
+    return FRAME_OK, size, magic
+
+
 @njit(cache=True)
 def scan_section_records(buf, start, end, count, bmeta, b, r64, r32, nr, bias,
                          start_offset, end_offset):
     """Decode the ``count`` records of batch ``b`` (header in ``bmeta[b]``) laid out in buf[start:end].
 
-    Records go to columns from index ``nr`` (positions + ``bias``); only offsets in
-    [start_offset, end_offset) are kept. Returns (0, new nr) or (error code, position in buf).
+    Records go to columns from index ``nr`` (positions + ``bias``), offsets and timestamps made
+    absolute; only offsets in [start_offset, end_offset) are kept. Returns (0, new nr) or
+    (error code, position in buf).
     """
     if count < 0 or count * MIN_RECORD_SIZE > end - start:
         return ERR_RECORDS_COUNT, start
-    err, where = scan_records(buf, start, end, count,
-                              r64[R64_SCRATCH_POS, nr:nr + count], r64[R64_SCRATCH_END, nr:nr + count],
-                              r64[R64_TIMESTAMP, nr:nr + count], r64[R64_OFFSET, nr:nr + count],
-                              r64[R64_SCRATCH_TAIL, nr:nr + count],
-                              r64[R64_KEY_POS, nr:nr + count], r32[R32_KEY_LEN, nr:nr + count],
-                              r64[R64_VAL_POS, nr:nr + count], r32[R32_VAL_LEN, nr:nr + count],
-                              r32[R32_HDR_COUNT, nr:nr + count])
+    stop = nr + count
+    append_time = (bmeta[b, BM_ATTRIBUTES] & TIMESTAMP_TYPE_MASK) != 0
+    err, where, outside = _scan_records(
+        buf, start, end, count, bias, bmeta[b, BM_BASE_OFFSET], bmeta[b, BM_BASE_TIMESTAMP], append_time,
+        bmeta[b, BM_MAX_TIMESTAMP], start_offset, end_offset,
+        r64[R64_RECORD_END, nr:stop], r64[R64_TIMESTAMP, nr:stop],
+        r64[R64_OFFSET, nr:stop], r64[R64_TAIL_POS, nr:stop], r64[R64_KEY_POS, nr:stop],
+        r32[R32_KEY_LEN, nr:stop], r64[R64_VAL_POS, nr:stop], r32[R32_VAL_LEN, nr:stop],
+        r32[R32_HDR_COUNT, nr:stop])
     if err < 0:
         return err, where
-    base = bmeta[b, BM_BASE_OFFSET]
-    append_time = (bmeta[b, BM_ATTRIBUTES] & 0x08) != 0
-    base_ts = bmeta[b, BM_BASE_TIMESTAMP]
-    max_ts = bmeta[b, BM_MAX_TIMESTAMP]
-    j = nr
-    for i in range(nr, nr + count):
-        off = base + r64[R64_OFFSET, i]
+    r32[R32_BATCH, nr:stop] = b
+    if outside == 0:
+        return 0, stop
+    j = nr                  # a batch across a bound of the range: keep the records inside it
+    for i in range(nr, stop):
+        off = r64[R64_OFFSET, i]
         if off < start_offset or off >= end_offset:
             continue
-        r64[R64_OFFSET, j] = off
-        r64[R64_TIMESTAMP, j] = max_ts if append_time else base_ts + r64[R64_TIMESTAMP, i]
-        r64[R64_KEY_POS, j] = r64[R64_KEY_POS, i] + bias
-        r64[R64_VAL_POS, j] = r64[R64_VAL_POS, i] + bias
-        r32[R32_KEY_LEN, j] = r32[R32_KEY_LEN, i]
-        r32[R32_VAL_LEN, j] = r32[R32_VAL_LEN, i]
-        r32[R32_HDR_COUNT, j] = r32[R32_HDR_COUNT, i]
-        r32[R32_BATCH, j] = b
+        if j != i:
+            for row in range(R64_ROWS):
+                r64[row, j] = r64[row, i]
+            for row in range(R32_ROWS):
+                r32[row, j] = r32[row, i]
         j += 1
     return 0, j
 
 
 @njit(cache=True)
 def scan_log_uncompressed(buf, pos, end, start_offset, end_offset, include_control,
-                          bmeta, nb, r64, r32, nr, byte_budget):
+                          bmeta, nb, r64, r32, nr, byte_budget, stop_attributes):
     """Walk the batches of buf[pos:end] (one segment), decoding uncompressed v2 batches.
 
     Batches whose last offset is below ``start_offset`` are skipped unread; the walk ends at the
-    first batch whose base offset is >= ``end_offset``. Every other batch is entered in ``bmeta``
+    first batch whose base offset is >= ``end_offset``, and stops at a v2 batch whose attributes
+    share a bit with ``stop_attributes`` (0: never). Every other batch is entered in ``bmeta``
     (control batches too, so their CRC can be checked, but their records only when
     ``include_control``). ``byte_budget``: batch bytes this call may enter once ``nb`` > 0.
     Returns (status, pos, nb, nr, where, used): status SCAN_* >= 0 with the position to resume
@@ -515,38 +613,36 @@ def scan_log_uncompressed(buf, pos, end, start_offset, end_offset, include_contr
     cap_b = bmeta.shape[0]
     cap_r = r64.shape[1]
     used = 0
-    while pos + 17 < end:
-        base = _be_i64(buf, pos)
-        length = _be_i32(buf, pos + 8)
-        if length < 14:
-            return ERR_BATCH_SIZE, pos, nb, nr, pos + 8, used
-        size = length + 12
-        if pos + size > end:
+    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+        frame, size, magic = batch_frame(buf, pos, end)
+        if frame == FRAME_INCOMPLETE:
             return SCAN_END, pos, nb, nr, pos, used
-        magic = np.int64(buf[pos + 16])
-        if magic >= 128:
-            magic -= 256
-        if magic != 2:
-            if magic == 0 or magic == 1:
+        if frame == FRAME_BAD_LENGTH:
+            return ERR_BATCH_SIZE, pos, nb, nr, pos + LENGTH_OFFSET, used
+        if magic != MAGIC_V2:
+            if magic == MAGIC_V0 or magic == MAGIC_V1:
                 return SCAN_LEGACY, pos, nb, nr, pos, used
-            return ERR_MAGIC, pos, nb, nr, pos + 16, used
-        if size < 61:
-            return ERR_BATCH_SIZE, pos, nb, nr, pos + 8, used
-        lod = _be_i32(buf, pos + 23)
+            return ERR_MAGIC, pos, nb, nr, pos + MAGIC_OFFSET, used
+        if frame == FRAME_SHORT_V2:
+            return ERR_BATCH_SIZE, pos, nb, nr, pos + LENGTH_OFFSET, used
+        base = _be_i64(buf, pos)
+        lod = _be_i32(buf, pos + LAST_OFFSET_DELTA_OFFSET)
         if base + lod < start_offset:
             pos += size
             continue
         if base >= end_offset:
             return SCAN_END, pos, nb, nr, pos, used
-        attrs = _be_i16(buf, pos + 21)
-        count = _be_i32(buf, pos + 57)
-        control = (attrs & 0x20) != 0
-        codec = attrs & 0x07
+        attrs = _be_i16(buf, pos + ATTRIBUTES_OFFSET)
+        if attrs & stop_attributes:
+            return SCAN_STOPPED, pos, nb, nr, pos, used
+        count = _be_i32(buf, pos + RECORDS_COUNT_OFFSET)
+        control = (attrs & CONTROL_FLAG) != 0
+        codec = attrs & COMPRESSION_MASK
         decode = count != 0 and (include_control or not control)
-        if decode and (count < 0 or (codec == 0 and count * MIN_RECORD_SIZE > size - 61)):
-            return ERR_RECORDS_COUNT, pos, nb, nr, pos + 57, used
-        if decode and codec > 4:
-            return ERR_CODEC, pos, nb, nr, pos + 21, used
+        if decode and (count < 0 or (codec == 0 and count * MIN_RECORD_SIZE > size - RECORDS_OFFSET)):
+            return ERR_RECORDS_COUNT, pos, nb, nr, pos + RECORDS_COUNT_OFFSET, used
+        if decode and codec > MAX_CODEC:
+            return ERR_CODEC, pos, nb, nr, pos + ATTRIBUTES_OFFSET, used
         need = count if decode else 0
         if nb >= cap_b or nr + need > cap_r or (nb > 0 and used + size > byte_budget):
             return SCAN_FULL, pos, nb, nr, pos, used
@@ -556,29 +652,47 @@ def scan_log_uncompressed(buf, pos, end, start_offset, end_offset, include_contr
         bm[BM_BASE_OFFSET] = base
         bm[BM_LAST_OFFSET_DELTA] = lod
         bm[BM_ATTRIBUTES] = attrs
-        bm[BM_BASE_TIMESTAMP] = _be_i64(buf, pos + 27)
-        bm[BM_MAX_TIMESTAMP] = _be_i64(buf, pos + 35)
-        bm[BM_PRODUCER_ID] = _be_i64(buf, pos + 43)
-        bm[BM_PRODUCER_EPOCH] = _be_i16(buf, pos + 51)
-        bm[BM_BASE_SEQUENCE] = _be_i32(buf, pos + 53)
+        bm[BM_BASE_TIMESTAMP] = _be_i64(buf, pos + BASE_TIMESTAMP_OFFSET)
+        bm[BM_MAX_TIMESTAMP] = _be_i64(buf, pos + MAX_TIMESTAMP_OFFSET)
+        bm[BM_PRODUCER_ID] = _be_i64(buf, pos + PRODUCER_ID_OFFSET)
+        bm[BM_PRODUCER_EPOCH] = _be_i16(buf, pos + PRODUCER_EPOCH_OFFSET)
+        bm[BM_BASE_SEQUENCE] = _be_i32(buf, pos + BASE_SEQUENCE_OFFSET)
         bm[BM_RECORDS_COUNT] = count
-        bm[BM_LEADER_EPOCH] = _be_i32(buf, pos + 12)
-        bm[BM_CRC] = np.int64(_be_u(buf, pos + 17, 4))
+        bm[BM_LEADER_EPOCH] = _be_i32(buf, pos + PARTITION_LEADER_EPOCH_OFFSET)
+        bm[BM_CRC] = np.int64(_be_u(buf, pos + CRC_OFFSET, 4))
         bm[BM_SOURCE] = 0 if (codec == 0 or not decode) else 1
         bm[BM_FIRST_RECORD] = nr
-        bm[BM_MAGIC] = 2
+        bm[BM_MAGIC] = MAGIC_V2
         nb += 1
         used += size
         if decode:
             if codec != 0:
                 return SCAN_COMPRESSED, pos, nb, nr, pos, used
-            err, nr2 = scan_section_records(buf, pos + 61, pos + size, count, bmeta, nb - 1,
+            err, nr2 = scan_section_records(buf, pos + RECORDS_OFFSET, pos + size, count, bmeta, nb - 1,
                                             r64, r32, nr, 0, start_offset, end_offset)
             if err < 0:
                 return err, pos, nb, nr, nr2, used
             nr = nr2
         pos += size
     return SCAN_END, pos, nb, nr, pos, used
+
+
+@njit(cache=True)
+def scan_capacity(buf, pos, end):
+    """(batches, records) that ``scan_log_uncompressed`` may enter from buf[pos:end] at most, from
+    the batch headers alone (a count is capped by what its batch could hold), to size its arrays."""
+    nb = 0
+    nr = 0
+    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+        frame, size, magic = batch_frame(buf, pos, end)
+        if frame != FRAME_OK:
+            break
+        nb += 1
+        if magic == MAGIC_V2:
+            count = _be_i32(buf, pos + RECORDS_COUNT_OFFSET)
+            nr += max(0, min(count, (size - RECORDS_OFFSET) // MIN_RECORD_SIZE))
+        pos += size
+    return nb, nr
 
 
 @njit(cache=True)
@@ -589,20 +703,15 @@ def seek_batch(buf, pos, end, target):
     when there is none, or -1 - position at an impossible batch size (the caller's iterator
     reports it).
     """
-    while pos + 17 < end:
-        base = _be_i64(buf, pos)
-        length = _be_i32(buf, pos + 8)
-        if length < 14:
-            return -1 - pos
-        size = length + 12
-        if pos + size > end:
+    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+        frame, size, magic = batch_frame(buf, pos, end)
+        if frame == FRAME_INCOMPLETE:
             return end
-        if buf[pos + 16] == 2:
-            if size < 61:
-                return -1 - pos
-            last = base + _be_i32(buf, pos + 23)
-        else:
-            last = base
+        if frame != FRAME_OK:
+            return -1 - pos
+        last = _be_i64(buf, pos)
+        if magic == MAGIC_V2:
+            last += _be_i32(buf, pos + LAST_OFFSET_DELTA_OFFSET)
         if last >= target:
             return pos
         pos += size
@@ -613,20 +722,13 @@ def seek_batch(buf, pos, end, target):
 def last_batch_end(buf, pos, end):
     """(next offset after the last complete batch or -1, end position of the walk) of buf[pos:end]."""
     nxt = -1
-    while pos + 17 < end:
-        base = _be_i64(buf, pos)
-        length = _be_i32(buf, pos + 8)
-        if length < 14:
+    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+        frame, size, magic = batch_frame(buf, pos, end)
+        if frame != FRAME_OK:
             break
-        size = length + 12
-        if pos + size > end:
-            break
-        if buf[pos + 16] == 2:
-            if size < 61:
-                break
-            nxt = base + _be_i32(buf, pos + 23) + 1
-        else:
-            nxt = base + 1
+        nxt = _be_i64(buf, pos) + 1
+        if magic == MAGIC_V2:
+            nxt += _be_i32(buf, pos + LAST_OFFSET_DELTA_OFFSET)
         pos += size
     return nxt, pos
 
@@ -714,23 +816,17 @@ def encode_records_memcpy(out, pos, ts_delta, off_delta, key_buf, key_off, key_n
         klen = key_off[i + 1] - key_off[i]
         vlen = val_off[i + 1] - val_off[i]
         hlen = hdr_off[i + 1] - hdr_off[i]
-        zts = _zigzag64(ts_delta[i])
-        zod = _zigzag32(off_delta[i])
-        body = 1 + _uvarint_size(zts) + _uvarint_size(zod)
+        rest = 0
         if key_null[i]:
-            body += 1
+            rest += 1
         else:
-            body += _uvarint_size(_zigzag32(klen)) + klen
+            rest += _uvarint_size(_zigzag32(klen)) + klen
         if val_null[i]:
-            body += 1
+            rest += 1
         else:
-            body += _uvarint_size(_zigzag32(vlen)) + vlen
-        body += hlen if hlen > 0 else 1
-        pos = _write_uvarint(out, pos, _zigzag32(body))
-        out[pos] = 0
-        pos += 1
-        pos = _write_uvarint(out, pos, zts)
-        pos = _write_uvarint(out, pos, zod)
+            rest += _uvarint_size(_zigzag32(vlen)) + vlen
+        rest += hlen if hlen > 0 else 1
+        pos = _write_record_prefix(out, pos, ts_delta[i], off_delta[i], rest)
         if key_null[i]:
             out[pos] = 1
             pos += 1

@@ -8,6 +8,13 @@ import zlib
 from ..errors import CorruptRecordError
 from . import compression
 from .batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, Record
+from .layout import COMPRESSION_MASK, LOG_OVERHEAD, MAGIC_OFFSET, MIN_LEGACY_SIZE, TIMESTAMP_TYPE_MASK
+
+# A v0/v1 entry (Kafka's LegacyRecord) starts as a v2 batch does, offset then size (LOG_OVERHEAD
+# bytes, the size counting what follows), and its magic lies where a v2 batch's does; then:
+LEGACY_CRC_OFFSET = LOG_OVERHEAD                    # CRC-32 (zlib) of bytes [magic, end)
+LEGACY_ATTRIBUTES_OFFSET = MAGIC_OFFSET + 1
+LEGACY_TIMESTAMP_OFFSET = LEGACY_ATTRIBUTES_OFFSET + 1   # v1 only (int64)
 
 _ENTRY = struct.Struct(">qi")
 _V0 = struct.Struct(">IbB")     # crc, magic, attributes
@@ -35,10 +42,10 @@ class LegacyEntry:
         e = cls()
         e.offset, length = _ENTRY.unpack_from(buf, pos)
         e.position = pos
-        e.size = 12 + length
+        e.size = LOG_OVERHEAD + length
         e._buffer = buf
         e._inner = None
-        body = memoryview(buf)[pos + 12:pos + 12 + length]
+        body = memoryview(buf)[pos + LOG_OVERHEAD:pos + e.size]
         e.crc, e.magic, e.attributes = _V0.unpack_from(body, 0)
         p = 6
         if e.magic == 1:
@@ -59,18 +66,18 @@ class LegacyEntry:
 
     @property
     def compression(self) -> int:
-        return self.attributes & 0x07
+        return self.attributes & COMPRESSION_MASK
 
     @property
     def timestamp_type(self) -> int:
-        return LOG_APPEND_TIME if (self.magic == 1 and self.attributes & 0x08) else CREATE_TIME
+        return LOG_APPEND_TIME if (self.magic == 1 and self.attributes & TIMESTAMP_TYPE_MASK) else CREATE_TIME
 
     def is_valid(self) -> bool:
-        body = memoryview(self._buffer)[self.position + 16:self.position + self.size]
-        return (zlib.crc32(body) & 0xFFFFFFFF) == self.crc
+        return self.computed_crc() == self.crc
 
     def computed_crc(self) -> int:
-        return zlib.crc32(memoryview(self._buffer)[self.position + 16:self.position + self.size]) & 0xFFFFFFFF
+        body = memoryview(self._buffer)[self.position + MAGIC_OFFSET:self.position + self.size]
+        return zlib.crc32(body) & 0xFFFFFFFF
 
     def stored_crc(self) -> int:
         return self.crc
@@ -106,9 +113,9 @@ class LegacyEntry:
                 raise e.located(**where) from None
             inner = []
             p = 0
-            while p + 12 <= len(data):
+            while p + LOG_OVERHEAD <= len(data):
                 _, length = _ENTRY.unpack_from(data, p)
-                if length < 14 or p + 12 + length > len(data):
+                if length < MIN_LEGACY_SIZE or p + LOG_OVERHEAD + length > len(data):
                     raise CorruptRecordError("truncated message inside a compressed wrapper",
                                              field="records", **where)
                 m = LegacyEntry.parse(data, p)
@@ -119,7 +126,7 @@ class LegacyEntry:
                     raise CorruptRecordError("inner messages must not be compressed",
                                              field="attributes", **where)
                 inner.append(m)
-                p += 12 + length
+                p += LOG_OVERHEAD + length
             if not inner:
                 raise CorruptRecordError("empty compressed wrapper", field="records", **where)
             if self.magic == 1:

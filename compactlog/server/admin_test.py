@@ -14,14 +14,20 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from compactlog.errors import OffsetOutOfRangeError, TopicError
-from compactlog.server import admin
+from compactlog.server.apis.cluster import CLUSTER_AUTHORIZED_OPERATIONS, handle_describe_cluster
+from compactlog.server.apis.configs import (handle_alter_configs, handle_describe_configs,
+                                            handle_incremental_alter_configs)
+from compactlog.server.apis.records import handle_delete_records
+from compactlog.server.apis.topic_validation import kafka_config_error
+from compactlog.server.apis.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from compactlog.server.conftest import KIO_MAX_APIS, capture, framed
+from compactlog.server.dispatch import dispatch_table
 from compactlog.server.protocol import Connection, Request, encode_response
 from compactlog.server.state import BrokerState, Listener
 from compactlog.server.versions import request_schema
 from compactlog.storage import files
 from compactlog.storage.checkpoint import OffsetCheckpointFile, decode_topic_id
-from compactlog.storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig
+from compactlog.storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, java_double
 from compactlog.storage.conftest import Clock
 from compactlog.storage.datadir import DataDir
 
@@ -81,7 +87,7 @@ def create_req(topics, version=7, validate_only=False):
 
 
 def create(state, *topics, **kw):
-    return call(admin.handle_create_topics, state, create_req(topics, **kw)).topics
+    return call(handle_create_topics, state, create_req(topics, **kw)).topics
 
 
 def one(results):
@@ -120,7 +126,7 @@ def describe_req(resources, version=4, synonyms=True, documentation=False):
 
 
 def describe(state, *resources, **kw):
-    return call(admin.handle_describe_configs, state, describe_req(resources, **kw)).results
+    return call(handle_describe_configs, state, describe_req(resources, **kw)).results
 
 
 def by_name(result):
@@ -374,7 +380,7 @@ def test_captured_create_topics_requests(state, name, policy):
     conn = Connection(KIO_MAX_APIS)
     conn.receive_data(framed(capture(name)))
     request = conn.next_event()
-    response = admin.handle_create_topics(state, request)
+    response = handle_create_topics(state, request)
     frame = encode_response(request, response)
     assert frame[4:8] == request.correlation_id.to_bytes(4, "big")
     r = one(response.topics)
@@ -391,7 +397,7 @@ def test_delete_topics(state):
     create(state, ("t", 2), "u")
     log = fill(state, "t", 3)
     topic_id = state.datadir.topic_id("t")
-    results = call(admin.handle_delete_topics, state, delete_req(["t", "nope"])).responses
+    results = call(handle_delete_topics, state, delete_req(["t", "nope"])).responses
     assert errors(results) == [(E.none, None),
                                (E.unknown_topic_or_partition, "This server does not host this topic-partition.")]
     assert state.datadir.topics() == ["u"]
@@ -403,13 +409,13 @@ def test_delete_topics(state):
 
 
 def test_delete_topics_v1_has_no_message(state):
-    results = call(admin.handle_delete_topics, state, delete_req(["nope"], version=1)).responses
+    results = call(handle_delete_topics, state, delete_req(["nope"], version=1)).responses
     assert [(r.name, r.error_code) for r in results] == [("nope", E.unknown_topic_or_partition)]
 
 
 def test_delete_a_topic_named_twice(state):
     create(state, "t")
-    results = call(admin.handle_delete_topics, state, delete_req(["t", "t"])).responses
+    results = call(handle_delete_topics, state, delete_req(["t", "t"])).responses
     assert errors(results) == [(E.invalid_request, "Duplicate topic name.")]
     assert state.datadir.topics() == ["t"]
 
@@ -419,7 +425,7 @@ def test_delete_a_topic_named_twice(state):
 def test_topic_deletion_disabled(make_state, version, code):
     state = make_state(delete_topic_enable="false")
     create(state, "t")
-    results = call(admin.handle_delete_topics, state, delete_req(["t"], version=version)).responses
+    results = call(handle_delete_topics, state, delete_req(["t"], version=version)).responses
     assert [r.error_code for r in results] == [code]
     assert state.datadir.topics() == ["t"]
 
@@ -433,7 +439,7 @@ def test_delete_topics_by_id_v6(state):
         m.DeleteTopicState(name=None, topic_id=t_id), m.DeleteTopicState(name="u", topic_id=t_id),
         m.DeleteTopicState(name=None, topic_id=None), m.DeleteTopicState(name=None, topic_id=uuid.UUID(int=5))),
         timeout=TIMEOUT)
-    results = call(admin.handle_delete_topics, state, body).responses
+    results = call(handle_delete_topics, state, body).responses
     assert [(r.name, r.topic_id, r.error_code, r.error_message) for r in results] == [
         ("u", t_id, E.invalid_request, "You may not specify both topic name and topic id."),
         (None, None, E.invalid_request, "Neither topic name nor id were specified."),
@@ -446,7 +452,7 @@ def test_delete_topics_by_id_v6(state):
 
 def test_create_partitions(state):
     create(state, ("t", 1, 1, {"cleanup.policy": "compact"}))
-    results = call(admin.handle_create_partitions, state, partitions_req([("t", 3, None)])).results
+    results = call(handle_create_partitions, state, partitions_req([("t", 3, None)])).results
     assert errors(results) == [(E.none, None)]
     assert state.datadir.partitions("t") == [0, 1, 2]
     topic_id = state.datadir.topic_id("t")
@@ -460,7 +466,7 @@ def test_create_partitions(state):
                                             (1, "The topic t currently has 2 partition(s); 1 would not be an increase.")])
 def test_partitions_only_increase(state, count, message):
     create(state, ("t", 2))
-    results = call(admin.handle_create_partitions, state, partitions_req([("t", count, None)])).results
+    results = call(handle_create_partitions, state, partitions_req([("t", count, None)])).results
     assert errors(results) == [(E.invalid_partitions, message)]
     assert state.datadir.partitions("t") == [0, 1]
 
@@ -468,7 +474,7 @@ def test_partitions_only_increase(state, count, message):
 def test_create_partitions_errors(state):
     create(state, "t", "u", "v")
     req = partitions_req([("nope", 3, None), ("t", 3, [[NODE]]), ("u", 2, [[7]]), ("v", 2, None), ("v", 3, None)])
-    results = call(admin.handle_create_partitions, state, req).results
+    results = call(handle_create_partitions, state, req).results
     assert [(r.name, r.error_code, r.error_message) for r in results] == [
         ("nope", E.unknown_topic_or_partition, None),
         ("t", E.invalid_replica_assignment,
@@ -481,17 +487,17 @@ def test_create_partitions_errors(state):
 
 def test_create_partitions_with_assignments_and_validate_only(state):
     create(state, "t", "u")
-    results = call(admin.handle_create_partitions, state,
+    results = call(handle_create_partitions, state,
                    partitions_req([("t", 3, [[NODE], [NODE]]), ("u", 4, None)], validate_only=True)).results
     assert errors(results) == [(E.none, None), (E.none, None)]
     assert state.datadir.partitions("t") == [0] and state.datadir.partitions("u") == [0]
-    call(admin.handle_create_partitions, state, partitions_req([("t", 3, [[NODE], [NODE]])]))
+    call(handle_create_partitions, state, partitions_req([("t", 3, [[NODE], [NODE]])]))
     assert state.datadir.partitions("t") == [0, 1, 2]
 
 
 def test_create_partitions_too_many(state):
     create(state, "t")
-    results = call(admin.handle_create_partitions, state, partitions_req([("t", 20000, None)])).results
+    results = call(handle_create_partitions, state, partitions_req([("t", 20000, None)])).results
     assert errors(results) == [(E.policy_violation, "Unable to perform excessively large batch operation.")]
     assert state.datadir.partitions("t") == [0]
 
@@ -507,7 +513,7 @@ def test_delete_records(state):
     create(state, ("t", 2, 1, {"segment.bytes": "200"}))
     log = fill(state, "t", 10)
     fill(state, "t", 4, partition=1)
-    response = call(admin.handle_delete_records, state, delete_records_req([("t", [(0, 6), (1, -1)])]))
+    response = call(handle_delete_records, state, delete_records_req([("t", [(0, 6), (1, -1)])]))
     assert low_watermarks(response) == {("t", 0): (E.none, 6), ("t", 1): (E.none, 4)}
     assert log.log_start_offset == 6
     with pytest.raises(OffsetOutOfRangeError):
@@ -515,7 +521,7 @@ def test_delete_records(state):
     checkpoint = OffsetCheckpointFile(os.path.join(state.datadir.path, files.LOG_START_OFFSET_CHECKPOINT))
     assert checkpoint.read() == {("t", 0): 6, ("t", 1): 4}
     # an offset below the log start changes nothing and answers the current low watermark
-    response = call(admin.handle_delete_records, state, delete_records_req([("t", [(0, 2)])]))
+    response = call(handle_delete_records, state, delete_records_req([("t", [(0, 2)])]))
     assert low_watermarks(response) == {("t", 0): (E.none, 6)}
 
 
@@ -523,7 +529,7 @@ def test_delete_records(state):
 def test_delete_records_out_of_range(state, offset):
     create(state, "t")
     log = fill(state, "t", 10)
-    response = call(admin.handle_delete_records, state, delete_records_req([("t", [(0, offset)])]))
+    response = call(handle_delete_records, state, delete_records_req([("t", [(0, offset)])]))
     assert low_watermarks(response) == {("t", 0): (E.offset_out_of_range, -1)}
     assert log.log_start_offset == 0
 
@@ -532,7 +538,7 @@ def test_delete_records_errors(state):
     create(state, ("c", 1, 1, {"cleanup.policy": "compact"}), ("cd", 1, 1, {"cleanup.policy": "compact,delete"}),
            "__consumer_offsets", "t")
     fill(state, "cd", 3)
-    response = call(admin.handle_delete_records, state, delete_records_req([
+    response = call(handle_delete_records, state, delete_records_req([
         ("c", [(0, 0)]), ("cd", [(0, 2)]), ("__consumer_offsets", [(0, 0)]), ("t", [(1, 0), (0, 0), (0, -1)]),
         ("nope", [(0, 0)])], version=0))
     assert low_watermarks(response) == {
@@ -675,11 +681,11 @@ def test_captured_describe_configs_requests(state, name):
     request = conn.next_event()
     topic = request.body.resources[0].resource_name
     create(state, ("t", 1))
-    response = admin.handle_describe_configs(state, request)
+    response = handle_describe_configs(state, request)
     encode_response(request, response)
     assert errors(response.results) == [(E.unknown_topic_or_partition, None)]
     create(state, (topic, 3, 1, {"cleanup.policy": "compact"}))
-    response = admin.handle_describe_configs(state, request)
+    response = handle_describe_configs(state, request)
     encode_response(request, response)
     result = one(response.results)
     policy = by_name(result)["cleanup.policy"]
@@ -690,7 +696,7 @@ def test_captured_describe_configs_requests(state, name):
 # -- IncrementalAlterConfigs ----------------------------------------------------------------------
 
 def incremental(state, *resources, **kw):
-    return call(admin.handle_incremental_alter_configs, state, incremental_req(resources, **kw)).responses
+    return call(handle_incremental_alter_configs, state, incremental_req(resources, **kw)).responses
 
 
 def test_incremental_set_delete_append_subtract(state):
@@ -789,7 +795,7 @@ def test_captured_incremental_alter_configs_request(state):
     topic = request.body.resources[0].resource_name
     create(state, (topic, 3))
     log = state.datadir.open_log(topic, 1)
-    response = admin.handle_incremental_alter_configs(state, request)
+    response = handle_incremental_alter_configs(state, request)
     encode_response(request, response)
     assert errors(response.responses) == [(E.none, None)]
     assert state.datadir.topic_overrides(topic) == {"cleanup.policy": "compact", "delete.retention.ms": "1000"}
@@ -799,7 +805,7 @@ def test_captured_incremental_alter_configs_request(state):
 # -- AlterConfigs (legacy) ------------------------------------------------------------------------
 
 def alter(state, *resources, **kw):
-    return call(admin.handle_alter_configs, state, alter_req(resources, **kw)).responses
+    return call(handle_alter_configs, state, alter_req(resources, **kw)).responses
 
 
 def test_legacy_alter_replaces_every_override(state):
@@ -844,11 +850,11 @@ def test_legacy_alter_old_versions(state, version):
 # -- DescribeCluster ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("version", [0, 1])
-@pytest.mark.parametrize("include, operations", [(True, admin.CLUSTER_AUTHORIZED_OPERATIONS),
+@pytest.mark.parametrize("include, operations", [(True, CLUSTER_AUTHORIZED_OPERATIONS),
                                                  (False, -2147483648)])
 def test_describe_cluster(state, version, include, operations):
     body = request_schema(60, version)(include_cluster_authorized_operations=include)
-    r = call(admin.handle_describe_cluster, state, body)
+    r = call(handle_describe_cluster, state, body)
     assert (r.error_code, r.error_message, r.cluster_id, r.controller_id) == \
         (E.none, None, "compactlog-test-cluster", NODE)
     assert [(b.broker_id, b.host, b.port, b.rack) for b in r.brokers] == [(NODE, "127.0.0.1", 19092, None)]
@@ -859,7 +865,7 @@ def test_describe_cluster(state, version, include, operations):
 
 def test_cluster_operations_are_kafkas_cluster_acls():
     # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
-    assert admin.CLUSTER_AUTHORIZED_OPERATIONS == 0b1111110100000
+    assert CLUSTER_AUTHORIZED_OPERATIONS == 0b1111110100000
 
 
 @pytest.mark.parametrize("endpoint, code, message", [
@@ -870,7 +876,7 @@ def test_cluster_operations_are_kafkas_cluster_acls():
 ])
 def test_describe_cluster_endpoint_types(state, endpoint, code, message):
     body = request_schema(60, 1)(include_cluster_authorized_operations=False, endpoint_type=endpoint)
-    r = call(admin.handle_describe_cluster, state, body)
+    r = call(handle_describe_cluster, state, body)
     assert (r.error_code, r.error_message, r.brokers, r.controller_id) == (code, message, (), -1)
 
 
@@ -901,7 +907,7 @@ def test_kafka_messages_agree_with_compactlogs_checks(name):
             ours = None
         except ConfigError:
             ours = "refused"
-        kafka = admin.kafka_config_error(d, raw)
+        kafka = kafka_config_error(d, raw)
         if kafka is not None:
             assert ours == "refused", (name, raw, kafka)
         elif ours is not None:
@@ -929,7 +935,7 @@ def test_kafka_messages_agree_with_compactlogs_checks(name):
     ("retention.bytes", "-5", None),
 ])
 def test_kafka_config_error_words_each_rule_as_kafka(name, raw, message):
-    assert admin.kafka_config_error(TOPIC_CONFIGS[name], raw) == message
+    assert kafka_config_error(TOPIC_CONFIGS[name], raw) == message
 
 
 @pytest.mark.parametrize("value, text", [(0.5, "0.5"), (1.0, "1.0"), (100.0, "100.0"), (0.001, "0.001"),
@@ -937,7 +943,7 @@ def test_kafka_config_error_words_each_rule_as_kafka(name, raw, message):
                                          (1.7976931348623157e308, "1.7976931348623157E308"), (0.0, "0.0"),
                                          (-2.5e-5, "-2.5E-5"), (float("inf"), "Infinity")])
 def test_java_double(value, text):
-    assert admin.java_double(value) == text
+    assert java_double(value) == text
 
 
 # -- mutated captures -----------------------------------------------------------------------------
@@ -962,7 +968,7 @@ def test_mutated_admin_requests_are_answered_never_raised(state):
             continue
         if hasattr(request.body, "validate_only"):
             request.body = dataclasses.replace(request.body, validate_only=True)
-        response = admin.HANDLERS[request.api_key](state, request)
+        response = dispatch_table()[request.api_key].handler(state, request)
         encode_response(request, response)
         answered += 1
     assert answered > 1500

@@ -24,7 +24,7 @@ from ..errors import CompactlogError, ConfigError
 from ..storage.datadir import DataDir
 from .background import Background, make_cleaner_executor
 from .groups.service import for_broker as group_coordinator_for
-from .handlers import advertised_apis, dispatch_table
+from .dispatch import advertised_apis, dispatch_table
 from .state import BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
 from .transport import BrokerServer, pid_cpu_seconds
 

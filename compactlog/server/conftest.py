@@ -8,7 +8,8 @@ import struct
 
 from kio.schema.index import api_key_map, schema_name_map
 
-from compactlog.server.versions import BROKER_APIS, GROUP_APIS, SupportedApis
+from compactlog.server.dispatch import BROKER_APIS, GROUP_APIS
+from compactlog.server.versions import SupportedApis
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CAPTURES_DIR = os.path.join(REPO, "tests", "data", "wire-captures")

@@ -9,10 +9,9 @@ import os
 import pytest
 from kio.schema.errors import ErrorCode
 
-from compactlog.server.fetch import (EncodedResponse, FileRegion, PartitionRead, encode_fetch_response,
-                                     read_fetch)
+from compactlog.server.apis.fetch import PartitionRead, encode_fetch_response, read_fetch
 from compactlog.server.messages import build, nested
-from compactlog.server.protocol import Request, encode_response
+from compactlog.server.protocol import EncodedResponse, FileRegion, Request, encode_response
 from compactlog.server.versions import response_schema
 
 RECORDS = bytes(range(256)) * 3

@@ -15,13 +15,14 @@ from kio.schema.errors import ErrorCode
 
 from compactlog.record import compression
 from compactlog.record.batch import BatchSpec, encode_batch
-from compactlog.server.fetch import FileRegion, handle_fetch, read_fetch
-from compactlog.server.handlers import (advertised_apis, dispatch_table, error_response,
-                                        handle_init_producer_id, handle_list_offsets,
-                                        handle_metadata)
+from compactlog.server.apis.fetch import handle_fetch, read_fetch
+from compactlog.server.apis.init_producer_id import handle_init_producer_id
+from compactlog.server.apis.list_offsets import handle_list_offsets
+from compactlog.server.apis.metadata import handle_metadata
+from compactlog.server.apis.produce import handle_produce
+from compactlog.server.dispatch import advertised_apis, dispatch_table, error_response
 from compactlog.server.messages import build, nested
-from compactlog.server.produce import handle_produce
-from compactlog.server.protocol import Request, encode_response
+from compactlog.server.protocol import FileRegion, Request, encode_response
 from compactlog.server.state import BrokerState, Listener, ProducerIdManager, load_identity
 from compactlog.server.versions import request_schema
 from compactlog.storage.config import BrokerConfig

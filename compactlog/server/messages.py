@@ -29,6 +29,8 @@ OPERATIONS_NOT_REQUESTED = -2147483648
 # DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12, as
 # Utils.to32BitField packs them (Metadata and DescribeCluster)
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# IsolationLevel.READ_COMMITTED (Fetch and ListOffsets)
+READ_COMMITTED = 1
 
 
 @functools.lru_cache(maxsize=None)
@@ -90,5 +92,12 @@ def response_class(request):
     return response_schema(request.api_key, request.response_version)
 
 
+def response_types(request):
+    """(response class, the kio module of its API and version, whose nested entities it uses)."""
+    cls = response_class(request)
+    return cls, importlib.import_module(cls.__module__)
+
+
 def error_code(code: int) -> ErrorCode:
+    """kio's member for a numeric code (the group coordinator answers in numbers)."""
     return ErrorCode(code)

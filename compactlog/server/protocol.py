@@ -21,10 +21,18 @@ What is followed from Kafka:
   reads the body: kio reserves memory for a count before reading any element and would abort
   the process on a forged one.
 * ``RequestChannel.Request``: the event carries the parsed header and body and the frame size.
-  Produce with ``acks = 0`` is never answered (``expects_response`` is false).
+  Produce with ``acks = 0`` is never answered (``expects_response`` is false); when one of its
+  partitions was refused, ``KafkaApis.handleProduceRequest`` closes the connection instead, so
+  that the producer notices: ``Connection.send`` then returns a ``Close``.
 * ``Processor`` mutes a connection after each request until its response is sent, so requests
   of one connection are handled one at a time, in order. The transport keeps that rule by
   asking for the next event only once the previous request is answered.
+
+The way out mirrors the way in (h11's ``send_with_data_passthrough``): ``Connection.send`` turns a
+handler's answer into what the transport does with it, an ``EncodedResponse`` (the frame as parts
+to write in order: bytes, and file regions (``FileRegion``) of a segment that the transport hands to
+``sendfile``, so record bytes never pass through Python), nothing, or a ``Close``. The transport
+thus needs no handler's types and applies no API's rule.
 
 Decoding never raises for any input: a frame kio cannot read becomes a ``Close`` whose reason
 says why (the transport logs it). Differences from Kafka, all ending in a closed connection
@@ -38,10 +46,12 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import struct
 from dataclasses import dataclass
 from typing import Iterator, Union
 
+from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -49,7 +59,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from .precheck import MalformedRequest, scan
-from .versions import API_VERSIONS_KEY, BROKER, SupportedApis, request_schema
+from .versions import API_VERSIONS_KEY, SupportedApis, request_schema
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600     # socket.request.max.bytes
 PRODUCE_KEY = 0
@@ -121,15 +131,64 @@ class Request:
 Event = Union[Request, Close, NeedData]
 
 
+# -- the protocol's output ------------------------------------------------------------------------
+
+class FileRegion:
+    """``count`` bytes of a file from ``offset``, through a descriptor this object owns (a part
+    of a response that the transport sends with ``sendfile``)."""
+
+    __slots__ = ("fd", "offset", "count")
+
+    def __init__(self, fd: int, offset: int, count: int):
+        self.fd = fd
+        self.offset = offset
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def read(self) -> bytes:
+        """The bytes (the fallback when sendfile cannot be used)."""
+        data = os.pread(self.fd, self.count, self.offset)
+        if len(data) != self.count:
+            raise OSError(f"short read: {len(data)} of {self.count} bytes")
+        return data
+
+
+class EncodedResponse:
+    """A complete response frame as parts: bytes and file regions, to be written in order."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list, size: int):
+        self.parts = parts
+        self.size = size
+
+    def close(self) -> None:
+        for p in self.parts:
+            if isinstance(p, FileRegion):
+                p.close()
+
+
+Output = Union[EncodedResponse, Close, None]
+
+
 class Connection:
     """The protocol state of one client connection (Kafka's ``SocketServer.Processor`` view).
 
-    ``apis`` decides which API versions are accepted (the advertised table); ``max_request_size``
-    is ``socket.request.max.bytes``. Once ``next_event`` has returned a ``Close``, it returns
-    that same event forever and ``receive_data`` discards what it is given.
+    ``apis`` decides which API versions are accepted (the advertised table, which the broker
+    derives from its API declarations: ``dispatch.py``); without one, no request is accepted and
+    only the framing rules apply. ``max_request_size`` is ``socket.request.max.bytes``. Once
+    ``next_event`` has returned a ``Close``, it returns that same event forever and
+    ``receive_data`` discards what it is given.
     """
 
-    def __init__(self, apis: SupportedApis = BROKER,
+    def __init__(self, apis: SupportedApis | None = None,
                  max_request_size: int = DEFAULT_MAX_REQUEST_SIZE):
         if max_request_size < 0:
             raise ValueError(f"max_request_size must be >= 0, got {max_request_size}")
@@ -200,6 +259,24 @@ class Connection:
     def encode_response(self, request: Request, body) -> bytes:
         return encode_response(request, body)
 
+    def send(self, request: Request, answer) -> Output:
+        """What the transport does with a handler's ``answer`` to ``request``: the frame's parts
+        to write (``answer`` a kio response body, or an ``EncodedResponse`` passed through as
+        is), None when nothing is sent (Produce with acks=0, every partition appended), or a
+        ``Close`` (Produce with acks=0 and a partition refused; the connection is then closed
+        for good, as Kafka closes it)."""
+        if not request.expects_response:
+            refused = _refused_partitions(answer)
+            if not refused:
+                return None
+            return self._close(f"Closing connection due to error during produce request with "
+                               f"correlation id {request.correlation_id} from client id "
+                               f"{request.client_id} with ack=0: {refused}")
+        if answer.__class__ is EncodedResponse:
+            return answer
+        frame = encode_response(request, answer)
+        return EncodedResponse([frame], len(frame))
+
     def _close(self, reason: str) -> Close:
         self._closed = Close(reason)
         return self._closed
@@ -208,7 +285,7 @@ class Connection:
         if size < 4:
             return Close(f"request of {size} bytes is too short for a request header")
         api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
-        api = self._apis.get(api_key)
+        api = self._apis.get(api_key) if self._apis is not None else None
         if api is None:
             if api_key in api_key_map:
                 return Close(f"request for API key {api_key} ({_api_name(api_key)}) v{api_version}, "
@@ -274,6 +351,13 @@ def encode_response(request: Request, body) -> bytes:
         return bytes(frame)
     finally:
         frame.release()
+
+
+def _refused_partitions(produce_response) -> str:
+    """The partitions a Produce answer refused, as Kafka logs them ("t-0 -> INVALID_RECORD")."""
+    return ", ".join(f"{t.name}-{p.index} -> {p.error_code.name.upper()}"
+                     for t in produce_response.responses for p in t.partition_responses
+                     if p.error_code != ErrorCode.none)
 
 
 def _malformed(api, header, why) -> Close:

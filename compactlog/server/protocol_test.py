@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import io
+import os
 import struct
 import uuid
 import warnings
@@ -24,8 +25,11 @@ with warnings.catch_warnings():                   # kafka-python loads its schem
 
 from compactlog.server.conftest import (ALL_APIS, CAPTURE_NAMES, KIO_MAX_APIS, capture, framed,
                                         with_key_version)
-from compactlog.server.protocol import (NEED_DATA, Close, Connection, Request, encode_response)
-from compactlog.server.versions import BROKER, request_schema, response_schema
+from compactlog.server.protocol import (NEED_DATA, Close, Connection, EncodedResponse, FileRegion, Request,
+                                        encode_response)
+from compactlog.server.dispatch import BROKER
+from compactlog.server.messages import build, nested
+from compactlog.server.versions import request_schema, response_schema
 
 
 def decode_one(payload: bytes, apis=KIO_MAX_APIS, **kw):
@@ -554,3 +558,65 @@ def test_response_of_the_wrong_api_or_version_is_refused():
     request = decode_one(capture("18_0"), BROKER)
     answer = BROKER.api_versions_response(0, None)
     assert Connection().encode_response(request, answer) == encode_response(request, answer)
+
+
+# --- the output: Connection.send -----------------------------------------------------------------
+
+def _produce_answer(version, *codes):
+    """A Produce answer for topic "t", partition i refused with codes[i]."""
+    cls = response_schema(0, version)
+    t_cls, p_cls = nested(cls, "TopicProduceResponse"), nested(cls, "PartitionProduceResponse")
+    parts = tuple(build(p_cls, index=i, error_code=c, base_offset=-1, log_append_time=None,
+                        log_start_offset=-1, record_errors=(), error_message=None) for i, c in enumerate(codes))
+    return build(cls, responses=(build(t_cls, name="t", partition_responses=parts),),
+                 throttle_time=datetime.timedelta(0))
+
+
+def _acks(event, conn, acks):
+    conn.receive_data(framed(encode_request(event.header, dataclasses.replace(event.body, acks=acks))))
+    return conn.next_event()
+
+
+def test_send_encodes_an_answer_as_one_part():
+    conn = Connection(KIO_MAX_APIS)
+    conn.receive_data(framed(capture("18_3")))
+    request = conn.next_event()
+    answer = KIO_MAX_APIS.api_versions_response(3, request.body)
+    out = conn.send(request, answer)
+    assert isinstance(out, EncodedResponse) and out.parts == [encode_response(request, answer)]
+    assert out.size == len(out.parts[0])
+
+
+def test_send_passes_an_encoded_response_through(tmp_path):
+    conn = Connection(KIO_MAX_APIS)
+    conn.receive_data(framed(capture("0_9")))
+    request = conn.next_event()
+    path = tmp_path / "segment"
+    path.write_bytes(b"x" * 10)
+    region = FileRegion(os.open(path, os.O_RDONLY), 2, 5)
+    framed_parts = EncodedResponse([bytearray(b"head"), region], 9)
+    assert conn.send(request, framed_parts) is framed_parts
+    assert region.read() == b"xxxxx"
+    framed_parts.close()
+    assert region.fd == -1
+
+
+def test_send_with_acks_0_sends_nothing_or_closes():
+    event = decode_one(capture("0_9"))
+    conn = Connection(KIO_MAX_APIS)
+    silent = _acks(event, conn, 0)
+    assert conn.send(silent, _produce_answer(9, ErrorCode.none, ErrorCode.none)) is None
+    silent = _acks(event, conn, 0)
+    out = conn.send(silent, _produce_answer(9, ErrorCode.none, ErrorCode.invalid_record))
+    assert isinstance(out, Close)
+    assert out.reason == (f"Closing connection due to error during produce request with correlation id "
+                          f"{silent.correlation_id} from client id {silent.client_id} with ack=0: "
+                          f"t-1 -> INVALID_RECORD")
+    assert conn.next_event() is out            # the connection is closed for good
+
+
+def test_without_an_api_table_only_framing_applies():
+    conn = Connection()
+    conn.receive_data(framed(capture("18_3")))
+    event = conn.next_event()
+    assert isinstance(event, Close) and "does not enable" in event.reason

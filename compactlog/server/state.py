@@ -318,4 +318,4 @@ class BrokerState:
 class ReplicationFactorError(TopicError):
     """A replication factor one node cannot provide (INVALID_REPLICATION_FACTOR)."""
 
-    kafka_error = 38
+    kafka_error_name = "invalid_replication_factor"

@@ -9,10 +9,14 @@ Fetch waits on the loop itself for its long poll.
 
 Nothing a client sends can stop the broker: a frame the protocol refuses closes that connection
 (logged); an exception in a handler is logged with the request and answered with Kafka's error
-code for the API (``handlers.error_response``), or the connection is closed where the API has no
-error field. Reading stops while a connection has a complete request waiting and a megabyte
-buffered, and a connection whose client does not read its responses is not answered further
-until it does (asyncio's write flow control).
+code for the API (the API's declared error response, ``ApiHandler.error_body``), or the
+connection is closed where the API has no error field. Reading stops while a connection has a
+complete request waiting and a megabyte buffered, and a connection whose client does not read its
+responses is not answered further until it does (asyncio's write flow control).
+
+The transport depends on the protocol layer only: it is handed the dispatch table and the
+advertised API table (``dispatch.py`` builds both), and what to send for an answer, or whether to
+close instead (Produce with acks=0), is the protocol's output (``Connection.send``).
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ import os
 import time
 from typing import Callable
 
-from .fetch import EncodedResponse, FileRegion
-from .handlers import ASYNC, INLINE, Api, error_response
-from .produce import produce_errors, produce_failed
-from .protocol import NEED_DATA, PRODUCE_KEY, Close, Connection, Request, encode_response
+from kio.schema.errors import ErrorCode
+
+from .apis.handler import ASYNC, INLINE, Api, ApiHandler
+from .protocol import NEED_DATA, Close, Connection, EncodedResponse, FileRegion, Request
 from .state import CLIENT_HOST, BrokerState
 from .versions import SupportedApis
 
@@ -223,34 +227,27 @@ class BrokerConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            code = getattr(e, "kafka_error", -1)
+            code = getattr(e, "kafka_error", ErrorCode.unknown_server_error)
             request_log.error(f"Error when handling request: clientId={request.client_id}, "
                               f"correlationId={request.correlation_id}, api={request.api_name}, "
                               f"version={request.api_version}, peer={self.peer}, body={request.body!r}",
                               exc_info=True)
-            body = error_response(request, code, f"{type(e).__name__}: {e}")
-            if body is None:
-                return False
-        if not request.expects_response:
-            # acks=0: no answer; a failed append closes the connection so the producer notices
-            if request.api_key == PRODUCE_KEY and produce_failed(body):
-                request_log.info(f"Closing connection due to error during produce request with "
-                                 f"correlation id {request.correlation_id} from client id "
-                                 f"{request.client_id} with ack=0: {produce_errors(body)}")
-                return False
-            return True
+            declared = self.server.apis.get(request.api_key)
+            if not isinstance(declared, ApiHandler):
+                return False        # no error response to give: the connection closes
+            body = declared.error_body(request, code, f"{type(e).__name__}: {e}")
+        out = self.conn.send(request, body)
+        if out is None:
+            return True             # acks=0: nothing to send
+        if out.__class__ is Close:
+            # acks=0 with a partition refused: closed, so that the producer notices
+            request_log.info(out.reason)
+            return False
         if self.lost:
-            if isinstance(body, EncodedResponse):
-                body.close()
+            out.close()
             return False
         try:
-            if isinstance(body, EncodedResponse):
-                await self._send_parts(body)
-            else:
-                frame = encode_response(request, body)
-                if self._can_write is not None and not self._can_write.done():
-                    await self._can_write
-                self.transport.write(frame)
+            await self._send_parts(out)
         except (ConnectionError, OSError) as e:
             log.debug(f"Connection from {self.peer} failed while answering: {e}")
             return False

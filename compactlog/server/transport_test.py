@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from compactlog.server.handlers import THREAD, Api, advertised_apis, dispatch_table
+from compactlog.server.apis.handler import THREAD, Api
+from compactlog.server.dispatch import advertised_apis, dispatch_table
 from compactlog.server.handlers_test import batch, state  # noqa: F401  (the fixture)
 from compactlog.server.messages import build, nested
 from compactlog.server.state import Listener

@@ -1,14 +1,13 @@
-"""The API versions the broker advertises and accepts, and its ApiVersions answer.
+"""The table of API versions a connection accepts, and the ApiVersions answer built from it.
 
 Follows Kafka's ``ApiKeys`` (which versions are enabled), ``ApiVersionsRequest`` (the
 unsupported-version fallback and the KIP-511 client software name check) and
-``KafkaApis.handleApiVersionsRequest`` (which of the three answers to send). The ranges are
-those of wire-protocol.md §2.1: capped where a higher version would bring topic IDs or batched
-groups, Kafka 4.x minimums, and Produce advertised from 0 but accepted from 3 only (KAFKA-18659:
-librdkafka before its 2025 fix enables compression only if Produce v0 is advertised).
-
-The set of APIs is a parameter (``SupportedApis``): ``BROKER_APIS`` are the APIs of the first
-broker, ``GROUP_APIS`` the classic consumer-group APIs, to be advertised once implemented.
+``KafkaApis.handleApiVersionsRequest`` (which of the three answers to send). This is the protocol
+layer's view of the APIs: ``SupportedApis`` holds ``ApiRange`` entries and knows nothing of
+handlers. Which APIs the broker serves, in which versions, each API declares in its own module
+(``apis/``); ``dispatch.py`` derives the broker's table from those declarations (wire-protocol.md
+§2.1: capped where a higher version would bring topic IDs or batched groups, Kafka 4.x minimums,
+and Produce advertised from 0 but accepted from 3 only, KAFKA-18659).
 """
 
 from __future__ import annotations
@@ -55,43 +54,6 @@ class ApiRange:
 
     def accepts(self, version: int) -> bool:
         return self.accepted_min <= version <= self.max_version
-
-
-BROKER_APIS: tuple[ApiRange, ...] = (
-    ApiRange(0, "Produce", 0, 12, min_accepted=3),
-    ApiRange(1, "Fetch", 4, 12),
-    ApiRange(2, "ListOffsets", 1, 8),
-    ApiRange(3, "Metadata", 0, 12),
-    ApiRange(18, "ApiVersions", 0, 4),
-    ApiRange(19, "CreateTopics", 2, 7),
-    ApiRange(20, "DeleteTopics", 1, 5),
-    ApiRange(21, "DeleteRecords", 0, 2),
-    ApiRange(22, "InitProducerId", 0, 4),
-    ApiRange(32, "DescribeConfigs", 1, 4),
-    ApiRange(35, "DescribeLogDirs", 1, 4),
-    ApiRange(33, "AlterConfigs", 0, 2),
-    ApiRange(37, "CreatePartitions", 0, 3),
-    ApiRange(44, "IncrementalAlterConfigs", 0, 1),
-    ApiRange(60, "DescribeCluster", 0, 1),
-)
-
-GROUP_APIS: tuple[ApiRange, ...] = (
-    ApiRange(8, "OffsetCommit", 2, 8),
-    ApiRange(9, "OffsetFetch", 1, 8),           # v8: batched groups
-    ApiRange(10, "FindCoordinator", 0, 4),      # v4: batched keys
-    ApiRange(11, "JoinGroup", 0, 7),
-    ApiRange(12, "Heartbeat", 0, 4),
-    ApiRange(13, "LeaveGroup", 0, 4),
-    ApiRange(14, "SyncGroup", 0, 5),
-    ApiRange(15, "DescribeGroups", 0, 5),
-    ApiRange(16, "ListGroups", 0, 5),
-    ApiRange(42, "DeleteGroups", 0, 2),
-    ApiRange(47, "OffsetDelete", 0, 0),
-    # KIP-848 is not offered: advertised only to answer UNSUPPORTED_VERSION, as Kafka does when the
-    # consumer protocol is disabled, so that a group.protocol=consumer client stops with an error
-    # (librdkafka waits forever for an API that is not advertised)
-    ApiRange(68, "ConsumerGroupHeartbeat", 0, 1),
-)
 
 
 def software_name_is_valid(value: str) -> bool:
@@ -185,6 +147,3 @@ class SupportedApis:
 def _api_version_class(response_cls):
     return importlib.import_module(response_cls.__module__).ApiVersion
 
-
-BROKER = SupportedApis(BROKER_APIS)
-"""The first broker's table (issue 10); ``SupportedApis(BROKER_APIS + GROUP_APIS)`` adds groups."""

@@ -7,8 +7,8 @@ from kio.index import UnknownEntity
 from kio.schema.errors import ErrorCode
 
 from compactlog.server.conftest import ALL_APIS
-from compactlog.server.versions import (BROKER, BROKER_APIS, GROUP_APIS, ApiRange, SupportedApis,
-                                        request_schema)
+from compactlog.server.dispatch import BROKER, BROKER_APIS, GROUP_APIS
+from compactlog.server.versions import ApiRange, SupportedApis, request_schema
 
 
 def advertised(apis: SupportedApis) -> dict[int, tuple[int, int]]:

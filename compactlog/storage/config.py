@@ -9,7 +9,12 @@ Values are parsed as Kafka's ConfigDef parses them: numbers are ASCII digits wit
 sign, booleans ignore case, and enumerated values (``cleanup.policy``, ``compression.type``,
 ``message.timestamp.type``) are case-sensitive, as Kafka's ValidString/ValidList are. Where Kafka
 accepts a value that makes its own cleaner spin forever (I/O buffers of 0 bytes), compactlog refuses
-it.
+it. A double may also be written as Python reads one (``nan``, ``inf``), which Java does not.
+
+This is the one parser of config values: the CLI, the data dir and the broker all go through
+``ConfigDef.parse``. A refusal (``ConfigValueError``) carries compactlog's message and, in
+``kafka_message``, the text of Kafka's ``ConfigException`` for the same value (what the broker's
+INVALID_CONFIG answers say), or None where only compactlog refuses it.
 
 Names that are not settings (a misspelt ``--override``, a key in ``server.properties``) are not
 errors, as they are not in Kafka, whose broker logs them as unknown: ``setting_warnings`` gives
@@ -21,6 +26,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Iterable
 
 from ..errors import ConfigError
@@ -31,29 +37,54 @@ INT_MAX = 2147483647
 MIB = 1024 * 1024
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+# what Java's Double.parseDouble reads of a trimmed text (hexadecimal floats aside): a sign, NaN,
+# Infinity or decimal digits with an exponent, and a type suffix
+_JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?")
+_INT_BITS = {"int": 32, "long": 64}
 
 
-def _int(raw) -> int:
+class _Unparsable(ValueError):
+    """A text that is no value of the config's type: compactlog's reason, and Kafka's (``kafka``)."""
+
+    def __init__(self, reason: str, kafka: str):
+        super().__init__(reason)
+        self.kafka = kafka
+
+
+def _int(raw, kind: str) -> int:
     # Java's Integer.parseInt / Long.parseLong: ASCII digits and a sign only (Python's int() would
     # also take "1_000" and non-ASCII digits)
     s = str(raw).strip()
+    kafka = f"Not a number of type {kind.upper()}"
     if not _INTEGER.fullmatch(s):
-        raise ValueError("not a whole number")
-    return int(s)
+        raise _Unparsable("not a whole number", kafka)
+    v = int(s)
+    bits = _INT_BITS[kind]
+    if not -2 ** (bits - 1) <= v < 2 ** (bits - 1):
+        raise _Unparsable(f"out of {kind} range", kafka)
+    return v
 
 
-def _double(raw) -> float:
+def _double(raw) -> tuple[float, bool]:
+    """(the value, whether Java reads the text too)."""
     s = str(raw).strip()
+    if _JAVA_DOUBLE.fullmatch(s):
+        text = s[:-1] if s[-1] in "fFdD" else s         # Java's type suffix
+        return float(text.replace("Infinity", "inf")), True
+    kafka = "Not a number of type DOUBLE"
     if "_" in s:
-        raise ValueError("not a number")
-    return float(s)
+        raise _Unparsable("not a number", kafka)
+    try:
+        return float(s), False
+    except ValueError as e:
+        raise _Unparsable(str(e), kafka) from None
 
 
 def _bool(v: str) -> bool:
     s = str(v).strip().lower()
     if s in ("true", "false"):
         return s == "true"
-    raise ValueError("expected true or false")
+    raise _Unparsable("expected true or false", "Expected value to be either true or false")
 
 
 def _list(v: str) -> list[str]:
@@ -61,6 +92,36 @@ def _list(v: str) -> list[str]:
     # then refused by the validator), case is kept
     s = str(v).strip()
     return [x.strip() for x in s.split(",")] if s else []
+
+
+def java_double(x: float) -> str:
+    """Java's Double.toString: decimal from 1e-3 to 1e7, else d.dddE±n; always a fraction digit."""
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "-0.0" if str(x).startswith("-") else "0.0"
+    if 1e-3 <= abs(x) < 1e7:
+        s = repr(x)
+        return s if "." in s else s + ".0"
+    sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    power = len(digits) - 1 + exponent
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
+
+
+def kafka_string(kind: str, value) -> str | None:
+    """ConfigDef.convertToString: a value of a config of ``kind`` as Kafka writes it."""
+    if value is None:
+        return None
+    if kind == "bool":
+        return "true" if value else "false"
+    if kind == "list":
+        return ",".join(value)
+    if kind == "double":
+        return java_double(float(value))
+    return str(value)
 
 
 class UnknownConfigError(ConfigError):
@@ -73,12 +134,15 @@ class UnknownConfigError(ConfigError):
 
 class ConfigValueError(ConfigError):
     """A value its config refuses: ``definition`` (the ConfigDef), ``name`` (the setting written:
-    the config or a broker synonym) and ``raw`` (the text given), for callers that word it as
-    Kafka does (the broker's INVALID_CONFIG messages)."""
+    the config or a broker synonym), ``raw`` (the text given) and ``kafka_message``, Kafka's
+    ConfigException text for it (the broker's INVALID_CONFIG message), None where Kafka would
+    accept the value."""
 
-    def __init__(self, message: str, definition: "ConfigDef", name: str, raw: str):
+    def __init__(self, message: str, definition: "ConfigDef", name: str, raw: str,
+                 kafka_message: str | None = None):
         super().__init__(message)
         self.definition, self.name, self.raw = definition, name, raw
+        self.kafka_message = kafka_message
 
 
 class CompactionLagConflict(ConfigError):
@@ -100,32 +164,41 @@ class ConfigDef:
     doc: str = ""
 
     def parse(self, raw, name: str | None = None) -> Any:
-        """The value of ``raw``; ``name`` is the setting the user wrote, when it is a broker synonym."""
+        """The value of ``raw``; ``name`` is the setting the user wrote, when it is a broker synonym.
+        Kafka's ConfigDef.parseType, then the config's rule."""
         name = name or self.name
+        java_reads = True
         try:
-            if self.kind in ("int", "long"):
-                v = _int(raw)
-                if self.kind == "int" and not -2**31 <= v < 2**31:
-                    raise ValueError("out of int range")
-                if self.kind == "long" and not -2**63 <= v < 2**63:
-                    raise ValueError("out of long range")
+            if self.kind in _INT_BITS:
+                v = _int(raw, self.kind)
             elif self.kind == "double":
-                v = _double(raw)
+                v, java_reads = _double(raw)
             elif self.kind == "bool":
                 v = _bool(raw)
             elif self.kind == "list":
                 v = _list(raw)
             else:
                 v = str(raw).strip()
-        except ValueError as e:
-            raise ConfigValueError(f"invalid value {raw!r} for configuration {name}: {e}",
-                                   self, name, raw) from None
+        except _Unparsable as e:
+            raise ConfigValueError(f"invalid value {raw!r} for configuration {name}: {e}", self, name, raw,
+                                   f"Invalid value {raw} for configuration {name}: {e.kafka}") from None
         if self.check is not None:
             problem = self.check(v)
             if problem:
                 raise ConfigValueError(f"invalid value {raw!r} for configuration {name}: {problem}",
-                                       self, name, raw)
+                                       self, name, raw, self._kafka_refusal(raw, v, java_reads, name))
         return v
+
+    def _kafka_refusal(self, raw, value, java_reads: bool, name: str) -> str | None:
+        """Kafka's message for a value this config's rule refuses (None: Kafka accepts it)."""
+        if not java_reads:
+            return f"Invalid value {raw} for configuration {name}: Not a number of type DOUBLE"
+        verdict = self.check.kafka(value)
+        if verdict is None:
+            return None
+        element, why = verdict
+        shown = element if element is not None else kafka_string(self.kind, value)
+        return f"Invalid value {shown} for configuration {name}: {why}"
 
 
 class Rule:

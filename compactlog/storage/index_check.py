@@ -37,6 +37,11 @@ from numba import njit
 from ..errors import StorageError
 from ..record import kernels as K
 from ..record.batch import as_u8
+from ..record.layout import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_FLAG, CRC_OFFSET,
+                             HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, MAGIC_V0, MAGIC_V1,
+                             MAGIC_V2, MAX_TIMESTAMP_OFFSET, PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD,
+                             RECORDS_COUNT_OFFSET, RECORDS_OFFSET, TRANSACTIONAL_FLAG)
+from ..record.legacy import LEGACY_ATTRIBUTES_OFFSET, LEGACY_CRC_OFFSET, LEGACY_TIMESTAMP_OFFSET
 
 INT32_MAX = 0x7FFFFFFF
 ABORT, COMMIT = 0, 1
@@ -54,7 +59,7 @@ WALK_SHORT_V2 = -3
 _WALK_ERRORS = {
     WALK_BAD_LENGTH: "record size is smaller than the minimum record overhead (14)",
     WALK_BAD_MAGIC: "invalid magic byte",
-    WALK_SHORT_V2: "record batch size is smaller than the v2 header (61)",
+    WALK_SHORT_V2: f"record batch size is smaller than the v2 header ({RECORD_BATCH_OVERHEAD})",
 }
 
 
@@ -129,7 +134,7 @@ class SegmentLayout(NamedTuple):
 def _control_type(buf, pos, size):
     """ABORT/COMMIT of an uncompressed v2 control batch's first record, or CONTROL_UNKNOWN."""
     end = pos + size
-    p = pos + 61
+    p = pos + RECORDS_OFFSET
     _, p = K._read_varint(buf, p, end)           # record length
     if p < 0:
         return CONTROL_UNKNOWN
@@ -153,43 +158,40 @@ def _walk(buf, start, end, fill, pos_a, size_a, base_a, last_a, ts_a, attrs_a, p
           count_a, crc_a, ctype_a):
     """Walk the batch headers of buf[start:end]: (batches, stop position, WALK_* status).
 
-    Lengths only, as Kafka's batch iterator (record-format.md §12); with ``fill`` the arrays
-    receive each batch's header fields.
+    Lengths only, framed by ``kernels.batch_frame`` as every batch walk is (record-format.md
+    §12); with ``fill`` the arrays receive each batch's header fields.
     """
     pos = start
     n = 0
-    while pos + 17 < end:
-        base = K._be_i64(buf, pos)
-        length = K._be_i32(buf, pos + 8)
-        if length < 14:
+    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+        frame, size, magic = K.batch_frame(buf, pos, end)
+        if frame == K.FRAME_BAD_LENGTH:
             return n, pos, WALK_BAD_LENGTH
-        size = length + 12
-        if pos + size > end:
+        if frame == K.FRAME_INCOMPLETE:
             return n, pos, WALK_OK
-        magic = np.int64(buf[pos + 16])
-        if magic == 2:
-            if size < 61:
-                return n, pos, WALK_SHORT_V2
-        elif magic != 0 and magic != 1:
+        if frame == K.FRAME_SHORT_V2:
+            return n, pos, WALK_SHORT_V2
+        if magic != MAGIC_V2 and magic != MAGIC_V0 and magic != MAGIC_V1:
             return n, pos, WALK_BAD_MAGIC
         if fill:
+            base = K._be_i64(buf, pos)
             pos_a[n] = pos
             size_a[n] = size
             base_a[n] = base
             magic_a[n] = magic
-            crc_a[n] = np.int64(K._be_u(buf, pos + 12 if magic != 2 else pos + 17, 4))
-            if magic == 2:
-                attrs = K._be_i16(buf, pos + 21)
-                count = K._be_i32(buf, pos + 57)
-                last_a[n] = base + K._be_i32(buf, pos + 23)
-                ts_a[n] = K._be_i64(buf, pos + 35)
+            crc_a[n] = np.int64(K._be_u(buf, pos + (CRC_OFFSET if magic == MAGIC_V2 else LEGACY_CRC_OFFSET), 4))
+            if magic == MAGIC_V2:
+                attrs = K._be_i16(buf, pos + ATTRIBUTES_OFFSET)
+                count = K._be_i32(buf, pos + RECORDS_COUNT_OFFSET)
+                last_a[n] = base + K._be_i32(buf, pos + LAST_OFFSET_DELTA_OFFSET)
+                ts_a[n] = K._be_i64(buf, pos + MAX_TIMESTAMP_OFFSET)
                 attrs_a[n] = attrs
-                pid_a[n] = K._be_i64(buf, pos + 43)
+                pid_a[n] = K._be_i64(buf, pos + PRODUCER_ID_OFFSET)
                 count_a[n] = count
-                if attrs & 0x20:
+                if attrs & CONTROL_FLAG:
                     if count == 0:
                         ctype_a[n] = CONTROL_EMPTY
-                    elif attrs & 0x07:
+                    elif attrs & COMPRESSION_MASK:
                         ctype_a[n] = CONTROL_UNKNOWN
                     else:
                         ctype_a[n] = _control_type(buf, pos, size)
@@ -197,8 +199,9 @@ def _walk(buf, start, end, fill, pos_a, size_a, base_a, last_a, ts_a, attrs_a, p
                     ctype_a[n] = NOT_CONTROL
             else:
                 last_a[n] = base
-                ts_a[n] = K._be_i64(buf, pos + 18) if magic == 1 and size >= 26 else -1
-                attrs_a[n] = np.int64(buf[pos + 17])
+                has_ts = magic == MAGIC_V1 and size >= LEGACY_TIMESTAMP_OFFSET + 8
+                ts_a[n] = K._be_i64(buf, pos + LEGACY_TIMESTAMP_OFFSET) if has_ts else -1
+                attrs_a[n] = np.int64(buf[pos + LEGACY_ATTRIBUTES_OFFSET])
                 pid_a[n] = -1
                 count_a[n] = -1
                 ctype_a[n] = NOT_CONTROL
@@ -418,7 +421,7 @@ def check_txn_index(raw, layout: SegmentLayout, *, next_base: int | None = None,
         prev_last = last
         by_last[last] = (i, pid, first, lso)
     # markers, and transactional data batches (only the first of each transaction matters)
-    ctrl = np.flatnonzero((layout.ctype != NOT_CONTROL) | (((layout.attrs & 0x10) != 0) & (layout.magic == 2)))
+    ctrl = np.flatnonzero((layout.ctype != NOT_CONTROL) | (((layout.attrs & TRANSACTIONAL_FLAG) != 0) & (layout.magic == MAGIC_V2)))
     # entries whose offset is held by a batch must point at that producer's ABORT marker
     for last, (i, pid, first, _) in by_last.items():
         k = layout.batch_holding(last)

@@ -34,8 +34,10 @@ import pyarrow as pa
 
 from ..errors import CompactlogError, CorruptRecordError, StorageError
 from ..record import compression, kernels
-from ..record.batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
-                            as_u8, iter_batches)
+from ..record.batch import CREATE_TIME, LOG_APPEND_TIME, Record, as_u8, iter_batches
+from ..record.layout import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_FLAG, CRC_OFFSET, LENGTH_OFFSET,
+                             LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, RECORDS_COUNT_OFFSET,
+                             TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG)
 from . import files
 from .index_check import breaks_order, previous_lasts
 from .txn_index import TransactionIndex, collect_aborted
@@ -416,7 +418,7 @@ class PartitionReader:
             while True:
                 status, pos, nb, nr, where, used = K.scan_log_uncompressed(
                     buf, pos, size, start, end, include_control, chunk.bmeta, chunk.nb,
-                    chunk.r64, chunk.r32, chunk.nr, self.chunk_bytes - chunk.used)
+                    chunk.r64, chunk.r32, chunk.nr, self.chunk_bytes - chunk.used, 0)
                 chunk.nb, chunk.nr = int(nb), int(nr)
                 chunk.used += int(used)
                 pos = int(pos)
@@ -453,12 +455,12 @@ class PartitionReader:
 
     def _grow(self, seg: SegmentFile, chunk: _Chunk, buf, view, pos: int) -> None:
         """Make room for a batch holding more records than an empty chunk can take."""
-        count = int(K._be_i32(buf, pos + 57))
-        codec = int(buf[pos + 22]) & 0x07
+        count = int(K._be_i32(buf, pos + RECORDS_COUNT_OFFSET))
+        codec = int(K._be_i16(buf, pos + ATTRIBUTES_OFFSET)) & COMPRESSION_MASK
         if codec != 0:
             # a compressed batch's count is only checked after decompression: check it first here
             # rather than allocate for a corrupt count
-            size = int(K._be_i32(buf, pos + 8)) + 12
+            size = int(K._be_i32(buf, pos + LENGTH_OFFSET)) + LOG_OVERHEAD
             try:
                 plain = compression.decompress(codec, view[pos + RECORD_BATCH_OVERHEAD:pos + size])
             except CorruptRecordError as e:
@@ -492,40 +494,40 @@ class PartitionReader:
         if not validate_crc:
             return
         crc = _crc32c.crc32c
-        rows = zip((bm[:, K.BM_POS] + 21).tolist(), (bm[:, K.BM_POS] + bm[:, K.BM_SIZE]).tolist(),
+        rows = zip((bm[:, K.BM_POS] + ATTRIBUTES_OFFSET).tolist(), (bm[:, K.BM_POS] + bm[:, K.BM_SIZE]).tolist(),
                    bm[:, K.BM_CRC].tolist(), bm[:, K.BM_SOURCE].tolist())
         for i, (start, end, stored, source) in enumerate(rows):
             if source != 2 and crc(view[start:end]) != stored:   # 2: legacy, checked when decoded
                 computed = crc(view[start:end])
                 raise CorruptRecordError(
                     f"stored CRC {stored:#010x} does not match computed {computed:#010x}",
-                    file=seg.path, position=start - 21, offset=int(bm[i, K.BM_BASE_OFFSET]),
+                    file=seg.path, position=start - ATTRIBUTES_OFFSET, offset=int(bm[i, K.BM_BASE_OFFSET]),
                     field="crc")
 
     def _raise_scan_error(self, seg: SegmentFile, buf, view, status: int, pos: int, where: int,
                           validate_crc: bool):
-        base = int(K._be_i64(buf, pos)) if pos + 8 <= buf.shape[0] else None
+        base = int(K._be_i64(buf, pos)) if pos + LENGTH_OFFSET <= buf.shape[0] else None
         if status not in (K.ERR_BATCH_SIZE, K.ERR_MAGIC) and validate_crc:
-            size = int(K._be_i32(buf, pos + 8)) + 12
+            size = int(K._be_i32(buf, pos + LENGTH_OFFSET)) + LOG_OVERHEAD
             if RECORD_BATCH_OVERHEAD <= size and pos + size <= buf.shape[0]:
-                stored = int(K._be_u(buf, pos + 17, 4))
-                computed = _crc32c.crc32c(view[pos + 21:pos + size])
+                stored = int(K._be_u(buf, pos + CRC_OFFSET, 4))
+                computed = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size])
                 if stored != computed:
                     raise CorruptRecordError(
                         f"stored CRC {stored:#010x} does not match computed {computed:#010x}",
                         file=seg.path, position=pos, offset=base, field="crc")
         if status == K.ERR_BATCH_SIZE:
-            length = int(K._be_i32(buf, pos + 8))
-            msg = f"record batch size {length + 12} is invalid (length field {length})"
+            length = int(K._be_i32(buf, pos + LENGTH_OFFSET))
+            msg = f"record batch size {length + LOG_OVERHEAD} is invalid (length field {length})"
             field = "length"
         elif status == K.ERR_MAGIC:
-            msg = f"invalid magic {int(buf[pos + 16])}"
+            msg = f"invalid magic {int(buf[pos + MAGIC_OFFSET])}"
             field = "magic"
         elif status == K.ERR_RECORDS_COUNT:
-            msg = f"invalid records count {int(K._be_i32(buf, pos + 57))}"
+            msg = f"invalid records count {int(K._be_i32(buf, pos + RECORDS_COUNT_OFFSET))}"
             field = "recordsCount"
         elif status == K.ERR_CODEC:
-            msg = f"unknown compression codec {int(buf[pos + 22]) & 7}"
+            msg = f"unknown compression codec {int(K._be_i16(buf, pos + ATTRIBUTES_OFFSET)) & COMPRESSION_MASK}"
             field = "attributes"
         else:
             msg = K.ERROR_MESSAGES.get(status, f"error {status}") + f" (record at byte {where})"
@@ -538,7 +540,7 @@ class PartitionReader:
         bm = chunk.bmeta[b]
         size = int(bm[K.BM_SIZE])
         count = int(bm[K.BM_RECORDS_COUNT])
-        codec = int(bm[K.BM_ATTRIBUTES]) & 0x07
+        codec = int(bm[K.BM_ATTRIBUTES]) & COMPRESSION_MASK
         try:
             plain = compression.decompress(codec, view[pos + RECORD_BATCH_OVERHEAD:pos + size])
         except CorruptRecordError as e:
@@ -585,7 +587,8 @@ class PartitionReader:
         bm[K.BM_SIZE] = e.size
         bm[K.BM_BASE_OFFSET] = e.base_offset
         bm[K.BM_LAST_OFFSET_DELTA] = e.last_offset - e.base_offset
-        bm[K.BM_ATTRIBUTES] = (e.attributes & 0x07) | (0x08 if e.timestamp_type == LOG_APPEND_TIME else 0)
+        append_time = e.timestamp_type == LOG_APPEND_TIME
+        bm[K.BM_ATTRIBUTES] = (e.attributes & COMPRESSION_MASK) | (TIMESTAMP_TYPE_MASK if append_time else 0)
         bm[K.BM_RECORDS_COUNT] = e.records_count
         bm[K.BM_CRC] = e.crc
         bm[K.BM_SOURCE] = 2
@@ -636,12 +639,12 @@ class PartitionReader:
             keys, values,
             pa.array(r64[K.R64_OFFSET, :n].copy()),
             pa.array(r64[K.R64_TIMESTAMP, :n].copy()),
-            pa.array(((attrs >> 3) & 1).astype(np.int32)),
+            pa.array(((attrs & TIMESTAMP_TYPE_MASK) != 0).astype(np.int32)),
             pa.array(bm[:, K.BM_PRODUCER_ID][bidx]),
             pa.array(bm[:, K.BM_PRODUCER_EPOCH].astype(np.int16)[bidx]),
             pa.array(bm[:, K.BM_LEADER_EPOCH].astype(np.int32)[bidx]),
-            pa.array((attrs & 0x10) != 0),
-            pa.array((attrs & 0x20) != 0),
+            pa.array((attrs & TRANSACTIONAL_FLAG) != 0),
+            pa.array((attrs & CONTROL_FLAG) != 0),
         ]
         if with_headers:
             columns.append(_headers_array(buf, src1, source, vpos, vlen, r32[K.R32_HDR_COUNT, :n]))

@@ -25,20 +25,19 @@ own loader accepts, with indexes rebuilt from its batches.
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import CorruptRecordError
 from ..record.batch import (LOG_OVERHEAD, MAGIC_V2, MIN_LEGACY_SIZE, RECORD_BATCH_OVERHEAD,
-                            BatchHeader, compute_crc)
+                            BatchHeader, compute_crc, with_base_offset)
+from ..record.layout import (HEADER_SIZE_UP_TO_MAGIC, INT32, LAST_OFFSET_DELTA_OFFSET, MAGIC_OFFSET,
+                             MAGIC_V0, MAGIC_V1, PREFIX as _PREFIX)
 from . import files
 from .events import QUARANTINE, RECOVERY_CUT, REPAIRED, WOULD_CUT, WOULD_REPAIR, DataEvent
 from .fsutil import fsync_dir
 
-_PREFIX = struct.Struct(">qiib")
-_OFFSET_DELTA = struct.Struct(">i")
 INT32_MAX = 0x7FFFFFFF
 
 
@@ -81,7 +80,7 @@ class SegmentScan:
 
 def _batch_problem(buf, pos: int, end: int, base_offset_floor: int, segment_base: int) -> tuple[str | None, int]:
     """(why the batch at ``pos`` is not valid or None, its total size or -1 when unknown)."""
-    if pos + 17 > end:          # the length, epoch and magic fields
+    if pos + HEADER_SIZE_UP_TO_MAGIC > end:          # the length, epoch and magic fields
         return "incomplete batch header at the end of the segment (a torn write)", -1
     base, length, _epoch, magic = _PREFIX.unpack_from(buf, pos)
     total = length + LOG_OVERHEAD
@@ -90,7 +89,7 @@ def _batch_problem(buf, pos: int, end: int, base_offset_floor: int, segment_base
     if pos + total > end:
         return f"batch of {total} bytes runs past the end of the segment (a torn write)", -1
     if magic != MAGIC_V2:
-        if magic in (0, 1):
+        if magic in (MAGIC_V0, MAGIC_V1):
             from ..record.legacy import LegacyEntry
             try:
                 entry = LegacyEntry.parse(buf, pos)
@@ -117,7 +116,8 @@ def _resync(buf: np.ndarray, start: int, end: int, floor: int, segment_base: int
     """The first position after ``start`` where a valid v2 batch starts (CRC checked), or None."""
     if end - start < RECORD_BATCH_OVERHEAD:
         return None
-    magic_at = np.flatnonzero(buf[start + 1 + 16:end - RECORD_BATCH_OVERHEAD + 17] == MAGIC_V2) + start + 1
+    first, last = start + 1, end - RECORD_BATCH_OVERHEAD      # where a batch may start
+    magic_at = np.flatnonzero(buf[first + MAGIC_OFFSET:last + MAGIC_OFFSET + 1] == MAGIC_V2) + first
     for q in magic_at.tolist():
         base, length, _epoch, _magic = _PREFIX.unpack_from(buf, q)
         total = length + LOG_OVERHEAD
@@ -142,7 +142,7 @@ def scan_segment(buf, size: int, segment_base: int, prev_last: int) -> SegmentSc
         if problem is None:
             base, _length, _epoch, magic = _PREFIX.unpack_from(buf, pos)
             if magic == MAGIC_V2:
-                (delta,) = _OFFSET_DELTA.unpack_from(buf, pos + 23)
+                (delta,) = INT32.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)
                 last = base + delta
             else:
                 from ..record.legacy import LegacyEntry
@@ -291,7 +291,7 @@ def repair_segment(log, seg, scan: SegmentScan) -> list:
     for span in scan.spans:
         chunk = bytearray(buf[span.position:span.position + span.size])
         if span.fixed_base is not None:
-            struct.pack_into(">q", chunk, 0, span.fixed_base)
+            with_base_offset(chunk, 0, span.fixed_base)
         data += chunk
     cleaned = files.segment_file(log.dir, seg.base_offset, files.LOG_SUFFIX, files.CLEANED_SUFFIX)
     for suffix in files.SEGMENT_SUFFIXES:

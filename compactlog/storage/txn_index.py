@@ -7,6 +7,7 @@ import struct
 from typing import NamedTuple
 
 from ..errors import StorageError
+from ..record.layout import CONTROL_FLAG, MAGIC_V2, TRANSACTIONAL_FLAG
 
 ENTRY = struct.Struct(">hqqqq")      # version, producer id, first, last, last stable offset
 ENTRY_SIZE = ENTRY.size
@@ -152,7 +153,7 @@ def aborted_from_markers(layouts) -> list[list[AbortedTxn]]:
     for lay in layouts:
         found: list[AbortedTxn] = []
         for i in range(lay.batches):
-            if int(lay.magic[i]) != 2:
+            if int(lay.magic[i]) != MAGIC_V2:
                 continue
             pid, attrs, ctype = int(lay.pid[i]), int(lay.attrs[i]), int(lay.ctype[i])
             if ctype in (ABORT, COMMIT):
@@ -161,7 +162,7 @@ def aborted_from_markers(layouts) -> list[list[AbortedTxn]]:
                     marker = int(lay.base[i])
                     lso = min(open_first.values()) if open_first else marker + 1
                     found.append(AbortedTxn(pid, marker if first is None else first, marker, lso))
-            elif attrs & 0x10 and not attrs & 0x20:
+            elif attrs & TRANSACTIONAL_FLAG and not attrs & CONTROL_FLAG:
                 open_first.setdefault(pid, int(lay.base[i]))
         out.append(found)
     return out

@@ -1,7 +1,12 @@
 """Consumer groups: Kafka's classic group coordinator and the ``__consumer_offsets`` topic.
 
-``compactlog.record.consumer_offsets`` holds the record formats (sans-IO), ``coordinator`` the group state machine and the
-committed offsets (sans-IO, an injected clock, timers the caller drives), ``service`` runs the
-coordinator inside the broker (appends to ``__consumer_offsets``, loading at start, timers and
-offset expiry) and ``handlers`` answers the group APIs.
+Split as Kafka's group coordinator is (all sans-IO, an injected clock, timers the caller drives):
+``classic_group`` (a group and its members; ``classic_group_state`` its states),
+``group_manager`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, the rebalance timers),
+``offset_manager`` (committed offsets: commit, fetch, delete, expiry, replay) and ``shard``
+(the two composed); ``runtime`` holds what they share (results, timers, loading partitions),
+``api_data`` the requests and answers, ``config`` the settings. The record formats are
+``compactlog.record.consumer_offsets``. ``service`` runs the shard inside the broker (appends to
+``__consumer_offsets``, loading at start, timers and offset expiry) and ``handlers`` answers the
+group APIs.
 """

@@ -5,8 +5,8 @@ OffsetFetch,DescribeGroups,ListGroups,DeleteGroups,OffsetDelete}Request`` on one
 group's coordinator is this broker. Each handler is ``handle_<api>(state, request)`` and runs in a
 worker thread (the coordinator's appends touch storage); JoinGroup and SyncGroup are coroutines
 ``handle_<api>(state, request, run)`` that park until the rebalance answers them (``run`` runs a
-function in a worker thread). ``GROUP_HANDLERS`` is what ``server.handlers.dispatch_table`` merges
-in, ``ERROR_RESPONSES`` Kafka's ``getErrorResponse`` for each of these APIs.
+function in a worker thread). Each API is declared at the end of the module (``GROUP_APIS``, which
+``server/dispatch.py`` collects), with its versions and Kafka's ``getErrorResponse`` for it.
 
 As in KafkaApis, OffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for partitions
 that do not exist without asking the coordinator, and FindCoordinator creates ``__consumer_offsets``
@@ -23,9 +23,11 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ..apis.handler import ASYNC, INLINE, THREAD, ApiHandler
 from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
 from ..state import CLIENT_HOST, BrokerState
-from . import coordinator as C
+from .api_data import CommitPartition, FetchedOffset, JoinRequest, JoinResponse, SyncRequest
+from .runtime import Outcome
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -89,18 +91,18 @@ async def handle_join_group(state: BrokerState, request, run):
     svc = _service(state)
     session = _ms(body.session_timeout)
     rebalance = _ms(getattr(body, "rebalance_timeout", body.session_timeout))
-    req = C.JoinRequest(group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
-                        protocols=[(p.name, p.metadata) for p in body.protocols],
-                        session_timeout_ms=session, rebalance_timeout_ms=rebalance,
-                        group_instance_id=getattr(body, "group_instance_id", None),
-                        client_id=request.client_id, client_host=CLIENT_HOST.get(),
-                        api_version=request.api_version, reason=getattr(body, "reason", None))
+    req = JoinRequest(group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+                      protocols=[(p.name, p.metadata) for p in body.protocols],
+                      session_timeout_ms=session, rebalance_timeout_ms=rebalance,
+                      group_instance_id=getattr(body, "group_instance_id", None),
+                      client_id=request.client_id, client_host=CLIENT_HOST.get(),
+                      api_version=request.api_version, reason=getattr(body, "reason", None))
     future = await run(svc.call, svc.coordinator.join_group, req)
     resp = await asyncio.wrap_future(future)
     return join_response(request, resp)
 
 
-def join_response(request, resp: C.JoinResponse):
+def join_response(request, resp: JoinResponse):
     cls = response_class(request)
     m_cls = nested(cls, "JoinGroupResponseMember")
     flexible_names = request.api_version >= 7
@@ -117,11 +119,11 @@ def join_response(request, resp: C.JoinResponse):
 async def handle_sync_group(state: BrokerState, request, run):
     body = request.body
     svc = _service(state)
-    req = C.SyncRequest(group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
-                        group_instance_id=getattr(body, "group_instance_id", None),
-                        protocol_type=getattr(body, "protocol_type", None),
-                        protocol_name=getattr(body, "protocol_name", None),
-                        assignments={a.member_id: a.assignment for a in body.assignments})
+    req = SyncRequest(group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
+                      group_instance_id=getattr(body, "group_instance_id", None),
+                      protocol_type=getattr(body, "protocol_type", None),
+                      protocol_name=getattr(body, "protocol_name", None),
+                      assignments={a.member_id: a.assignment for a in body.assignments})
     future = await run(svc.call, svc.coordinator.sync_group, req)
     resp = await asyncio.wrap_future(future)
     return build(response_class(request), throttle_time=NO_THROTTLE, error_code=error_code(resp.error),
@@ -150,7 +152,7 @@ def handle_leave_group(state: BrokerState, request):
     cls = response_class(request)
     if request.api_version < 3:
         # one member: its error is the answer (LeaveGroupResponse before v3)
-        if top == C.NONE and results:
+        if top == ErrorCode.none and results:
             top = results[0][2]
         return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(top))
     r_cls = nested(cls, "MemberResponse")
@@ -170,8 +172,8 @@ def handle_offset_commit(state: BrokerState, request):
                 slots.append(ErrorCode.unknown_topic_or_partition)
                 continue
             slots.append(None)
-            known.append(C.CommitPartition(t.name, p.partition_index, p.committed_offset,
-                                           getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+            known.append(CommitPartition(t.name, p.partition_index, p.committed_offset,
+                                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
     retention = _ms(getattr(body, "retention_time", _DEFAULT_RETENTION))
     errors = iter(svc.commit_offsets(body.group_id, body.generation_id_or_member_epoch, body.member_id,
                                      getattr(body, "group_instance_id", None), known, retention,
@@ -187,7 +189,7 @@ def handle_offset_commit(state: BrokerState, request):
 
 def _fetch_group(svc, group_id, topics, require_stable: bool):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return svc.call(lambda: (C.Outcome(), svc.coordinator.fetch_offsets(group_id, wanted, require_stable)))
+    return svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(group_id, wanted, require_stable)))
 
 
 def handle_offset_fetch(state: BrokerState, request):
@@ -206,9 +208,9 @@ def handle_offset_fetch(state: BrokerState, request):
         return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
     t_cls, p_cls = nested(cls, "OffsetFetchResponseTopic"), nested(cls, "OffsetFetchResponsePartition")
     code, topics = _fetch_group(svc, body.group_id, body.topics, stable)
-    if code != C.NONE and request.api_version < 2:
+    if code != ErrorCode.none and request.api_version < 2:
         # no top-level error before v2: every requested partition carries it
-        topics = [(t.name, [C.FetchedOffset(p, error=code) for p in t.partition_indexes])
+        topics = [(t.name, [FetchedOffset(p, error=code) for p in t.partition_indexes])
                   for t in (body.topics or ())]
     return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(code),
                  topics=_fetched_topics(t_cls, p_cls, topics))
@@ -226,7 +228,7 @@ def _fetched_topics(t_cls, p_cls, topics):
 def handle_describe_groups(state: BrokerState, request):
     body = request.body
     svc = _service(state)
-    described = svc.call(lambda: (C.Outcome(), svc.coordinator.describe_groups(list(body.groups))))
+    described = svc.call(lambda: (Outcome(), svc.coordinator.describe_groups(list(body.groups))))
     cls = response_class(request)
     g_cls, m_cls = nested(cls, "DescribedGroup"), nested(cls, "DescribedGroupMember")
     ops = _GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else OPERATIONS_NOT_REQUESTED
@@ -243,7 +245,7 @@ def handle_describe_groups(state: BrokerState, request):
 def handle_list_groups(state: BrokerState, request):
     body = request.body
     svc = _service(state)
-    listed = svc.call(lambda: (C.Outcome(), svc.coordinator.list_groups(
+    listed = svc.call(lambda: (Outcome(), svc.coordinator.list_groups(
         getattr(body, "states_filter", ()) or (), getattr(body, "types_filter", ()) or ())))
     cls = response_class(request)
     g_cls = nested(cls, "ListedGroup")
@@ -280,13 +282,13 @@ def handle_offset_delete(state: BrokerState, request):
     by_key = {(t, p): e for t, parts in results for p, e in parts}
     cls = response_class(request)
     t_cls, p_cls = nested(cls, "OffsetDeleteResponseTopic"), nested(cls, "OffsetDeleteResponsePartition")
-    if top != C.NONE:
+    if top != ErrorCode.none:
         return build(cls, throttle_time=NO_THROTTLE, error_code=error_code(top), topics=())
 
     def code(t, p):
         if (t, p) in unknown:
             return ErrorCode.unknown_topic_or_partition
-        return error_code(by_key.get((t, p), C.NONE))
+        return error_code(by_key.get((t, p), ErrorCode.none))
     return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, topics=tuple(
         build(t_cls, name=t.name, partitions=tuple(
             build(p_cls, partition_index=p.partition_index, error_code=code(t.name, p.partition_index))
@@ -305,22 +307,6 @@ def handle_consumer_group_heartbeat(state: BrokerState, request):
     API that is not advertised)."""
     return _consumer_group_heartbeat_error(request.body, response_class(request), ErrorCode.unsupported_version,
                                            KIP_848_REFUSED)
-
-
-GROUP_HANDLERS = {
-    8: (handle_offset_commit, "thread"),
-    9: (handle_offset_fetch, "thread"),
-    10: (handle_find_coordinator, "thread"),
-    11: (handle_join_group, "async"),
-    12: (handle_heartbeat, "thread"),
-    13: (handle_leave_group, "thread"),
-    14: (handle_sync_group, "async"),
-    15: (handle_describe_groups, "thread"),
-    16: (handle_list_groups, "thread"),
-    42: (handle_delete_groups, "thread"),
-    47: (handle_offset_delete, "thread"),
-    68: (handle_consumer_group_heartbeat, "inline"),
-}
 
 
 # -- error responses (Kafka's getErrorResponse of each API) ------------------------------------------
@@ -400,7 +386,42 @@ def _consumer_group_heartbeat_error(body, cls, code, message):
                  member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
 
 
-ERROR_RESPONSES = {8: _offset_commit_error, 9: _offset_fetch_error, 10: _find_coordinator_error,
-                   11: _join_error, 12: _heartbeat_error, 13: _leave_error, 14: _sync_error,
-                   15: _describe_groups_error, 16: _list_groups_error, 42: _delete_groups_error,
-                   47: _offset_delete_error, 68: _consumer_group_heartbeat_error}
+# -- declarations (key, name, versions, where it runs, handler, error response) ----------------------
+
+OFFSET_COMMIT = ApiHandler(8, "OffsetCommit", 2, 8, mode=THREAD, handler=handle_offset_commit,
+                           error_response=_offset_commit_error)
+# v8: batched groups
+OFFSET_FETCH = ApiHandler(9, "OffsetFetch", 1, 8, mode=THREAD, handler=handle_offset_fetch,
+                          error_response=_offset_fetch_error)
+# v4: batched keys
+FIND_COORDINATOR = ApiHandler(10, "FindCoordinator", 0, 4, mode=THREAD, handler=handle_find_coordinator,
+                              error_response=_find_coordinator_error)
+JOIN_GROUP = ApiHandler(11, "JoinGroup", 0, 7, mode=ASYNC, handler=handle_join_group,
+                        error_response=_join_error)
+HEARTBEAT = ApiHandler(12, "Heartbeat", 0, 4, mode=THREAD, handler=handle_heartbeat,
+                       error_response=_heartbeat_error)
+LEAVE_GROUP = ApiHandler(13, "LeaveGroup", 0, 4, mode=THREAD, handler=handle_leave_group,
+                         error_response=_leave_error)
+SYNC_GROUP = ApiHandler(14, "SyncGroup", 0, 5, mode=ASYNC, handler=handle_sync_group,
+                        error_response=_sync_error)
+DESCRIBE_GROUPS = ApiHandler(15, "DescribeGroups", 0, 5, mode=THREAD, handler=handle_describe_groups,
+                             error_response=_describe_groups_error)
+LIST_GROUPS = ApiHandler(16, "ListGroups", 0, 5, mode=THREAD, handler=handle_list_groups,
+                         error_response=_list_groups_error)
+DELETE_GROUPS = ApiHandler(42, "DeleteGroups", 0, 2, mode=THREAD, handler=handle_delete_groups,
+                           error_response=_delete_groups_error)
+OFFSET_DELETE = ApiHandler(47, "OffsetDelete", 0, 0, mode=THREAD, handler=handle_offset_delete,
+                           error_response=_offset_delete_error)
+# KIP-848 is not offered: advertised only to answer UNSUPPORTED_VERSION, as Kafka does when the
+# consumer protocol is disabled, so that a group.protocol=consumer client stops with an error
+# (librdkafka waits forever for an API that is not advertised)
+CONSUMER_GROUP_HEARTBEAT = ApiHandler(68, "ConsumerGroupHeartbeat", 0, 1, mode=INLINE,
+                                      handler=handle_consumer_group_heartbeat,
+                                      error_response=_consumer_group_heartbeat_error)
+
+GROUP_APIS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
+              DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT)
+"""The group APIs and FindCoordinator, as ``server/dispatch.py`` collects them."""
+
+GROUP_HANDLERS = {a.key: (a.handler, a.mode) for a in GROUP_APIS}
+"""API key -> (handler, where it runs), for running one handler directly (the tests)."""

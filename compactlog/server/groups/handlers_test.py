@@ -17,7 +17,7 @@ from compactlog.server.groups.handlers import (GROUP_HANDLERS, handle_consumer_g
                                                handle_leave_group, handle_list_groups, handle_offset_commit,
                                                handle_offset_delete, handle_offset_fetch, handle_sync_group)
 from compactlog.server.groups.service import for_broker
-from compactlog.server.handlers import advertised_apis, dispatch_table
+from compactlog.server.dispatch import advertised_apis, dispatch_table
 from compactlog.server.messages import build, nested
 from compactlog.server.protocol import Request, encode_response
 from compactlog.server.state import CLIENT_HOST, BrokerState, Listener, ProducerIdManager, load_identity

@@ -11,7 +11,7 @@ One lock serialises the coordinator: requests (from the broker's worker threads 
 the timer thread and the loader all go through ``call``. Records are appended under that lock,
 so the log order is the order in which the coordinator decided, as with Kafka's single-threaded
 coordinator; each operation's records for one partition are one batch (uncompressed, no producer
-id, CreateTime = now). Offset commits and tombstones take effect (``GroupCoordinator.replay``)
+id, CreateTime = now). Offset commits and tombstones take effect (``GroupCoordinatorShard.replay``)
 only once written.
 
 Loading (at start): every partition of ``__consumer_offsets`` is marked loading, so requests for
@@ -28,12 +28,18 @@ import threading
 import time
 from typing import Callable
 
+from kio.schema.errors import ErrorCode
+
 from ...errors import CompactlogError
 from ...record import consumer_offsets as R
 from ...record.control import ABORT, COMMIT, parse_control_key
 from ...storage.datadir import INTERNAL_TOPIC_CONFIGS
-from .coordinator import (NONE, NOT_COORDINATOR, GroupConfig, GroupCoordinator, JoinResponse, Outcome,
-                          SyncResponse, commit_append_error, complete_join, complete_sync)
+from .api_data import JoinResponse, SyncResponse
+from .classic_group import complete_join, complete_sync
+from .config import GroupConfig
+from .offset_manager import commit_append_error
+from .runtime import Outcome
+from .shard import GroupCoordinatorShard
 
 log = logging.getLogger("kafka.coordinator.group.GroupCoordinatorService")
 loader_log = logging.getLogger("kafka.coordinator.common.runtime.CoordinatorLoaderImpl")
@@ -70,7 +76,7 @@ class GroupCoordinatorService:
         self.metadata_lock = metadata_lock or threading.RLock()
         self.lock = threading.RLock()
         config = GroupConfig.from_broker(self.broker, self._partition_count())
-        self.coordinator = GroupCoordinator(config, self.clock)
+        self.coordinator = GroupCoordinatorShard(config, self.clock)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -146,7 +152,7 @@ class GroupCoordinatorService:
         self._wake.set()
         if failure is not None:
             code = commit_append_error(failure)
-            errors = [code if e == NONE else e for e in errors]
+            errors = [code if e == ErrorCode.none else e for e in errors]
         return errors
 
     def _apply(self, outcome: Outcome) -> Exception | None:
@@ -335,8 +341,8 @@ class GroupCoordinatorService:
         with self.lock:
             for g in self.coordinator.groups.values():
                 for m in list(g.members.values()):
-                    complete_join(g, m, JoinResponse(NOT_COORDINATOR, member_id=m.member_id))
-                    complete_sync(m, SyncResponse(NOT_COORDINATOR))
+                    complete_join(g, m, JoinResponse(ErrorCode.not_coordinator, member_id=m.member_id))
+                    complete_sync(m, SyncResponse(ErrorCode.not_coordinator))
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()

@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 
+from kio.schema.errors import ErrorCode
 
 from compactlog.cleaner.cleaner import Cleaner
 from compactlog.cleaner.executor import InProcessExecutor
 from compactlog.record import consumer_offsets as R
-from compactlog.server.groups import coordinator as C
-from compactlog.server.groups.coordinator import CommitPartition, JoinRequest, SyncRequest
+from compactlog.server.groups.api_data import CommitPartition, JoinRequest, SyncRequest
+from compactlog.server.groups.classic_group_state import EMPTY, STABLE
 from compactlog.server.groups.service import GroupCoordinatorService
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.datadir import DataDir
@@ -60,7 +61,7 @@ def test_topic_created_with_kafkas_configs_and_records_in_the_formulas_partition
     s = service(dd)
     assert not s.topic_exists()
     errors = s.commit_offsets("group-a", -1, "", None, [CommitPartition("t", 0, 42, 3, "meta")])
-    assert errors == [C.NONE]
+    assert errors == [ErrorCode.none]
     assert dd.partitions(R.OFFSETS_TOPIC) == list(range(7))
     cfg = dd.topic_config(R.OFFSETS_TOPIC)
     assert cfg.get("cleanup.policy") == ["compact"] and cfg.get("segment.bytes") == 1048576
@@ -83,14 +84,14 @@ def test_everything_survives_a_restart(tmp_path):
     s = service(dd, clock)
     m, gen = stable_member(s)
     assert s.commit_offsets("g", gen, m, None, [CommitPartition("t", 0, 10), CommitPartition("t", 1, 20)]) \
-        == [C.NONE, C.NONE]
+        == [ErrorCode.none, ErrorCode.none]
     s.commit_offsets("manual", -1, "", None, [CommitPartition("u", 0, 5)])
     dd.close()
 
     dd = open_dir(tmp_path / "d")
     s2 = service(dd, clock)
     g = s2.coordinator.groups["g"]
-    assert (g.state, g.generation_id, list(g.members)) == (C.STABLE, gen, [m])
+    assert (g.state, g.generation_id, list(g.members)) == (STABLE, gen, [m])
     assert g.members[m].assignment == b"A" and g.members[m].client_host == "/127.0.0.1"
     assert s2.coordinator.committed("g") == {
         ("t", 0): s2.coordinator.committed("g")[("t", 0)], ("t", 1): s2.coordinator.committed("g")[("t", 1)]}
@@ -99,11 +100,11 @@ def test_everything_survives_a_restart(tmp_path):
     # the member does not come back: its session ends and the empty group is written
     clock.now += 10000
     s2.run_due()
-    assert g.state == C.EMPTY
+    assert g.state == EMPTY
     dd.close()
     dd = open_dir(tmp_path / "d")
     s3 = service(dd, clock)
-    assert s3.coordinator.groups["g"].state == C.EMPTY
+    assert s3.coordinator.groups["g"].state == EMPTY
     assert [o.offset for o in s3.coordinator.committed("g").values()] == [10, 20]
     dd.close()
 
@@ -114,13 +115,13 @@ def test_delete_groups_and_expiry_leave_tombstones_that_load_as_absence(tmp_path
     s = service(dd, clock)
     s.commit_offsets("a", -1, "", None, [CommitPartition("t", 0, 1)])
     s.commit_offsets("b", -1, "", None, [CommitPartition("t", 0, 2)])
-    assert s.call(s.coordinator.delete_groups, ["a"]) == [("a", C.NONE)]
+    assert s.call(s.coordinator.delete_groups, ["a"]) == [("a", ErrorCode.none)]
     clock.now += 60000
     assert s.expire_offsets_now() == 2         # b's offset and then the empty group b
     dd.close()
     dd = open_dir(tmp_path / "d")
     s2 = service(dd, clock)
-    assert s2.coordinator.groups == {} and s2.coordinator.offsets == {}
+    assert s2.coordinator.groups == {} and s2.coordinator.offset_manager.offsets == {}
     # the tombstones are in the log
     recs = [R.decode_record(r.key, r.value) for p in dd.partitions(R.OFFSETS_TOPIC)
             for r in dd.open_log(R.OFFSETS_TOPIC, p).records()]
@@ -136,9 +137,10 @@ def test_requests_for_a_loading_partition_wait(tmp_path):
     dd = open_dir(tmp_path / "d")
     s2 = service(dd, load=False)
     s2.mark_loading()
-    assert s2.commit_offsets("g", -1, "", None, [CommitPartition("t", 0, 2)]) == [C.COORDINATOR_LOAD_IN_PROGRESS]
+    assert s2.commit_offsets("g", -1, "", None, [CommitPartition("t", 0, 2)]) == \
+        [ErrorCode.coordinator_load_in_progress]
     s2.load_partition(s2.coordinator.partition_for("g"))
-    assert s2.commit_offsets("g", -1, "", None, [CommitPartition("t", 0, 2)]) == [C.NONE]
+    assert s2.commit_offsets("g", -1, "", None, [CommitPartition("t", 0, 2)]) == [ErrorCode.none]
     dd.close()
 
 
@@ -154,7 +156,7 @@ def test_kafka_37_fixture_loads(tmp_path):
     s = service(dd)
     assert s.config.num_partitions == 50 and s.coordinator.partition_for("DEVSmileCDR") == 6
     g = s.coordinator.groups["DEVSmileCDR"]
-    assert (g.state, g.generation_id, g.protocol_name, len(g.members)) == (C.STABLE, 6, "range", 17)
+    assert (g.state, g.generation_id, g.protocol_name, len(g.members)) == (STABLE, 6, "range", 17)
     assert g.subscribed_topics == {"batch2.work.notification.SHR_PROD.persistence",
                                    "subscription.matching.SHR_PROD.persistence", "TestTopicPatient",
                                    "Retry.TestTopicPatient"}
@@ -163,7 +165,7 @@ def test_kafka_37_fixture_loads(tmp_path):
         ("subscription.matching.SHR_PROD.persistence", 0): 0,
         ("TestTopicPatient", 0): 3, ("Retry.TestTopicPatient", 0): 0}
     d, = s.coordinator.describe_groups(["DEVSmileCDR"])
-    assert d.state == C.STABLE and len(d.members) == 17
+    assert d.state == STABLE and len(d.members) == 17
     dd.close()
 
 
@@ -174,7 +176,7 @@ def test_kafka_2022_fixture_loads(tmp_path):
     dd = open_dir(d)
     s = service(dd)
     g = s.coordinator.groups["console-consumer-14897"]
-    assert (g.state, g.generation_id, g.protocol_type) == (C.EMPTY, 2, "consumer")
+    assert (g.state, g.generation_id, g.protocol_type) == (EMPTY, 2, "consumer")
     dd.close()
 
 
@@ -200,7 +202,7 @@ def test_transactional_offset_commits_wait_for_their_marker(tmp_path):
     s2 = service(dd)
     assert {k: o.offset for k, o in s2.coordinator.committed("g").items()} == {("t", 0): 7}
     err, topics = s2.coordinator.fetch_offsets("g", [("t", [2])], require_stable=True)
-    assert topics[0][1][0].error == C.UNSTABLE_OFFSET_COMMIT
+    assert topics[0][1][0].error == ErrorCode.unstable_offset_commit
     dd.close()
 
 

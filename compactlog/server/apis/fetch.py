@@ -4,16 +4,18 @@ and ``DelayedFetch``, for consumers (wire-protocol.md §3.4).
 Reading a partition takes what it needs under the partition's lock (``Log.lock``): the high
 watermark, last stable offset and log start, the byte range of the whole batches to return
 (``Log.read_span``, the walk of the segments that ``Log.read`` uses too) and either those bytes
-(small reads) or a duplicate of the segment file's descriptor (large reads). A cleaner swap or retention may rename, close and delete that
-segment the moment the lock is released; the duplicate descriptor still reads the file as it was
-(the same inode, which the swap never writes to), so a concurrent fetch returns bytes of the log
-before the swap or after it, never a mix and never an error. Whole batches only: Kafka may cut
+(small reads) or a duplicate of the segment file's descriptor (large reads). A cleaner swap or
+retention may rename, close and delete that segment the moment the lock is released; the
+duplicate descriptor still reads the file as it was (the same inode, which the swap never writes
+to), so a concurrent fetch returns bytes of the log before the swap or after it, never a mix and
+never an error. Whole batches only: Kafka may cut
 the last batch at the byte limit (clients drop it); returning whole batches is also correct.
 
 Large ranges go from the segment file to the socket with ``loop.sendfile`` (``os.sendfile``), so
 the record bytes never pass through Python; the response around them is encoded here by hand
 (``encode_fetch_response``: checked byte for byte against kio's encoder in the unit tests), since
-kio would need the records as one bytes object.
+kio would need the records as one bytes object. The frame is the protocol's ``EncodedResponse``
+(bytes and ``FileRegion`` parts), which ``Connection.send`` passes through to the transport.
 
 The long poll (``max_wait_ms``/``min_bytes``) waits on the event loop for appends to any of the
 requested partitions (``AppendNotifier``), re-reading after each, until enough bytes are readable
@@ -30,11 +32,13 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from ..errors import OffsetOutOfRangeError
-from ..record.varint import encode_uvarint
-from ..storage.isolation import last_fetchable_offset
-from .handlers import READ_COMMITTED, error_response
-from .state import BrokerState
+from ...errors import OffsetOutOfRangeError
+from ...record.varint import encode_uvarint
+from ...storage.isolation import last_fetchable_offset
+from ..messages import NO_THROTTLE, READ_COMMITTED, build, nested
+from ..protocol import EncodedResponse, FileRegion
+from ..state import BrokerState
+from .handler import ASYNC, ApiHandler
 
 # below this many bytes a partition's records are read into memory; from it on they are sent
 # with sendfile (measured: benchmarks/broker.py, see the module's notes)
@@ -46,36 +50,10 @@ _PARTITION_HEAD = struct.Struct(">ihqqq")     # index, error, high watermark, LS
 _ABORTED = struct.Struct(">qq")
 
 
-class FileRegion:
-    """``count`` bytes of a file from ``offset``, through a descriptor this object owns."""
-
-    __slots__ = ("fd", "offset", "count")
-
-    def __init__(self, fd: int, offset: int, count: int):
-        self.fd = fd
-        self.offset = offset
-        self.count = count
-
-    def __len__(self) -> int:
-        return self.count
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def read(self) -> bytes:
-        """The bytes (the fallback when sendfile cannot be used)."""
-        data = os.pread(self.fd, self.count, self.offset)
-        if len(data) != self.count:
-            raise OSError(f"short read: {len(data)} of {self.count} bytes")
-        return data
-
-
 @dataclass(slots=True)
 class PartitionRead:
     partition: int
-    error: int
+    error: int                   # an ErrorCode
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -96,31 +74,16 @@ class FetchRead:
                     p.records.close()
 
 
-class EncodedResponse:
-    """A complete response frame as parts: bytes and file regions, to be written in order."""
-
-    __slots__ = ("parts", "size")
-
-    def __init__(self, parts: list, size: int):
-        self.parts = parts
-        self.size = size
-
-    def close(self) -> None:
-        for p in self.parts:
-            if isinstance(p, FileRegion):
-                p.close()
-
-
 # -- reading ------------------------------------------------------------------------------------
 
 def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: bool,
                    zero_copy_min: int = ZERO_COPY_MIN_BYTES) -> PartitionRead:
     """Whole batches from the one holding ``offset``, within ``max_bytes`` (at least one batch
     when ``min_one``), up to the high watermark (read_uncommitted) or LSO (read_committed)."""
-    pr = PartitionRead(log.partition, 0)
+    pr = PartitionRead(log.partition, ErrorCode.none)
     with log.lock:
         if log.closed:
-            pr.error = ErrorCode.unknown_topic_or_partition.value
+            pr.error = ErrorCode.unknown_topic_or_partition
             return pr
         hw = log.high_watermark
         lso = log.last_stable_offset
@@ -130,7 +93,7 @@ def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: b
             span = log.read_span(offset, max_bytes, min_one_batch=min_one,
                                  max_offset=last_fetchable_offset(log, committed))
         except OffsetOutOfRangeError:
-            pr.error = ErrorCode.offset_out_of_range.value
+            pr.error = ErrorCode.offset_out_of_range
             return pr
         if committed:
             pr.aborted = []
@@ -158,13 +121,13 @@ def read_fetch(state: BrokerState, body, version: int,
             for p in t.partitions:
                 log = state.log(t.topic, p.partition)
                 if log is None:
-                    pr = PartitionRead(p.partition, ErrorCode.unknown_topic_or_partition.value)
+                    pr = PartitionRead(p.partition, ErrorCode.unknown_topic_or_partition)
                 else:
                     current = getattr(p, "current_leader_epoch", -1)
                     if current != -1 and current != log.leader_epoch:
                         code = ErrorCode.fenced_leader_epoch if current < log.leader_epoch \
                             else ErrorCode.unknown_leader_epoch
-                        pr = PartitionRead(p.partition, code.value)
+                        pr = PartitionRead(p.partition, code)
                     else:
                         pr = read_partition(log, p.fetch_offset, min(p.partition_max_bytes, limit),
                                             min_one, committed, zero_copy_min)
@@ -191,7 +154,7 @@ async def handle_fetch(state: BrokerState, request, run):
     version = request.api_version
     if getattr(body, "session_id", 0) != 0:
         # no session is ever created (every answer says 0), so a client naming one is wrong
-        return error_response(request, ErrorCode.fetch_session_id_not_found.value)
+        return FETCH.error_body(request, ErrorCode.fetch_session_id_not_found)
     max_wait = body.max_wait.total_seconds()
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
     if max_wait <= 0 or body.min_bytes <= 0 or not keys:
@@ -300,3 +263,19 @@ def encode_fetch_response(correlation_id: int, version: int, topics: list, *, er
     parts.append(buf)
     _I32.pack_into(parts[0], 0, total - 4)
     return EncodedResponse(parts, total)
+
+
+def fetch_error(body, cls, code, message):
+    """FetchRequest.getErrorResponse: a top-level error from v7; per partition before."""
+    t_cls = nested(cls, "FetchableTopicResponse")
+    p_cls = nested(cls, "PartitionData")
+    topics = () if cls.__version__ >= 7 else tuple(
+        build(t_cls, topic=t.topic, partitions=tuple(
+            build(p_cls, partition_index=p.partition, error_code=code, high_watermark=-1,
+                  last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                  records=b"") for p in t.partitions))
+        for t in body.topics)
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, session_id=0, responses=topics)
+
+
+FETCH = ApiHandler(1, "Fetch", 4, 12, mode=ASYNC, handler=handle_fetch, error_response=fetch_error)

@@ -15,18 +15,17 @@ high watermark is the log end); like Kafka, nothing is fsynced first unless
 from __future__ import annotations
 
 import datetime
-import struct
 
 from kio.schema.errors import ErrorCode
 
-from ..errors import CompactlogError
-from ..record.batch import MAGIC_V2, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG
-from .messages import NO_THROTTLE, build, error_code, nested, response_class
-from .state import ADMIN_CLIENT_ID, INTERNAL_TOPICS, BrokerState
+from ...errors import CompactlogError
+from ...record.compression import ZSTD
+from ...record.layout import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, INT16, LOG_OVERHEAD, MAGIC_V2, PREFIX,
+                              RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG)
+from ..messages import NO_THROTTLE, build, nested, response_class
+from ..state import ADMIN_CLIENT_ID, INTERNAL_TOPICS, BrokerState
+from .handler import THREAD, ApiHandler
 
-_HEADER = struct.Struct(">qiib")          # base offset, length, leader epoch, magic
-_ATTRIBUTES = struct.Struct(">h")
-ZSTD = 4
 LOG_APPEND_TIME = "LogAppendTime"
 
 
@@ -47,12 +46,12 @@ def check_batch(records, version: int) -> int:
     if n < RECORD_BATCH_OVERHEAD:
         raise _Refused(ErrorCode.corrupt_message, f"{n} bytes of records are shorter than a record "
                                                   f"batch header ({RECORD_BATCH_OVERHEAD} bytes)")
-    base_offset, length, _, magic = _HEADER.unpack_from(records, 0)
+    base_offset, length, _, magic = PREFIX.unpack_from(records, 0)
     if magic != MAGIC_V2:
         raise _Refused(ErrorCode.invalid_record, f"Produce requests with version {version} are only "
                                                  f"allowed to contain record batches with magic "
                                                  f"version 2, found magic {magic}")
-    size = length + 12
+    size = length + LOG_OVERHEAD
     if size < n:
         raise _Refused(ErrorCode.invalid_record, f"Produce requests with version {version} are only "
                                                  f"allowed to contain exactly one record batch "
@@ -60,8 +59,8 @@ def check_batch(records, version: int) -> int:
     if size > n:
         raise _Refused(ErrorCode.corrupt_message, f"the record batch declares {size} bytes but "
                                                   f"{n} were sent")
-    attributes = _ATTRIBUTES.unpack_from(records, 21)[0]
-    if attributes & 0x07 == ZSTD and version < 7:
+    attributes = INT16.unpack_from(records, ATTRIBUTES_OFFSET)[0]
+    if attributes & COMPRESSION_MASK == ZSTD and version < 7:
         raise _Refused(ErrorCode.unsupported_compression_type,
                        f"Produce requests with version {version} may not carry zstd batches (v7+)")
     if base_offset != 0:
@@ -114,8 +113,7 @@ def handle_produce(state: BrokerState, request):
                 continue
             except CompactlogError as e:
                 record_errors = getattr(e, "record_errors", ())
-                parts.append(_failed(p_cls, e_cls, index, error_code(e.kafka_error), str(e),
-                                     record_errors, log))
+                parts.append(_failed(p_cls, e_cls, index, e.kafka_error, str(e), record_errors, log))
                 continue
             if not info.duplicate:
                 appended.append((name, index))
@@ -146,12 +144,18 @@ def _datetime(ms):
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 
 
-def produce_failed(body) -> bool:
-    """Any partition refused (acks=0: Kafka then closes the connection instead of answering)."""
-    return any(p.error_code != ErrorCode.none for t in body.responses for p in t.partition_responses)
+def produce_error(body, cls, code, message):
+    """ProduceRequest.getErrorResponse: every partition of the request refused with ``code``."""
+    t_cls = nested(cls, "TopicProduceResponse")
+    p_cls = nested(cls, "PartitionProduceResponse")
+    return build(cls, throttle_time=NO_THROTTLE, responses=tuple(
+        build(t_cls, name=t.name, partition_responses=tuple(
+            build(p_cls, index=p.index, error_code=code, base_offset=-1, log_append_time=None,
+                  log_start_offset=-1, record_errors=(), error_message=message)
+            for p in t.partition_data))
+        for t in body.topic_data))
 
 
-def produce_errors(body) -> str:
-    return ", ".join(f"{t.name}-{p.index} -> {p.error_code.name.upper()}"
-                     for t in body.responses for p in t.partition_responses
-                     if p.error_code != ErrorCode.none)
+# advertised from v0 for old librdkafka's feature map, accepted from v3 (KAFKA-18659)
+PRODUCE = ApiHandler(0, "Produce", 0, 12, min_accepted=3, mode=THREAD, handler=handle_produce,
+                     error_response=produce_error)

@@ -1,0 +1,229 @@
+"""The entries of a DescribeConfigs answer: Kafka's ``ConfigHelper.describeConfigs``,
+``createTopicConfigEntry`` and ``createBrokerConfigEntry`` with ``DynamicBrokerConfig.brokerConfigSynonyms``.
+
+Synonyms come in Kafka's order (the topic override, then the broker's static setting, then Kafka's
+default), with Kafka's quirk of dropping the synonyms that precede the primary broker name
+(``retention.ms`` described with only ``log.retention.hours`` set lists no synonym and says
+DEFAULT_CONFIG, as Kafka does). Broker resources have no dynamic configs: every broker setting is
+read-only. Topic configs are those of ``storage.config.TOPIC_CONFIGS`` (the ones compactlog
+implements); Kafka's ``leader/follower.replication.throttled.replicas``, ``remote.log.copy.disable``,
+``remote.log.delete.on.disable`` and ``message.format.version`` are unknown names here. The
+documentation strings (DescribeConfigs v3+) are compactlog's, not Kafka's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, kafka_string
+from ...storage.kafka_names import KAFKA_BROKER_SETTINGS
+from ..state import BrokerState
+
+# DescribeConfigsResponse.ConfigSource
+SOURCE_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+# DescribeConfigsResponse.ConfigType
+CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+
+
+@dataclass
+class ConfigEntry:
+    """One DescribeConfigs entry, before it becomes the response version's kio class."""
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    sensitive: bool
+    synonyms: list[tuple[str, str | None, int]]
+    config_type: int
+    documentation: str | None
+
+
+# DynamicBrokerConfig.brokerConfigSynonyms: broker settings that stand for one another
+_SYNONYM_GROUPS = {name: d.broker for d in TOPIC_CONFIGS.values() if len(d.broker) > 1 for name in d.broker}
+_TOPIC_BY_BROKER_NAME = {name: d for d in TOPIC_CONFIGS.values() for name in d.broker}
+# broker settings whose Kafka default is null (KafkaConfig.defaultValues leaves them out) or in
+# another unit than the topic config they stand for
+_NO_BROKER_DEFAULT = frozenset({"log.roll.ms", "log.roll.jitter.ms", "log.retention.ms",
+                                "log.retention.minutes", "log.flush.interval.ms"})
+UNIT_SETTINGS = {"log.roll.hours": ("int", "168"), "log.roll.jitter.hours": ("int", "0"),
+                  "log.retention.minutes": ("int", None), "log.retention.hours": ("int", "168")}
+
+
+def _broker_default(name: str) -> str | None:
+    if name in _NO_BROKER_DEFAULT:
+        return None
+    if name in UNIT_SETTINGS:
+        return UNIT_SETTINGS[name][1]
+    d = BROKER_CONFIGS.get(name) or _TOPIC_BY_BROKER_NAME.get(name)
+    if d is None or d.default is None:
+        return None
+    return kafka_string(d.kind, d.default)
+
+
+def _broker_kind(name: str) -> str | None:
+    if name in UNIT_SETTINGS:
+        return UNIT_SETTINGS[name][0]
+    d = BROKER_CONFIGS.get(name) or _TOPIC_BY_BROKER_NAME.get(name)
+    return d.kind if d is not None else None
+
+
+def _broker_synonyms(name: str, props: dict[str, str]) -> list[tuple[str, str | None, int]]:
+    """ConfigHelper.configSynonyms: the static settings, then Kafka's defaults, of ``name`` and the
+    settings standing for it, with the ones before ``name`` itself dropped (as Kafka does)."""
+    group = _SYNONYM_GROUPS.get(name, (name,))
+    found = [(n, props[n], SOURCE_STATIC_BROKER) for n in group if n in props]
+    found += [(n, default, SOURCE_DEFAULT) for n in group if (default := _broker_default(n)) is not None]
+    while found and found[0][0] != name:
+        found.pop(0)
+    return found
+
+
+def topic_config_entries(state: BrokerState, topic: str) -> list[ConfigEntry]:
+    """Every topic config of ``topic`` with its effective value, source and synonyms
+    (ConfigHelper.createTopicConfigEntry), sorted by name."""
+    cfg = state.datadir.topic_config(topic)
+    props = state.broker.props
+    entries = []
+    for name in sorted(TOPIC_CONFIGS):
+        d = TOPIC_CONFIGS[name]
+        value = kafka_string(d.kind, cfg.get(name))
+        synonyms = [(name, value, SOURCE_TOPIC)] if name in cfg.overrides else []
+        if d.broker:
+            synonyms += _broker_synonyms(d.broker[0], props)
+        entries.append(ConfigEntry(name, value, synonyms[0][2] if synonyms else SOURCE_DEFAULT, False,
+                                   False, synonyms, CONFIG_TYPES[d.kind], TOPIC_DOCS.get(name)))
+    return entries
+
+
+def _is_sensitive(name: str, kind: str | None) -> bool:
+    # KafkaConfig.maybeSensitive: a PASSWORD setting, or one whose type is not known; compactlog
+    # knows Kafka's names but not their types, so a known name is shown unless it holds a secret
+    if kind is not None:
+        return False
+    if name not in KAFKA_BROKER_SETTINGS and not name.startswith("listener.name."):
+        return True
+    return "password" in name or name.endswith("jaas.config") or "secret" in name
+
+
+def broker_config_entries(state: BrokerState) -> list[ConfigEntry]:
+    """The node's settings (ConfigHelper.createBrokerConfigEntry): compactlog's broker settings,
+    the broker settings that default topic configs, and whatever server.properties or
+    --override set; each with its source and synonyms. None is dynamic: all are read-only."""
+    props = state.broker.props
+    names = set(BROKER_CONFIGS) | set(_TOPIC_BY_BROKER_NAME) | set(UNIT_SETTINGS) | set(props)
+    entries = []
+    for name in sorted(names):
+        kind = _broker_kind(name)
+        sensitive = _is_sensitive(name, kind)
+        value = props[name] if name in props else _broker_default(name)
+        synonyms = [(n, None if sensitive else v, s) for n, v, s in _broker_synonyms(name, props)]
+        entries.append(ConfigEntry(name, None if sensitive else value,
+                                   synonyms[0][2] if synonyms else SOURCE_DEFAULT, True, sensitive,
+                                   synonyms, CONFIG_TYPES.get(kind, 0), _broker_doc(name)))
+    return entries
+
+
+# -- documentation (DescribeConfigs v3+), in compactlog's words -----------------------------------
+
+TOPIC_DOCS = {
+    "cleanup.policy": "How old data is reclaimed: 'delete' drops whole segments by age or size, "
+                      "'compact' keeps only the latest record of each key; both may be listed.",
+    "min.cleanable.dirty.ratio": "Share of the log not yet compacted above which the cleaner picks the "
+                                 "partition.",
+    "min.compaction.lag.ms": "Records younger than this are never compacted away.",
+    "max.compaction.lag.ms": "Records older than this become eligible for compaction even when the dirty "
+                             "ratio is not reached.",
+    "delete.retention.ms": "How long tombstones and transaction markers survive compaction, so that "
+                           "consumers reading from the start can see them.",
+    "segment.bytes": "Size at which the active segment is closed and a new one begun.",
+    "segment.ms": "Age at which the active segment is rolled even when it is not full.",
+    "segment.jitter.ms": "Largest random time subtracted from segment.ms, so that segments do not all "
+                         "roll together.",
+    "segment.index.bytes": "Largest size of a segment's offset and time indexes.",
+    "index.interval.bytes": "Bytes appended between two entries of the offset index.",
+    "retention.ms": "How long records are kept under the delete policy; -1 keeps them forever.",
+    "retention.bytes": "Largest size of a partition under the delete policy before its oldest segments "
+                       "go; -1 means no limit.",
+    "file.delete.delay.ms": "Wait before a segment set aside for deletion is removed from disk.",
+    "max.message.bytes": "Largest record batch the topic accepts, compressed size.",
+    "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime has the broker "
+                              "stamp each batch when it is appended.",
+    "message.timestamp.before.max.ms": "How far a CreateTime timestamp may lie in the past before the "
+                                       "batch is refused.",
+    "message.timestamp.after.max.ms": "How far a CreateTime timestamp may lie in the future before the "
+                                      "batch is refused.",
+    "message.timestamp.difference.max.ms": "Deprecated bound on a timestamp's distance from the broker's "
+                                           "clock; the before/after settings replace it.",
+    "compression.type": "Codec of stored batches: gzip, snappy, lz4, zstd, uncompressed, or producer to "
+                        "keep what the producer sent.",
+    "compression.gzip.level": "Level used when the broker compresses with gzip.",
+    "compression.lz4.level": "Level used when the broker compresses with lz4.",
+    "compression.zstd.level": "Level used when the broker compresses with zstd.",
+    "preallocate": "Whether a new segment file is created at its full size.",
+    "flush.messages": "Records appended between two forced flushes to disk.",
+    "flush.ms": "Time between two forced flushes to disk.",
+    "min.insync.replicas": "Replicas that must have a write for acks=all to succeed; a single-node broker "
+                           "can only meet 1.",
+    "unclean.leader.election.enable": "Whether a replica outside the in-sync set may become leader (no "
+                                      "effect on a single node).",
+    "message.downconversion.enable": "Whether old fetch versions may be sent down-converted batches.",
+    "local.retention.ms": "Local retention time under tiered storage; -2 means retention.ms.",
+    "local.retention.bytes": "Local retention size under tiered storage; -2 means retention.bytes.",
+    "remote.storage.enable": "Whether the topic uses tiered storage (compactlog has none).",
+}
+
+BROKER_DOCS = {
+    "log.cleaner.enable": "Whether the broker runs the log cleaner, which compacts topics with the "
+                          "compact policy.",
+    "log.cleaner.threads": "Number of cleaner threads.",
+    "log.cleaner.dedupe.buffer.size": "Memory for the cleaners' key-to-offset maps, shared by all "
+                                      "threads.",
+    "log.cleaner.io.buffer.size": "Memory for the cleaners' read and write buffers, shared by all threads.",
+    "log.cleaner.io.buffer.load.factor": "How full a cleaner's offset map may get.",
+    "log.cleaner.io.max.bytes.per.second": "Cap on the cleaners' combined read and write rate.",
+    "log.cleaner.backoff.ms": "Sleep of a cleaner thread when no log needs cleaning.",
+    "message.max.bytes": "Largest record batch accepted; the default of max.message.bytes.",
+    "producer.id.expiration.ms": "Idle time after which a producer id's state is dropped.",
+    "producer.id.expiration.check.interval.ms": "Interval between checks for expired producer ids.",
+    "log.retention.check.interval.ms": "Interval between retention checks.",
+    "log.flush.offset.checkpoint.interval.ms": "Interval between writes of the recovery-point checkpoint.",
+    "log.flush.start.offset.checkpoint.interval.ms": "Interval between writes of the log-start-offset "
+                                                     "checkpoint.",
+    "num.partitions": "Partitions of a topic created without a count (auto-creation, -1).",
+    "auto.create.topics.enable": "Whether a Metadata request may create an unknown topic.",
+    "listeners": "Addresses the broker listens on, as PLAINTEXT://host:port.",
+    "advertised.listeners": "Addresses handed to clients, when they differ from listeners.",
+    "node.id": "This node's id, the broker and controller id clients see.",
+    "default.replication.factor": "Replication factor of a topic created without one; only 1 is possible "
+                                  "on one node.",
+    "socket.request.max.bytes": "Largest request accepted; a larger one closes the connection.",
+    "connections.max.idle.ms": "Idle time after which a connection is closed.",
+    "num.io.threads": "Threads that handle requests.",
+    "group.min.session.timeout.ms": "Shortest session timeout a group member may ask for.",
+    "group.max.session.timeout.ms": "Longest session timeout a group member may ask for.",
+    "group.initial.rebalance.delay.ms": "How long the first rebalance of an empty group waits for more "
+                                        "members to join.",
+    "group.max.size": "Most members a consumer group may have.",
+    "offsets.topic.num.partitions": "Partitions of __consumer_offsets, created on first use.",
+    "offsets.topic.segment.bytes": "Segment size of __consumer_offsets (small segments compact sooner).",
+    "offsets.retention.minutes": "How long committed offsets are kept after their group empties or "
+                                 "their last commit.",
+    "offsets.retention.check.interval.ms": "Interval between checks for expired committed offsets.",
+    "offset.metadata.max.bytes": "Longest metadata string a committed offset may carry.",
+    "compactlog.spark.master": "Spark master for large cleaning rounds.",
+    "compactlog.spark.local.dir": "Spark's scratch directory.",
+    "compactlog.cleaner.task.memory.bytes": "Memory a cleaning task may use for its offset map.",
+    "compactlog.cleaner.map": "Where the offset map is built: in one task, distributed, or chosen by size.",
+}
+
+
+def _broker_doc(name: str) -> str | None:
+    if name in BROKER_DOCS:
+        return BROKER_DOCS[name]
+    d = _TOPIC_BY_BROKER_NAME.get(name)
+    if d is not None:
+        return f"Default of the topic config {d.name} for topics that do not set it."
+    return None

@@ -1,0 +1,271 @@
+"""The config APIs: DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+On one node the broker is also the controller, so each handler does what Kafka splits between the
+broker that receives the request and the controller:
+
+* ``ConfigAdminManager.preprocess``: the broker's own checks of AlterConfigs and
+  IncrementalAlterConfigs (duplicate resources and keys, null values, broker resources).
+* ``ControllerApis`` (handleIncrementalAlterConfigs, handleLegacyAlterConfigs) and
+  ``ConfigurationControlManager`` (incrementalAlterConfigResource, legacyAlterConfigResource,
+  validateAlterConfig): config changes, validated as a whole (``topic_validation.py``), then the
+  existence of the topic.
+* ``ConfigHelper.describeConfigs``: DescribeConfigs (the entries: ``config_entries.py``).
+
+Where compactlog differs, on purpose: broker resources have no dynamic configs, so AlterConfigs
+and IncrementalAlterConfigs refuse every broker setting the way Kafka refuses its non-dynamic
+ones, and the cluster-default resource (empty name) is described as empty; BROKER_LOGGER (log4j
+levels), GROUP and CLIENT_METRICS resources are not supported (INVALID_REQUEST for that resource).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import CompactlogError
+from ...storage.config import TOPIC_CONFIGS, kafka_string
+from ..messages import NO_THROTTLE, build, nested, response_types
+from ..state import BrokerState
+from .config_entries import SOURCE_DEFAULT, ConfigEntry, broker_config_entries, topic_config_entries
+from .handler import THREAD, ApiHandler, Refused
+from .topic_validation import topic_name_error, validate_topic_configs
+
+# ConfigResource.Type
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+_RESOURCE_NAMES = {1: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS",
+                   32: "GROUP"}
+
+# AlterConfigOp.OpType
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+# a broker id as Java's Integer.parseInt reads a resource name (no surrounding blanks)
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _resource_label(resource_type: int) -> str:
+    return f"{resource_type} ({_RESOURCE_NAMES[resource_type]})" if resource_type in _RESOURCE_NAMES \
+        else str(resource_type)
+
+
+def _unsupported_resource(resource_type: int) -> Refused:
+    return Refused(ErrorCode.invalid_request,
+                   f"Unsupported resource type {_resource_label(resource_type)}: compactlog serves "
+                   f"TOPIC (2) and BROKER (4) configs only")
+
+
+def _parse_broker_id(name: str, what: str = "Broker id") -> int:
+    if not _JAVA_INTEGER.fullmatch(name) or not -2 ** 31 <= int(name) < 2 ** 31:
+        raise Refused(ErrorCode.invalid_request, f"{what} must be an integer, but it is: {name}")
+    return int(name)
+
+
+def handle_describe_configs(state: BrokerState, request):
+    """DescribeConfigs (32): ConfigHelper.describeConfigs."""
+    body = request.body
+    cls, module = response_types(request)
+    include_synonyms = getattr(body, "include_synonyms", False)
+    include_documentation = getattr(body, "include_documentation", False)
+    results = []
+    for resource in body.resources:
+        try:
+            entries = _describe_resource(state, resource)
+            code, message = ErrorCode.none, None
+        except Refused as r:
+            entries, code, message = [], r.code, r.message
+        keys = resource.configuration_keys
+        if keys:            # null or empty: every config
+            wanted = set(keys)
+            entries = [e for e in entries if e.name in wanted]
+        configs = tuple(build(
+            module.DescribeConfigsResourceResult, name=e.name, value=e.value, read_only=e.read_only,
+            config_source=e.source, is_default=e.source == SOURCE_DEFAULT, is_sensitive=e.sensitive,
+            synonyms=tuple(module.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms)
+            if include_synonyms else (),
+            config_type=e.config_type, documentation=e.documentation if include_documentation else None)
+            for e in entries)
+        results.append(module.DescribeConfigsResult(error_code=code, error_message=message,
+                                                    resource_type=resource.resource_type,
+                                                    resource_name=resource.resource_name, configs=configs))
+    return cls(throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _describe_resource(state: BrokerState, resource) -> list[ConfigEntry]:
+    name = resource.resource_name
+    if resource.resource_type == RESOURCE_TOPIC:
+        problem = topic_name_error(name)
+        if problem:
+            raise Refused(ErrorCode.invalid_topic_exception, problem)
+        if not state.datadir.has_topic(name):
+            raise Refused(ErrorCode.unknown_topic_or_partition)
+        return topic_config_entries(state, name)
+    if resource.resource_type == RESOURCE_BROKER:
+        if name == "":
+            return []        # the cluster-wide dynamic defaults: compactlog has none
+        if _parse_broker_id(name) != state.node_id:
+            raise Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected {state.node_id} or "
+                                                     f"empty string, but received {name}")
+        return broker_config_entries(state)
+    raise _unsupported_resource(resource.resource_type)
+
+
+def _preprocess_alter(state: BrokerState, resources, *, incremental: bool) -> dict[int, Refused]:
+    """ConfigAdminManager.preprocess: index of a resource -> its refusal, for the resources the
+    broker refuses before any change is considered."""
+    refused: dict[int, Refused] = {}
+    first: dict[tuple[int, str], int] = {}
+    for i, r in enumerate(resources):
+        key = (r.resource_type, r.resource_name)
+        if key in first:
+            for j in (first[key], i):
+                refused[j] = Refused(ErrorCode.invalid_request, "Each resource must appear at most once.")
+        else:
+            first[key] = i
+    for i, r in enumerate(resources):
+        if i in refused:
+            continue
+        try:
+            names = [c.name for c in r.configs]
+            if len(set(names)) != len(names):
+                raise Refused(ErrorCode.invalid_request, "Error due to duplicate config keys")
+            nulls = [c.name for c in r.configs if c.value is None
+                     and not (incremental and c.config_operation == OP_DELETE)]
+            if nulls:
+                raise Refused(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
+            if incremental:
+                for c in r.configs:
+                    if c.config_operation not in _OP_NAMES:
+                        raise Refused(ErrorCode.invalid_request, f"Unknown operations type {c.config_operation}")
+            if r.resource_type == RESOURCE_BROKER:
+                if r.resource_name != "" and _parse_broker_id(r.resource_name, "Node id") != state.node_id:
+                    raise Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected "
+                                                             f"{state.node_id}, but received {r.resource_name}")
+                changed = [c.name for c in r.configs if not (incremental and c.config_operation == OP_DELETE)]
+                if changed:
+                    # DynamicBrokerConfig.validateConfigs; compactlog has no dynamic broker settings
+                    raise Refused(ErrorCode.invalid_request, "Cannot update these configs dynamically: "
+                                                             f"Set({', '.join(changed)})")
+            elif r.resource_type != RESOURCE_TOPIC:
+                raise _unsupported_resource(r.resource_type)
+        except Refused as e:
+            refused[i] = e
+    return refused
+
+
+def _check_topic_resource(name: str) -> None:
+    """ControllerConfigurationValidator.validate for a TOPIC resource."""
+    if name == "":
+        raise Refused(ErrorCode.invalid_request, "Default topic resources are not allowed.")
+    problem = topic_name_error(name)
+    if problem:
+        raise Refused(ErrorCode.invalid_topic_exception, problem)
+
+
+def _alter_topic(state: BrokerState, name: str, new: dict[str, str], validate_only: bool) -> None:
+    """Validate the topic's new override set, then check that it exists, then (unless only
+    validating) make it the topic's (ConfigurationControlManager.validateAlterConfig)."""
+    validate_topic_configs(state, name, new)
+    if not state.datadir.has_topic(name):
+        raise Refused(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+    if not validate_only:
+        state.datadir.set_topic_configs(name, new)
+
+
+def _incremental_overrides(current: dict[str, str], configs) -> dict[str, str]:
+    """ConfigurationControlManager.incrementalAlterConfigResource: the overrides after the ops.
+    APPEND and SUBTRACT start from the override, else from Kafka's own default of the config."""
+    new = dict(current)
+    for c in configs:
+        if c.config_operation == OP_SET:
+            new[c.name] = c.value
+        elif c.config_operation == OP_DELETE:
+            new.pop(c.name, None)
+        else:
+            d = TOPIC_CONFIGS.get(c.name)
+            if d is None or d.kind != "list":
+                raise Refused(ErrorCode.invalid_config, f"Can't {_OP_NAMES[c.config_operation]} to key "
+                                                        f"{c.name} because its type is not LIST.")
+            base = current.get(c.name)
+            if base is None:
+                base = kafka_string(d.kind, d.default)
+            parts = [p for p in base.split(",") if p]
+            if c.config_operation == OP_APPEND:
+                for value in c.value.split(","):
+                    if value not in parts:
+                        parts.append(value)
+            else:
+                for value in c.value.split(","):
+                    if value in parts:
+                        parts.remove(value)
+            new[c.name] = ",".join(parts)
+    return new
+
+
+def handle_incremental_alter_configs(state: BrokerState, request):
+    """IncrementalAlterConfigs (44): ConfigAdminManager.preprocess, then
+    ConfigurationControlManager.incrementalAlterConfigs."""
+    return _alter_configs(state, request, incremental=True)
+
+
+def handle_alter_configs(state: BrokerState, request):
+    """AlterConfigs (33), the legacy API: the listed configs become the resource's complete set of
+    overrides (ConfigurationControlManager.legacyAlterConfigResource)."""
+    return _alter_configs(state, request, incremental=False)
+
+
+def _alter_configs(state: BrokerState, request, *, incremental: bool):
+    body = request.body
+    cls, module = response_types(request)
+    refused = _preprocess_alter(state, body.resources, incremental=incremental)
+    what = "IncrementalAlterConfigs" if incremental else "AlterConfigs"
+    responses = []
+    with state.metadata_lock:
+        for i, r in enumerate(body.resources):
+            error = refused.get(i)
+            if error is None and r.resource_type == RESOURCE_TOPIC:
+                try:
+                    _check_topic_resource(r.resource_name)
+                    if incremental:
+                        new = _incremental_overrides(state.datadir.topic_overrides(r.resource_name),
+                                                     r.configs)
+                    else:
+                        new = {c.name: c.value for c in r.configs}
+                    _alter_topic(state, r.resource_name, new, body.validate_only)
+                except Refused as e:
+                    error = e
+                except (CompactlogError, OSError) as e:
+                    state.logger.error(f"{what} on {r.resource_name} failed: {e}")
+                    error = Refused(ErrorCode.unknown_server_error)
+            responses.append(module.AlterConfigsResourceResponse(
+                error_code=error.code if error else ErrorCode.none, error_message=error.message if error else None,
+                resource_type=r.resource_type, resource_name=r.resource_name))
+    return cls(throttle_time=NO_THROTTLE, responses=tuple(responses))
+
+
+# -- error responses and declarations -------------------------------------------------------------
+
+def describe_configs_error(body, cls, code, message):
+    r = nested(cls, "DescribeConfigsResult")
+    return build(cls, throttle_time=NO_THROTTLE, results=tuple(
+        build(r, error_code=code, error_message=message, resource_type=res.resource_type,
+              resource_name=res.resource_name, configs=()) for res in body.resources))
+
+
+def alter_configs_error(body, cls, code, message):
+    """AlterConfigs and IncrementalAlterConfigs answer alike."""
+    r = nested(cls, "AlterConfigsResourceResponse")
+    return build(cls, throttle_time=NO_THROTTLE, responses=tuple(
+        build(r, error_code=code, error_message=message, resource_type=res.resource_type,
+              resource_name=res.resource_name) for res in body.resources))
+
+
+DESCRIBE_CONFIGS = ApiHandler(32, "DescribeConfigs", 1, 4, mode=THREAD, handler=handle_describe_configs,
+                              error_response=describe_configs_error)
+ALTER_CONFIGS = ApiHandler(33, "AlterConfigs", 0, 2, mode=THREAD, handler=handle_alter_configs,
+                           error_response=alter_configs_error)
+INCREMENTAL_ALTER_CONFIGS = ApiHandler(44, "IncrementalAlterConfigs", 0, 1, mode=THREAD,
+                                       handler=handle_incremental_alter_configs,
+                                       error_response=alter_configs_error)

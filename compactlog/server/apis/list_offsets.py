@@ -1,0 +1,79 @@
+"""ListOffsets (API key 2): Kafka's ``KafkaApis.handleListOffsetRequest`` and
+``Partition.fetchOffsetForTimestamp`` (storage: ``Log.fetch_offset_for_timestamp``)."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..messages import NO_THROTTLE, READ_COMMITTED, build, nested, response_class
+from ..state import BrokerState
+from .handler import THREAD, ApiHandler
+
+# ListOffsetsRequest's special timestamps
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+def handle_list_offsets(state: BrokerState, request):
+    body = request.body
+    version = request.api_version
+    cls = response_class(request)
+    topic_cls = nested(cls, "ListOffsetsTopicResponse")
+    part_cls = nested(cls, "ListOffsetsPartitionResponse")
+    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    seen = set()
+    duplicates = set()
+    for t in body.topics:
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            (duplicates if key in seen else seen).add(key)
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            if (t.name, p.partition_index) in duplicates:
+                code, ts, off, epoch = ErrorCode.invalid_request, -1, -1, -1
+            else:
+                code, ts, off, epoch = _list_offset(state, version, t.name, p, committed)
+            parts.append(build(part_cls, partition_index=p.partition_index, error_code=code,
+                               timestamp=ts, offset=off, leader_epoch=epoch, old_style_offsets=()))
+        topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _list_offset(state: BrokerState, version: int, topic: str, p, committed: bool):
+    """(error, timestamp, offset, leader epoch) for one partition."""
+    log = state.log(topic, p.partition_index)
+    if log is None:
+        return ErrorCode.unknown_topic_or_partition, -1, -1, -1
+    leader_epoch = log.leader_epoch
+    current = getattr(p, "current_leader_epoch", -1)
+    if current != -1 and current < leader_epoch:
+        return ErrorCode.fenced_leader_epoch, -1, -1, -1
+    if current != -1 and current > leader_epoch:
+        return ErrorCode.unknown_leader_epoch, -1, -1, -1
+    target = p.timestamp
+    if (target == MAX_TIMESTAMP and version < 7) or (target == EARLIEST_LOCAL_TIMESTAMP and version < 8) \
+            or target == LATEST_TIERED_TIMESTAMP or target < LATEST_TIERED_TIMESTAMP and version < 9:
+        return ErrorCode.unsupported_version, -1, -1, -1
+    found = log.fetch_offset_for_timestamp(target, read_committed=committed)
+    if found is None:
+        return ErrorCode.none, -1, -1, -1
+    return ErrorCode.none, found[1], found[0], leader_epoch
+
+
+def list_offsets_error(body, cls, code, message):
+    t_cls = nested(cls, "ListOffsetsTopicResponse")
+    p_cls = nested(cls, "ListOffsetsPartitionResponse")
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(
+        build(t_cls, name=t.name, partitions=tuple(
+            build(p_cls, partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1,
+                  leader_epoch=-1, old_style_offsets=()) for p in t.partitions))
+        for t in body.topics))
+
+
+LIST_OFFSETS = ApiHandler(2, "ListOffsets", 1, 8, mode=THREAD, handler=handle_list_offsets,
+                          error_response=list_offsets_error)

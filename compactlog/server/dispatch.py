@@ -1,0 +1,63 @@
+"""The broker's dispatch table and its advertised API table, both derived from the declarations.
+
+Kafka routes each request in ``KafkaApis.handle``, enables versions in ``ApiKeys`` and answers a
+failed request with the request class's ``getErrorResponse``: three places to keep in step. Here
+each API declares all of it once, in its own module (``apis/*.py``, and ``groups/handlers.py`` for
+the group APIs and FindCoordinator), as Redpanda's handlers do; this module only collects the
+declarations. ``dispatch_table`` is what the transport runs (API key -> handler and where it
+runs); ``advertised_apis`` is the ApiVersions table restricted to the APIs that have a handler,
+so a client is never offered an API this broker cannot answer.
+"""
+
+from __future__ import annotations
+
+from .apis.api_versions import API_VERSIONS
+from .apis.cluster import DESCRIBE_CLUSTER, DESCRIBE_LOG_DIRS
+from .apis.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from .apis.fetch import FETCH
+from .apis.handler import Api, ApiHandler
+from .apis.init_producer_id import INIT_PRODUCER_ID
+from .apis.list_offsets import LIST_OFFSETS
+from .apis.metadata import METADATA
+from .apis.produce import PRODUCE
+from .apis.records import DELETE_RECORDS
+from .apis.topics import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
+from .groups.handlers import GROUP_APIS
+from .versions import SupportedApis
+
+__all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "advertised_apis", "dispatch_table",
+           "error_response"]
+
+BROKER_APIS: tuple[ApiHandler, ...] = (
+    PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS,
+    INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, ALTER_CONFIGS, CREATE_PARTITIONS,
+    INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER,
+)
+"""The data-plane and admin APIs (wire-protocol.md §2.1), Produce first."""
+
+DECLARED_APIS: tuple[ApiHandler, ...] = BROKER_APIS + GROUP_APIS
+
+_BY_KEY = {a.key: a for a in DECLARED_APIS}
+if len(_BY_KEY) != len(DECLARED_APIS):
+    raise ValueError("an API key is declared twice")
+
+
+def dispatch_table() -> dict[int, Api]:
+    """API key -> how a request of it is run (a fresh dict: tests replace entries)."""
+    return {a.key: a.entry for a in DECLARED_APIS}
+
+
+def advertised_apis(table: dict[int, Api]) -> SupportedApis:
+    """The declared APIs that ``table`` has a handler for, as ApiVersions advertises them."""
+    return SupportedApis(a for a in DECLARED_APIS if a.key in table)
+
+
+def error_response(request, code: int, message: str | None = None):
+    """Kafka's getErrorResponse for ``request``: ``code`` in every error field of its API's answer
+    (None for an API this broker does not declare)."""
+    api = _BY_KEY.get(request.api_key)
+    return None if api is None else api.error_body(request, code, message)
+
+
+BROKER = SupportedApis(BROKER_APIS)
+"""The broker's table without the group APIs (the first broker's, issue 10; tests and benchmarks)."""

@@ -1,0 +1,98 @@
+"""The dispatch table and the advertised APIs are derived from the per-API declarations, and the
+layers stay apart: the protocol and the transport import no API module, and no module of
+server/ imports itself back through another."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+from compactlog.server import dispatch
+from compactlog.server.apis.handler import ASYNC, INLINE, THREAD, Api, ApiHandler
+from compactlog.server.dispatch import DECLARED_APIS, advertised_apis, dispatch_table, error_response
+
+SERVER = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(SERVER))
+
+
+def test_each_declaration_is_one_dispatch_entry_and_one_advertised_range():
+    table = dispatch_table()
+    assert set(table) == {a.key for a in DECLARED_APIS}
+    advertised = advertised_apis(table)
+    for a in DECLARED_APIS:
+        assert table[a.key] == Api(a.key, a.handler, a.mode)
+        assert advertised.get(a.key) is a
+        assert a.mode in (INLINE, THREAD, ASYNC)
+    del table[60]
+    assert 60 not in advertised_apis(table)               # no handler, not advertised
+
+
+def test_every_declared_api_has_its_error_response():
+    class Request:
+        api_key, response_version, body = 18, 3, None
+    assert error_response(Request(), -1).error_code == -1
+    Request.api_key = 24                                   # AddPartitionsToTxn: not declared
+    assert error_response(Request(), -1) is None
+
+
+def test_a_declaration_names_where_it_runs():
+    with pytest.raises(ValueError, match="mode"):
+        ApiHandler(99, "Nope", 0, 0, mode="later", handler=print, error_response=print)
+
+
+def test_produce_is_advertised_from_0_and_accepted_from_3():
+    produce = dispatch.BROKER.get(0)
+    assert (produce.min_version, produce.accepted_min, produce.max_version) == (0, 3, 12)
+
+
+@pytest.mark.parametrize("module", ["compactlog.server.protocol", "compactlog.server.transport"])
+def test_protocol_and_transport_import_no_api_module(module):
+    code = (f"import sys, {module}; print(sorted(m for m in sys.modules if m.startswith('compactlog.server.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": ROOT})
+    loaded = set(eval(out.stdout))
+    handlers = {m for m in loaded if m.startswith(("compactlog.server.apis.", "compactlog.server.groups"))
+                or m == "compactlog.server.dispatch"}
+    assert handlers <= {"compactlog.server.apis.handler"}, handlers
+
+
+def _server_imports() -> dict[str, set[str]]:
+    """module -> the server modules it imports (at any level of the file)."""
+    modules = {}
+    for folder, _, names in os.walk(SERVER):
+        for name in names:
+            if name.endswith(".py") and not name.endswith("_test.py") and name != "conftest.py":
+                path = os.path.join(folder, name)
+                dotted = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__")
+                modules[dotted] = path
+    graph = {}
+    for dotted, path in modules.items():
+        package = dotted.split(".") if path.endswith("__init__.py") else dotted.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.ImportFrom):
+                base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+                target = ".".join(p for p in (base, node.module) if p)
+                for alias in node.names:
+                    candidate = f"{target}.{alias.name}"
+                    deps.add(candidate if candidate in modules else target)
+            elif isinstance(node, ast.Import):
+                deps.update(alias.name for alias in node.names)
+        graph[dotted] = {d for d in deps if d in modules and d != dotted}
+    return graph
+
+
+def test_no_import_cycle_among_server_modules():
+    graph = _server_imports()
+
+    def reaches(start, goal, seen):
+        for nxt in graph[start]:
+            if nxt == goal or (nxt not in seen and not seen.add(nxt) and reaches(nxt, goal, seen)):
+                return True
+        return False
+    cyclic = sorted(m for m in graph if reaches(m, m, set()))
+    assert cyclic == []

@@ -1,0 +1,65 @@
+"""ConfigDef.parse is the one parser of config values: a refusal carries compactlog's message and
+Kafka's ConfigException text for the same value (what the broker answers), and values are read as
+Kafka's ConfigDef.parseType reads them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from compactlog.storage.config import (BROKER_CONFIGS, TOPIC_CONFIGS, ConfigValueError, java_double,
+                                       kafka_string)
+
+
+def refusal(name: str, raw: str) -> ConfigValueError:
+    with pytest.raises(ConfigValueError) as e:
+        TOPIC_CONFIGS[name].parse(raw)
+    return e.value
+
+
+@pytest.mark.parametrize("name, raw, ours, kafka", [
+    ("segment.bytes", "x", "invalid value 'x' for configuration segment.bytes: not a whole number",
+     "Invalid value x for configuration segment.bytes: Not a number of type INT"),
+    ("segment.bytes", "2147483648", "invalid value '2147483648' for configuration segment.bytes: out of int range",
+     "Invalid value 2147483648 for configuration segment.bytes: Not a number of type INT"),
+    ("segment.ms", "1_000", "invalid value '1_000' for configuration segment.ms: not a whole number",
+     "Invalid value 1_000 for configuration segment.ms: Not a number of type LONG"),
+    ("preallocate", "yes", "invalid value 'yes' for configuration preallocate: expected true or false",
+     "Invalid value yes for configuration preallocate: Expected value to be either true or false"),
+    ("segment.bytes", "13", "invalid value '13' for configuration segment.bytes: value must be at least 14",
+     "Invalid value 13 for configuration segment.bytes: Value must be at least 14"),
+    ("min.cleanable.dirty.ratio", "1.5f",
+     "invalid value '1.5f' for configuration min.cleanable.dirty.ratio: value must be between 0.0 and 1.0",
+     "Invalid value 1.5 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
+    ("min.cleanable.dirty.ratio", "nan",
+     "invalid value 'nan' for configuration min.cleanable.dirty.ratio: value must be between 0.0 and 1.0",
+     "Invalid value nan for configuration min.cleanable.dirty.ratio: Not a number of type DOUBLE"),
+    ("cleanup.policy", "compact,Delete", None,
+     "Invalid value Delete for configuration cleanup.policy: String must be one of: compact, delete"),
+])
+def test_a_refusal_is_worded_both_ways(name, raw, ours, kafka):
+    e = refusal(name, raw)
+    if ours is not None:
+        assert str(e) == ours
+    assert e.kafka_message == kafka
+    assert (e.definition, e.name, e.raw) == (TOPIC_CONFIGS[name], name, raw)
+
+
+def test_where_only_compactlog_refuses_kafka_has_no_message():
+    e = refusal("cleanup.policy", "")
+    assert "cleanup.policy must name compact, delete or both" in str(e) and e.kafka_message is None
+
+
+def test_doubles_are_read_as_java_writes_them_and_as_python_does():
+    ratio = TOPIC_CONFIGS["min.cleanable.dirty.ratio"]
+    assert [ratio.parse(x) for x in ("0.5", "0.5f", "5e-1", ".5D", " +0.5 ")] == [0.5] * 5
+    factor = BROKER_CONFIGS["log.cleaner.io.buffer.load.factor"]
+    assert factor.parse("Infinity") == math.inf and math.isnan(factor.parse("nan"))
+
+
+def test_values_are_written_as_kafka_writes_them():
+    assert [java_double(x) for x in (0.5, 1e7, 1e-4, float("-inf"))] == ["0.5", "1.0E7", "1.0E-4", "-Infinity"]
+    assert kafka_string("list", ["compact", "delete"]) == "compact,delete"
+    assert kafka_string("bool", False) == "false" and kafka_string("double", 1) == "1.0"
+    assert kafka_string("long", None) is None
