@@ -12,8 +12,7 @@ import pytest
 
 from compactlog.errors import InvalidRecordError, UnknownTopicError
 from compactlog.producer import (HEADERS_TYPE, BatchRefused, Producer, RecordRefused, TopicTarget,
-                                 encode_arrow_headers, outgoing_records, record_sizes,
-                                 single_record_batch_sizes)
+                                 encode_arrow_headers, outgoing_records, single_record_batch_sizes)
 from compactlog.record.batch import BatchSpec, columnar_records, encode_columnar_batch
 from compactlog.record.batch import encode_headers as codec_headers
 from compactlog.storage.config import LogConfig
@@ -97,7 +96,7 @@ def test_partitions_match_kafkas_one_record_partitioner(dd):
     values = [b"v" * rng.randrange(0, 400) for _ in keys]
     chosen = [3 if i % 17 == 0 else None for i in range(len(keys))]
     records = outgoing_records(keys, values, T0, partitions=chosen)
-    got = producer.partitions_of(producer.target("t"), records, record_sizes(records.columns))
+    got = producer.partitions_of(producer.target("t"), records)
     want = [c if c is not None else partition_for_key(k, 5) if k is not None
             else one_by_one.partition("t", None, 5, 21 + len(v))
             for k, v, c in zip(keys, values, chosen)]

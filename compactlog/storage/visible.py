@@ -142,7 +142,8 @@ class VisibleRecords:
                 records = b.records()
             except CorruptRecordError as e:
                 raise e.located(file=self.reader.segment_path(b.base_offset), position=b.position) from None
-            records = [r for r in records if start <= r.offset < end]
+            if b.base_offset < start or b.last_offset >= end:      # a batch across either end
+                records = [r for r in records if start <= r.offset < end]
             if records:
                 yield b, records
 
