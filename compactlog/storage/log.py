@@ -775,18 +775,25 @@ class Log:
 
     @_writer
     def delete_old_segments(self) -> int:
-        """Kafka's deleteOldSegments: log start, size and time retention; segments removed.
+        """Kafka's deleteOldSegments: log start, size and time retention; segments removed."""
+        return sum(self._delete_segments(*rule()) for rule in self._retention_rules())
 
-        A topic whose configs are unknown (a copied Kafka dir) is never touched: its retention
-        would be a guess."""
+    @_writer
+    def has_segments_to_delete(self) -> bool:
+        """Would ``delete_old_segments`` remove a segment now? (Only then is the cleaner paused.)
+        A later rule sees the log an earlier one left; the first that deletes answers yes."""
+        return any(rule()[0] for rule in self._retention_rules())
+
+    def _retention_rules(self):
+        """deleteOldSegments' rules in Kafka's order, each giving (segments it deletes, why). A
+        topic whose configs are unknown (a copied Kafka dir) gets none: its retention would be a
+        guess."""
         if not getattr(self.config, "known", True):
-            return 0
+            return []
         if self.config.delete:
-            n = self._delete_log_start_offset_breached()
-            n += self._delete_retention_size_breached()
-            n += self._delete_retention_ms_breached()
-            return n
-        return self._delete_log_start_offset_breached()
+            return [self._log_start_offset_breached, self._retention_size_breached,
+                    self._retention_ms_breached]
+        return [self._log_start_offset_breached]
 
     def _deletable(self, predicate) -> list[LogSegment]:
         out = []
@@ -821,16 +828,15 @@ class Log:
         self.producer_state.delete_snapshots_before(self.log_start_offset)
         return len(deletable)
 
-    def _delete_log_start_offset_breached(self) -> int:
-        return self._delete_segments(self._deletable(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset),
-            f"below the log start offset {self.log_start_offset}")
+    def _log_start_offset_breached(self) -> tuple[list[LogSegment], str]:
+        return (self._deletable(lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset),
+                f"below the log start offset {self.log_start_offset}")
 
-    def _delete_retention_size_breached(self) -> int:
+    def _retention_size_breached(self) -> tuple[list[LogSegment], str]:
         limit = self.config.get("retention.bytes")
         size = self.size()
         if limit < 0 or size < limit:
-            return 0
+            return [], ""
         diff = [size - limit]
 
         def pred(seg, nxt):
@@ -838,17 +844,15 @@ class Log:
                 diff[0] -= seg.size
                 return True
             return False
-        return self._delete_segments(self._deletable(pred),
-                                     f"retention.bytes={limit} exceeded (log size {size})")
+        return self._deletable(pred), f"retention.bytes={limit} exceeded (log size {size})"
 
-    def _delete_retention_ms_breached(self) -> int:
+    def _retention_ms_breached(self) -> tuple[list[LogSegment], str]:
         retention = self.config.get("retention.ms")
         if retention < 0:
-            return 0
+            return [], ""
         now = self.clock()
-        return self._delete_segments(self._deletable(
-            lambda seg, nxt: now - seg.largest_timestamp() > retention),
-            f"retention.ms={retention}: newest record older than that at {now}")
+        return (self._deletable(lambda seg, nxt: now - seg.largest_timestamp() > retention),
+                f"retention.ms={retention}: newest record older than that at {now}")
 
     @_writer
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
