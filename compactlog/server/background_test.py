@@ -64,13 +64,13 @@ def test_cleaner_threads_clean_the_filthiest_and_back_off_failures(tmp_path):
     bg.start()
     try:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not (("a", 0) not in bg.in_progress
+        while time.monotonic() < deadline and not (bg.manager.cleaning_state("a", 0) is None
                                                    and st.datadir.cleaner_checkpoint.read().get(("a", 0))
-                                                   and ("b", 0) in bg.uncleanable):
+                                                   and ("b", 0) in bg.manager.uncleanable_partitions()):
             time.sleep(0.05)
     finally:
         bg.stop(30)
     assert st.datadir.cleaner_checkpoint.read().get(("a", 0))
-    assert ("b", 0) in bg.uncleanable
+    assert ("b", 0) in bg.manager.uncleanable_partitions()
     assert st.log("a", 0).size() < st.log("b", 0).size() / 2
     st.datadir.close()
