@@ -203,8 +203,11 @@ class Cleaner:
         """Kafka's CleanerThread.cleanFilthiestLog: grab the filthiest partitions (at most
         ``limit``) from the manager, clean them, and tell it how each ended: a failed one backs
         off (uncleanable), a cleaned one no longer does, a stopped one (aborted) neither. What
-        happened to each, filthiest first; [] when nothing is eligible."""
+        happened to each, filthiest first (with no limit, a whole round, in partition order as
+        ``run`` plans it); [] when nothing is eligible."""
         grabbed = self.manager.grab_filthiest_compacted_logs(now_ms, limit)
+        if limit is None:
+            grabbed.sort(key=lambda g: g.key)
         try:
             outcomes = self._clean_grabbed(grabbed, now_ms) if grabbed else []
             for o in outcomes:

@@ -1,11 +1,11 @@
 """The long-running cleaner (``compactlog cleaner run``): Kafka's LogCleaner threads and retention task.
 
 A thin loop over the data dir's ``CleanerManager``: each iteration, at the wall clock on a warm
-executor (the Spark session stays up), grabs every eligible partition, filthiest first, and cleans
-them in one round (``Cleaner.clean_filthiest``); a partition whose cleaning fails is reported and
-skipped until ``log.cleaner.backoff.ms`` has passed, while the others go on. Retention
-(``DataDir.delete_old_segments``) runs every ``log.retention.check.interval.ms`` on every log but
-those backing off.
+executor (the Spark session stays up), grabs every eligible partition and cleans them in one
+round, in partition order (``Cleaner.clean_filthiest``); a partition whose cleaning fails is
+reported and skipped until ``log.cleaner.backoff.ms`` has passed, while the others go on.
+Retention (``DataDir.delete_old_segments``) runs every ``log.retention.check.interval.ms`` on
+every log but those backing off.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class CleanerService:
         dd = self.datadir
         backing_off = self.manager.backing_off(now)
         outcomes = self.cleaner.clean_filthiest(now, limit=None)
-        for o in sorted(outcomes, key=lambda o: (o.topic, o.partition)):     # in partition order
+        for o in outcomes:
             if o.error:
                 log.error(o)
             elif o.cleaned:

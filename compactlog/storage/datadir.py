@@ -566,6 +566,8 @@ class DataDir:
                 self._require_writer("creating a partition")
                 os.makedirs(pdir)
                 self._dirs_added(topic, [partition])
+            elif self.writable and partition not in self._partition_dirs().get(topic, ()):
+                self._dirs_added(topic, [partition])    # made beside this writer: in its map from now on
             clean = self._clean_shutdown()
             recovery = _readable(self.recovery_checkpoint).get(key, 0) if not clean else 0
             log_start = _readable(self.log_start_checkpoint).get(key, 0)
