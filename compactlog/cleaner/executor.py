@@ -225,7 +225,18 @@ class AutoExecutor:
         return executor.run(plans)
 
 
+def spark_master_for(spark_master: str | None, broker) -> str | None:
+    """The Spark master a command cleans with: ``--spark-master``, else compactlog.spark.master,
+    except its default ``local[*]``, which only means "a local Spark when the cost model says so"."""
+    master = spark_master or broker.get("compactlog.spark.master")
+    if spark_master is None and master == "local[*]":
+        return None
+    return master
+
+
 def make_executor(engine: str = "auto", master: str | None = None, model: CostModel = MODEL):
+    """The executor of ``serve``, ``cleaner run`` and ``clean``: in-process for ``local``, Spark for
+    ``spark`` or with a master, else ``AutoExecutor`` (by the cost model, per round)."""
     if engine == "spark" or master and engine == "auto":
         ex = SparkExecutor(master)
         ex.choice = EngineChoice("spark", f"a Spark master was given ({master})" if master and engine == "auto"
