@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
+import time
 
 ARCHIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "kafka-cleaner-corpus.tar.xz")
 
@@ -106,4 +108,84 @@ def run_case_cli(corpus: str, name: str, data_dir: str, extra_env: dict | None =
             results.append((k, [f"exit {p.returncode}: {p.stderr.strip()}"], p.stdout))
             break
         results.append((k, compare_round(corpus, name, case, data_dir, k), p.stdout))
+    return results
+
+
+class LockstepExecutor:
+    """One executor shared by several cases cleaned at once, each in its own thread and data dir:
+    a round's plans wait until every case still running has submitted its round (or finished),
+    then all of them go to the inner executor in one call (one Spark job for every case instead
+    of one per case and round). Results go back to each case in its plans' order."""
+
+    def __init__(self, inner, parties: int, timeout_s: float = 600.0):
+        self.inner = inner
+        self.name = getattr(inner, "name", "executor")
+        self._cond = threading.Condition()
+        self._live = parties
+        self._pending: list[tuple[list, dict]] = []
+        self._timeout_s = timeout_s
+
+    def __getattr__(self, name):           # choice, last_choice, ... of the inner executor
+        return getattr(self.inner, name)
+
+    def run(self, plans: list) -> list:
+        slot: dict = {}
+        deadline = time.monotonic() + self._timeout_s
+        with self._cond:
+            self._pending.append((plans, slot))
+            self._maybe_run()
+            while "results" not in slot:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no lockstep round within {self._timeout_s} s")
+                self._cond.wait(left)
+        if isinstance(slot["results"], BaseException):
+            raise slot["results"]
+        return slot["results"]
+
+    def done(self) -> None:
+        with self._cond:
+            self._live -= 1
+            self._maybe_run()
+
+    def _maybe_run(self) -> None:
+        if not self._pending or len(self._pending) < self._live:
+            return
+        batch, self._pending = self._pending, []
+        try:
+            out = self.inner.run([p for plans, _ in batch for p in plans])
+        except BaseException as e:          # every waiting case sees the failure
+            for _, slot in batch:
+                slot["results"] = e
+        else:
+            k = 0
+            for plans, slot in batch:
+                slot["results"] = out[k:k + len(plans)]
+                k += len(plans)
+        self._cond.notify_all()
+
+
+def run_cases_api_lockstep(corpus: str, names: list[str], base_dir: str, executor,
+                           extra_broker: dict | None = None, timeout_s: float = 900.0) -> dict:
+    """``run_case_api`` for every case at once through one ``LockstepExecutor``; per case its
+    rounds, or the exception it raised."""
+    lockstep = LockstepExecutor(executor, len(names))
+    results: dict = {}
+
+    def one(name: str) -> None:
+        try:
+            results[name] = run_case_api(corpus, name, os.path.join(base_dir, name), lockstep, extra_broker)
+        except BaseException as e:
+            results[name] = e
+        finally:
+            lockstep.done()
+
+    threads = [threading.Thread(target=one, args=(n,), name=f"case-{n}", daemon=True) for n in names]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout_s
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    for n in names:
+        results.setdefault(n, TimeoutError(f"{n}: not done within {timeout_s} s"))
     return results

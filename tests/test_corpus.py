@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from corpus_support import case_names, expected_clean_line, run_case_api
+from corpus_support import case_names, expected_clean_line, run_case_api, run_cases_api_lockstep
 
 CASES = case_names()
 STATS = ["firstDirtyOffset", "firstUncleanableOffset", "endOffset", "messagesRead", "bytesRead",
@@ -22,9 +22,31 @@ def spark_executor(spark):
     return SparkExecutor(spark=spark)
 
 
+def _rounds(runs: dict, name: str):
+    """One case's rounds from a lockstep run (its own exception re-raised in its own test)."""
+    result = runs[name]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+@pytest.fixture(scope="module")
+def spark_runs(corpus_dir, spark_executor, tmp_path_factory):
+    """Every case cleaned on Spark at once, each in its own data dir: each round of all cases is
+    one Spark job (corpus_support.LockstepExecutor), as the broker cleans many partitions."""
+    return run_cases_api_lockstep(corpus_dir, CASES, str(tmp_path_factory.mktemp("spark-runs")),
+                                  spark_executor)
+
+
+@pytest.fixture(scope="module")
+def distributed_runs(corpus_dir, spark_executor, tmp_path_factory):
+    return run_cases_api_lockstep(corpus_dir, CASES, str(tmp_path_factory.mktemp("distributed-runs")),
+                                  spark_executor, {"compactlog.cleaner.map": "distributed"})
+
+
 @pytest.mark.parametrize("name", CASES)
-def test_case_on_spark(name, corpus_dir, spark_executor, tmp_path):
-    for k, diffs, outcomes in run_case_api(corpus_dir, name, str(tmp_path / "d"), spark_executor):
+def test_case_on_spark(name, corpus_dir, spark_runs):
+    for k, diffs, outcomes in _rounds(spark_runs, name):
         assert not diffs, f"round {k}: " + "\n".join(diffs[:10])
         expected = expected_clean_line(corpus_dir, name, k)
         (out,) = outcomes
@@ -60,11 +82,10 @@ def test_case_per_batch_path(name, corpus_dir, tmp_path, per_batch_path_only):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_case_with_distributed_map(name, corpus_dir, spark_executor, tmp_path):
+def test_case_with_distributed_map(name, corpus_dir, distributed_runs):
     """The key map built by Spark (scan tasks, a shuffle for the latest offset per key, winners fed
     to the rewrite task per partition): the same files as Kafka, and the same map statistics."""
-    for k, diffs, outcomes in run_case_api(corpus_dir, name, str(tmp_path / "d"), spark_executor,
-                                           {"compactlog.cleaner.map": "distributed"}):
+    for k, diffs, outcomes in _rounds(distributed_runs, name):
         assert not diffs, f"round {k}: " + "\n".join(diffs[:10])
         (out,) = outcomes
         assert out.error is None

@@ -1,9 +1,12 @@
 """One cleaner run over a data dir: plan on the driver, clean in tasks, swap and checkpoint here.
 
-Kafka's LogCleaner thread picks the filthiest log, cleans it and repeats; one run here chooses
-every partition Kafka would clean at that time and cleans each once, the partitions in parallel
-tasks. Files are replaced only by renames (``.cleaned`` -> ``.swap`` -> live, old ->
-``.deleted``), and the cleaner checkpoint is written after the swap.
+Kafka's LogCleaner thread picks the filthiest log, cleans it and repeats (``clean_filthiest``,
+over the data dir's ``CleanerManager``: the broker's cleaner threads and ``cleaner run``); one run
+(``run``: ``clean``) chooses every partition Kafka would clean at that time and cleans each once,
+the partitions in parallel tasks. Files are replaced only by renames (``.cleaned`` -> ``.swap`` ->
+live, old -> ``.deleted``), and the cleaner checkpoint is written after the swap. A clean whose
+partition a change of the log is waiting for (``CleanerManager.abort_and_pause_cleaning``) stops
+before it is planned or before its swap, without error.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ..storage import files
 from ..storage.datadir import DataDir
 from ..storage.segment import LogSegment
 from .executor import InProcessExecutor, TaskFailure
+from .manager import CleanerManager, GrabbedLog
 from .plan import PartitionStatus, partition_status
 from .source import SegmentInfo
 from .stats import CleanerStats
@@ -36,6 +40,7 @@ class PartitionOutcome:
     groups: list = field(default_factory=list)
     map_kind: str = ""
     map_reason: str = ""
+    aborted: bool = False       # stopped for a change of the log (not an error; cleaned again later)
 
     @property
     def name(self) -> str:
@@ -60,11 +65,34 @@ class PartitionOutcome:
         return d
 
 
+class _Round:
+    """One round's outcomes, plans and checkpoint changes, as the cleaner fills them in."""
+
+    def __init__(self):
+        self.outcomes: dict[tuple[str, int], PartitionOutcome] = {}
+        self.plans: list[PartitionCleanPlan] = []
+        self.planned_epochs: dict[tuple[str, int], int] = {}
+        self.checkpoint_updates: dict[tuple[str, int], int] = {}
+
+    def add(self, st: PartitionStatus) -> PartitionOutcome:
+        key = (st.topic, st.partition)
+        self.outcomes[key] = out = PartitionOutcome(st.topic, st.partition, st)
+        # a checkpoint out of range is reset to the log start (written with the round's results)
+        if st.force_checkpoint_update and st.first_dirty is not None:
+            self.checkpoint_updates[key] = st.first_dirty
+        else:
+            self.checkpoint_updates.pop(key, None)
+        return out
+
+    def abort(self, out: PartitionOutcome) -> None:
+        out.aborted = True
+        self.checkpoint_updates.pop((out.topic, out.partition), None)   # the log is being changed
+
+
 def compacted_partitions(datadir: DataDir, topic: str | None = None, partition: int | None = None):
-    topics = [topic] if topic else datadir.topics()
+    by_topic = {topic: datadir.partitions(topic)} if topic else datadir.partition_map()
     out = []
-    for t in topics:
-        parts = datadir.partitions(t)
+    for t, parts in by_topic.items():
         if partition is not None:
             if partition not in parts:
                 from ..errors import TopicError
@@ -127,12 +155,16 @@ def discard_cleaned_files(log_dir: str) -> None:
 
 
 class Cleaner:
-    def __init__(self, datadir: DataDir, executor=None):
+    """Plans, runs and swaps in cleans of one data dir; which partitions, and the cleaner
+    checkpoint, are its ``CleanerManager``'s (the data dir's one, unless given)."""
+
+    def __init__(self, datadir: DataDir, executor=None, manager: CleanerManager | None = None):
         self.datadir = datadir
         self.executor = executor or InProcessExecutor()
+        self.manager = manager or CleanerManager.for_datadir(datadir)
 
     def statuses(self, now_ms: int, topic: str | None = None, partition: int | None = None) -> list[PartitionStatus]:
-        checkpoints = self.datadir.cleaner_checkpoint.read()
+        checkpoints = self.manager.all_cleaner_checkpoints()
         out = []
         for t, p in compacted_partitions(self.datadir, topic, partition):
             log = self.datadir.open_log(t, p)
@@ -144,21 +176,14 @@ class Cleaner:
         return out
 
     def run(self, now_ms: int, *, topic: str | None = None, partition: int | None = None,
-            force: bool = False, exclude: set | None = None) -> list[PartitionOutcome]:
-        """One cleaner run at ``now_ms``; returns what happened to every compacted partition."""
-        statuses = [s for s in self.statuses(now_ms, topic, partition)
-                    if not exclude or (s.topic, s.partition) not in exclude]
-        checkpoint_updates = {}
-        outcomes = {}
-        plans = []
-        planned_epochs = {}
+            force: bool = False) -> list[PartitionOutcome]:
+        """One cleaner run at ``now_ms`` (``clean``): every eligible partition cleaned once; what
+        happened to every compacted partition."""
+        statuses = self.statuses(now_ms, topic, partition)
+        round_ = _Round()
         enabled = self.datadir.broker.get("log.cleaner.enable") and self.datadir.broker.get("log.cleaner.threads") > 0
         for st in statuses:
-            key = (st.topic, st.partition)
-            if st.force_checkpoint_update and st.first_dirty is not None:
-                checkpoint_updates[key] = st.first_dirty
-            out = PartitionOutcome(st.topic, st.partition, st)
-            outcomes[key] = out
+            out = round_.add(st)
             if not st.compacted:
                 continue
             if force:
@@ -170,23 +195,81 @@ class Cleaner:
                 continue
             log = self.datadir.open_log(st.topic, st.partition)
             with log.lock:
-                discard_cleaned_files(log.dir)
-                # the cleaned range's size, as Kafka's "Start size" (the active segment keeps growing)
-                out.start_size = _size_below(log, st.first_uncleanable)
-                plans.append(make_plan(self.datadir, log, st, now_ms))
-                planned_epochs[key] = log.structure_epoch
-        results = self.executor.run(plans) if plans else []
+                self._plan(round_, log, out, now_ms)
+        self._execute(round_)
+        return [round_.outcomes[(s.topic, s.partition)] for s in statuses]
+
+    def clean_filthiest(self, now_ms: int, limit: int | None = 1) -> list[PartitionOutcome]:
+        """Kafka's CleanerThread.cleanFilthiestLog: grab the filthiest partitions (at most
+        ``limit``) from the manager, clean them, and tell it how each ended: a failed one backs
+        off (uncleanable), a cleaned one no longer does, a stopped one (aborted) neither. What
+        happened to each, filthiest first (with no limit, a whole round, in partition order as
+        ``run`` plans it); [] when nothing is eligible."""
+        grabbed = self.manager.grab_filthiest_compacted_logs(now_ms, limit)
+        if limit is None:
+            grabbed.sort(key=lambda g: g.key)
+        try:
+            outcomes = self._clean_grabbed(grabbed, now_ms) if grabbed else []
+            for o in outcomes:
+                if o.error:
+                    self.manager.mark_uncleanable(o.topic, o.partition, o.error, now_ms)
+                elif o.cleaned:
+                    self.manager.clear_uncleanable(o.topic, o.partition)
+        finally:
+            for g in grabbed:
+                self.manager.done_cleaning(*g.key)
+        return outcomes
+
+    def _clean_grabbed(self, grabbed: list[GrabbedLog], now_ms: int) -> list[PartitionOutcome]:
+        round_ = _Round()
+        for g in grabbed:
+            out = round_.add(g.status)
+            if self.manager.cleaning_aborted(*g.key):       # stopped before it was planned
+                round_.abort(out)
+                continue
+            log = self.datadir.open_log(*g.key)
+            with log.lock:
+                if log.structure_epoch != g.structure_epoch:
+                    # changed since it was chosen (only by a caller that did not pause the
+                    # cleaner): the status is made again from the log as it is now
+                    log.producer_state.remove_expired(now_ms)
+                    checkpoint = self.manager.all_cleaner_checkpoints().get(g.key)
+                    out = round_.add(partition_status(log, checkpoint, now_ms))
+                    if not out.status.eligible:
+                        continue
+                self._plan(round_, log, out, now_ms)
+        self._execute(round_)
+        return [round_.outcomes[g.key] for g in grabbed]
+
+    def _plan(self, round_: "_Round", log, out: PartitionOutcome, now_ms: int) -> None:
+        """Under the log's lock: the plan of one partition's clean, and the epoch it was made at."""
+        discard_cleaned_files(log.dir)
+        # the cleaned range's size, as Kafka's "Start size" (the active segment keeps growing)
+        out.start_size = _size_below(log, out.status.first_uncleanable)
+        round_.plans.append(make_plan(self.datadir, log, out.status, now_ms))
+        round_.planned_epochs[(out.topic, out.partition)] = log.structure_epoch
+
+    def _execute(self, round_: "_Round") -> None:
+        """Run the planned tasks, swap each result in, and write the cleaner checkpoint once."""
+        plans = {(p.topic, p.partition): p for p in round_.plans}
+        results = self.executor.run(round_.plans) if round_.plans else []
         for res in results:
             key = (res.topic, res.partition)
-            out = outcomes[key]
+            out = round_.outcomes[key]
+            if self.manager.cleaning_aborted(*key):
+                # a change of the log (retention, DeleteRecords, truncation, topic deletion) is
+                # waiting for this clean: it stops here, without error, and is cleaned again later
+                discard_cleaned_files(plans[key].dir)
+                round_.abort(out)
+                continue
             log = self.datadir.open_log(res.topic, res.partition)
             if isinstance(res, TaskFailure):
                 out.error = res.error
                 discard_cleaned_files(log.dir)
-                checkpoint_updates.pop(key, None)   # a partition that could not be read stays as it was
+                round_.checkpoint_updates.pop(key, None)   # a partition that could not be read stays as it was
                 continue
             with log.lock:
-                if log.structure_epoch != planned_epochs[key]:
+                if log.structure_epoch != round_.planned_epochs[key]:
                     # truncated, trimmed by retention or replaced while it was cleaned (Kafka aborts
                     # such a cleaning): the result may cover segments that are gone
                     discard_cleaned_files(log.dir)
@@ -205,10 +288,8 @@ class Cleaner:
             out.map_reason = res.map_reason
             out.stats = CleanerStats.from_dict(res.stats)
             out.end_size = _size_below(log, res.end_offset)
-            checkpoint_updates[key] = res.end_offset
-        if checkpoint_updates:
-            self.datadir.cleaner_checkpoint.update(checkpoint_updates)
-        return [outcomes[(s.topic, s.partition)] for s in statuses]
+            round_.checkpoint_updates[key] = res.end_offset
+        self.manager.update_checkpoints(round_.checkpoint_updates)
 
     def _force(self, st: PartitionStatus, now_ms: int) -> None:
         """--force: ignore the dirty ratio and min.compaction.lag.ms, keep the LSO and active-segment limits."""

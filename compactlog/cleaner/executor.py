@@ -77,8 +77,8 @@ def pack_plans(plans: list[PartitionCleanPlan], slots: int) -> list[list[Partiti
     return [b for b in bins if b]
 
 
-def _run_bin(plans):
-    return [run_guarded(p) for p in plans]
+def _run_bin(indexed_plans):
+    return [(i, run_guarded(p)) for i, p in indexed_plans]
 
 
 class SparkExecutor:
@@ -106,19 +106,23 @@ class SparkExecutor:
         if not plans:
             return []
         sc = self.spark.sparkContext
-        local = [p for p in plans if p.map_kind != "distributed"]
-        results = {}
+        # results are matched to plans by position: plans of several data dirs may name the same
+        # topic-partition
+        results: list = [None] * len(plans)
+        local = [i for i, p in enumerate(plans) if p.map_kind != "distributed"]
         if local:
-            bins = pack_plans(local, max(2 * sc.defaultParallelism, 1))
+            position = {id(plans[i]): i for i in local}
+            bins = pack_plans([plans[i] for i in local], max(2 * sc.defaultParallelism, 1))
+            indexed = [[(position[id(p)], p) for p in b] for b in bins]
             sc.setJobDescription(f"compactlog clean: {len(local)} partition(s) in {len(bins)} task(s)")
-            for r in sc.parallelize(bins, len(bins)).flatMap(_run_bin).collect():
-                results[(r.topic, r.partition)] = r
-        distributed = [p for p in plans if p.map_kind == "distributed"]
+            for i, r in sc.parallelize(indexed, len(indexed)).flatMap(_run_bin).collect():
+                results[i] = r
+        distributed = [i for i, p in enumerate(plans) if p.map_kind == "distributed"]
         if distributed:
             from .distributed_map import run_distributed
-            for r in run_distributed(self.spark, distributed):
-                results[(r.topic, r.partition)] = r
-        return [results[(p.topic, p.partition)] for p in plans]
+            for i, r in zip(distributed, run_distributed(self.spark, [plans[i] for i in distributed])):
+                results[i] = r
+        return results
 
 
 class EngineChoice(NamedTuple):
@@ -225,7 +229,18 @@ class AutoExecutor:
         return executor.run(plans)
 
 
+def spark_master_for(spark_master: str | None, broker) -> str | None:
+    """The Spark master a command cleans with: ``--spark-master``, else compactlog.spark.master,
+    except its default ``local[*]``, which only means "a local Spark when the cost model says so"."""
+    master = spark_master or broker.get("compactlog.spark.master")
+    if spark_master is None and master == "local[*]":
+        return None
+    return master
+
+
 def make_executor(engine: str = "auto", master: str | None = None, model: CostModel = MODEL):
+    """The executor of ``serve``, ``cleaner run`` and ``clean``: in-process for ``local``, Spark for
+    ``spark`` or with a master, else ``AutoExecutor`` (by the cost model, per round)."""
     if engine == "spark" or master and engine == "auto":
         ex = SparkExecutor(master)
         ex.choice = EngineChoice("spark", f"a Spark master was given ({master})" if master and engine == "auto"

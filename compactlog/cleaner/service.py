@@ -1,9 +1,11 @@
 """The long-running cleaner (``compactlog cleaner run``): Kafka's LogCleaner threads and retention task.
 
-Each iteration is one cleaner run at the wall clock on a warm executor (the Spark session stays up);
-a partition whose cleaning fails is reported and skipped until ``log.cleaner.backoff.ms`` has passed,
-while the others go on. Retention (``delete_old_segments``) runs every
-``log.retention.check.interval.ms`` on every log.
+A thin loop over the data dir's ``CleanerManager``: each iteration, at the wall clock on a warm
+executor (the Spark session stays up), grabs every eligible partition and cleans them in one
+round, in partition order (``Cleaner.clean_filthiest``); a partition whose cleaning fails is
+reported and skipped until ``log.cleaner.backoff.ms`` has passed, while the others go on.
+Retention (``DataDir.delete_old_segments``) runs every ``log.retention.check.interval.ms`` on
+every log but those backing off.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 
 from .cleaner import Cleaner
 from .log_format import CleanerLog
+from .manager import CleanerManager
 
 
 class CleanerService:
@@ -23,7 +26,8 @@ class CleanerService:
         self.datadir = datadir
         self.executor = executor
         self.clock = clock
-        self.uncleanable: dict[tuple[str, int], int] = {}   # partition -> retry time
+        self.manager = CleanerManager.for_datadir(datadir)
+        self.cleaner = Cleaner(datadir, executor, self.manager)
         self.last_retention_ms = 0
 
     def run(self, stop: threading.Event, iterations: int = 0) -> None:
@@ -42,24 +46,19 @@ class CleanerService:
     def run_once(self, log: CleanerLog) -> bool:
         now = self.clock()
         dd = self.datadir
-        broker = dd.broker
-        backoff = broker.get("log.cleaner.backoff.ms")
-        exclude = {tp for tp, retry in self.uncleanable.items() if retry > now}
-        outcomes = Cleaner(dd, self.executor).run(now, exclude=exclude)
+        backing_off = self.manager.backing_off(now)
+        outcomes = self.cleaner.clean_filthiest(now, limit=None)
         for o in outcomes:
-            key = (o.topic, o.partition)
             if o.error:
-                self.uncleanable[key] = now + backoff
                 log.error(o)
             elif o.cleaned:
-                self.uncleanable.pop(key, None)
                 log.cleaned(o)
-        if now - self.last_retention_ms >= broker.get("log.retention.check.interval.ms"):
+        if now - self.last_retention_ms >= dd.broker.get("log.retention.check.interval.ms"):
             self.last_retention_ms = now
             for t, p in dd.all_partitions():
-                if (t, p) in exclude:
+                if (t, p) in backing_off:
                     continue
-                dd.open_log(t, p).delete_old_segments()
+                dd.delete_old_segments(dd.open_log(t, p))
         for event in dd.drain_data_events():
             log.info(str(event))
             print(f"{'warning' if event.sets_data_aside else 'note'}: {event}", file=sys.stderr)

@@ -24,13 +24,9 @@ def _now(now_ms: int | None) -> int:
 
 
 def _executor(ctx, engine: str, spark_master: str | None):
-    from ..cleaner.executor import make_executor
-    broker = ctx.broker()
-    master = spark_master or broker.get("compactlog.spark.master")
-    if spark_master is None and master == "local[*]":
-        master = None
+    from ..cleaner.executor import make_executor, spark_master_for
     try:
-        return make_executor(engine, master)
+        return make_executor(engine, spark_master_for(spark_master, ctx.broker()))
     except ValueError as e:
         fail(str(e), 2)
 

@@ -25,15 +25,14 @@ def serve_cmd(ctx: typer.Context,
                                            "lines to this file (they always go to stderr).")):
     """Run a Kafka broker on the data dir until SIGINT/SIGTERM (listeners, advertised.listeners,
     node.id, ... from DIR/server.properties and --override, with Kafka's names)."""
+    from ..cleaner.executor import spark_master_for
     from ..server.app import Broker, broker_listeners, configure_logging
     c = context(ctx)
     if engine not in ("auto", "spark", "local", "in-process"):
         fail(f"unknown --engine {engine!r}: use auto, spark or local", 2)
     broker = c.broker()
     broker_listeners(broker)                 # a bad listener is an error before the lock is taken
-    master = spark_master or broker.get("compactlog.spark.master")
-    if spark_master is None and master == "local[*]":
-        master = None                        # the default: Spark only for large rounds
+    master = spark_master_for(spark_master, broker)
     configure_logging(log_file)
     dd = c.open(write=True, create=True)
     try:

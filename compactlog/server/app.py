@@ -20,9 +20,10 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ..cleaner.executor import make_executor
 from ..errors import CompactlogError, ConfigError
 from ..storage.datadir import DataDir
-from .background import Background, make_cleaner_executor
+from .background import Background
 from .groups.service import for_broker as group_coordinator_for
 from .dispatch import advertised_apis, dispatch_table
 from .state import BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
@@ -132,7 +133,7 @@ class Broker:
             if a.port == 0:         # port 0: advertise the port the system chose
                 a.port = next(p for h, p in bound) if listener.port == 0 else listener.port
         state.advertised = self.advertised[0]
-        background = Background(state, make_cleaner_executor(self.engine, self.spark_master))
+        background = Background(state, make_executor(self.engine, self.spark_master))
         background.start()
 
         def on_signal(name: str) -> None:

@@ -1,14 +1,14 @@
 """The broker's background work, while clients produce and fetch: Kafka's ``LogCleaner`` threads
 and ``LogManager``'s scheduled tasks (retention, flushes, checkpoints, producer-id expiration).
 
-Cleaner threads (``log.cleaner.threads``) each take the filthiest eligible compacted partition that
-no other thread is cleaning and that is not backing off after a failure (Kafka's
-``LogCleanerManager.grabFilthiestCompactedLog`` with its ``inProgress`` map and uncleanable set),
-clean it with ``Cleaner.run`` and take the next; with nothing to clean a thread sleeps
+Cleaner threads (``log.cleaner.threads``) are thin loops over the data dir's ``CleanerManager``
+(Kafka's LogCleanerManager: in-progress, aborted and paused partitions, the uncleanable ones
+backing off, the filthiest-first choice): each takes the filthiest eligible partition with
+``Cleaner.clean_filthiest``, cleans it and takes the next; with nothing to clean a thread sleeps
 ``log.cleaner.backoff.ms``. A partition whose cleaning fails is logged and retried after the
-backoff while the others go on. ``Cleaner.run`` holds the partition's lock only to plan and to
-swap, never while rewriting, so appends and fetches go on during a clean; a log whose structure
-changed meanwhile (retention, another swap) has the result discarded and is cleaned again later.
+backoff while the others go on. The partition's lock is held only to plan and to swap, never
+while rewriting, so appends and fetches go on during a clean; retention (here), DeleteRecords
+and topic deletion pause the partition's cleaning first and wait for a clean in progress to stop.
 Small rounds are cleaned in this process, large ones (or every round, with a Spark master) on
 Spark (``cleaner.executor.AutoExecutor``).
 
@@ -26,10 +26,9 @@ import threading
 import time
 
 from ..cleaner.cleaner import Cleaner
-from ..cleaner.executor import AutoExecutor, InProcessExecutor, SparkExecutor, TaskFailure
+from ..cleaner.executor import AutoExecutor, TaskFailure
 from ..cleaner.log_format import CleanerLog
-from ..cleaner.plan import select_logs
-from ..storage.checkpoint import OffsetCheckpointFile
+from ..cleaner.manager import CleanerManager
 from ..storage.config import LONG_MAX
 from .state import BrokerState
 
@@ -38,26 +37,6 @@ manager_log = logging.getLogger("kafka.log.LogManager")
 
 EVENTS_INTERVAL_MS = 1000
 MIN_FLUSH_INTERVAL_MS = 100
-
-
-class LockedCheckpointFile(OffsetCheckpointFile):
-    """The cleaner checkpoint, read-modify-written by several cleaner threads: one at a time."""
-
-    def __init__(self, path: str):
-        super().__init__(path)
-        self._lock = threading.RLock()
-
-    def read(self):
-        with self._lock:
-            return super().read()
-
-    def write(self, offsets, *, sync: bool = True) -> None:
-        with self._lock:
-            super().write(offsets, sync=sync)
-
-    def update(self, changes, remove=()) -> None:
-        with self._lock:
-            super().update(changes, remove)
 
 
 class _StopAware:
@@ -70,24 +49,16 @@ class _StopAware:
 
     @property
     def last_choice(self) -> str:
-        return getattr(self.inner, "last_choice", "") or self.name
+        """The engine of the last round, with the reason only when it was chosen per round."""
+        if isinstance(self.inner, AutoExecutor) and self.inner.choice is not None:
+            return self.inner.choice.text()
+        return self.name
 
     def run(self, plans):
         if self.stop.is_set():
             return [TaskFailure(p.topic, p.partition, "the broker is shutting down", "Shutdown")
                     for p in plans]
         return self.inner.run(plans)
-
-
-def make_cleaner_executor(engine: str, spark_master: str | None):
-    """in-process for ``local``; Spark always with a master or ``spark``; else by round size."""
-    if engine in ("local", "in-process"):
-        return InProcessExecutor()
-    if engine == "spark" or spark_master:
-        return SparkExecutor(spark_master)
-    if engine == "auto":
-        return AutoExecutor()
-    raise ValueError(f"unknown engine {engine!r}: use auto, spark or local")
 
 
 class Background:
@@ -97,12 +68,10 @@ class Background:
         self.clock = clock
         self.stop_event = threading.Event()
         self.executor = _StopAware(executor, self.stop_event)
+        self.manager = CleanerManager.for_datadir(self.datadir)
+        self.cleaner = Cleaner(self.datadir, self.executor, self.manager)
         self.threads: list[threading.Thread] = []
-        self._guard = threading.Lock()
-        self.in_progress: set[tuple[str, int]] = set()
-        self.uncleanable: dict[tuple[str, int], int] = {}     # partition -> retry time (ms)
         self.cleaner_file_log = CleanerLog(self.datadir.path)
-        self.datadir.cleaner_checkpoint = LockedCheckpointFile(self.datadir.cleaner_checkpoint.path)
         self._last_flush: dict[tuple[str, int], int] = {}
 
     # -- life cycle
@@ -134,55 +103,33 @@ class Background:
             manager_log.warning("A background thread did not stop in time")
         self.run_scheduled_once(final=True)
 
-    # -- the cleaner
-    def grab_filthiest(self, now: int) -> tuple[str, int] | None:
-        statuses = Cleaner(self.datadir).statuses(now)
-        with self._guard:
-            for st in select_logs(statuses):
-                key = (st.topic, st.partition)
-                if key in self.in_progress or self.uncleanable.get(key, 0) > now:
-                    continue
-                self.in_progress.add(key)
-                return key
-        return None
-
+    # -- the cleaner: a thread takes the filthiest partition from the manager, cleans it, repeats
     def _cleaner_loop(self, n: int) -> None:
         stop = self.stop_event
         while not stop.is_set():
             backoff_s = self.datadir.broker.get("log.cleaner.backoff.ms") / 1000.0
             try:
                 now = self.clock()
-                key = self.grab_filthiest(now)
-                if key is None:
+                outcomes = self.cleaner.clean_filthiest(now)
+                if not outcomes:
                     stop.wait(backoff_s)
                     continue
-                try:
-                    outcomes = Cleaner(self.datadir, self.executor).run(now, topic=key[0],
-                                                                        partition=key[1])
-                finally:
-                    with self._guard:
-                        self.in_progress.discard(key)
                 if stop.is_set():
                     break
-                self._report(n, now, outcomes)
+                self._report(n, outcomes)
             except Exception:       # a bug or a vanished partition: logged, retried after the backoff
                 cleaner_log.exception(f"[kafka-log-cleaner-thread-{n}]: Error while cleaning; "
                                       f"backing off {backoff_s:g} s")
                 stop.wait(backoff_s)
 
-    def _report(self, n: int, now: int, outcomes) -> None:
+    def _report(self, n: int, outcomes) -> None:
         backoff = self.datadir.broker.get("log.cleaner.backoff.ms")
         for o in outcomes:
-            key = (o.topic, o.partition)
             if o.error:
-                with self._guard:
-                    self.uncleanable[key] = now + backoff
                 cleaner_log.warning(f"[kafka-log-cleaner-thread-{n}]: Unexpected exception thrown when "
                                     f"cleaning log {o.name}; retried after {backoff} ms: {o.error}")
                 self.cleaner_file_log.error(o)
             elif o.cleaned:
-                with self._guard:
-                    self.uncleanable.pop(key, None)
                 s = o.stats
                 cleaner_log.info(
                     f"[kafka-log-cleaner-thread-{n}]: Cleaned log {o.name} (dirty section = "
@@ -243,7 +190,7 @@ class Background:
         total = 0
         for log in self._logs():
             try:
-                total += log.delete_old_segments()
+                total += self.datadir.delete_old_segments(log)
             except Exception:
                 manager_log.exception(f"Error while deleting old segments of {log.name}")
         if total:

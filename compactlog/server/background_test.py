@@ -64,13 +64,66 @@ def test_cleaner_threads_clean_the_filthiest_and_back_off_failures(tmp_path):
     bg.start()
     try:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not (("a", 0) not in bg.in_progress
+        while time.monotonic() < deadline and not (bg.manager.cleaning_state("a", 0) is None
                                                    and st.datadir.cleaner_checkpoint.read().get(("a", 0))
-                                                   and ("b", 0) in bg.uncleanable):
+                                                   and ("b", 0) in bg.manager.uncleanable_partitions()):
             time.sleep(0.05)
     finally:
         bg.stop(30)
     assert st.datadir.cleaner_checkpoint.read().get(("a", 0))
-    assert ("b", 0) in bg.uncleanable
+    assert ("b", 0) in bg.manager.uncleanable_partitions()
     assert st.log("a", 0).size() < st.log("b", 0).size() / 2
+    st.datadir.close()
+
+
+def test_the_broker_uses_the_one_executor_factory_and_names_a_fixed_engine_alone(tmp_path):
+    from compactlog.cleaner.executor import make_executor
+    st = make_state(tmp_path)
+    bg = Background(st, make_executor("local"))
+    assert bg.executor.last_choice == "in-process"        # the "Cleaned log ... (in-process)" line
+    assert bg.cleaner.manager is bg.manager is st.datadir.cleaner
+    st.datadir.close()
+
+
+def test_retention_waits_for_the_cleaner_thread_instead_of_failing_it(tmp_path):
+    import threading
+    st = make_state(tmp_path, {"log.cleaner.backoff.ms": "50"})
+    st.datadir.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "400",
+                                     "min.cleanable.dirty.ratio": "0.01"})
+    log = st.log("c", 0)
+    fill(log, 40)
+    log.delete_records_before(log.segment_bases()[2])
+
+    class Gate(InProcessExecutor):
+        entered, release, rounds = threading.Event(), threading.Event(), []
+
+        def run(self, plans):
+            self.entered.set()
+            self.release.wait(30)
+            out = super().run(plans)
+            self.rounds.append(out)
+            return out
+
+    bg = Background(st, Gate())
+    bg.start()
+    try:
+        assert Gate.entered.wait(30)
+        retention = threading.Thread(target=lambda: bg.run_scheduled_once({"retention": 0}))
+        retention.start()
+        deadline = time.monotonic() + 20
+        while bg.manager.cleaning_state("c", 0) != "aborted" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert bg.manager.cleaning_state("c", 0) == "aborted" and retention.is_alive()   # waiting
+        bases = log.segment_bases()
+        Gate.release.set()
+        retention.join(30)
+        assert log.segment_bases()[0] == bases[2]        # retention deleted the two below the start
+        while time.monotonic() < deadline and not st.datadir.cleaner_checkpoint.read().get(("c", 0)):
+            time.sleep(0.05)
+    finally:
+        bg.stop(30)
+    assert len(Gate.rounds) >= 2                   # the aborted round, then the clean after retention
+    assert bg.manager.uncleanable_partitions() == {}
+    assert st.datadir.cleaner_checkpoint.read().get(("c", 0))
+    assert log.log_start_offset > 0
     st.datadir.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 import uuid
 from typing import Callable, Iterable
 
@@ -63,26 +64,33 @@ def _offset_entry(tokens: list[str]) -> tuple[tuple[str, int], int]:
 
 
 class OffsetCheckpointFile:
-    """A data-dir file of ``topic partition offset`` lines (recovery point, log start, cleaner)."""
+    """A data-dir file of ``topic partition offset`` lines (recovery point, log start, cleaner).
+
+    ``update`` reads, changes and writes it under ``lock``, so that threads of one process (the
+    broker's cleaner threads, a topic deletion) never lose each other's changes; a caller doing
+    its own read-modify-write holds ``lock`` around it."""
 
     VERSION = 0
 
     def __init__(self, path: str):
         self.path = path
+        self.lock = threading.RLock()
 
     def read(self) -> dict[tuple[str, int], int]:
         return dict(read_checkpoint(self.path, self.VERSION, _offset_entry))
 
     def write(self, offsets: dict[tuple[str, int], int], *, sync: bool = True) -> None:
         lines = [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-        write_checkpoint(self.path, self.VERSION, lines, sync=sync)
+        with self.lock:
+            write_checkpoint(self.path, self.VERSION, lines, sync=sync)
 
     def update(self, changes: dict[tuple[str, int], int], remove: Iterable[tuple[str, int]] = ()) -> None:
-        offsets = self.read()
-        offsets.update(changes)
-        for tp in remove:
-            offsets.pop(tp, None)
-        self.write(offsets)
+        with self.lock:
+            offsets = self.read()
+            offsets.update(changes)
+            for tp in remove:
+                offsets.pop(tp, None)
+            self.write(offsets)
 
 
 def _epoch_entry(tokens: list[str]) -> tuple[int, int]:

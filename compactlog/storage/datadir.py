@@ -12,6 +12,18 @@ alone. A writer removes the marker when it opens its first log, as Kafka does at
 writes it back at close only when the directory is then really in a clean state: it was clean when
 the writer came, or the writer opened (and so recovered) every partition. Otherwise a partition
 left torn by an earlier crash, and never opened here, would pass for clean at the next open.
+
+Topic metadata is cached (Kafka's LogManager knows its logs without listing its dirs): the topics
+file while its inode, size and mtime stay the same, and which ``<topic>-<N>/`` directories exist.
+A writer lists the directory once and then keeps that map current itself (``create_topic``,
+``add_partitions``, ``delete_topic``, a partition created by ``open_log``): no other process
+changes a locked data dir. A reader lists it again at each question (one listing per call), so it
+sees what a live writer beside it created or deleted.
+
+Changes that move a log's start or remove its segments (retention, DeleteRecords, truncation,
+topic deletion) first pause the log cleaner on that partition, waiting for a clean in progress to
+stop, as Kafka's LogManager calls its LogCleaner (``abortAndPauseCleaning`` / ``resumeCleaning``).
+The cleaner registers itself with ``use_cleaner``; without one nothing is cleaning here.
 """
 
 from __future__ import annotations
@@ -22,7 +34,8 @@ import shutil
 import threading
 import uuid
 import time
-from typing import TYPE_CHECKING, Callable
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from ..errors import ReadOnlyError, StorageError, TopicError
 from . import files
@@ -76,6 +89,47 @@ def _readable(checkpoint: OffsetCheckpointFile) -> dict:
         return {}
 
 
+class LogCleaning(Protocol):
+    """What the data dir asks of the log cleaner working on its logs (Kafka's LogManager calling
+    its LogCleaner); ``cleaner.manager.CleanerManager`` is the one implementation."""
+
+    def abort_and_pause_cleaning(self, topic: str, partition: int) -> None:
+        """Stop a clean in progress (waiting until it has) and clean nothing here until resumed."""
+
+    def resume_cleaning(self, topic: str, partition: int) -> None:
+        """Undo one ``abort_and_pause_cleaning``."""
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """The partition was deleted: drop what the cleaner keeps about it."""
+
+
+class NoCleaner:
+    """No log cleaner in this process (a CLI command, a reader): nothing to stop or pause."""
+
+    def abort_and_pause_cleaning(self, topic: str, partition: int) -> None:
+        pass
+
+    def resume_cleaning(self, topic: str, partition: int) -> None:
+        pass
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        pass
+
+
+def scan_partition_dirs(path: str) -> dict[str, list[int]]:
+    """Topics found as live ``<topic>-<N>`` directories of ``path`` (one listing)."""
+    found: dict[str, list[int]] = {}
+    with os.scandir(path) as entries:
+        for entry in entries:
+            try:
+                topic, part = files.parse_partition_dir(entry.name)
+            except ValueError:
+                continue
+            if entry.is_dir():
+                found.setdefault(topic, []).append(part)
+    return {t: sorted(found[t]) for t in sorted(found)}
+
+
 class DataDir:
     def __init__(self, path: str, *, broker: BrokerConfig | None = None,
                  clock: Callable[[], int] = system_clock, create: bool = False,
@@ -103,6 +157,9 @@ class DataDir:
         self._logs_guard = threading.RLock()
         self._closed_events: list = []
         self._meta_cache: tuple[tuple, dict] | None = None
+        # topic -> its live partition directories; a writer's, kept current by its own changes
+        self._dirs_cache: dict[str, list[int]] | None = None
+        self.cleaner: LogCleaning = NoCleaner()
         # topic configs for this process only (offline compaction of a copied Kafka data dir);
         # never written to compactlog.topics.json
         self.session_configs: dict[str, str] = {}
@@ -133,16 +190,18 @@ class DataDir:
         if not self.writable:
             raise ReadOnlyError(f"{self.path}: opened read-only; {what} needs a writer")
 
-    def _read_meta(self) -> dict:
-        """The topics file, cached while its size and mtime stay the same (a copy: callers edit it)."""
+    def _meta(self) -> dict:
+        """The topics file, cached while its inode, size and mtime stay the same; shared, so
+        never changed by a caller (``_read_meta`` gives a copy to edit)."""
         path = os.path.join(self.path, TOPICS_FILE)
         try:
             st = os.stat(path)
             sig = (st.st_ino, st.st_size, st.st_mtime_ns)
         except FileNotFoundError:
             return {"version": 1, "topics": {}}
-        if self._meta_cache is not None and self._meta_cache[0] == sig:
-            return json.loads(json.dumps(self._meta_cache[1]))
+        cached = self._meta_cache
+        if cached is not None and cached[0] == sig:
+            return cached[1]
         try:
             with open(path, "r", encoding="utf-8") as f:
                 meta = json.load(f)
@@ -163,7 +222,15 @@ class DataDir:
                 raise StorageError(f"{path}: topic {name!r}: partitions {entry.get('partitions')!r} "
                                    f"is not a number") from None
         self._meta_cache = (sig, meta)
-        return json.loads(json.dumps(meta))
+        return meta
+
+    def _topics_meta(self) -> dict:
+        """topic -> its entry in the topics file (shared: read, never changed)."""
+        return self._meta()["topics"]
+
+    def _read_meta(self) -> dict:
+        """The topics file, a copy the caller may edit and pass to ``_write_meta``."""
+        return json.loads(json.dumps(self._meta()))
 
     def _write_meta(self, meta: dict) -> None:
         self._require_writer("changing topics")
@@ -171,43 +238,68 @@ class DataDir:
                      (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
         self._meta_cache = None
 
+    # -- the partition map
+    def _partition_dirs(self) -> dict[str, list[int]]:
+        """topic -> live partition directories; a writer's cached map (not to be changed by a
+        caller), a reader's listed again at each call."""
+        if not self.writable:
+            return scan_partition_dirs(self.path)
+        cached = self._dirs_cache
+        if cached is None:
+            with self._logs_guard:
+                if self._dirs_cache is None:
+                    self._dirs_cache = scan_partition_dirs(self.path)
+                cached = self._dirs_cache
+        return cached
+
+    def _dirs_added(self, topic: str, partitions) -> None:
+        """A writer made these partition directories: the cached map gets them."""
+        with self._logs_guard:
+            if self._dirs_cache is not None:
+                cached = dict(self._dirs_cache)     # replaced, never changed: readers hold the old one
+                cached[topic] = sorted(set(cached.get(topic, [])) | set(partitions))
+                self._dirs_cache = cached
+
+    def _dirs_removed(self, topic: str) -> None:
+        with self._logs_guard:
+            if self._dirs_cache is not None:
+                self._dirs_cache = {t: p for t, p in self._dirs_cache.items() if t != topic}
+
     def partition_dirs(self) -> dict[str, list[int]]:
         """Topics found as live ``<topic>-<N>`` directories."""
-        found: dict[str, list[int]] = {}
-        for name in sorted(os.listdir(self.path)):
-            if not os.path.isdir(os.path.join(self.path, name)):
-                continue
-            try:
-                topic, part = files.parse_partition_dir(name)
-            except ValueError:
-                continue
-            found.setdefault(topic, []).append(part)
-        return {t: sorted(p) for t, p in found.items()}
+        return {t: list(p) for t, p in self._partition_dirs().items()}
 
     def topics(self) -> list[str]:
-        meta = self._read_meta()["topics"]
-        return sorted(set(meta) | set(self.partition_dirs()))
+        return sorted(set(self._topics_meta()) | set(self._partition_dirs()))
 
     def has_topic(self, topic: str) -> bool:
-        return topic in self._read_meta()["topics"] or topic in self.partition_dirs()
+        return topic in self._topics_meta() or topic in self._partition_dirs()
 
     def partitions(self, topic: str) -> list[int]:
-        meta = self._read_meta()["topics"].get(topic)
-        on_disk = self.partition_dirs().get(topic, [])
-        if meta is not None:
-            return sorted(set(range(int(meta["partitions"]))) | set(on_disk))
+        return self._partitions(topic, self._topics_meta(), self._partition_dirs())
+
+    def _partitions(self, topic: str, meta: dict, dirs: dict) -> list[int]:
+        entry = meta.get(topic)
+        on_disk = dirs.get(topic, [])
+        if entry is not None:
+            return sorted(set(range(int(entry["partitions"]))) | set(on_disk))
         if not on_disk:
             raise TopicError(f"topic {topic!r} does not exist in {self.path}")
-        return on_disk
+        return list(on_disk)
+
+    def partition_map(self) -> dict[str, list[int]]:
+        """topic -> its partitions, every topic (one listing for a reader, none for a writer)."""
+        meta, dirs = self._topics_meta(), self._partition_dirs()
+        return {t: self._partitions(t, meta, dirs) for t in sorted(set(meta) | set(dirs))}
 
     def topic_overrides(self, topic: str) -> dict[str, str]:
-        meta = self._read_meta()["topics"].get(topic)
+        meta = self._topics_meta().get(topic)
         return dict(meta.get("configs", {})) if meta else {}
 
     def topic_config(self, topic: str) -> LogConfig:
         """The topic's configs. A topic known only by its directories (a Kafka dir copied here)
         gets Kafka's defaults but ``known = False``: nothing guesses its retention or policy."""
-        meta = self._read_meta()["topics"].get(topic)
+        meta = self._topics_meta().get(topic)
         internal = INTERNAL_TOPIC_CONFIGS.get(topic, {})
         overrides = dict(meta.get("configs", {})) if meta else {}
         cfg = LogConfig({**internal, **overrides, **self.session_configs}, self.broker)
@@ -241,6 +333,7 @@ class DataDir:
                     made.append(pdir)
                 PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(topic_id)
             self._write_meta(meta)
+            self._dirs_added(topic, range(partitions))
         except BaseException:
             # a half-created topic (disk full) would be listed by its directories: undo them
             for pdir in made:
@@ -282,10 +375,10 @@ class DataDir:
     def topic_id(self, topic: str) -> str | None:
         """The topic's id (base64, as in ``partition.metadata``): from the topics file, else from
         the first partition directory holding one; None when neither has it."""
-        entry = self._read_meta()["topics"].get(topic)
+        entry = self._topics_meta().get(topic)
         if entry and entry.get("topic_id"):
             return entry["topic_id"]
-        for p in self.partition_dirs().get(topic, []):
+        for p in self._partition_dirs().get(topic, []):
             pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
             try:
                 found = PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).read()
@@ -297,7 +390,7 @@ class DataDir:
 
     def topic_ids(self) -> dict[str, str]:
         """topic -> id (base64) for the topics whose id is in the topics file (one read of it)."""
-        return {t: e["topic_id"] for t, e in self._read_meta()["topics"].items()
+        return {t: e["topic_id"] for t, e in self._topics_meta().items()
                 if isinstance(e, dict) and e.get("topic_id")}
 
     def ensure_topic_id(self, topic: str) -> str:
@@ -335,6 +428,7 @@ class DataDir:
                 os.makedirs(pdir, exist_ok=True)
                 if topic_id is not None:
                     PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(topic_id)
+            self._dirs_added(topic, added)
             meta = self._read_meta()
             entry = meta["topics"].get(topic)
             # a topic known only by its directories stays so (its configs are not known here)
@@ -343,13 +437,51 @@ class DataDir:
                 self._write_meta(meta)
             return added
 
+    # -- changes the log cleaner must not run into
+    def use_cleaner(self, cleaner: LogCleaning) -> None:
+        """The log cleaner working on this data dir's logs (one per data dir)."""
+        self.cleaner = cleaner
+
+    @contextmanager
+    def cleaning_paused(self, topic: str, partition: int) -> Iterator[None]:
+        """Kafka's abortAndPauseCleaning ... resumeCleaning around a change of the partition's
+        segments or log start: a clean in progress is stopped (and waited for) first, so that it
+        neither fails on a segment removed under it nor swaps in a result the change made stale.
+        Never entered holding the log's lock: the clean being waited for may need it to stop."""
+        self.cleaner.abort_and_pause_cleaning(topic, partition)
+        try:
+            yield
+        finally:
+            self.cleaner.resume_cleaning(topic, partition)
+
+    def delete_old_segments(self, log: Log) -> int:
+        """Retention on one log (Kafka's LogManager.cleanupLogs, per log); segments deleted. The
+        cleaner is paused on the partition only when retention has something to delete."""
+        if not log.has_segments_to_delete():
+            return 0
+        with self.cleaning_paused(log.topic, log.partition):
+            return log.delete_old_segments()
+
+    def truncate_to(self, topic: str, partition: int, offset: int) -> None:
+        """Kafka's LogManager.truncateTo for one partition: the log cut back to ``offset`` with its
+        cleaning paused (a follower's truncation; nothing in a single-node broker calls it yet)."""
+        self._require_writer("truncating a log")
+        log = self.open_log(topic, partition)
+        if offset >= log.log_end_offset:
+            return
+        with self.cleaning_paused(topic, partition):
+            log.truncate_to(offset)
+
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """Kafka's DeleteRecords on one partition: raise its log start offset to ``offset`` (see
         ``Log.delete_records_before``) and checkpoint it at once, so that a crash cannot bring the
-        deleted records back; the new log start offset."""
+        deleted records back; the new log start offset. The cleaner is paused on the partition
+        only when the log start moves (a bad offset or one at or below the start changes nothing)."""
         self._require_writer("deleting records")
         log = self.open_log(topic, partition)
-        start = log.delete_records_before(offset)
+        moves = offset > log.log_start_offset
+        with self.cleaning_paused(topic, partition) if moves else nullcontext():
+            start = log.delete_records_before(offset)
         self.checkpoint_logs()
         return start
 
@@ -361,6 +493,21 @@ class DataDir:
         directory is first renamed to Kafka's ``<topic>-<p>.<uuid>-delete``, which is never taken
         for a live partition again, even when a crash comes before the removal."""
         self._require_writer("topic deletion")
+        if not self.has_topic(topic):
+            raise TopicError(f"topic {topic!r} does not exist in {self.path}")
+        # a clean in progress is stopped first (not while holding the guard: it may need it to stop)
+        keys = [(topic, p) for p in self.partitions(topic)]
+        for key in keys:
+            self.cleaner.abort_and_pause_cleaning(*key)
+        try:
+            self._delete_topic(topic)
+        finally:
+            for key in keys:
+                self.cleaner.resume_cleaning(*key)
+        for key in keys:
+            self.cleaner.forget_partition(*key)
+
+    def _delete_topic(self, topic: str) -> None:
         with self._logs_guard:
             if not self.has_topic(topic):
                 raise TopicError(f"topic {topic!r} does not exist in {self.path}")
@@ -374,20 +521,26 @@ class DataDir:
                     log.closed = True
                 self._closed_events.extend(log.events)
             trash = []
-            for p in self.partition_dirs().get(topic, []):
-                pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
-                target = os.path.join(self.path, _delete_dir_name(topic, p))
-                os.replace(pdir, target)
-                trash.append(target)
+            try:
+                for p in self._partition_dirs().get(topic, []):
+                    pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
+                    target = os.path.join(self.path, _delete_dir_name(topic, p))
+                    os.replace(pdir, target)
+                    trash.append(target)
+            except BaseException:
+                self._dirs_cache = None     # some renamed, some not: listed again when next asked
+                raise
+            self._dirs_removed(topic)
             if trash:
                 fsync_dir(self.path)
             meta = self._read_meta()
             meta["topics"].pop(topic, None)
             self._write_meta(meta)
             for ck in (self.cleaner_checkpoint, self.recovery_checkpoint, self.log_start_checkpoint):
-                offsets = _readable(ck)
-                if any(t == topic for t, _ in offsets):
-                    ck.write({k: v for k, v in offsets.items() if k[0] != topic})
+                with ck.lock:           # the cleaner updates its checkpoint from its own threads
+                    offsets = _readable(ck)
+                    if any(t == topic for t, _ in offsets):
+                        ck.write({k: v for k, v in offsets.items() if k[0] != topic})
             for target in trash:
                 shutil.rmtree(target)
 
@@ -412,6 +565,9 @@ class DataDir:
                     raise TopicError(f"partition {topic}-{partition} does not exist in {self.path}")
                 self._require_writer("creating a partition")
                 os.makedirs(pdir)
+                self._dirs_added(topic, [partition])
+            elif self.writable and partition not in self._partition_dirs().get(topic, ()):
+                self._dirs_added(topic, [partition])    # made beside this writer: in its map from now on
             clean = self._clean_shutdown()
             recovery = _readable(self.recovery_checkpoint).get(key, 0) if not clean else 0
             log_start = _readable(self.log_start_checkpoint).get(key, 0)
@@ -424,7 +580,7 @@ class DataDir:
             return log
 
     def all_partitions(self) -> list[tuple[str, int]]:
-        return [(t, p) for t in self.topics() for p in self.partitions(t)]
+        return [(t, p) for t, parts in self.partition_map().items() for p in parts]
 
     def checkpoint_logs(self) -> None:
         """Write recovery points and log start offsets of the open logs (Kafka's checkpoint files)."""
@@ -466,6 +622,7 @@ class DataDir:
         session would pass for a clean one."""
         self._closed_events.extend(e for log in self.logs.values() for e in log.events)
         self.logs.clear()
+        self._dirs_cache = None         # the lock is let go: another writer may change the dir
         self._had_clean_shutdown = None
         if self.lock is not None:
             self.lock.release()
@@ -499,7 +656,7 @@ class DataDir:
         if self._had_clean_shutdown:
             return True
         opened = set(self.logs)
-        for topic, parts in self.partition_dirs().items():
+        for topic, parts in self._partition_dirs().items():
             if any((topic, p) not in opened for p in parts):
                 return False
         return True

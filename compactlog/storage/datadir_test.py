@@ -201,3 +201,90 @@ def test_a_directory_left_mid_deletion_is_not_a_partition(dd):
     assert len(name) == 255 and name.endswith("-delete")
     os.makedirs(os.path.join(dd.path, name))
     assert dd.partition_dirs() == {}
+
+
+# -- the cached partition map
+def test_a_writer_lists_the_directory_once_and_keeps_its_map_current(dd, monkeypatch):
+    from compactlog.storage import datadir as datadir_module
+    listings = []
+    real = datadir_module.scan_partition_dirs
+    monkeypatch.setattr(datadir_module, "scan_partition_dirs", lambda path: listings.append(path) or real(path))
+    dd.create_topic("t", 2)
+    dd.create_topic("u", 1)
+    dd.add_partitions("t", 3)
+    dd.open_log("auto", 0, create=True)          # a partition made by a produce (auto-creation)
+    for _ in range(3):
+        assert dd.partition_map() == {"auto": [0], "t": [0, 1, 2], "u": [0]}
+        assert dd.all_partitions() == [("auto", 0), ("t", 0), ("t", 1), ("t", 2), ("u", 0)]
+        assert dd.partitions("t") == [0, 1, 2] and dd.topics() == ["auto", "t", "u"]
+    dd.delete_topic("t")
+    assert dd.partition_map() == {"auto": [0], "u": [0]} and not dd.has_topic("t")
+    assert len(listings) == 1
+
+
+def test_a_reader_beside_a_writer_sees_its_changes(dd):
+    dd.create_topic("t", 1)
+    reader = DataDir(dd.path)
+    assert reader.partition_map() == {"t": [0]}
+    dd.add_partitions("t", 2)
+    dd.create_topic("u", 1)
+    assert reader.partition_map() == {"t": [0, 1], "u": [0]}
+    dd.delete_topic("t")
+    assert reader.topics() == ["u"] and not reader.has_topic("t")
+    reader.close()
+
+
+# -- the log cleaner's seam: pause only when the change really changes the log
+class RecordingCleaner:
+    def __init__(self):
+        self.calls = []
+
+    def abort_and_pause_cleaning(self, topic, partition):
+        self.calls.append(("pause", topic, partition))
+
+    def resume_cleaning(self, topic, partition):
+        self.calls.append(("resume", topic, partition))
+
+    def forget_partition(self, topic, partition):
+        self.calls.append(("forget", topic, partition))
+
+
+def test_retention_pauses_the_cleaner_only_when_it_deletes(dd):
+    rec = RecordingCleaner()
+    dd.use_cleaner(rec)
+    dd.create_topic("t", 1, {"segment.bytes": "200"})
+    log = dd.open_log("t", 0)
+    fill(log, 10)
+    assert dd.delete_old_segments(log) == 0 and rec.calls == []
+    log.delete_records_before(5)
+    assert log.has_segments_to_delete()
+    assert dd.delete_old_segments(log) > 0
+    assert rec.calls == [("pause", "t", 0), ("resume", "t", 0)]
+    assert not log.has_segments_to_delete()
+
+
+def test_delete_records_and_truncation_pause_the_cleaner_only_when_they_move_the_log(dd):
+    rec = RecordingCleaner()
+    dd.use_cleaner(rec)
+    dd.create_topic("t", 1)
+    log = dd.open_log("t", 0)
+    fill(log, 6)
+    dd.delete_records("t", 0, 0)                  # at the start: nothing moves
+    with pytest.raises(OffsetOutOfRangeError):
+        dd.delete_records("t", 0, 99)             # refused, but paused and resumed around it
+    dd.truncate_to("t", 0, 6)                     # at the end: nothing to cut
+    assert rec.calls == [("pause", "t", 0), ("resume", "t", 0)]
+    rec.calls.clear()
+    dd.delete_records("t", 0, 2)
+    dd.truncate_to("t", 0, 4)
+    assert log.log_end_offset == 4 and log.log_start_offset == 2
+    assert rec.calls == [("pause", "t", 0), ("resume", "t", 0)] * 2
+
+
+def test_topic_deletion_stops_the_cleaner_first_and_forgets_the_partitions(dd):
+    rec = RecordingCleaner()
+    dd.use_cleaner(rec)
+    dd.create_topic("t", 2)
+    dd.delete_topic("t")
+    assert rec.calls == [("pause", "t", 0), ("pause", "t", 1), ("resume", "t", 0), ("resume", "t", 1),
+                         ("forget", "t", 0), ("forget", "t", 1)]

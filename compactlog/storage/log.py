@@ -441,6 +441,13 @@ class Log:
         return sum(self._delete_segments(*rule(self.segments, self.log_end_offset, self.high_watermark))
                    for rule in retention.rules(self.config, self.log_start_offset, self.clock))
 
+    @_writer
+    def has_segments_to_delete(self) -> bool:
+        """Would ``delete_old_segments`` remove a segment now? (Only then is the cleaner paused.)
+        The first rule that deletes answers yes."""
+        return any(rule(self.segments, self.log_end_offset, self.high_watermark)[0]
+                   for rule in retention.rules(self.config, self.log_start_offset, self.clock))
+
     def _delete_segments(self, deletable: list[LogSegment], reason: str = "") -> int:
         if not deletable:
             return 0
