@@ -132,17 +132,14 @@ class DataDirectory:
         ``if_not_exists``."""
         if if_not_exists and self._dd.has_topic(topic):
             return False
-        self._producer.forget(topic)
         self._dd.create_topic(topic, partitions, dict(configs or {}))
         return True
 
     def delete_topic(self, topic: str) -> None:
-        self._producer.forget(topic)
         self._dd.delete_topic(topic)
 
     def alter_topic(self, topic: str, set_configs: dict[str, str] | None = None,
                     delete_configs: Sequence[str] = ()) -> None:
-        self._producer.forget(topic)
         self._dd.alter_topic(topic, dict(set_configs or {}), list(delete_configs))
 
     def topic_config(self, topic: str) -> dict:

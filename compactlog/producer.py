@@ -186,21 +186,13 @@ class Producer:
         self.max_batch_bytes = max_batch_bytes
         self.create_topics = create_topics
         self.partitioner = partitioner or StickyPartitioner()
-        self._targets: dict[str, TopicTarget] = {}
 
     # -- metadata
     def target(self, topic: str) -> TopicTarget:
-        """The topic as the producer sends to it, looked up once (``forget`` after changing it)."""
-        t = self._targets.get(topic)
-        if t is None:
-            t = self._targets[topic] = self._lookup(topic)
-        return t
-
-    def forget(self, topic: str) -> None:
-        """Look ``topic`` up again at the next send (it was created, deleted or altered)."""
-        self._targets.pop(topic, None)
-
-    def _lookup(self, topic: str) -> TopicTarget:
+        """The topic as the producer sends to it now (DataDir caches the metadata of a data dir
+        it holds the lock of: asking is cheap). A topic that does not exist yet is created with
+        the first append, unless the broker's auto.create.topics.enable=false (or
+        ``create_topics``) says no."""
         dd = self.dd
         if dd.has_topic(topic):
             # a Kafka dir may hold only some partitions of a topic: the count is the highest + 1
