@@ -35,11 +35,11 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
 from .errors import CompactlogError, TopicError
+from .producer import BatchRefused, Producer, RecordRefused, outgoing_records
 from .record.batch import LOG_APPEND_TIME
 from .storage import files
 from .storage.datadir import DataDir, load_broker_config
 from .storage.isolation import READ_COMMITTED, READ_UNCOMMITTED, is_read_committed
-from .producer import BatchRefused, Producer, RecordRefused, outgoing_records
 from .storage.partitioner import partitions_for_keys
 from .storage.reader import PartitionReader
 from .storage.visible import EARLIEST, LATEST, OFFSET, TIMESTAMP, StartSpec, VisibleRecords
@@ -246,7 +246,7 @@ class DataDirectory:
         named start applies to every partition) or from the first record at/after ``timestamp``,
         to the log end (or ``end_offset``), partition by partition. ``read_committed`` hides aborted
         transactions and stops at the last stable offset, as a Kafka consumer does."""
-        is_read_committed(isolation_level)
+        is_read_committed(isolation_level)      # anything else is a ValueError before the first read
         start = self._start(offset, timestamp)
         if start.kind == OFFSET and partition is None:
             raise ValueError("a numeric offset needs a partition")
