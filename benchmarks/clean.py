@@ -222,7 +222,7 @@ def main(argv=None) -> int:
 
     # 2. warm session, through the API
     from compactlog.cleaner.cleaner import Cleaner
-    from compactlog.cleaner.executor import SparkExecutor
+    from compactlog.spark.executor import SparkExecutor
     from compactlog.spark.session import session
     from compactlog.storage.config import BrokerConfig
     from compactlog.storage.datadir import DataDir

@@ -86,7 +86,8 @@ def _best(repeat: int, run) -> float:
 
 def bench_clean(base: str, mb: float, partitions: int, repeat: int, spark) -> dict:
     from compactlog.cleaner.cleaner import Cleaner
-    from compactlog.cleaner.executor import InProcessExecutor, SparkExecutor
+    from compactlog.cleaner.executor import InProcessExecutor
+    from compactlog.spark.executor import SparkExecutor
     from compactlog.storage.datadir import DataDir
     src = os.path.join(base, "src")
     if os.path.exists(src):

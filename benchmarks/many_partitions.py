@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     print(f"$ {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
     from clean import warm_workers
     from compactlog.cleaner import cleaner as cleaner_mod
-    from compactlog.cleaner.executor import SparkExecutor
+    from compactlog.spark.executor import SparkExecutor
     from compactlog.spark.session import session
     from compactlog.storage.datadir import DataDir
     base = os.path.abspath(args.dir)

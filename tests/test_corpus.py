@@ -18,7 +18,7 @@ STATS = ["firstDirtyOffset", "firstUncleanableOffset", "endOffset", "messagesRea
 
 @pytest.fixture(scope="module")
 def spark_executor(spark):
-    from compactlog.cleaner.executor import SparkExecutor
+    from compactlog.spark.executor import SparkExecutor
     return SparkExecutor(spark=spark)
 
 

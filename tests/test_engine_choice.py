@@ -14,8 +14,8 @@ import json
 import os
 from types import SimpleNamespace
 
-from compactlog.cleaner.executor import (MODEL, AutoExecutor, CostModel, InProcessExecutor, SparkExecutor,
-                                         make_executor)
+from compactlog.cleaner.executor import MODEL, CostModel, InProcessExecutor
+from compactlog.spark.executor import AutoExecutor, SparkExecutor, make_executor
 from compactlog.cli.snapshot import choose_engine
 from compactlog.storage.datadir import DataDir
 

@@ -1,8 +1,9 @@
-"""Where partition cleaning tasks run: this process or a Spark job, and the cost model choosing.
+"""Running partition cleaning tasks in this process, and the cost model that chooses an engine.
 
-Both run the same ``clean_partition`` on the same plans; only small results travel back. The
-default (``AutoExecutor``) picks the engine per round from ``CostModel``, fitted to
-``benchmarks/engine_crossover.py``; ``snapshot`` asks the same model.
+A task is ``clean_partition`` on a plan, guarded so that one partition's failure becomes a
+``TaskFailure`` while the others go on. ``InProcessExecutor`` runs them here; the Spark executors
+(``spark/executor.py``: Spark, and ``AutoExecutor`` choosing per round) run the same tasks on a
+Spark job. ``CostModel`` is fitted to ``benchmarks/engine_crossover.py``; ``snapshot`` asks it too.
 """
 
 from __future__ import annotations
@@ -77,54 +78,6 @@ def pack_plans(plans: list[PartitionCleanPlan], slots: int) -> list[list[Partiti
     return [b for b in bins if b]
 
 
-def _run_bin(indexed_plans):
-    return [(i, run_guarded(p)) for i, p in indexed_plans]
-
-
-class SparkExecutor:
-    """Partitions cleaned in parallel Spark tasks (a task per big partition, small ones packed)."""
-
-    name = "spark"
-    choice: "EngineChoice | None" = None
-
-    def __init__(self, master: str | None = None, spark=None):
-        self.master = master
-        self._spark = spark
-
-    @property
-    def last_choice(self) -> str:
-        return self.choice.text() if self.choice else self.name
-
-    @property
-    def spark(self):
-        if self._spark is None:
-            from ..spark.session import session
-            self._spark = session(self.master)
-        return self._spark
-
-    def run(self, plans: list[PartitionCleanPlan]) -> list:
-        if not plans:
-            return []
-        sc = self.spark.sparkContext
-        # results are matched to plans by position: plans of several data dirs may name the same
-        # topic-partition
-        results: list = [None] * len(plans)
-        local = [i for i, p in enumerate(plans) if p.map_kind != "distributed"]
-        if local:
-            position = {id(plans[i]): i for i in local}
-            bins = pack_plans([plans[i] for i in local], max(2 * sc.defaultParallelism, 1))
-            indexed = [[(position[id(p)], p) for p in b] for b in bins]
-            sc.setJobDescription(f"compactlog clean: {len(local)} partition(s) in {len(bins)} task(s)")
-            for i, r in sc.parallelize(indexed, len(indexed)).flatMap(_run_bin).collect():
-                results[i] = r
-        distributed = [i for i, p in enumerate(plans) if p.map_kind == "distributed"]
-        if distributed:
-            from .distributed_map import run_distributed
-            for i, r in zip(distributed, run_distributed(self.spark, [plans[i] for i in distributed])):
-                results[i] = r
-        return results
-
-
 class EngineChoice(NamedTuple):
     """Which engine runs a job and why (for ``--json`` and the run log)."""
     engine: str                  # "in-process" or "spark"
@@ -190,66 +143,3 @@ def spark_running() -> bool:
         return s is not None and not s.sparkContext._jsc.sc().isStopped()
     except Exception:   # noqa: BLE001 - a session in a bad state is not a warm one
         return False
-
-
-class AutoExecutor:
-    """Spark when it would finish sooner, this process otherwise (the results are identical).
-
-    A round goes to Spark when a key map too big for one task was chosen (only Spark builds a
-    distributed map: the round does not fit this process) or when the cost model says a local
-    Spark would finish sooner (large rounds over several partitions, or a session already
-    running); ``--engine spark`` or a Spark master always uses Spark.
-    """
-
-    name = "auto"
-
-    def __init__(self, master: str | None = None, model: CostModel = MODEL):
-        self.model = model
-        self.spark_executor = SparkExecutor(master)
-        self.local_executor = InProcessExecutor()
-        self.choice: EngineChoice | None = None
-
-    @property
-    def last_choice(self) -> str:
-        return self.choice.text() if self.choice else ""
-
-    def choose(self, plans: list[PartitionCleanPlan]) -> EngineChoice:
-        if any(p.map_kind == "distributed" for p in plans):
-            big = [f"{p.topic}-{p.partition}" for p in plans if p.map_kind == "distributed"]
-            return EngineChoice("spark", f"the key map of {', '.join(big)} does not fit one task's memory "
-                                         f"(compactlog.cleaner.task.memory.bytes): Spark builds it")
-        warm = self.spark_executor._spark is not None or spark_running()
-        return self.model.choose("clean", [plan_bytes(p) for p in plans], warm=warm, what="to rewrite")
-
-    def run(self, plans: list[PartitionCleanPlan]) -> list:
-        if not plans:
-            return []
-        self.choice = self.choose(plans)
-        executor = self.spark_executor if self.choice.engine == "spark" else self.local_executor
-        return executor.run(plans)
-
-
-def spark_master_for(spark_master: str | None, broker) -> str | None:
-    """The Spark master a command cleans with: ``--spark-master``, else compactlog.spark.master,
-    except its default ``local[*]``, which only means "a local Spark when the cost model says so"."""
-    master = spark_master or broker.get("compactlog.spark.master")
-    if spark_master is None and master == "local[*]":
-        return None
-    return master
-
-
-def make_executor(engine: str = "auto", master: str | None = None, model: CostModel = MODEL):
-    """The executor of ``serve``, ``cleaner run`` and ``clean``: in-process for ``local``, Spark for
-    ``spark`` or with a master, else ``AutoExecutor`` (by the cost model, per round)."""
-    if engine == "spark" or master and engine == "auto":
-        ex = SparkExecutor(master)
-        ex.choice = EngineChoice("spark", f"a Spark master was given ({master})" if master and engine == "auto"
-                                 else "--engine spark")
-        return ex
-    if engine in ("local", "in-process"):
-        ex = InProcessExecutor()
-        ex.choice = EngineChoice("in-process", "--engine local")
-        return ex
-    if engine == "auto":
-        return AutoExecutor(master, model)
-    raise ValueError(f"unknown engine {engine!r}: use auto, spark or local")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compactlog.cleaner.executor import (AutoExecutor, InProcessExecutor, SparkExecutor, make_executor,
-                                         spark_master_for)
+from compactlog.cleaner.executor import InProcessExecutor
+from compactlog.spark.executor import AutoExecutor, SparkExecutor, make_executor, spark_master_for
 from compactlog.storage.config import BrokerConfig
 
 

@@ -11,7 +11,7 @@ import time
 import typer
 
 from .common import context, fail, parse_configs
-from .main import app, cleaner_app
+from .apps import app, cleaner_app
 
 
 def _now(now_ms: int | None) -> int:
@@ -24,7 +24,7 @@ def _now(now_ms: int | None) -> int:
 
 
 def _executor(ctx, engine: str, spark_master: str | None):
-    from ..cleaner.executor import make_executor, spark_master_for
+    from ..spark.executor import make_executor, spark_master_for
     try:
         return make_executor(engine, spark_master_for(spark_master, ctx.broker()))
     except ValueError as e:
@@ -66,7 +66,7 @@ def _progress_runner(executor, enabled: bool):
 
 
 def _completed_tasks(executor, total: int) -> int:
-    from ..cleaner.executor import SparkExecutor
+    from ..spark.executor import SparkExecutor
     inner = getattr(executor, "spark_executor", executor)
     if isinstance(inner, SparkExecutor) and inner._spark is not None:
         tracker = inner._spark.sparkContext.statusTracker()

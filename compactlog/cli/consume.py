@@ -24,9 +24,8 @@ from ..errors import TopicError
 from ..storage import files
 from ..storage.config import parse_assignments
 from ..storage.isolation import ISOLATION_LEVELS
-from ..storage.visible import StartSpec
 from .common import closed_pipe_is_success, context, fail, headers_json, put_bytes
-from .main import app
+from .apps import app
 from .progress import partition_log_bytes, progress
 
 # kafka-console-consumer's DefaultMessageFormatter properties and their defaults
@@ -176,6 +175,7 @@ def _print_passes(root, topic, partitions, start, isolation_level, output_format
 
 def start_at(from_beginning: bool, partition: int | None, offset: str | None,
              timestamp: int | None) -> StartSpec:
+    from ..storage.visible import StartSpec     # pyarrow and the kernels: not for --help
     if offset is not None and partition is None:
         fail("--offset needs --partition")
     if offset is not None and from_beginning:
@@ -203,6 +203,7 @@ SPECIAL_TIMES = {-1: "latest", -2: "earliest", -3: "max-timestamp"}
 
 
 def start_at_time(timestamp: int) -> StartSpec:
+    from ..storage.visible import StartSpec
     if timestamp >= 0:
         return StartSpec("timestamp", timestamp)
     if timestamp in SPECIAL_TIMES:

@@ -28,7 +28,7 @@ import typer
 from ..errors import CorruptRecordError, StorageError
 from ..storage import files
 from .common import closed_pipe_is_success, fail, headers_json, put_bytes
-from .main import app
+from .apps import app
 
 if TYPE_CHECKING:
     from ..record.legacy import LegacyEntry

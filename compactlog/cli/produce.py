@@ -27,15 +27,12 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-import numpy as np
 import typer
 
 from ..errors import CompactlogError
-from ..producer import BatchRefused, OutgoingRecords, Producer, RecordRefused, TopicTarget, outgoing_records
 from ..storage.config import parse_assignments
-from ..storage.validator import batch_size_limit
 from .common import context, fail
-from .main import app
+from .apps import app
 from .progress import progress
 
 READ_BLOCK = 1 << 16
@@ -98,6 +95,7 @@ def produce_cmd(ctx: typer.Context,
                                                 help="none, gzip, snappy, lz4 or zstd."),
                 verbose: bool = typer.Option(False, "--verbose", help="Print each appended batch's offsets.")):
     """Append records read from stdin, one per line; prints nothing on success (like the console producer)."""
+    from ..producer import Producer   # numba and pyarrow: loaded when a record is produced, not for --help
     from ..record.compression import CODEC_BY_NAME
     c = context(ctx)
     if input_format not in ("text", "jsonl"):
@@ -376,6 +374,8 @@ def check_records(producer: Producer, target: TopicTarget, records: list[Pending
                   now: int) -> OutgoingRecords:
     """The records as the producer sends them, after its checks: what the log would refuse,
     refused up front with the line number."""
+    import numpy as np
+    from ..producer import RecordRefused, outgoing_records
     outgoing = outgoing_records([r.key for r in records], [r.value for r in records],
                                 np.fromiter((r.timestamp for r in records), dtype=np.int64, count=len(records)),
                                 headers=[r.headers for r in records], partitions=[r.partition for r in records])
@@ -388,6 +388,7 @@ def check_records(producer: Producer, target: TopicTarget, records: list[Pending
 
 def refusal_message(e: RecordRefused, rec: PendingRecord, now: int) -> str:
     """The producer's refusal of ``rec``, worded for a line of input."""
+    from ..storage.validator import batch_size_limit
     topic, cfg = e.target, e.target.config
     where = f"line {rec.line}"
     if e.rule == "timestamp":
@@ -409,6 +410,7 @@ def refusal_message(e: RecordRefused, rec: PendingRecord, now: int) -> str:
 def append(producer: Producer, target: TopicTarget, records: list[PendingRecord], outgoing: OutgoingRecords,
            verbose: bool) -> None:
     """Append a checked chunk; with ``verbose``, each batch's offsets as it lands."""
+    from ..producer import BatchRefused
     def report(a) -> None:
         typer.echo(f"{a.topic}-{a.partition}: appended {a.records} records at offsets "
                    f"{a.first_offset}..{a.last_offset}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from .common import context, fail
-from .main import app
+from .apps import app
 
 
 @app.command("serve")
@@ -25,7 +25,7 @@ def serve_cmd(ctx: typer.Context,
                                            "lines to this file (they always go to stderr).")):
     """Run a Kafka broker on the data dir until SIGINT/SIGTERM (listeners, advertised.listeners,
     node.id, ... from DIR/server.properties and --override, with Kafka's names)."""
-    from ..cleaner.executor import spark_master_for
+    from ..spark.executor import spark_master_for
     from ..server.app import Broker, broker_listeners, configure_logging
     c = context(ctx)
     if engine not in ("auto", "spark", "local", "in-process"):

@@ -9,7 +9,7 @@ import time
 import typer
 
 from .common import context, fail
-from .main import app
+from .apps import app
 from .progress import progress
 
 

@@ -13,7 +13,7 @@ import typer
 from ..errors import CompactlogError, TopicError
 from ..storage import files
 from .common import context, fail
-from .main import app
+from .apps import app
 
 SPECIAL_TIMES = {"-1": -1, "latest": -1, "-2": -2, "earliest": -2, "-3": -3, "max-timestamp": -3}
 

@@ -18,7 +18,7 @@ from ..errors import StorageError, TopicError
 from ..storage import files
 from ..storage.config import TOPIC_CONFIGS, LogConfig
 from .common import context, fail, parse_configs
-from .main import topics_app
+from .apps import topics_app
 
 @dataclass
 class PartitionSummary:

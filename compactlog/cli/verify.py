@@ -8,7 +8,7 @@ import typer
 
 from ..storage.events import EXIT_DATA_SET_ASIDE
 from .common import context
-from .main import app
+from .apps import app
 from .progress import partition_log_bytes, progress
 
 

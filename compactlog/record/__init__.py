@@ -2,8 +2,8 @@
 
 from .batch import (BatchHeader, BatchSpec, ColumnarRecords, Header, Record, RecordBatch,
                     assemble_batch, columnar_records, empty_batch, encode_batch,
-                    encode_columnar_batch, iter_batches)
-from .control import ABORT, COMMIT, encode_marker, parse_control_key
+                    encode_columnar_batch, encode_marker, iter_batches)
+from .control import ABORT, COMMIT, parse_control_key
 
 __all__ = ["BatchHeader", "BatchSpec", "ColumnarRecords", "Header", "Record", "RecordBatch",
            "assemble_batch", "columnar_records", "empty_batch", "encode_batch",

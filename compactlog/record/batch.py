@@ -20,17 +20,13 @@ from .layout import (ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSION_MASK,
                      MIN_LEGACY_SIZE, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG)
 from .layout import AFTER_CRC as _AFTER_CRC, HEADER as _HEADER, PREFIX as _PREFIX
 from .layout import BASE_OFFSET_OFFSET, INT32, INT64, PARTITION_LEADER_EPOCH_OFFSET, UINT32
+from .control import ABORT, COMMIT, control_key, marker_value, parse_control_key
+from .legacy import LegacyEntry
+# a record, its headers and the format's "none" values: record/types.py, re-exported here
+from .types import (CREATE_TIME, LOG_APPEND_TIME, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH,  # noqa: F401
+                    NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP, TIMESTAMP_TYPE_NAMES, Header, Record)
 from .varint import encode_varint
 
-NO_TIMESTAMP = -1
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
-
-CREATE_TIME = 0
-LOG_APPEND_TIME = 1
-TIMESTAMP_TYPE_NAMES = {CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime"}
 
 
 def crc32c(data) -> int:
@@ -40,24 +36,6 @@ def crc32c(data) -> int:
 def compute_crc(buf, pos: int, size: int) -> int:
     """CRC-32C of a batch's bytes [21, size) starting at ``pos``."""
     return _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + size])
-
-
-class Header(NamedTuple):
-    key: str
-    value: bytes | None
-
-
-class Record(NamedTuple):
-    """One record as a reader sees it (timestamps and offsets absolute)."""
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple = ()
-
-    @property
-    def is_tombstone(self) -> bool:
-        return self.value is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +271,6 @@ class RecordBatch:
         if not self.header.is_control or self.header.records_count == 0:
             return None
         cols = self.columns()
-        from .control import parse_control_key
         data = cols.data
         kp, kl = int(cols.key_pos[0]), int(cols.key_len[0])
         return parse_control_key(bytes(data[kp:kp + kl]) if kl >= 0 else None).type
@@ -361,7 +338,6 @@ def iter_batches(buf, start: int = 0, end: int | None = None, *, max_message_byt
     ``max_message_bytes`` (the topic's max.message.bytes) sets each v2 batch's decompression
     limit (compression.decompressed_limit); None leaves the codec module's default.
     """
-    from .legacy import LegacyEntry
     if end is None:
         end = len(buf)
     pos = start
@@ -659,3 +635,13 @@ def with_base_offset(batch: bytearray | memoryview, pos: int, base_offset: int) 
 
 def with_leader_epoch(batch: bytearray | memoryview, pos: int, epoch: int) -> None:
     INT32.pack_into(batch, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def encode_marker(*, offset: int, commit: bool, producer_id: int, producer_epoch: int,
+                  coordinator_epoch: int, timestamp: int, partition_leader_epoch: int = 0) -> bytes:
+    """A COMMIT or ABORT marker batch as the leader writes it (78 bytes)."""
+    spec = BatchSpec(base_offset=offset, partition_leader_epoch=partition_leader_epoch,
+                     transactional=True, control=True, producer_id=producer_id,
+                     producer_epoch=producer_epoch)
+    key = control_key(COMMIT if commit else ABORT)
+    return encode_batch(spec, [(offset, timestamp, key, marker_value(coordinator_epoch))])

@@ -17,7 +17,8 @@ from compactlog.record.batch import (
     RecordBatch, assemble_batch, attributes_of, batch_positions, columnar_records, empty_batch,
     encode_batch, encode_columnar_batch, iter_batches, last_sequence, with_base_offset,
     with_leader_epoch)
-from compactlog.record.control import COMMIT, encode_marker
+from compactlog.record.batch import encode_marker
+from compactlog.record.control import COMMIT
 from compactlog.record.varint import encode_varint
 
 

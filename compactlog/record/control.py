@@ -1,4 +1,5 @@
-"""Control records: transaction markers (COMMIT/ABORT) and the other control types."""
+"""Control records: transaction markers (COMMIT/ABORT) and the other control types: their keys and
+marker values (a marker batch is built by ``batch.encode_marker``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import struct
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
-from .batch import BatchSpec, encode_batch
 
 ABORT, COMMIT = 0, 1
 CONTROL_TYPE_NAMES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
@@ -53,13 +53,3 @@ def parse_marker_value(value: bytes | None) -> int:
     if version < 0:
         raise CorruptRecordError(f"negative transaction marker version {version}", field="value")
     return epoch
-
-
-def encode_marker(*, offset: int, commit: bool, producer_id: int, producer_epoch: int,
-                  coordinator_epoch: int, timestamp: int, partition_leader_epoch: int = 0) -> bytes:
-    """A COMMIT or ABORT marker batch as the leader writes it (78 bytes)."""
-    spec = BatchSpec(base_offset=offset, partition_leader_epoch=partition_leader_epoch,
-                     transactional=True, control=True, producer_id=producer_id,
-                     producer_epoch=producer_epoch)
-    key = control_key(COMMIT if commit else ABORT)
-    return encode_batch(spec, [(offset, timestamp, key, marker_value(coordinator_epoch))])

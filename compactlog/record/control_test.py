@@ -8,10 +8,8 @@ import pytest
 
 from compactlog.errors import CorruptRecordError
 from compactlog.record import compression
-from compactlog.record.batch import BatchSpec, Record, encode_batch, iter_batches
-from compactlog.record.control import (ABORT, COMMIT, CONTROL_TYPE_NAMES, UNKNOWN, ControlKey,
-                                       control_key, encode_marker, marker_value,
-                                       parse_control_key, parse_marker_value)
+from compactlog.record.batch import BatchSpec, Record, encode_batch, encode_marker, iter_batches
+from compactlog.record.control import (ABORT, COMMIT, CONTROL_TYPE_NAMES, UNKNOWN, ControlKey, control_key, marker_value, parse_control_key, parse_marker_value)
 
 
 def test_key_and_value_layout():

@@ -13,7 +13,7 @@ from compactlog.errors import CorruptRecordError
 from compactlog.record import compression
 from compactlog.record.batch import (LOG_APPEND_TIME, BatchSpec, Header, Record, RecordBatch,
                                      encode_batch, iter_batches)
-from compactlog.record.control import encode_marker
+from compactlog.record.batch import encode_marker
 from compactlog.record.legacy import LegacyEntry
 from compactlog.record.varint import encode_varint
 

@@ -19,7 +19,8 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder  # n
 from compactlog.record import compression  # noqa: E402
 from compactlog.record.batch import (LOG_APPEND_TIME, BatchSpec, Header, Record,  # noqa: E402
                                      encode_batch, iter_batches)
-from compactlog.record.control import COMMIT, encode_marker  # noqa: E402
+from compactlog.record.batch import encode_marker
+from compactlog.record.control import COMMIT  # noqa: E402
 
 _AVAILABLE = {0: True, 1: kcodec.has_gzip(), 2: kcodec.has_snappy(), 3: kcodec.has_lz4(),
               4: kcodec.has_zstd()}

@@ -7,7 +7,7 @@ import zlib
 
 from ..errors import CorruptRecordError
 from . import compression
-from .batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, Record
+from .types import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, Record
 from .layout import COMPRESSION_MASK, LOG_OVERHEAD, MAGIC_OFFSET, MIN_LEGACY_SIZE, TIMESTAMP_TYPE_MASK
 
 # A v0/v1 entry (Kafka's LegacyRecord) starts as a v2 batch does, offset then size (LOG_OVERHEAD

@@ -10,7 +10,7 @@ backoff while the others go on. The partition's lock is held only to plan and to
 while rewriting, so appends and fetches go on during a clean; retention (here), DeleteRecords
 and topic deletion pause the partition's cleaning first and wait for a clean in progress to stop.
 Small rounds are cleaned in this process, large ones (or every round, with a Spark master) on
-Spark (``cleaner.executor.AutoExecutor``).
+Spark (``spark.executor.AutoExecutor``).
 
 The scheduler thread runs, each at its interval: retention (``log.retention.check.interval.ms``),
 producer-id expiration (``producer.id.expiration.check.interval.ms``), time-based flushes
@@ -26,7 +26,8 @@ import threading
 import time
 
 from ..cleaner.cleaner import Cleaner
-from ..cleaner.executor import AutoExecutor, TaskFailure
+from ..cleaner.executor import TaskFailure
+from ..spark.executor import AutoExecutor
 from ..cleaner.log_format import CleanerLog
 from ..cleaner.manager import CleanerManager
 from ..storage.config import LONG_MAX

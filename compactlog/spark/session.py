@@ -14,17 +14,11 @@ import sys
 import uuid
 
 from . import watchdog
+from .local_dir import default_local_dir
 
 _session = None
 _session_key = None
 _watchdog: tuple[subprocess.Popen, str] | None = None
-
-
-def default_local_dir() -> str:
-    d = os.environ.get("COMPACTLOG_SPARK_LOCAL_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "compactlog", "spark-local")
-    os.makedirs(d, exist_ok=True)
-    return d
 
 
 def session(master: str | None = None, *, local_dir: str | None = None, conf: dict | None = None):

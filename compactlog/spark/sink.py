@@ -104,7 +104,7 @@ def _as(arr, typ):
 # --- staging: how a task hands its rows to the commit --------------------------------------------
 
 def staging_dir() -> str:
-    from .session import default_local_dir
+    from .local_dir import default_local_dir
     return os.path.join(default_local_dir(), f"kafka-log-sink-{uuid.uuid4().hex}")
 
 

@@ -13,7 +13,7 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from compactlog.record.control import encode_marker
+from compactlog.record.batch import encode_marker
 from compactlog.storage import index_check as IC
 from compactlog.storage.conftest import T0, VECTORS, batch
 

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..errors import InvalidRecordError, OffsetOutOfRangeError, ReadOnlyError, TopicError
 from ..record import compression as codecs
-from ..record.batch import BatchSpec, Record, columnar_records, encode_columnar_batch, iter_batches
-from ..record.control import encode_marker
+from ..record.batch import (BatchSpec, Record, columnar_records, encode_columnar_batch, encode_marker,
+                            iter_batches)
 from ..record.layout import MAGIC_V2
 from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile

@@ -6,7 +6,7 @@ import pytest
 
 from compactlog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from compactlog.record.batch import iter_batches
-from compactlog.record.control import encode_marker
+from compactlog.record.batch import encode_marker
 from compactlog.storage.conftest import T0, batch
 from compactlog.storage.producer_append import analyze, apply, entry_after, find_duplicate
 from compactlog.storage.producer_state import CLIENT, COORDINATOR, ProducerStateManager

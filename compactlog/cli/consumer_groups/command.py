@@ -26,7 +26,7 @@ import sys
 import typer
 
 from ..common import context, fail
-from ..main import app
+from ..apps import app
 
 
 # -- the command ------------------------------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""The ``compactlog`` command tree: the typer apps every command module adds itself to, and the
+global options (``--data-dir``, ``--override``, ``--version``, ``--verbose``).
+
+Apart from ``main.py`` so that a command module imports the app it joins without importing
+``main``, which imports every command module to register it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from ..errors import CompactlogError
+from ..storage.config import parse_assignments, read_properties, setting_warnings
+from .common import CliContext
+
+_HELP = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings=_HELP,
+                  help="Kafka's log storage, log compaction and broker: topics, produce, consume, serve, "
+                       "dump-log, clean, verify.")
+topics_app = typer.Typer(no_args_is_help=True, context_settings=_HELP,
+                         help="Create, list, describe, alter and delete topics.")
+cleaner_app = typer.Typer(no_args_is_help=True, context_settings=_HELP,
+                          help="The log cleaner: status and a long-running cleaner.")
+app.add_typer(topics_app, name="topics")
+app.add_typer(cleaner_app, name="cleaner")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+        typer.echo(f"compactlog {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global(ctx: typer.Context,
+            data_dir: str = typer.Option(None, "--data-dir", envvar="COMPACTLOG_DATA_DIR",
+                                         help="The data directory (a Kafka log dir)."),
+            override: list[str] = typer.Option(None, "--override",
+                                               help="A broker setting K=V (Kafka's name), repeatable."),
+            version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                         help="Print compactlog's version and exit."),
+            verbose: bool = typer.Option(False, "--verbose", "-v",
+                                         help="Show what runs underneath (the Spark JVM's log on stderr).")):
+    if verbose:
+        os.environ["COMPACTLOG_VERBOSE"] = "1"
+    ctx.obj = CliContext(os.path.abspath(data_dir) if data_dir else None,
+                         parse_assignments(override, "--override"), _command_words(ctx))
+    for line in _setting_warnings(ctx.obj):
+        typer.echo(f"warning: {line}", err=True)
+
+
+def _setting_warnings(c: CliContext) -> list[str]:
+    """Names in --override and server.properties that are not settings compactlog uses."""
+    lines = setting_warnings(c.overrides, "--override", explicit=True)
+    if c.data_dir:
+        from ..storage.datadir import SERVER_PROPERTIES
+        path = os.path.join(c.data_dir, SERVER_PROPERTIES)
+        try:
+            props = read_properties(path)
+        except (OSError, CompactlogError):
+            props = {}      # unreadable: the command that loads it reports that
+        lines += setting_warnings(set(props) - set(c.overrides), path, explicit=False)
+    return lines
+
+
+def _command_words(ctx: typer.Context) -> list[str]:
+    """``["topics", "create"]``: the subcommand being run (no option values, which may be paths)."""
+    words = [ctx.invoked_subcommand] if ctx.invoked_subcommand else []
+    rest = list(getattr(ctx, "protected_args", [])) + list(ctx.args)
+    if words and words[0] in ("topics", "cleaner") and len(rest) > 1 and not rest[1].startswith("-"):
+        words.append(rest[1])
+    return words
