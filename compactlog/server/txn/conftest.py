@@ -1,7 +1,8 @@
 """Helpers for the transaction coordinator's unit tests: ``H``, the sans-IO coordinator driven as
 the service drives it, with a fake clock, a counter for producer ids and an in-memory
-``__transaction_state``; markers are "written" to every partition at once unless a test takes
-the jobs itself."""
+``__transaction_state`` (markers are "written" to every partition at once unless a test takes
+the jobs itself); ``Broker``, a data dir opened as ``compactlog serve`` opens it, with both
+coordinators and a fake clock, no sockets."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import itertools
 
 from kio.schema.errors import ErrorCode
 
+from compactlog.server.groups.service import for_broker as groups_for
+from compactlog.server.state import BrokerState, Listener, ProducerIdManager, load_identity
 from compactlog.server.txn.coordinator import TransactionCoordinator, TxnConfig
+from compactlog.server.txn.service import TransactionCoordinatorService
+from compactlog.storage.config import BrokerConfig
+from compactlog.storage.datadir import DataDir
 
 E = ErrorCode
 
@@ -76,3 +82,36 @@ class H:
         assert r.error == E.none
         assert self.add(tid, r.producer_id, r.producer_epoch, *parts, tv=tv).error == E.none
         return r.producer_id, r.producer_epoch
+
+
+BROKER = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "4"}
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_700_000_000_000
+
+    def __call__(self):
+        return self.now
+
+
+class Broker:
+    """A data dir opened as ``compactlog serve`` opens it, with both coordinators (no sockets)."""
+
+    def __init__(self, path, clock: Clock, crash_after: str | None = None, groups: bool = True, **props):
+        self.dd = DataDir(str(path), broker=BrokerConfig({**BROKER, **props}), writable=True, create=True,
+                          command="test")
+        for topic, partition in self.dd.all_partitions():
+            self.dd.open_log(topic, partition, create=True)
+        node, cluster = load_identity(self.dd.path, None)
+        self.state = BrokerState(self.dd, node, cluster, Listener("PLAINTEXT", "127.0.0.1", 9092),
+                                 producer_ids=ProducerIdManager(self.dd.path))
+        if groups:
+            groups_for(self.state).load_now()
+        self.svc = TransactionCoordinatorService(self.state, clock=clock, crash_after=crash_after or "")
+        self.state.transactions = self.svc
+        self.svc.start_now()
+
+    def close(self):
+        self.svc.stop()
+        self.dd.close()

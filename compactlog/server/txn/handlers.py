@@ -64,6 +64,8 @@ def init_transactional_producer(state: BrokerState, request, answer):
     ``apis/init_producer_id.py``, which checked the id/epoch pair and the null id already);
     ``answer(code, pid, epoch)`` builds the response."""
     body = request.body
+    if body.transactional_id == "":
+        return answer(ErrorCode.invalid_request)      # TC.handleInitProducerId, before anything else
     svc = _service(state)
     if svc is None:
         return answer(ErrorCode.coordinator_not_available)

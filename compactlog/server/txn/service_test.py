@@ -10,50 +10,17 @@ from kio.schema.errors import ErrorCode
 
 from compactlog.record import transaction_log as TL
 from compactlog.record.control import COMMIT, parse_control_key, parse_marker_value
-from compactlog.server.groups.service import for_broker as groups_for
-from compactlog.server.state import BrokerState, Listener, ProducerIdManager, load_identity
 from compactlog.server.txn import service as service_mod
 from compactlog.server.txn.coordinator import TxnResult
 from compactlog.server.txn.markers import classify, run_job, write_marker
 from compactlog.server.txn.metadata import TxnState
 from compactlog.server.txn.service import TransactionCoordinatorService
 from compactlog.server.txn.state_log import TRANSACTION_STATE_TOPIC
-from compactlog.storage.config import BrokerConfig
-from compactlog.storage.datadir import DataDir
+
+from .conftest import Broker, Clock
 
 E = ErrorCode
 S = TxnState
-BROKER = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "4"}
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_700_000_000_000
-
-    def __call__(self):
-        return self.now
-
-
-class Broker:
-    """A data dir opened as ``compactlog serve`` opens it, with both coordinators (no sockets)."""
-
-    def __init__(self, path, clock: Clock, crash_after: str | None = None, groups: bool = True, **props):
-        self.dd = DataDir(str(path), broker=BrokerConfig({**BROKER, **props}), writable=True, create=True,
-                          command="test")
-        for topic, partition in self.dd.all_partitions():
-            self.dd.open_log(topic, partition, create=True)
-        node, cluster = load_identity(self.dd.path, None)
-        self.state = BrokerState(self.dd, node, cluster, Listener("PLAINTEXT", "127.0.0.1", 9092),
-                                 producer_ids=ProducerIdManager(self.dd.path))
-        if groups:
-            groups_for(self.state).load_now()
-        self.svc = TransactionCoordinatorService(self.state, clock=clock, crash_after=crash_after or "")
-        self.state.transactions = self.svc
-        self.svc.start_now()
-
-    def close(self):
-        self.svc.stop()
-        self.dd.close()
 
 
 class Crashed(Exception):
