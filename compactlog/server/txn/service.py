@@ -28,6 +28,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import replace
 from typing import Callable
 
 from kio.schema.errors import ErrorCode
@@ -157,12 +158,15 @@ class TransactionCoordinatorService:
         return self.coordinator.verify_partition(transactional_id, producer_id, producer_epoch, topic, partition)
 
     def describe(self, transactional_id: str):
+        """(error, a copy of the id's metadata): the marker phase may change the original."""
         with self.lock:
-            return self.coordinator.describe(transactional_id)
+            code, md = self.coordinator.describe(transactional_id)
+            return code, None if md is None else replace(md, partitions=set(md.partitions))
 
     def list_transactions(self, states=(), producer_ids=(), duration_ms: int = -1, pattern: str | None = None):
         with self.lock:
-            return self.coordinator.list_transactions(states, producer_ids, duration_ms, pattern)
+            code, unknown, listed = self.coordinator.list_transactions(states, producer_ids, duration_ms, pattern)
+            return code, unknown, [replace(md, partitions=set(md.partitions)) for md in listed]
 
     # -- executing decisions ----------------------------------------------------------------------------
     def _execute(self, decision: Decision) -> TxnResult | None:
@@ -246,12 +250,13 @@ class TransactionCoordinatorService:
                 self.coordinator.fail_loading(partition, f"{TRANSACTION_STATE_TOPIC}-{partition} could not be "
                                                          f"loaded: {e}")
             return 0
+        summary = describe_loaded(txns)
         with self.lock:
             jobs = self.coordinator.finish_loading(partition, txns)
             self._run_jobs(jobs)
         if n:
             loader_log.info(f"Finished loading {n} record(s) from {lg.name} in "
-                            f"{1000 * (time.monotonic() - started):.0f} ms: {describe_loaded(txns)}")
+                            f"{1000 * (time.monotonic() - started):.0f} ms: {summary}")
         return n
 
     def start_now(self) -> None:
