@@ -205,7 +205,8 @@ def test_error_responses_encode(broker, key, version):
                                                   partitions=(0, 1)),)),
               25: dict(transactional_id="x", producer_id=1, producer_epoch=0, group_id="g"),
               26: dict(transactional_id="x", producer_id=1, producer_epoch=0, committed=True),
-              27: dict(markers=()), 65: dict(transactional_ids=("a",)), 66: dict(state_filters=(), producer_id_filters=())}
+              27: dict(markers=()), 65: dict(transactional_ids=("a",)),
+              66: dict(state_filters=(), producer_id_filters=())}
     r = req(key, version, **fields[key])
     encode_response(r, error_response(r, E.coordinator_not_available))
 

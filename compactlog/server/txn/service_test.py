@@ -12,7 +12,7 @@ from compactlog.record import transaction_log as TL
 from compactlog.record.control import COMMIT, parse_control_key, parse_marker_value
 from compactlog.server.txn import service as service_mod
 from compactlog.server.txn.coordinator import TxnResult
-from compactlog.server.txn.markers import classify, run_job, write_marker
+from compactlog.server.txn.markers import run_job
 from compactlog.server.txn.metadata import TxnState
 from compactlog.server.txn.service import TransactionCoordinatorService
 from compactlog.server.txn.state_log import TRANSACTION_STATE_TOPIC
@@ -124,7 +124,8 @@ def test_abort_indexes_the_aborted_transaction(broker):
     produce(st, "t", 0, pid, e, n=3)
     assert svc.end_txn("t", pid, e, False).error == E.none
     lg = st.log("t", 0)
-    assert [(a.producer_id, a.first_offset) for a in lg.collect_aborted_transactions(0, lg.log_end_offset)] == [(pid, 0)]
+    aborted = lg.collect_aborted_transactions(0, lg.log_end_offset)
+    assert [(a.producer_id, a.first_offset) for a in aborted] == [(pid, 0)]
     assert markers(st, "t", 0) == [(False, pid, e, 0)] and lg.last_stable_offset == 4
 
 
@@ -142,25 +143,6 @@ def test_fencing_aborts_the_running_transaction_with_the_bumped_epoch(broker):
 
 
 # -- the marker phase ----------------------------------------------------------------------------
-
-def test_write_marker_answers_and_classify():
-    class NoLogs:
-        groups = None
-
-        def log(self, topic, partition):
-            return None
-    assert write_marker(NoLogs(), "gone", 0, 1, 0, 0, True) == E.unknown_topic_or_partition
-    assert write_marker(NoLogs(), "__consumer_offsets", 0, 1, 0, 0, True) == E.coordinator_not_available
-    assert classify(E.none, True) == "done"
-    assert classify(E.unknown_topic_or_partition, False) == "drop"
-    assert classify(E.unknown_topic_or_partition, True) == "retry"
-    assert classify(E.not_enough_replicas, True) == "retry"
-    assert classify(E.coordinator_load_in_progress, True) == "retry"
-    assert classify(E.invalid_producer_epoch, True) == "stop"
-    assert classify(E.transaction_coordinator_fenced, True) == "stop"
-    assert classify(E.unsupported_for_message_format, True) == "drop"
-    assert classify(E.corrupt_message, True) == "retry"
-
 
 def test_offsets_partition_marker_goes_through_the_group_hook_and_is_retried_without_it(broker, clock):
     st, svc = broker.state, broker.svc
