@@ -5,7 +5,7 @@ broker holds until it exits); ``meta.properties`` gives the cluster and node ids
 is opened, which recovers it after a kill -9 exactly as ``LogManager.loadLogs`` does; then the
 listeners, the worker pool and the background threads start, the group coordinator loads
 ``__consumer_offsets`` in its own thread (groups/service.py) and the transaction coordinator,
-once that is done, ``__transaction_state`` (txn/service.py; the topic is created first if missing).
+once that is done, ``__transaction_state`` (txn/service.py; the topic is created on first use).
 Shutdown on SIGINT/SIGTERM
 (``BrokerServer.shutdown``): stop accepting, let in-flight requests finish, answer waiting fetches,
 stop the cleaner and the scheduler, then close every log (producer snapshots, flush, trimmed

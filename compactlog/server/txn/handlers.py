@@ -49,10 +49,11 @@ def fenced_for(code: ErrorCode, version: int, first_fenced_version: int) -> Erro
 # -- FindCoordinator (10), key type 1 -----------------------------------------------------------------
 
 def transaction_coordinator(state: BrokerState, transactional_id: str) -> tuple[ErrorCode, str]:
-    """KafkaApis.getCoordinator for a transactional id: this node, as soon as the coordinator runs
-    (a partition still loading answers the requests on its ids, not the lookup)."""
+    """KafkaApis.getCoordinator for a transactional id: this node, once the coordinator runs and
+    ``__transaction_state`` exists (created on this first lookup); a partition still loading
+    answers the requests on its ids, not the lookup."""
     svc = _service(state)
-    if svc is None or not svc.is_available():
+    if svc is None or not svc.is_available() or not svc.ensure_topic():
         return ErrorCode.coordinator_not_available, NOT_AVAILABLE
     return ErrorCode.none, "NONE"
 

@@ -75,9 +75,11 @@ def end(state, version, tid, pid, epoch, commit=True):
 
 def test_find_coordinator_key_type_1_every_version(broker):
     st = broker.state
+    assert not st.has_topic("__transaction_state")
     for version in range(1, 4):
         r = call(st, req(10, version, key="tx", key_type=1))
         assert (r.error_code, r.node_id, r.host, r.port) == (E.none, st.node_id, "127.0.0.1", 9092)
+    assert st.partitions("__transaction_state") == [0, 1, 2, 3]        # created by the first lookup
     r = call(st, req(10, 4, key_type=1, coordinator_keys=("a", "b")))
     assert [(c.key, c.error_code, c.port) for c in r.coordinators] == [("a", E.none, 9092), ("b", E.none, 9092)]
     st.transactions.coordinator.active = False

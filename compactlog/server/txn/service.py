@@ -8,8 +8,11 @@ durable before any marker, all markers before Complete*). ``verify_partition`` a
 take it (Produce and TxnOffsetCommit call it, the latter under the group coordinator's lock,
 which the marker phase takes inside this one): it reads the cache under the core's leaf lock.
 
-At start the broker creates ``__transaction_state`` if missing (50 partitions, compacted, RF and
-min ISR 1) and marks every partition loading (COORDINATOR_LOAD_IN_PROGRESS for their ids); the
+``__transaction_state`` (50 partitions, compacted, RF and min ISR 1) is created on first use: by
+the first FindCoordinator for a transactional id, or the first write, as the group coordinator
+creates ``__consumer_offsets`` (Kafka creates it on the first lookup too; a broker that never
+sees a transaction keeps no 50 empty partitions). When it exists at start, every partition is
+marked loading (COORDINATOR_LOAD_IN_PROGRESS for their ids) before any request can arrive; the
 service's thread waits until the group coordinator has loaded ``__consumer_offsets``, replays each
 partition, re-drives the markers of every Prepare* transaction (a crash between a decision and
 its Complete* record, spec §4.4), then runs the timers: abort transactions past their timeout
@@ -105,19 +108,23 @@ class TransactionCoordinatorService:
         return n
 
     def ensure_topic(self) -> bool:
-        """Create ``__transaction_state`` if missing (Kafka creates it on the first transactional
-        FindCoordinator; one node does it at start so that the answer is immediate). False when
-        it cannot be created (the coordinator then answers COORDINATOR_NOT_AVAILABLE)."""
+        """Create ``__transaction_state`` if missing (Kafka does on the first transactional
+        FindCoordinator and answers COORDINATOR_NOT_AVAILABLE until it exists; one node creates
+        it at once, so the answer names this broker). False when it cannot be created (the
+        lookup then answers COORDINATOR_NOT_AVAILABLE)."""
         st = self.state
         if st.has_topic(TRANSACTION_STATE_TOPIC):
             return True
-        configs = topic_configs(self.broker)
-        try:
-            st.create_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions, configs,
-                            replication_factor=self.broker.get("transaction.state.log.replication.factor"))
-        except CompactlogError as e:
-            log.error(f"Cannot create {TRANSACTION_STATE_TOPIC}: {e}; transactions are unavailable")
-            return False
+        with st.metadata_lock:
+            if st.has_topic(TRANSACTION_STATE_TOPIC):
+                return True
+            configs = topic_configs(self.broker)
+            try:
+                st.create_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions, configs,
+                                replication_factor=self.broker.get("transaction.state.log.replication.factor"))
+            except CompactlogError as e:
+                log.error(f"Cannot create {TRANSACTION_STATE_TOPIC}: {e}; transactions are unavailable")
+                return False
         log.info(f"Created {TRANSACTION_STATE_TOPIC} with {self.config.num_partitions} partitions ({configs})")
         return True
 
@@ -183,6 +190,8 @@ class TransactionCoordinatorService:
         """One batch of ``records`` (id, transit or None) to ``__transaction_state``-``partition``,
         acks=-1 (one replica); the error as the coordinator answers it."""
         lg = self.state.log(TRANSACTION_STATE_TOPIC, partition)
+        if lg is None and self.ensure_topic():              # a first write before any lookup
+            lg = self.state.log(TRANSACTION_STATE_TOPIC, partition)
         if lg is None:
             return append_error(ErrorCode.unknown_topic_or_partition)
         if lg.config.get("min.insync.replicas") > 1:
@@ -229,6 +238,9 @@ class TransactionCoordinatorService:
 
     # -- loading ----------------------------------------------------------------------------------------
     def mark_loading(self) -> list[int]:
+        """Every partition of an existing topic (a new one has nothing to load)."""
+        if not self.state.has_topic(TRANSACTION_STATE_TOPIC):
+            return []
         parts = list(range(self.config.num_partitions))
         with self.lock:
             for p in parts:
@@ -266,23 +278,19 @@ class TransactionCoordinatorService:
             self.load_partition(p)
         self.loaded.set()
 
-    def _activate(self) -> bool:
-        if not self.ensure_topic():
-            return False
+    def _activate(self) -> None:
         with self.lock:
             self.coordinator.coordinator_epoch = self._coordinator_epoch()
             self.coordinator.active = True
         now = self.clock()
         self._next_abort = now + self.config.abort_interval_ms
         self._next_expire = now + self.config.expire_interval_ms
-        return True
 
     # -- the background thread ------------------------------------------------------------------------
     def start(self) -> None:
-        """Create the topic, mark every partition loading (before any request can arrive), then
-        load and run the timers in the background."""
-        if not self._activate():
-            return
+        """Mark every partition loading (before any request can arrive), then load them and run
+        the timers in the background."""
+        self._activate()
         parts = self.mark_loading()
         t = threading.Thread(target=self._run, args=(parts,), daemon=True, name="transaction-coordinator")
         self._threads.append(t)

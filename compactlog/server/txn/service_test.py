@@ -80,8 +80,10 @@ def begin(svc, tid="t", *parts, timeout=60000):
 
 # -- the topic ----------------------------------------------------------------------------------
 
-def test_start_creates_the_topic_with_one_node_configs(broker):
+def test_the_first_write_creates_the_topic_with_one_node_configs(broker):
     st = broker.state
+    assert not st.has_topic(TRANSACTION_STATE_TOPIC)        # nothing until a transaction needs it
+    assert broker.svc.init_producer_id("t", 1000).error == E.none
     assert st.partitions(TRANSACTION_STATE_TOPIC) == [0, 1, 2, 3]
     cfg = st.datadir.topic_config(TRANSACTION_STATE_TOPIC)
     assert (cfg.get("cleanup.policy"), cfg.get("compression.type"), cfg.get("min.insync.replicas"),
@@ -93,7 +95,7 @@ def test_start_creates_the_topic_with_one_node_configs(broker):
 def test_a_replication_factor_one_node_cannot_meet_leaves_the_coordinator_unavailable(tmp_path, clock):
     b = Broker(tmp_path / "d", clock, **{"transaction.state.log.replication.factor": "3"})
     try:
-        assert not b.state.has_topic(TRANSACTION_STATE_TOPIC) and not b.svc.is_available()
+        assert not b.svc.ensure_topic() and not b.state.has_topic(TRANSACTION_STATE_TOPIC)
         assert b.svc.init_producer_id("t", 1000).error == E.coordinator_not_available
     finally:
         b.close()
@@ -303,6 +305,7 @@ def test_the_coordinator_epoch_starts_from_the_producer_state(tmp_path, clock):
 def test_loading_waits_for_the_group_coordinator(tmp_path, clock):
     b = Broker(tmp_path / "data", clock)
     try:
+        assert b.svc.init_producer_id("x", 1000).error == E.none           # the topic exists now
         svc = TransactionCoordinatorService(b.state, clock=clock, crash_after="")
         import threading
         b.state.groups.loaded = threading.Event()
