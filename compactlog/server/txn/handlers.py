@@ -195,13 +195,10 @@ def handle_write_txn_markers(state: BrokerState, request):
         for t in m.topics:
             parts = []
             for p in t.partition_indexes:
-                if t.name != OFFSETS_TOPIC and state.log(t.name, p) is None:
-                    code = ErrorCode.unknown_topic_or_partition
-                else:
-                    code = write_marker(state, t.name, p, m.producer_id, m.producer_epoch, m.coordinator_epoch,
-                                        m.transaction_result)
-                    if t.name == OFFSETS_TOPIC and code in GROUP_NOT_READY:
-                        code = ErrorCode.not_leader_or_follower
+                code = write_marker(state, t.name, p, m.producer_id, m.producer_epoch, m.coordinator_epoch,
+                                    m.transaction_result)
+                if t.name == OFFSETS_TOPIC and code in GROUP_NOT_READY:
+                    code = ErrorCode.not_leader_or_follower
                 parts.append(build(p_cls, partition_index=p, error_code=code))
             topics.append(build(t_cls, name=t.name, partitions=tuple(parts)))
         out.append(build(m_cls, producer_id=m.producer_id, topics=tuple(topics)))

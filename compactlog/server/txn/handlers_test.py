@@ -192,6 +192,7 @@ def test_write_txn_markers_admin_abort(broker):
                                                topics=tuple(build(t_cls, name=n, partition_indexes=ps)
                                                             for n, ps in topics)),)))
         return {(t.name, p.partition_index): p.error_code for t in r.markers[0].topics for p in t.partitions}
+    st.groups.ensure_topic()
     assert markers(2, 0, ("t", (0,))) == {("t", 0): E.invalid_producer_epoch}
     assert markers(3, 0, ("t", (0,)), ("nope", (0,)), ("__consumer_offsets", (0,))) == {
         ("t", 0): E.none, ("nope", 0): E.unknown_topic_or_partition,

@@ -48,6 +48,9 @@ def write_marker(state, topic: str, partition: int, producer_id: int, producer_e
                  coordinator_epoch: int, commit: bool) -> ErrorCode:
     """Append one COMMIT/ABORT marker to ``topic``-``partition``; the append's error code.
     ``state`` is the BrokerState (its logs, its group coordinator and the fetch wake-ups)."""
+    lg = state.log(topic, partition)
+    if lg is None:
+        return ErrorCode.unknown_topic_or_partition
     if topic == OFFSETS_TOPIC:
         groups = getattr(state, "groups", None)
         hook = getattr(groups, "write_txn_marker", None)
@@ -58,9 +61,6 @@ def write_marker(state, topic: str, partition: int, producer_id: int, producer_e
             return ErrorCode(hook(partition, producer_id, producer_epoch, coordinator_epoch, commit))
         except CompactlogError as e:
             return ErrorCode(e.kafka_error)
-    lg = state.log(topic, partition)
-    if lg is None:
-        return ErrorCode.unknown_topic_or_partition
     try:
         lg.append_control(commit=commit, producer_id=producer_id, producer_epoch=producer_epoch,
                           coordinator_epoch=coordinator_epoch)
@@ -116,8 +116,8 @@ def run_job(state, coordinator: TransactionCoordinator, job: MarkerJob, now: int
                                 job.coordinator_epoch, job.commit)
             if code == ErrorCode.none and on_marker is not None:
                 on_marker()
-        exists = topic == "__consumer_offsets" or state.log(topic, partition) is not None
-        action = classify(code, exists)
+        action = classify(code, code != ErrorCode.unknown_topic_or_partition
+                          or state.log(topic, partition) is not None)
         if action in (DONE, DROP):
             if action == DROP:
                 log.info(f"Dropped {topic}-{partition} from the markers of {job.transactional_id} ({code.name})")

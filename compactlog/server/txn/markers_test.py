@@ -53,7 +53,11 @@ def test_data_partition_marker_is_one_append_and_wakes_fetches():
 
 
 def test_offsets_partition_marker_goes_to_the_group_hook():
-    assert write_marker(FakeState(), "__consumer_offsets", 0, 5, 2, 0, True) == E.coordinator_not_available
+    offsets = {("__consumer_offsets", p): FakeLog() for p in (0, 3, 9)}
+    assert write_marker(FakeState(logs=offsets), "__consumer_offsets", 0, 5, 2, 0, True) == \
+        E.coordinator_not_available                                     # no hook: not ready, retried
+    assert write_marker(FakeState(logs=offsets), "__consumer_offsets", 1, 5, 2, 0, True) == \
+        E.unknown_topic_or_partition                                    # no such partition: dropped
 
     class Groups:
         calls = []
@@ -62,7 +66,7 @@ def test_offsets_partition_marker_goes_to_the_group_hook():
             self.calls.append((partition, producer_id, producer_epoch, coordinator_epoch, commit))
             return E.transaction_coordinator_fenced if partition == 9 else E.none
     g = Groups()
-    st = FakeState(groups=g)
+    st = FakeState(groups=g, logs=offsets)
     assert write_marker(st, "__consumer_offsets", 3, 5, 2, 7, False) == E.none
     assert write_marker(st, "__consumer_offsets", 9, 5, 2, 7, False) == E.transaction_coordinator_fenced
     assert g.calls == [(3, 5, 2, 7, False), (9, 5, 2, 7, False)]

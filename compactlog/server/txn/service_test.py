@@ -148,6 +148,7 @@ def test_fencing_aborts_the_running_transaction_with_the_bumped_epoch(broker):
 
 def test_offsets_partition_marker_goes_through_the_group_hook_and_is_retried_without_it(broker, clock):
     st, svc = broker.state, broker.svc
+    st.groups.ensure_topic()                    # (a group's FindCoordinator creates it)
     pid, e = begin(svc, "t", ("__consumer_offsets", 1), ("t", 0))
     produce(st, "t", 0, pid, e)
     # this branch's group coordinator has no hook yet: a retriable answer, the decision stands
