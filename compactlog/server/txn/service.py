@@ -273,8 +273,9 @@ class TransactionCoordinatorService:
 
     def start_now(self) -> None:
         """Start and load every partition in this thread (tests, offline tools)."""
+        parts = self.mark_loading()
         self._activate()
-        for p in self.mark_loading():
+        for p in parts:
             self.load_partition(p)
         self.loaded.set()
 
@@ -290,8 +291,8 @@ class TransactionCoordinatorService:
     def start(self) -> None:
         """Mark every partition loading (before any request can arrive), then load them and run
         the timers in the background."""
-        self._activate()
         parts = self.mark_loading()
+        self._activate()
         t = threading.Thread(target=self._run, args=(parts,), daemon=True, name="transaction-coordinator")
         self._threads.append(t)
         t.start()
