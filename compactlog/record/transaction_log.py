@@ -5,24 +5,32 @@ version`` + ``producer_id int64, producer_epoch int16, transaction_timeout_ms in
 transaction_status int8, transaction_partitions [topic string, partition_ids [int32]] (nullable),
 transaction_last_update_timestamp_ms int64, transaction_start_timestamp_ms int64``; version 1 is
 the flexible form (compact strings and arrays, tagged fields: previous producer id 0, next producer
-id 1, client transaction version 2; TransactionLogValue.json in Kafka's transaction-coordinator).
-Printed as kafka-dump-log's ``--transaction-log-decoder`` does (TransactionLogMessageParser: the
-generated JSON converters' field names). The field types, their errors (field and byte named) and
-the JSON are ``schema_fields``', shared with the ``__consumer_offsets`` codec.
+id 1, client transaction version 2, next producer epoch 3; TransactionLogValue.json in Kafka's
+transaction-coordinator). Printed as kafka-dump-log's ``--transaction-log-decoder`` does
+(TransactionLogMessageParser: the generated JSON converters' field names). The field types, their
+errors (field and byte named) and the JSON are ``schema_fields``', shared with the
+``__consumer_offsets`` codec.
+
+The transaction coordinator writes with ``encode_value`` (v1 at transaction version level 1 and up,
+as Kafka 4.x's ``TransactionLog.valueToBytes``; tagged fields only where they differ from their
+defaults) and loads with ``read_key`` / ``read_value``: a key of a version it does not know is
+skipped (``read_key`` answers None), as Kafka's loader skips it with a warning.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from .schema_fields import I16, I32, I64, SchemaFormatError, SchemaReader, put_count, put_string, to_json
+from .varint import encode_uvarint
 
 STATUS_NAMES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
                 5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
 
 # the value's tagged fields (version 1): tag -> (JSON name, layout, the default not printed)
 _TAGGED = {0: ("previousProducerId", I64, -1), 1: ("nextProducerId", I64, -1),
-           2: ("clientTransactionVersion", I16, 0)}
+           2: ("clientTransactionVersion", I16, 0), 3: ("nextProducerEpoch", I16, -1)}
 
 
 _V0_HEAD = struct.Struct(">hqhib")     # version, producerId, producerEpoch, transactionTimeoutMs, status
@@ -30,6 +38,32 @@ _V0_HEAD = struct.Struct(">hqhib")     # version, producerId, producerEpoch, tra
 
 class TransactionLogError(SchemaFormatError):
     """Bytes that are not a TransactionLogKey / TransactionLogValue."""
+
+
+@dataclass(frozen=True)
+class TransactionLogValue:
+    """One ``__transaction_state`` value, every field (tagged ones at their defaults when absent)."""
+    version: int
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_status: int
+    partitions: list[tuple[str, list[int]]] | None
+    last_update_timestamp_ms: int
+    start_timestamp_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
+    next_producer_epoch: int = -1
+
+
+def read_key(key: bytes) -> str | None:
+    """The transactional id of a key, or None for a key version other than 0 (Kafka's loader
+    skips such records with a warning; ``decode_key`` refuses them, as dump-log reports them)."""
+    r = SchemaReader(key, "key", error=TransactionLogError)
+    if r.i16("version") != 0:
+        return None
+    return r.string("transactionalId")
 
 
 def decode_key(key: bytes) -> dict:
@@ -41,7 +75,8 @@ def decode_key(key: bytes) -> dict:
     return {"type": str(version), "data": {"transactionalId": tid}}
 
 
-def decode_value(value: bytes) -> dict:
+def read_value(value: bytes) -> TransactionLogValue:
+    """A value of version 0 or 1, every field read (the error names the field and byte)."""
     version = I16.unpack_from(value, 0)[0] if len(value) >= 2 else -1
     if version not in (0, 1):
         raise TransactionLogError(f"unknown transaction log value version {version}")
@@ -62,18 +97,34 @@ def decode_value(value: bytes) -> dict:
                    for _ in range(r.array_length(f"{name}.partitionIds", compact=flexible, min_element=4))]
             if flexible:
                 r.tagged_fields(name)
-            parts.append({"topic": topic, "partitionIds": ids})
+            parts.append((topic, ids))
     last_update, start = r.i64("transactionLastUpdateTimestampMs"), r.i64("transactionStartTimestampMs")
     tags = _tagged(r.tagged_fields("TransactionLogValue")) if flexible else {}
-    # the generated JSON converter's order (the schema's), tagged fields only when set
-    data = {"producerId": producer_id}
-    data.update((k, tags[k]) for k in ("previousProducerId", "nextProducerId") if k in tags)
-    data.update({"producerEpoch": producer_epoch, "transactionTimeoutMs": timeout_ms,
-                 "transactionStatus": status, "transactionPartitions": parts,
-                 "transactionLastUpdateTimestampMs": last_update, "transactionStartTimestampMs": start})
-    if "clientTransactionVersion" in tags:
-        data["clientTransactionVersion"] = tags["clientTransactionVersion"]
-    return {"type": str(version), "data": data}
+    return TransactionLogValue(version, producer_id, producer_epoch, timeout_ms, status, parts, last_update,
+                               start, tags.get("previousProducerId", -1), tags.get("nextProducerId", -1),
+                               tags.get("clientTransactionVersion", 0), tags.get("nextProducerEpoch", -1))
+
+
+def decode_value(value: bytes) -> dict:
+    v = read_value(value)
+    # the generated JSON converter's order (the schema's), tagged fields only when set; where
+    # nextProducerEpoch (tag 3) sits in the schema was not checked: beside producerEpoch here
+    data = {"producerId": v.producer_id}
+    if v.previous_producer_id != -1:
+        data["previousProducerId"] = v.previous_producer_id
+    if v.next_producer_id != -1:
+        data["nextProducerId"] = v.next_producer_id
+    data["producerEpoch"] = v.producer_epoch
+    if v.next_producer_epoch != -1:
+        data["nextProducerEpoch"] = v.next_producer_epoch
+    data.update({"transactionTimeoutMs": v.transaction_timeout_ms, "transactionStatus": v.transaction_status,
+                 "transactionPartitions": None if v.partitions is None else
+                 [{"topic": t, "partitionIds": ids} for t, ids in v.partitions],
+                 "transactionLastUpdateTimestampMs": v.last_update_timestamp_ms,
+                 "transactionStartTimestampMs": v.start_timestamp_ms})
+    if v.client_transaction_version != 0:
+        data["clientTransactionVersion"] = v.client_transaction_version
+    return {"type": str(v.version), "data": data}
 
 
 def _tagged(raw: dict[int, bytes]) -> dict:
@@ -124,3 +175,43 @@ def encode_value_v0(producer_id: int, producer_epoch: int, timeout_ms: int, stat
             out += b"".join(I32.pack(i) for i in ids)
     out += I64.pack(last_update_ms) + I64.pack(start_ms)
     return bytes(out)
+
+
+def encode_value_v1(producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
+                    partitions: list[tuple[str, list[int]]] | None, last_update_ms: int, start_ms: int, *,
+                    previous_producer_id: int = -1, next_producer_id: int = -1,
+                    client_transaction_version: int = 0, next_producer_epoch: int = -1) -> bytes:
+    """The flexible value (version 1): compact partitions (null: ``uvarint 0``), each entry with
+    its empty tag section, then the value's tagged fields in tag order, each only when it differs
+    from its default (the generated ``Writable``'s rule)."""
+    out = bytearray(_V0_HEAD.pack(1, producer_id, producer_epoch, timeout_ms, status))
+    if partitions is None:
+        out += b"\x00"
+    else:
+        put_count(out, len(partitions), True)
+        for topic, ids in partitions:
+            put_string(out, topic, True)
+            put_count(out, len(ids), True)
+            out += b"".join(I32.pack(i) for i in ids)
+            out += b"\x00"
+    out += I64.pack(last_update_ms) + I64.pack(start_ms)
+    values = {0: previous_producer_id, 1: next_producer_id, 2: client_transaction_version, 3: next_producer_epoch}
+    tags = [(tag, _TAGGED[tag][1].pack(v)) for tag, v in sorted(values.items()) if v != _TAGGED[tag][2]]
+    out += encode_uvarint(len(tags))
+    for tag, data in tags:
+        out += encode_uvarint(tag) + encode_uvarint(len(data)) + data
+    return bytes(out)
+
+
+def encode_value(version: int, producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
+                 partitions: list[tuple[str, list[int]]] | None, last_update_ms: int, start_ms: int,
+                 **tagged) -> bytes:
+    """A value in ``version`` (0: the tagged fields cannot be written and are dropped, as Kafka's
+    level-0 writer drops them)."""
+    if version == 0:
+        return encode_value_v0(producer_id, producer_epoch, timeout_ms, status, partitions, last_update_ms,
+                               start_ms)
+    if version != 1:
+        raise ValueError(f"unknown transaction log value version {version}")
+    return encode_value_v1(producer_id, producer_epoch, timeout_ms, status, partitions, last_update_ms,
+                           start_ms, **tagged)

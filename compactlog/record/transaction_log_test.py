@@ -7,7 +7,8 @@ import struct
 import pytest
 
 from compactlog.record.transaction_log import (TransactionLogError, decode_key, decode_value, decoder_text,
-                                               encode_key, encode_value_v0)
+                                               encode_key, encode_value, encode_value_v0, encode_value_v1,
+                                               read_key, read_value)
 
 
 def test_round_trip_and_dump_log_text():
@@ -45,3 +46,62 @@ def test_bad_bytes_name_the_field_and_byte():
     v1 = struct.pack(">hqhib", 1, 7, 1, 100, 2) + b"\x00" + struct.pack(">qq", 5, 6) + b"\x01\x00\x02\x00\x01"
     with pytest.raises(TransactionLogError, match=r"previousProducerId \(tag 0\) has 2 bytes, not 8"):
         decode_value(v1)
+
+
+# -- the v1 encoder against the spec's worked bytes (transactions.md §4.2: "txn-1", producer id 1000)
+
+LAST_UPDATE = 0x0000018BCFE56800
+
+
+def test_v1_empty_value_is_the_worked_example():
+    assert encode_key("txn-1") == bytes.fromhex("00000005" "74786e2d31")
+    v = encode_value_v1(1000, 0, 60000, 0, None, LAST_UPDATE, -1)
+    assert v == bytes.fromhex("0001" "00000000000003e8" "0000" "0000ea60" "00" "00"
+                              "0000018bcfe56800" "ffffffffffffffff" "00")
+    assert len(v) == 35
+
+
+def test_v1_ongoing_value_with_two_partitions():
+    v = encode_value_v1(1000, 0, 60000, 1, [("orders", [0, 1])], LAST_UPDATE, LAST_UPDATE)
+    assert len(v) == 52
+    assert v[17:35] == bytes.fromhex("02" "076f7264657273" "03" "00000000" "00000001" "00")
+    assert v[-1:] == b"\x00"
+    assert read_value(v).partitions == [("orders", [0, 1])]
+
+
+def test_v1_tagged_fields_only_when_not_default_in_tag_order():
+    v = encode_value_v1(1000, 1, 60000, 2, [], LAST_UPDATE, LAST_UPDATE, client_transaction_version=2)
+    assert v[-5:] == bytes.fromhex("01" "02" "02" "0002")
+    every = encode_value_v1(5, 0, 100, 4, [], 1, 2, previous_producer_id=4, next_producer_id=6,
+                            client_transaction_version=2, next_producer_epoch=3)
+    assert every[-29:] == bytes.fromhex("04" "00" "08" "0000000000000004" "01" "08" "0000000000000006"
+                                        "02" "02" "0002" "03" "02" "0003")
+    r = read_value(every)
+    assert (r.previous_producer_id, r.next_producer_id, r.client_transaction_version,
+            r.next_producer_epoch) == (4, 6, 2, 3)
+    d = decode_value(every)["data"]
+    assert list(d) == ["producerId", "previousProducerId", "nextProducerId", "producerEpoch", "nextProducerEpoch",
+                       "transactionTimeoutMs", "transactionStatus", "transactionPartitions",
+                       "transactionLastUpdateTimestampMs", "transactionStartTimestampMs",
+                       "clientTransactionVersion"]
+    # defaults are not printed: tag 3 at -1 is absent, like tags 0-2
+    assert "nextProducerEpoch" not in decode_value(encode_value_v1(5, 0, 100, 0, None, 1, 2))["data"]
+
+
+def test_v0_worked_example_and_encode_value_levels():
+    v0 = encode_value(0, 1000, 0, 60000, 0, None, LAST_UPDATE, -1, client_transaction_version=2)
+    assert v0[:21] == bytes.fromhex("0000" "00000000000003e8" "0000" "0000ea60" "00" "ffffffff")
+    assert len(v0) == 37
+    assert encode_value(1, 1000, 0, 60000, 0, None, LAST_UPDATE, -1) == \
+        encode_value_v1(1000, 0, 60000, 0, None, LAST_UPDATE, -1)
+    with pytest.raises(ValueError):
+        encode_value(2, 1, 0, 1, 0, None, 0, 0)
+
+
+def test_read_key_skips_unknown_versions_and_decode_key_refuses_them():
+    assert read_key(encode_key("t")) == "t"
+    assert read_key(b"\x00\x01\x00\x01t") is None
+    with pytest.raises(TransactionLogError, match="unknown transaction log key version 1"):
+        decode_key(b"\x00\x01\x00\x01t")
+    text, payload = decoder_text(b"\x00\x01\x00\x01t", b"", 9)
+    assert payload is None and text == "Error at offset 9, skipping. unknown transaction log key version 1"

@@ -3,8 +3,10 @@
 Start-up: the data dir is already open for writing (the caller took the data-dir lock, which the
 broker holds until it exits); ``meta.properties`` gives the cluster and node ids; every partition
 is opened, which recovers it after a kill -9 exactly as ``LogManager.loadLogs`` does; then the
-listeners, the worker pool and the background threads start, and the group coordinator loads
-``__consumer_offsets`` in its own thread (groups/service.py). Shutdown on SIGINT/SIGTERM
+listeners, the worker pool and the background threads start, the group coordinator loads
+``__consumer_offsets`` in its own thread (groups/service.py) and the transaction coordinator,
+once that is done, ``__transaction_state`` (txn/service.py; the topic is created on first use).
+Shutdown on SIGINT/SIGTERM
 (``BrokerServer.shutdown``): stop accepting, let in-flight requests finish, answer waiting fetches,
 stop the cleaner and the scheduler, then close every log (producer snapshots, flush, trimmed
 indexes), write the checkpoints and the clean-shutdown marker, and let go of the lock.
@@ -25,6 +27,7 @@ from ..errors import CompactlogError, ConfigError
 from ..storage.datadir import DataDir
 from .background import Background
 from .groups.service import for_broker as group_coordinator_for
+from .txn.service import for_broker as transaction_coordinator_for
 from .dispatch import advertised_apis, dispatch_table
 from .state import BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
 from .transport import BrokerServer, pid_cpu_seconds
@@ -103,6 +106,7 @@ class Broker:
         self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],
                                  producer_ids=ProducerIdManager(self.datadir.path, highest_pid))
         group_coordinator_for(self.state)
+        transaction_coordinator_for(self.state)
         return asyncio.run(self._main())
 
     async def _main(self) -> int:
@@ -119,11 +123,14 @@ class Broker:
                                             max_request_size=broker.get("socket.request.max.bytes"),
                                             idle_ms=broker.get("connections.max.idle.ms"))
         stop = asyncio.Event()
-        # __consumer_offsets partitions are marked loading before any request can arrive
+        # __consumer_offsets and __transaction_state partitions are marked loading before any
+        # request can arrive; the transaction coordinator loads once the groups are loaded
         state.groups.start()
+        state.transactions.start()
         try:
             bound = await server.start(self.listeners)
         except OSError as e:
+            state.transactions.stop()
             state.groups.stop()
             pool.shutdown(wait=True)
             where = ", ".join(str(x) for x in self.listeners)
@@ -154,6 +161,7 @@ class Broker:
             log.info(f"[KafkaServer id={self.node_id}] shutting down")
             state.groups.unload()           # parked JoinGroup/SyncGroup answer now
             await server.stop(SHUTDOWN_GRACE_S)
+            await loop.run_in_executor(None, state.transactions.stop)
             await loop.run_in_executor(None, state.groups.stop)
             await loop.run_in_executor(None, background.stop)
             pool.shutdown(wait=True)

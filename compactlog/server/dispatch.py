@@ -2,8 +2,9 @@
 
 Kafka routes each request in ``KafkaApis.handle``, enables versions in ``ApiKeys`` and answers a
 failed request with the request class's ``getErrorResponse``: three places to keep in step. Here
-each API declares all of it once, in its own module (``apis/*.py``, and ``groups/handlers.py`` for
-the group APIs and FindCoordinator), as Redpanda's handlers do; this module only collects the
+each API declares all of it once, in its own module (``apis/*.py``, ``groups/handlers.py`` for
+the group APIs and FindCoordinator, ``txn/handlers.py`` for the transaction APIs), as Redpanda's
+handlers do; this module only collects the
 declarations. ``dispatch_table`` is what the transport runs (API key -> handler and where it
 runs); ``advertised_apis`` is the ApiVersions table restricted to the APIs that have a handler,
 so a client is never offered an API this broker cannot answer.
@@ -23,10 +24,11 @@ from .apis.produce import PRODUCE
 from .apis.records import DELETE_RECORDS
 from .apis.topics import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
 from .groups.handlers import GROUP_APIS
+from .txn.handlers import TXN_APIS
 from .versions import SupportedApis
 
-__all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "advertised_apis", "dispatch_table",
-           "error_response"]
+__all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "TXN_APIS", "advertised_apis",
+           "dispatch_table", "error_response"]
 
 BROKER_APIS: tuple[ApiHandler, ...] = (
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS,
@@ -35,7 +37,7 @@ BROKER_APIS: tuple[ApiHandler, ...] = (
 )
 """The data-plane and admin APIs (wire-protocol.md §2.1), Produce first."""
 
-DECLARED_APIS: tuple[ApiHandler, ...] = BROKER_APIS + GROUP_APIS
+DECLARED_APIS: tuple[ApiHandler, ...] = BROKER_APIS + GROUP_APIS + TXN_APIS
 
 _BY_KEY = {a.key: a for a in DECLARED_APIS}
 if len(_BY_KEY) != len(DECLARED_APIS):

@@ -236,6 +236,7 @@ class BrokerState:
     closing: threading.Event = field(default_factory=threading.Event)
     apis: object = None                  # the advertised SupportedApis (set at start)
     groups: object = None                # the GroupCoordinatorService (set at start)
+    transactions: object = None          # the TransactionCoordinatorService (set at start)
 
     @property
     def broker(self):

@@ -40,7 +40,7 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 # what Java's Double.parseDouble reads of a trimmed text (hexadecimal floats aside): a sign, NaN,
 # Infinity or decimal digits with an exponent, and a type suffix
 _JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?")
-_INT_BITS = {"int": 32, "long": 64}
+_INT_BITS = {"short": 16, "int": 32, "long": 64}
 
 
 class _Unparsable(ValueError):
@@ -157,7 +157,7 @@ class CompactionLagConflict(ConfigError):
 @dataclass(frozen=True)
 class ConfigDef:
     name: str
-    kind: str              # int, long, double, bool, list, string
+    kind: str              # short, int, long, double, bool, list, string
     default: Any
     broker: tuple[str, ...] = ()   # broker properties that set the default, first match wins
     check: Rule | None = None
@@ -388,11 +388,32 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("offsets.retention.minutes", "int", 10080, check=at_least(1)),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, check=at_least(1)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096),
+    # the transaction coordinator (TransactionLogConfig, TransactionStateManagerConfig). Kafka's
+    # defaults but two: __transaction_state's replication factor (Kafka 3) and min ISR (Kafka 2)
+    # are 1, which is all one node can meet (else every transactional client waits for
+    # COORDINATOR_NOT_AVAILABLE until it times out)
+    ConfigDef("transaction.state.log.num.partitions", "int", 50, check=at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, check=at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", "short", 1, check=at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", "int", 1, check=at_least(1)),
+    ConfigDef("transaction.state.log.load.buffer.size", "int", 5242880, check=at_least(1)),
+    ConfigDef("transaction.partition.verification.enable", "bool", True),
+    ConfigDef("transaction.max.timeout.ms", "int", 900000, check=at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", "int", 604800000, check=at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, check=at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, check=at_least(1)),
+    # KIP-939 (two-phase commit) is not offered: InitProducerId v6 is not advertised
+    ConfigDef("transaction.two.phase.commit.enable", "bool", False),
     # compactlog's own settings (not Kafka's)
     ConfigDef("compactlog.spark.master", "string", "local[*]"),
     ConfigDef("compactlog.spark.local.dir", "string", ""),
     ConfigDef("compactlog.cleaner.task.memory.bytes", "long", 2147483648, check=at_least(1024)),
     ConfigDef("compactlog.cleaner.map", "string", "auto", check=one_of("auto", "task", "distributed")),
+    # the coordinator's transaction protocol level (Kafka's finalized feature transaction.version,
+    # set with kafka-storage/kafka-features, not a broker setting): 2 as on a new Kafka 4.x
+    # cluster (v1 __transaction_state values, KIP-890 epoch rules for the coordinator's own aborts);
+    # 0 and 1 for tests (v0 values at 0)
+    ConfigDef("compactlog.transaction.version", "int", 2, check=between(0, 2)),
 ]}
 
 

@@ -25,7 +25,7 @@ SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
 # DescribeConfigsResponse.ConfigType
-CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
 
 @dataclass
@@ -213,10 +213,31 @@ BROKER_DOCS = {
                                  "their last commit.",
     "offsets.retention.check.interval.ms": "Interval between checks for expired committed offsets.",
     "offset.metadata.max.bytes": "Longest metadata string a committed offset may carry.",
+    "transaction.state.log.num.partitions": "Partitions of __transaction_state (never change it once the "
+                                            "topic exists).",
+    "transaction.state.log.segment.bytes": "Segment size of __transaction_state (small segments compact "
+                                           "sooner).",
+    "transaction.state.log.replication.factor": "Replication factor of __transaction_state; only 1 is "
+                                                "possible on one node.",
+    "transaction.state.log.min.isr": "min.insync.replicas of __transaction_state; only 1 can be met on one "
+                                     "node.",
+    "transaction.state.log.load.buffer.size": "Read size when __transaction_state is loaded at start.",
+    "transaction.partition.verification.enable": "Whether a transactional write is refused for a partition "
+                                                 "its transaction has not added.",
+    "transaction.max.timeout.ms": "Longest transaction timeout a producer may ask for.",
+    "transactional.id.expiration.ms": "Time without a transaction after which a transactional id is "
+                                      "forgotten.",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "Interval between checks for transactions "
+                                                                   "past their timeout, which are aborted.",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "Interval between checks for expired "
+                                                                  "transactional ids.",
+    "transaction.two.phase.commit.enable": "Two-phase commit (KIP-939); not offered.",
     "compactlog.spark.master": "Spark master for large cleaning rounds.",
     "compactlog.spark.local.dir": "Spark's scratch directory.",
     "compactlog.cleaner.task.memory.bytes": "Memory a cleaning task may use for its offset map.",
     "compactlog.cleaner.map": "Where the offset map is built: in one task, distributed, or chosen by size.",
+    "compactlog.transaction.version": "Transaction protocol level of the coordinator (Kafka's "
+                                      "transaction.version feature): 2, or 0 and 1 for tests.",
 }
 
 

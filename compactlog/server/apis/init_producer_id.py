@@ -1,10 +1,10 @@
-"""InitProducerId (API key 22): Kafka's ``TransactionCoordinator.handleInitProducerId`` for
-idempotent producers only.
+"""InitProducerId (API key 22): Kafka's ``KafkaApis.handleInitProducerIdRequest`` and, for
+idempotent producers, ``TransactionCoordinator.handleInitProducerId``.
 
 Without a transactional id Kafka always hands out a new id with epoch 0 (the supplied id and
-epoch are ignored). Transactions are not offered (wire-protocol.md §7): a transactional id is
-refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which stops the client at once instead of
-letting it retry until its timeout.
+epoch are ignored). With one, the transaction coordinator answers (``txn/handlers.py``: epoch
+bumps, fencing, KIP-360 recovery, epoch exhaustion; transactions.md §2.2). v5 only declares that
+the client understands TRANSACTION_ABORTABLE; v6 (KIP-939 two-phase commit) is not offered.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from ..messages import NO_THROTTLE, build, response_class
 from ..state import BrokerState
+from ..txn.handlers import init_transactional_producer
 from .handler import THREAD, ApiHandler
 
 
@@ -29,9 +30,7 @@ def handle_init_producer_id(state: BrokerState, request):
     if (pid_in == -1) != (epoch_in == -1):
         return answer(ErrorCode.invalid_request)
     if body.transactional_id is not None:
-        if body.transactional_id == "":
-            return answer(ErrorCode.invalid_request)
-        return answer(ErrorCode.transactional_id_authorization_failed)
+        return init_transactional_producer(state, request, answer)
     pid = state.producer_ids.allocate()
     return answer(ErrorCode.none, pid, 0)
 
@@ -41,5 +40,5 @@ def init_producer_id_error(body, cls, code, message):
 
 
 # the producer id block is persisted before an id of it is handed out: a worker thread
-INIT_PRODUCER_ID = ApiHandler(22, "InitProducerId", 0, 4, mode=THREAD, handler=handle_init_producer_id,
+INIT_PRODUCER_ID = ApiHandler(22, "InitProducerId", 0, 5, mode=THREAD, handler=handle_init_producer_id,
                               error_response=init_producer_id_error)

@@ -12,8 +12,8 @@ As in KafkaApis, OffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION
 that do not exist without asking the coordinator, and FindCoordinator creates ``__consumer_offsets``
 on the first group lookup. Kafka then answers COORDINATOR_NOT_AVAILABLE until the topic is
 created by its controller; here it is created at once and the answer names this broker (the
-clients retry either way). A transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which
-stops a transactional producer at once (this broker offers no transactions, wire-protocol.md §7).
+clients retry either way). A transactional id (key type 1) is answered by the transaction
+coordinator (``txn/handlers.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from ..apis.handler import ASYNC, INLINE, THREAD, ApiHandler
 from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
 from ..state import CLIENT_HOST, BrokerState
+from ..txn.handlers import transaction_coordinator
 from .api_data import CommitPartition, FetchedOffset, JoinRequest, JoinResponse, SyncRequest
 from .runtime import Outcome
 
@@ -53,7 +54,7 @@ def _service(state: BrokerState):
 
 def _coordinator_for(state: BrokerState, key_type: int, key: str) -> tuple[int, str]:
     if key_type == TRANSACTION_KEY_TYPE:
-        return ErrorCode.transactional_id_authorization_failed, "this broker offers no transactions"
+        return transaction_coordinator(state, key)
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.invalid_request, f"coordinator key type {key_type} is not supported"
     _service(state).ensure_topic()
