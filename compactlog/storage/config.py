@@ -388,6 +388,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("offsets.retention.minutes", "int", 10080, check=at_least(1)),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, check=at_least(1)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096),
+    # the transaction coordinator (TransactionLogConfig): KIP-890's verification of the first
+    # transactional write to a partition (Produce, TxnOffsetCommit)
+    ConfigDef("transaction.partition.verification.enable", "bool", True),
     # compactlog's own settings (not Kafka's)
     ConfigDef("compactlog.spark.master", "string", "local[*]"),
     ConfigDef("compactlog.spark.local.dir", "string", ""),
