@@ -20,7 +20,8 @@ def advertised(apis: SupportedApis) -> dict[int, tuple[int, int]]:
 def test_broker_table_is_the_spec_table():
     assert advertised(BROKER) == {
         0: (0, 12), 1: (4, 12), 2: (1, 8), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 5),
-        21: (0, 2), 22: (0, 4), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 1)}
+        21: (0, 2), 22: (0, 4), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 1),
+        61: (0, 0)}
 
 
 def test_group_apis_are_advertised_only_when_asked_for():
