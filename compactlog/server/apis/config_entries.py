@@ -213,6 +213,9 @@ BROKER_DOCS = {
                                  "their last commit.",
     "offsets.retention.check.interval.ms": "Interval between checks for expired committed offsets.",
     "offset.metadata.max.bytes": "Longest metadata string a committed offset may carry.",
+    "transaction.partition.verification.enable": "Whether the first transactional write of a transaction "
+                                                 "to a partition is verified with the transaction "
+                                                 "coordinator (KIP-890).",
     "compactlog.spark.master": "Spark master for large cleaning rounds.",
     "compactlog.spark.local.dir": "Spark's scratch directory.",
     "compactlog.cleaner.task.memory.bytes": "Memory a cleaning task may use for its offset map.",

@@ -6,36 +6,10 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from compactlog.server.conftest import FakeTransactions
 from compactlog.server.handlers_test import batch, produce, state  # noqa: F401 (the fixture)
 
 TID = "tx-1"
-
-
-class FakeTransactions:
-    """``state.transactions`` with the one method Produce calls: partitions added per
-    transactional id, or one forced answer; every question is recorded."""
-
-    def __init__(self):
-        self.txns: dict[str, tuple[int, int, set]] = {}
-        self.answer: ErrorCode | None = None
-        self.calls: list[tuple] = []
-        self.before_answer = None       # run inside the call: a marker racing the append
-
-    def add(self, tid, pid, epoch, *partitions):
-        self.txns[tid] = (pid, epoch, set(partitions))
-
-    def verify_partition(self, transactional_id, producer_id, producer_epoch, topic, partition):
-        self.calls.append((transactional_id, producer_id, producer_epoch, topic, partition))
-        if self.before_answer is not None:
-            self.before_answer()
-        if self.answer is not None:
-            return self.answer
-        txn = self.txns.get(transactional_id)
-        if txn is None or txn[0] != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        if txn[1] != producer_epoch:
-            return ErrorCode.producer_fenced
-        return ErrorCode.none if (topic, partition) in txn[2] else ErrorCode.transaction_abortable
 
 
 def txn(keys, pid=7, epoch=0, seq=0):
