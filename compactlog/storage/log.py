@@ -247,7 +247,9 @@ class Log:
         next_offset = self.log_end_offset
         out = []
         for b in batches:
-            if origin == CLIENT:
+            # a coordinator's data (transactional offset commits) is validated as a client's:
+            # LogValidator runs for both, only markers are the coordinator's own
+            if origin == CLIENT or not b.header.is_control:
                 b = validated_batch(b, self.config, now, partition=self.name)
             else:
                 b = conform_batch(b, self.config, now)

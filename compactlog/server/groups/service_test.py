@@ -411,3 +411,12 @@ def test_deleting_the_group_or_topic_removes_pending_offsets(tmp_path):
     s2 = service(dd)
     assert "g" not in s2.coordinator.groups and committed(s2) == {}
     dd.close()
+
+
+def test_a_txn_offset_commit_too_large_for_the_partition_is_refused(tmp_path):
+    dd, s, p, fake = txn_setup(tmp_path)
+    dd.alter_topic(R.OFFSETS_TOPIC, {"max.message.bytes": "200"})
+    parts = [("t", i, i) for i in range(20)]
+    assert txn_commit(s, parts, fake) == [ErrorCode.unknown_server_error] * 20
+    assert dd.open_log(R.OFFSETS_TOPIC, p).log_end_offset == 0 and committed(s) == {}
+    dd.close()
