@@ -133,6 +133,14 @@ class InvalidTxnStateError(InvalidRecordError):
     kafka_error_name = "invalid_txn_state"
 
 
+class TransactionCoordinatorFencedError(InvalidRecordError):
+    """A transaction marker whose coordinator epoch is older than the one the partition last saw
+    from its producer: written by a coordinator that has since been replaced
+    (TransactionCoordinatorFencedException)."""
+
+    kafka_error_name = "transaction_coordinator_fenced"
+
+
 class UnknownProducerIdError(InvalidRecordError):
     """A producer id the partition has no state for, where state is required."""
 

@@ -19,6 +19,7 @@ EXPECTED = {
     errors.InvalidTimestampError: 32, errors.OutOfOrderSequenceError: 45,
     errors.DuplicateSequenceError: 46, errors.InvalidProducerEpochError: 47,
     errors.InvalidTxnStateError: 48, errors.UnknownProducerIdError: 59,
+    errors.TransactionCoordinatorFencedError: 52,
     errors.OffsetOutOfRangeError: 1, errors.ConfigError: 40, errors.TopicError: 3,
     errors.UnknownTopicError: 3, errors.TopicExistsError: 36, errors.InvalidTopicError: 17,
     errors.StorageError: 56, errors.DataDirLockedError: -1, errors.ReadOnlyError: 56,

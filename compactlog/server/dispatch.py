@@ -15,6 +15,7 @@ from __future__ import annotations
 from .apis.api_versions import API_VERSIONS
 from .apis.cluster import DESCRIBE_CLUSTER, DESCRIBE_LOG_DIRS
 from .apis.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from .apis.describe_producers import DESCRIBE_PRODUCERS
 from .apis.fetch import FETCH
 from .apis.handler import Api, ApiHandler
 from .apis.init_producer_id import INIT_PRODUCER_ID
@@ -33,7 +34,7 @@ __all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "TXN_APIS", "
 BROKER_APIS: tuple[ApiHandler, ...] = (
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS,
     INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, ALTER_CONFIGS, CREATE_PARTITIONS,
-    INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER,
+    INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS,
 )
 """The data-plane and admin APIs (wire-protocol.md §2.1), Produce first."""
 

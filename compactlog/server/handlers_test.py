@@ -56,14 +56,14 @@ def request(api_key: int, version: int, body, client_id: str = "test", expects: 
     return Request(api_key, version, 7, client_id, None, body, 0, version, expects)
 
 
-def produce(state, parts, *, version=9, acks=-1, client_id="test"):
-    """parts: [(topic, partition, records)]; the kio response."""
+def produce(state, parts, *, version=9, acks=-1, client_id="test", transactional_id=None):
+    """parts: [(topic, partition, records)]; the kio response's partitions."""
     cls = request_schema(0, version)
     t_cls, p_cls = nested(cls, "TopicProduceData"), nested(cls, "PartitionProduceData")
     topics = {}
     for topic, partition, records in parts:
         topics.setdefault(topic, []).append(build(p_cls, index=partition, records=records))
-    body = build(cls, transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=5),
+    body = build(cls, transactional_id=transactional_id, acks=acks, timeout=datetime.timedelta(seconds=5),
                  topic_data=tuple(build(t_cls, name=t, partition_data=tuple(ps))
                                   for t, ps in topics.items()))
     resp = handle_produce(state, request(0, version, body, client_id, acks != 0))
@@ -130,8 +130,10 @@ def test_produce_acks_internal_zstd_and_replicas(state):
     assert r.error_code == ErrorCode.not_enough_replicas
     [r] = produce(state, [("isr", 0, batch([b"k"]))], acks=1)
     assert r.error_code == ErrorCode.none
+    # a transactional batch without a transactional id (transactions.md §2.7 rule 1; before the
+    # coordinator existed this was INVALID_TXN_STATE)
     [r] = produce(state, [("t", 0, batch([b"k"], pid=1, epoch=0, seq=0, transactional=True))])
-    assert r.error_code == ErrorCode.invalid_txn_state
+    assert r.error_code == ErrorCode.transactional_id_authorization_failed
 
 
 def test_idempotent_producer_sequences_epochs_and_duplicates(state):

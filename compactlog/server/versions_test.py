@@ -20,15 +20,16 @@ def advertised(apis: SupportedApis) -> dict[int, tuple[int, int]]:
 def test_broker_table_is_the_spec_table():
     assert advertised(BROKER) == {
         0: (0, 12), 1: (4, 12), 2: (1, 8), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 5),
-        21: (0, 2), 22: (0, 5), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 1)}
+        21: (0, 2), 22: (0, 5), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 1),
+        61: (0, 0)}
 
 
 def test_group_apis_are_advertised_only_when_asked_for():
     table = advertised(ALL_APIS)
     assert set(table) == {r.key for r in BROKER_APIS} | {r.key for r in GROUP_APIS}
-    assert {k: table[k] for k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47)} == {
+    assert {k: table[k] for k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 28, 42, 47)} == {
         8: (2, 8), 9: (1, 8), 10: (0, 4), 11: (0, 7), 12: (0, 4), 13: (0, 4), 14: (0, 5),
-        15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0)}
+        15: (0, 5), 16: (0, 5), 28: (0, 4), 42: (0, 2), 47: (0, 0)}
     assert not set(advertised(BROKER)) & {r.key for r in GROUP_APIS}
 
 

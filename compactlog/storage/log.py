@@ -29,7 +29,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InvalidRecordError, OffsetOutOfRangeError, ReadOnlyError, TopicError
+from ..errors import InvalidProducerEpochError, InvalidRecordError, OffsetOutOfRangeError, ReadOnlyError, TopicError
 from ..record import compression as codecs
 from ..record.batch import (BatchSpec, Record, columnar_records, encode_columnar_batch, encode_marker,
                             iter_batches)
@@ -42,7 +42,8 @@ from .isolation import last_fetchable_offset
 from .loader import LogLoader, rebuild_producer_state, repair_segments, replay_producer_state_from
 from .local_log import LocalLog, ReadSpan
 from .producer_append import Pending, ProducerUpdates
-from .producer_state import CLIENT, COORDINATOR, REPLICATION, ProducerStateManager
+from .producer_state import (CLIENT, COORDINATOR, REPLICATION, SENTINEL, ActiveProducer, ProducerStateManager,
+                             VerificationGuard)
 from .segment import LogSegment
 from .segments import NO_UPPER_BOUND, LogSegments
 from .timestamp_lookup import LATEST_TIMESTAMP, fetchable_answer
@@ -193,8 +194,10 @@ class Log:
     @_writer
     def append_records(self, keys: Sequence, values: Sequence, *, timestamps=None, headers=None,
                        producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                       transactional: bool = False, compression: str | int = "none") -> AppendInfo:
-        """Encode one batch and append it as a client produce would.
+                       transactional: bool = False, compression: str | int = "none", origin: str = CLIENT,
+                       verification_guard: VerificationGuard | None = None) -> AppendInfo:
+        """Encode one batch and append it as a client produce would (or, with ``origin``
+        COORDINATOR, as the group coordinator writes: no sequence check, no duplicate lookup).
 
         ``keys``/``values``: Python sequences of bytes/str/None, pyarrow binary/string arrays, or
         2-D uint8 numpy arrays (see ``record.batch.columnar_records``).
@@ -209,19 +212,25 @@ class Log:
                          producer_id=producer_id, producer_epoch=producer_epoch,
                          base_sequence=base_sequence)
         batch = encode_columnar_batch(spec, columnar_records(keys, values, headers), timestamps)
-        return self.append_as_leader(batch)
+        return self.append_as_leader(batch, origin, verification_guard=verification_guard)
 
     @_writer
-    def append_as_leader(self, data, origin: str = CLIENT) -> AppendInfo:
+    def append_as_leader(self, data, origin: str = CLIENT, *,
+                         verification_guard: VerificationGuard | None = None) -> AppendInfo:
         """Validate batches from a producer, assign offsets from the log end and append them.
 
         All or nothing, as Kafka's UnifiedLog.append: every batch is validated and conformed, and
         the producer state it changes (epochs, sequences, duplicates) checked, before the first
-        byte is written; a request with one refused batch leaves the log as it was."""
+        byte is written; a request with one refused batch leaves the log as it was.
+
+        ``verification_guard``: what ``maybe_start_transaction_verification`` returned for the
+        producer of a transactional batch; such a batch is then appended only if it continues the
+        producer's open transaction or its verification is still the one in flight (KIP-890).
+        None: no verification required."""
         buf = bytearray(data)
         batches = parse_batches(buf, self.name)
         now = self.clock()
-        planned = self._validate_leader_batches(batches, now, origin)
+        planned = self._validate_leader_batches(batches, now, origin, verification_guard)
         infos = [p if isinstance(p, AppendInfo) else self._append_batches([p[0]], p[1], p[2])
                  for p in planned]
         first, last = infos[0], infos[-1]
@@ -231,27 +240,33 @@ class Log:
                           sum(i.records for i in infos), sum(i.bytes for i in infos),
                           all(i.duplicate for i in infos))
 
-    def _validate_leader_batches(self, batches: list, now: int, origin: str) -> list:
+    def _validate_leader_batches(self, batches: list, now: int, origin: str,
+                                 verification_guard: VerificationGuard | None = None) -> list:
         """Each batch validated (a client's), conformed, then answered as a duplicate (an
         AppendInfo) or given its offsets and checked producer-state changes (batch, bytes,
         ProducerUpdates), against the state the batches before it leave. Nothing is written."""
-        pending: Pending = {}
+        pending = Pending()
         next_offset = self.log_end_offset
         out = []
         for b in batches:
-            if origin == CLIENT:
+            # a coordinator's data (transactional offset commits) is validated as a client's:
+            # LogValidator runs for both, only markers are the coordinator's own
+            if origin == CLIENT or not b.header.is_control:
                 b = validated_batch(b, self.config, now, partition=self.name)
             else:
                 b = conform_batch(b, self.config, now)
             h = b.header
-            if h.producer_id >= 0 and not h.is_control:
+            # only a client retries a batch (a coordinator's transactional offsets all start at
+            # sequence 0 and are never duplicates: analyzeAndValidateProducerState)
+            if origin == CLIENT and h.producer_id >= 0 and not h.is_control:
                 dup = producer_append.find_duplicate(self.producer_state, h, pending)
                 if dup is not None:
                     out.append(AppendInfo(dup.first_offset, dup.last_offset, h.max_timestamp, dup.last_offset,
                                           0, 0, duplicate=True))
                     continue
             b = assign_offsets(b, next_offset, self.leader_epoch)
-            updates = producer_append.analyze(self.producer_state, [b], origin, pending)
+            updates = producer_append.analyze(self.producer_state, [b], origin, pending,
+                                              verification_guard=verification_guard)
             out.append((b, memoryview(b.buffer)[b.position:b.position + b.size], updates))
             next_offset = b.last_offset + 1
         return out
@@ -266,15 +281,46 @@ class Log:
 
     @_writer
     def append_control(self, *, commit: bool, producer_id: int, producer_epoch: int,
-                       coordinator_epoch: int = 0, timestamp: int | None = None) -> AppendInfo:
-        """Write a COMMIT/ABORT marker as the transaction coordinator would."""
+                       coordinator_epoch: int = 0, timestamp: int | None = None,
+                       transaction_version: int = 0) -> AppendInfo:
+        """Write a COMMIT/ABORT marker as the transaction coordinator would.
+
+        Refused (nothing written) with InvalidProducerEpochError when ``producer_epoch`` is older
+        than the producer's here (not newer, for a ``transaction_version`` 2 marker), and with
+        TransactionCoordinatorFencedError when ``coordinator_epoch`` is older than the last one
+        seen for the producer (ProducerAppendInfo.appendEndTxnMarker)."""
         ts = self.clock() if timestamp is None else timestamp
         data = encode_marker(offset=self.log_end_offset, commit=commit, producer_id=producer_id,
                              producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
                              timestamp=ts, partition_leader_epoch=self.leader_epoch)
         batches = [next(iter_batches(data))]
-        updates = producer_append.analyze(self.producer_state, batches, COORDINATOR)
+        updates = producer_append.analyze(self.producer_state, batches, COORDINATOR,
+                                          transaction_version=transaction_version)
         return self._append_batches(batches, data, updates)
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
+                                             producer_epoch: int) -> VerificationGuard:
+        """The first step of KIP-890's verification (UnifiedLog.maybeStartTransactionVerification):
+        InvalidProducerEpochError for an epoch older than the producer's here; SENTINEL when the
+        producer's transaction of this epoch is already open here (no need to ask the
+        coordinator); else the guard of a verification in flight, which the append must carry."""
+        with self.lock:
+            state = self.producer_state
+            entry = state.producers.get(producer_id)
+            if entry is not None and producer_epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"{self.name}: epoch {producer_epoch} of producer {producer_id} is smaller than "
+                    f"the last seen epoch {entry.producer_epoch}")
+            if state.has_ongoing_txn(producer_id, producer_epoch):
+                return SENTINEL
+            return state.maybe_create_verification_entry(producer_id, sequence, producer_epoch,
+                                                         self.clock()).guard
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """The producers with state in this partition (UnifiedLog.activeProducers), for
+        DescribeProducers."""
+        with self.lock:
+            return self.producer_state.active_producer_states()
 
     def _append_batches(self, batches: list, data, updates: ProducerUpdates) -> AppendInfo:
         """Write validated batches (their producer-state changes already checked) and apply them."""

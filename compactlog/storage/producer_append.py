@@ -7,6 +7,12 @@ batch of the request) and applied only once every batch passed (``apply``). With
 batch is checked against the state the batches before it will leave, which is not applied yet:
 ``pending`` maps each producer id to its entry as those batches leave it (``entry_after``), so a
 two-batch request is judged exactly as two requests of one batch would be.
+
+Transactional batches from a client (or a coordinator writing offsets in a transaction) are held
+to KIP-890's verification when the caller asks for it with a ``verification_guard``
+(``check_transactional_batch``): a batch that does not continue the producer's open transaction
+in the partition needs the guard its verification was started with; without one, nothing is
+required (verification disabled, tools, tests, the loader).
 """
 
 from __future__ import annotations
@@ -15,14 +21,22 @@ import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..errors import InvalidProducerEpochError, InvalidTxnStateError
 from ..record.control import ABORT, COMMIT, parse_control_key, parse_marker_value
 from ..record.layout import MAGIC_V2
-from .producer_state import (BatchMetadata, CompletedTxn, ProducerAppendInfo, ProducerStateEntry,
-                             ProducerStateManager)
+from .producer_state import (CLIENT, COORDINATOR, SENTINEL, BatchMetadata, CompletedTxn, ProducerAppendInfo,
+                             ProducerStateEntry, ProducerStateManager, VerificationGuard)
 from .txn_index import AbortedTxn, TransactionIndex
 
-# producer id -> its entry as the batches already validated in this request leave it
-Pending = dict[int, ProducerStateEntry]
+
+class Pending(dict):
+    """producer id -> its entry as the batches already validated in this request leave it; and
+    the producers whose verification one of those batches already consumed (a plain dict serves
+    where no verification is in flight)."""
+
+    def __init__(self):
+        super().__init__()
+        self.verification_consumed: set[int] = set()
 
 
 @dataclass
@@ -33,9 +47,10 @@ class ProducerUpdates:
     completed: list[CompletedTxn] = field(default_factory=list)
 
 
-def apply_batch_to_producer(info: ProducerAppendInfo, b) -> CompletedTxn | None:
+def apply_batch_to_producer(info: ProducerAppendInfo, b, transaction_version: int = 0) -> CompletedTxn | None:
     """Replay one v2 batch into a ProducerAppendInfo (data batch or transaction marker); the
-    transaction a marker completes, if any."""
+    transaction a marker completes, if any. ``transaction_version`` 2: a marker of a TV2
+    transaction, which must carry an epoch above the producer's (KIP-1228)."""
     h = b.header
     if h.is_control:
         if h.records_count == 0:
@@ -46,7 +61,7 @@ def apply_batch_to_producer(info: ProducerAppendInfo, b) -> CompletedTxn | None:
             return None
         coordinator_epoch = parse_marker_value(rec.value)
         return info.append_end_txn_marker(key.type == COMMIT, h.producer_epoch, coordinator_epoch,
-                                          h.base_offset, rec.timestamp)
+                                          h.base_offset, rec.timestamp, transaction_version)
     info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, h.max_timestamp,
                            h.base_offset, h.last_offset, h.is_transactional)
     return None
@@ -68,27 +83,63 @@ def entry_after(info: ProducerAppendInfo) -> ProducerStateEntry:
     return entry
 
 
-def analyze(state: ProducerStateManager, batches, origin: str, pending: Pending | None = None) -> ProducerUpdates:
+def check_transactional_batch(state: ProducerStateManager, info: ProducerAppendInfo, header,
+                              verification_guard: VerificationGuard | None) -> None:
+    """UnifiedLog.analyzeAndValidateProducerState for a transactional batch that does not continue
+    its producer's open transaction (of the same epoch): a stale epoch is fenced (47) before
+    anything else, then, when verification is required, the batch must carry the guard of the
+    verification in flight (a marker or another transactional append since consumed it, or none
+    was started: INVALID_TXN_STATE)."""
+    entry = info.updated
+    if entry.current_txn_first_offset is not None and entry.producer_epoch == header.producer_epoch:
+        return
+    if header.producer_epoch < entry.producer_epoch:
+        raise InvalidProducerEpochError(
+            f"{state.partition}: epoch {header.producer_epoch} of producer {header.producer_id} is smaller "
+            f"than the last seen epoch {entry.producer_epoch}")
+    if verification_guard is None:
+        return
+    in_flight = info.verification
+    if verification_guard is SENTINEL or in_flight is None or in_flight.guard is not verification_guard:
+        raise InvalidTxnStateError(
+            f"{state.partition}: the transactional batch of producer {header.producer_id} (epoch "
+            f"{header.producer_epoch}) is not part of an ongoing transaction: it was not verified "
+            f"with the transaction coordinator, or the transaction ended meanwhile")
+
+
+def analyze(state: ProducerStateManager, batches, origin: str, pending: Pending | None = None, *,
+            verification_guard: VerificationGuard | None = None, transaction_version: int = 0) -> ProducerUpdates:
     """The producer-state changes of ``batches``, validated and not applied (raises the error of
     the first rule broken). With ``pending``, each producer is checked against its pending entry
-    when it has one, and its entry after these batches is recorded there."""
+    when it has one, and its entry after these batches is recorded there. ``verification_guard``:
+    transactional data batches of a client or coordinator must be verified with it
+    (``check_transactional_batch``); None requires nothing."""
     updates = ProducerUpdates()
     for b in batches:
         if b.magic != MAGIC_V2 or b.producer_id < 0:
             continue
-        pid = b.header.producer_id
+        h = b.header
+        pid = h.producer_id
         info = updates.infos.get(pid)
         if info is None:
             earlier = pending.get(pid) if pending is not None else None
-            info = (state.prepare_update(pid, origin) if earlier is None
-                    else ProducerAppendInfo(state.partition, pid, earlier, origin))
+            if earlier is None:
+                info = state.prepare_update(pid, origin)
+            else:
+                consumed = pid in getattr(pending, "verification_consumed", ())
+                info = ProducerAppendInfo(state.partition, pid, earlier, origin,
+                                          None if consumed else state.verification_entry(pid))
             updates.infos[pid] = info
-        done = apply_batch_to_producer(info, b)
+        if h.is_transactional and not h.is_control and origin in (CLIENT, COORDINATOR):
+            check_transactional_batch(state, info, h, verification_guard)
+        done = apply_batch_to_producer(info, b, transaction_version)
         if done is not None:
             updates.completed.append(done)
     if pending is not None:
         for pid, info in updates.infos.items():
             pending[pid] = entry_after(info)
+            if info.consumes_verification and isinstance(pending, Pending):
+                pending.verification_consumed.add(pid)
     return updates
 
 

@@ -2,7 +2,16 @@
 
 Follows Kafka's ProducerStateManager: per producer id the epoch, the last (up to 5) batches'
 sequence ranges, the coordinator epoch and the first offset of an open transaction. The log's last
-stable offset and the cleaner's rule "keep each active producer's last batch" both read it.
+stable offset and the cleaner's rule "keep each active producer's last batch" both read it, and
+DescribeProducers reports it (``active_producer_states``).
+
+Also the verification state of KIP-890 (Kafka's ``VerificationStateEntry``): before a producer's
+first transactional batch of a transaction is appended, the partition hands out a guard
+(``maybe_create_verification_entry``) and asks the transaction coordinator whether the partition
+is in the producer's transaction; the batch is appended only with that same guard, and any
+transactional append of the producer (its data or a marker) consumes the guard. A marker written
+between the answer and the append so makes the append fail instead of opening a transaction the
+coordinator does not know (a hanging transaction).
 """
 
 from __future__ import annotations
@@ -15,8 +24,8 @@ from typing import NamedTuple
 
 import crc32c
 
-from ..errors import (InvalidProducerEpochError, InvalidRecordError, InvalidTxnStateError,
-                      OutOfOrderSequenceError, StorageError)
+from ..errors import (InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError, StorageError,
+                      TransactionCoordinatorFencedError)
 from . import files
 from .fsutil import atomic_write
 
@@ -122,6 +131,48 @@ class ProducerStateEntry:
         return None
 
 
+class ActiveProducer(NamedTuple):
+    """One producer as DescribeProducers reports it (Kafka's ``UnifiedLog.activeProducers``)."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int        # -1: no open transaction
+
+
+class VerificationGuard:
+    """An identity: the one token a verified first transactional append must present."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "SENTINEL" if self is SENTINEL else f"<VerificationGuard {id(self):#x}>"
+
+
+# the guard of "no verification was started" (the producer's transaction was already open): it
+# never matches an entry, so an append carrying it passes only while that transaction is open
+SENTINEL = VerificationGuard()
+
+
+@dataclass
+class VerificationStateEntry:
+    """A verification in flight for a producer (Kafka's ``VerificationStateEntry``): its guard and
+    the lowest sequence and latest epoch seen while verifying, so that a higher sequence cannot
+    be written before the lower one that started the verification (an out-of-order loop)."""
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    guard: VerificationGuard = field(default_factory=VerificationGuard)
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
+
+
 class CompletedTxn(NamedTuple):
     producer_id: int
     first_offset: int
@@ -132,21 +183,33 @@ class CompletedTxn(NamedTuple):
 class ProducerAppendInfo:
     """The changes one append makes to one producer, validated before they are applied."""
 
-    def __init__(self, partition: str, producer_id: int, current: ProducerStateEntry, origin: str):
+    def __init__(self, partition: str, producer_id: int, current: ProducerStateEntry, origin: str,
+                 verification: VerificationStateEntry | None = None):
         self.partition = partition
         self.producer_id = producer_id
         self.current = current
         self.origin = origin
+        # the verification in flight, until a transactional batch of this append consumes it
+        self.verification = verification
+        self.consumes_verification = False
         self.updated = current.copy_without_batches()
         self.started_txn_first_offsets: list[int] = []
 
-    def _check_epoch(self, epoch: int, offset: int) -> None:
-        if epoch < self.updated.producer_epoch and self.origin != REPLICATION:
+    def _check_epoch(self, epoch: int, offset: int, *, strict: bool = False) -> None:
+        """Kafka's checkProducerEpoch: an older epoch is fenced; ``strict`` (a TV2 marker, KIP-1228)
+        refuses the current epoch too, since every TV2 transaction ends with a bumped epoch."""
+        current = self.updated.producer_epoch
+        if (epoch <= current if strict else epoch < current) and self.origin != REPLICATION:
             raise InvalidProducerEpochError(
                 f"{self.partition}: epoch {epoch} of producer {self.producer_id} at offset {offset} is "
-                f"smaller than the last seen epoch {self.updated.producer_epoch}")
+                f"{'not above' if strict else 'smaller than'} the last seen epoch {current}")
 
     def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        if self.verification is not None and first_seq > self.verification.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"{self.partition}: out of order sequence {first_seq} for producer {self.producer_id} at "
+                f"offset {offset}: the verification of its transaction started at sequence "
+                f"{self.verification.lowest_sequence}")
         if epoch != self.updated.producer_epoch:
             if first_seq != 0 and self.updated.producer_epoch != NO_EPOCH:
                 raise OutOfOrderSequenceError(
@@ -177,14 +240,24 @@ class ProducerAppendInfo:
         if self.updated.current_txn_first_offset is None and transactional:
             self.updated.current_txn_first_offset = first_offset
             self.started_txn_first_offsets.append(first_offset)
+        if transactional:
+            self._consume_verification()
+
+    def _consume_verification(self) -> None:
+        """A transactional batch (data or marker) ends the verification: the transaction is now
+        open in the partition, or over (UnifiedLog.updateProducers)."""
+        self.verification = None
+        self.consumes_verification = True
 
     def append_end_txn_marker(self, commit: bool, epoch: int, coordinator_epoch: int, offset: int,
-                              timestamp: int) -> CompletedTxn | None:
-        self._check_epoch(epoch, offset)
+                              timestamp: int, transaction_version: int = 0) -> CompletedTxn | None:
+        self._check_epoch(epoch, offset, strict=transaction_version >= 2)
         if self.updated.coordinator_epoch > coordinator_epoch and self.origin != REPLICATION:
-            raise InvalidRecordError(
-                f"{self.partition}: coordinator epoch {coordinator_epoch} of the marker at offset {offset} "
-                f"is older than {self.updated.coordinator_epoch}")
+            raise TransactionCoordinatorFencedError(
+                f"{self.partition}: coordinator epoch {coordinator_epoch} of the marker of producer "
+                f"{self.producer_id} at offset {offset} is older than {self.updated.coordinator_epoch} "
+                f"(a fenced coordinator)")
+        self._consume_verification()
         completed = None
         if self.updated.current_txn_first_offset is not None:
             completed = CompletedTxn(self.producer_id, self.updated.current_txn_first_offset, offset, not commit)
@@ -212,6 +285,8 @@ class ProducerStateManager:
         self._deleted: set[int] = set()        # read-only: snapshots deleted in memory
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: dict[int, int] = {}   # first offset -> producer id
+        # producer id -> the verification in flight (in memory only, as Kafka's)
+        self.verifications: dict[int, VerificationStateEntry] = {}
         self.last_map_offset = 0
         self.last_snap_offset = 0
 
@@ -296,8 +371,12 @@ class ProducerStateManager:
         return entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= self.expiration_ms
 
     def remove_expired(self, now_ms: int) -> None:
+        """Kafka's removeExpiredProducers: idle producers without an open transaction, and
+        verifications that never led to an append."""
         for pid in [p for p, e in self.producers.items() if self.is_expired(e, now_ms)]:
             del self.producers[pid]
+        for pid in [p for p, v in self.verifications.items() if now_ms - v.timestamp >= self.expiration_ms]:
+            del self.verifications[pid]
 
     def clear(self) -> None:
         self.producers.clear()
@@ -347,7 +426,8 @@ class ProducerStateManager:
 
     def prepare_update(self, producer_id: int, origin: str) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        return ProducerAppendInfo(self.partition, producer_id, current, origin)
+        return ProducerAppendInfo(self.partition, producer_id, current, origin,
+                                  self.verifications.get(producer_id))
 
     def update(self, info: ProducerAppendInfo) -> None:
         current = self.producers.get(info.producer_id)
@@ -357,6 +437,25 @@ class ProducerStateManager:
             self.producers[info.producer_id] = info.updated
         for first in info.started_txn_first_offsets:
             self.ongoing_txns[first] = info.producer_id
+        if info.consumes_verification:
+            self.verifications.pop(info.producer_id, None)
+
+    # -- transaction verification (KIP-890)
+    def has_ongoing_txn(self, producer_id: int, producer_epoch: int) -> bool:
+        """The producer has a transaction open here, of this epoch (UnifiedLog.hasOngoingTransaction)."""
+        e = self.producers.get(producer_id)
+        return e is not None and e.current_txn_first_offset is not None and e.producer_epoch == producer_epoch
+
+    def maybe_create_verification_entry(self, producer_id: int, sequence: int, epoch: int,
+                                        now_ms: int) -> VerificationStateEntry:
+        entry = self.verifications.get(producer_id)
+        if entry is None:
+            entry = self.verifications[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self.verifications.get(producer_id)
 
     def complete_txn(self, txn: CompletedTxn) -> None:
         if self.ongoing_txns.pop(txn.first_offset, None) is None:
@@ -374,6 +473,12 @@ class ProducerStateManager:
 
     def active_producers(self) -> dict[int, ProducerStateEntry]:
         return self.producers
+
+    def active_producer_states(self) -> list[ActiveProducer]:
+        """Every producer with state here, as DescribeProducers reports them."""
+        return [ActiveProducer(pid, e.producer_epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+                               -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
+                for pid, e in self.producers.items()]
 
 
 def write_snapshot(path: str, entries, *, sync: bool = True) -> None:

@@ -8,11 +8,15 @@ import struct
 import crc32c
 import pytest
 
-from compactlog.errors import InvalidRecordError, StorageError
-from compactlog.storage.conftest import T0, config, flip_bit, vector
+from kio.schema.errors import ErrorCode
+
+from compactlog.errors import (InvalidProducerEpochError, InvalidRecordError, InvalidTxnStateError,
+                               OutOfOrderSequenceError, StorageError, TransactionCoordinatorFencedError)
+from compactlog.storage.conftest import T0, batch, config, flip_bit, vector
 from compactlog.storage.log import Log
-from compactlog.storage.producer_state import (ProducerStateEntry, ProducerStateManager,
-                                               decode_snapshot, read_snapshot, write_snapshot)
+from compactlog.storage.producer_state import (COORDINATOR, SENTINEL, ActiveProducer, ProducerStateEntry,
+                                               ProducerStateManager, VerificationGuard, decode_snapshot,
+                                               read_snapshot, write_snapshot)
 from compactlog.storage.txn_index import AbortedTxn
 
 
@@ -195,6 +199,132 @@ def test_non_transactional_write_inside_a_transaction_is_refused(open_log):
     send(log, 1, 0, txn=True)
     with pytest.raises(InvalidRecordError, match="transactional"):
         send(log, 1, 1, txn=False)
+
+
+def test_a_marker_from_a_fenced_coordinator_is_refused_with_52(open_log):
+    log = open_log()
+    send(log, 1, 0, txn=True)
+    log.append_control(commit=True, producer_id=1, producer_epoch=0, coordinator_epoch=5)
+    send(log, 1, 1, txn=True)
+    end = log.log_end_offset
+    with pytest.raises(TransactionCoordinatorFencedError, match="coordinator epoch 4") as e:
+        log.append_control(commit=False, producer_id=1, producer_epoch=0, coordinator_epoch=4)
+    assert e.value.kafka_error == ErrorCode.transaction_coordinator_fenced
+    assert log.log_end_offset == end and log.last_stable_offset == 2      # nothing written
+    log.append_control(commit=True, producer_id=1, producer_epoch=0, coordinator_epoch=5)
+    assert log.last_stable_offset == log.log_end_offset
+
+
+def test_markers_epochs_tv1_and_tv2(open_log):
+    log = open_log()
+    send(log, 1, 0, txn=True, epoch=3)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_control(commit=False, producer_id=1, producer_epoch=2)
+    # a TV2 marker must carry a bumped epoch (KIP-1228); TV1 accepts the same epoch (and a retry)
+    with pytest.raises(InvalidProducerEpochError, match="not above"):
+        log.append_control(commit=True, producer_id=1, producer_epoch=3, transaction_version=2)
+    log.append_control(commit=True, producer_id=1, producer_epoch=4, transaction_version=2)
+    assert log.producer_state.producers[1].producer_epoch == 4 and log.last_stable_offset == log.log_end_offset
+    log.append_control(commit=True, producer_id=1, producer_epoch=4)       # a TV1 duplicate
+
+
+def test_describe_producers_data(open_log):
+    log = open_log()
+    send(log, 1, 0, 3, ts=T0 + 1)
+    send(log, 2, 0, 2, txn=True, epoch=4, ts=T0 + 2)
+    log.append_control(commit=True, producer_id=3, producer_epoch=1, coordinator_epoch=7, timestamp=T0 + 3)
+    assert sorted(log.active_producers()) == [ActiveProducer(1, 0, 2, T0 + 1, -1, -1),
+                                              ActiveProducer(2, 4, 1, T0 + 2, -1, 3),
+                                              ActiveProducer(3, 1, -1, T0 + 3, 7, -1)]
+
+
+# --- KIP-890 verification ---------------------------------------------------------------------
+
+def txn_batch(pid, seq, *, epoch=0, n=1):
+    return batch(0, n, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True)
+
+
+def test_a_first_transactional_write_needs_its_verification_guard(open_log):
+    log = open_log()
+    guard = log.maybe_start_transaction_verification(1, 0, 0)
+    assert guard is not SENTINEL
+    with pytest.raises(InvalidTxnStateError, match="not part of an ongoing transaction"):
+        log.append_as_leader(txn_batch(1, 0), verification_guard=SENTINEL)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(txn_batch(1, 0), verification_guard=VerificationGuard())
+    assert log.log_end_offset == 0
+    log.append_as_leader(txn_batch(1, 0), verification_guard=guard)
+    # the transaction is open: no coordinator question, and the guard is used up
+    assert log.maybe_start_transaction_verification(1, 1, 0) is SENTINEL
+    assert log.producer_state.verification_entry(1) is None
+    log.append_as_leader(txn_batch(1, 1), verification_guard=SENTINEL)
+    # a marker ends it: the next write needs a new verification
+    log.append_control(commit=True, producer_id=1, producer_epoch=0)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(txn_batch(1, 2), verification_guard=SENTINEL)
+    # no guard at all: nothing required (verification disabled, tools)
+    log.append_as_leader(txn_batch(1, 2))
+
+
+def test_a_marker_between_verification_and_append_voids_the_guard(open_log):
+    """The ABA case of KIP-890: verified, then the transaction ended, then the late append."""
+    log = open_log()
+    log.append_as_leader(txn_batch(1, 0), verification_guard=log.maybe_start_transaction_verification(1, 0, 0))
+    log.append_control(commit=False, producer_id=1, producer_epoch=0)
+    guard = log.maybe_start_transaction_verification(1, 1, 0)
+    log.append_control(commit=False, producer_id=1, producer_epoch=0)       # e.g. a timeout abort
+    end = log.log_end_offset
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(txn_batch(1, 1), verification_guard=guard)
+    assert log.log_end_offset == end and log.last_stable_offset == end
+
+
+def test_verification_refuses_a_stale_epoch_first(open_log):
+    log = open_log()
+    send(log, 1, 0, epoch=3)
+    with pytest.raises(InvalidProducerEpochError):
+        log.maybe_start_transaction_verification(1, 0, 2)
+    with pytest.raises(InvalidProducerEpochError):       # 47 before the missing verification's 48
+        log.append_as_leader(txn_batch(1, 0, epoch=2), verification_guard=SENTINEL)
+
+
+def test_verification_keeps_the_lowest_sequence(open_log):
+    """VerificationStateEntry: while verifying, a higher sequence may not overtake the lower one."""
+    log = open_log()
+    log.maybe_start_transaction_verification(1, 5, 0)
+    guard = log.maybe_start_transaction_verification(1, 3, 0)
+    assert log.producer_state.verification_entry(1).lowest_sequence == 3
+    with pytest.raises(OutOfOrderSequenceError, match="started at sequence 3"):
+        log.append_as_leader(txn_batch(1, 5), verification_guard=guard)
+    log.append_as_leader(txn_batch(1, 3, n=2), verification_guard=guard)
+    log.append_as_leader(txn_batch(1, 5), verification_guard=SENTINEL)
+    # a newer epoch restarts the lowest sequence
+    entry = log.producer_state.maybe_create_verification_entry(2, 9, 0, T0)
+    entry.maybe_update_lowest_sequence_and_epoch(0, 1)
+    assert (entry.epoch, entry.lowest_sequence) == (1, 0)
+
+
+def test_unused_verifications_expire_with_idle_producers(open_log):
+    log = open_log()
+    log.maybe_start_transaction_verification(1, 0, 0)
+    state = log.producer_state
+    state.remove_expired(T0 + state.expiration_ms - 1)
+    assert state.verification_entry(1) is not None
+    state.remove_expired(T0 + state.expiration_ms)
+    assert state.verification_entry(1) is None
+
+
+def test_coordinator_writes_skip_sequences_and_duplicates(open_log):
+    """The group coordinator's transactional offsets: every batch at sequence 0, epoch-checked only."""
+    log = open_log()
+    for _ in range(2):
+        info = log.append_records([b"k"], [b"v"], producer_id=5, producer_epoch=1, base_sequence=0,
+                                  transactional=True, origin=COORDINATOR)
+        assert not info.duplicate
+    assert log.log_end_offset == 2
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_records([b"k"], [b"v"], producer_id=5, producer_epoch=0, base_sequence=0,
+                           transactional=True, origin=COORDINATOR)
 
 
 # --- snapshots at roll / close, reload --------------------------------------------------------

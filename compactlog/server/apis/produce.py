@@ -10,24 +10,45 @@ and raises an error class that carries its Kafka code. The batch is stored as re
 One replica is the whole ISR, so ``acks`` 1 and -1 are answered once the batch is in the log (the
 high watermark is the log end); like Kafka, nothing is fsynced first unless
 ``flush.messages``/``log.flush.interval.messages`` asks for it.
+
+Transactional batches (transactions.md §2.7), in Kafka's order: a request holding one without a
+``transactional_id`` is refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+(``KafkaApis.handleProduceRequest``); transactional batches of more than one producer (id and epoch)
+refuse it whole with INVALID_PRODUCER_ID_MAPPING (``ReplicaManager.handleProduceAppend``); then
+each partition's first transactional write of a transaction is verified with the transaction
+coordinator (``txn_verification.verify_partition``, when ``transaction.partition.verification.enable``)
+and its answer mapped for the request's version (``verification_error``: the postVerificationCallback
+of ``handleProduceAppend``) before the checks of the append. The append itself enforces the rest
+(``storage.producer_append``): the verification guard, a non-transactional batch from a producer
+whose transaction is open (INVALID_TXN_STATE), epochs and sequences.
 """
 
 from __future__ import annotations
 
 import datetime
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError
 from ...record.compression import ZSTD
-from ...record.layout import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, INT16, INT64, LOG_OVERHEAD, MAGIC_V2, PREFIX,
-                              PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD,
-                              TRANSACTIONAL_FLAG)
+from ...record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, COMPRESSION_MASK, INT16, INT32, INT64,
+                              LOG_OVERHEAD, MAGIC_V2, PREFIX, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET,
+                              RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG)
 from ..messages import NO_THROTTLE, build, nested, response_class
 from ..state import ADMIN_CLIENT_ID, INTERNAL_TOPICS, BrokerState
+from ..txn_verification import verification_enabled, verify_partition
 from .handler import THREAD, ApiHandler
 
 LOG_APPEND_TIME = "LogAppendTime"
+
+
+class _Checked(NamedTuple):
+    """A partition whose request part passed KafkaApis' checks, on its way to the append."""
+    index: int
+    log: object
+    records: bytes
+    txn: tuple[int, int, int] | None      # (producer id, epoch, base sequence) of a transactional batch
 
 
 class _Refused(Exception):
@@ -70,76 +91,140 @@ def check_batch(records, version: int) -> int:
     return attributes
 
 
+def transactional_producer(records, attributes: int) -> tuple[int, int, int] | None:
+    """(producer id, epoch, base sequence) of a checked batch that is transactional and has a
+    producer id (Kafka's ``batch.hasProducerId && batch.isTransactional``), else None."""
+    if not attributes & TRANSACTIONAL_FLAG:
+        return None
+    producer_id = INT64.unpack_from(records, PRODUCER_ID_OFFSET)[0]
+    if producer_id < 0:
+        return None
+    return (producer_id, INT16.unpack_from(records, PRODUCER_EPOCH_OFFSET)[0],
+            INT32.unpack_from(records, BASE_SEQUENCE_OFFSET)[0])
+
+
+def holds_transactional_batch(body) -> bool:
+    """ProduceRequest.hasTransactionalRecords: any complete v2 batch of the request has the
+    transactional attribute (read from the headers; nothing is decoded)."""
+    for topic in body.topic_data:
+        for pd in topic.partition_data:
+            records = pd.records or b""
+            n = len(records)
+            position = 0
+            while position + RECORD_BATCH_OVERHEAD <= n:
+                _, length, _, magic = PREFIX.unpack_from(records, position)
+                size = length + LOG_OVERHEAD
+                if length < 0 or position + size > n:
+                    break
+                if magic >= MAGIC_V2 and INT16.unpack_from(records, position + ATTRIBUTES_OFFSET)[0] & TRANSACTIONAL_FLAG:
+                    return True
+                position += size
+    return False
+
+
+# the coordinator answers a producer may not know how to retry: NOT_ENOUGH_REPLICAS is retried
+# without a metadata refresh (ReplicaManager.handleProduceAppend)
+_VERIFICATION_UNAVAILABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                                       ErrorCode.not_coordinator, ErrorCode.network_exception})
+
+
+def verification_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str]:
+    """A failed verification as the Produce answer of ``version`` carries it (ReplicaManager's
+    postVerificationCallback): CONCURRENT_TRANSACTIONS (for v11 and below) and the coordinator's
+    unavailability become NOT_ENOUGH_REPLICAS; the rest are the coordinator's answer as
+    ``txn_verification.client_error`` mapped it."""
+    if code in _VERIFICATION_UNAVAILABLE or (code == ErrorCode.concurrent_transactions and version <= 11):
+        return (ErrorCode.not_enough_replicas, f"Unable to verify the partition has been added to the "
+                                               f"transaction. Underlying error: {code.name.upper()}")
+    if code == ErrorCode.invalid_txn_state:
+        return code, "Partition was not added to the transaction"
+    if code == ErrorCode.transaction_abortable:
+        return code, "Partition was not added to the transaction; the transaction must be aborted"
+    if code == ErrorCode.invalid_producer_epoch:
+        return code, "The producer was fenced by a newer instance of its transactional id"
+    return code, f"The transaction coordinator refused the partition: {code.name.upper()}"
+
+
 def handle_produce(state: BrokerState, request):
     body = request.body
     version = request.api_version
-    acks = body.acks
     cls = response_class(request)
-    t_cls = nested(cls, "TopicProduceResponse")
+    if body.transactional_id is None and holds_transactional_batch(body):
+        return produce_error(body, cls, ErrorCode.transactional_id_authorization_failed,
+                             "A transactional batch needs the request's transactional_id")
     p_cls = nested(cls, "PartitionProduceResponse")
     e_cls = nested(cls, "BatchIndexAndErrorMessage") if version >= 8 else None
-    acks_ok = acks in (-1, 0, 1)
-    internal_ok = request.client_id == ADMIN_CLIENT_ID
-    appended = []
-    topics = []
+    # the checks on the request itself, per partition (KafkaApis), before the append path sees it
+    checked = []          # per topic: [_Checked, or the answer of a partition already refused]
+    producers = set()
     for topic in body.topic_data:
-        name = topic.name
-        parts = []
+        slots = []
         for pd in topic.partition_data:
-            index = pd.index
             log = None
             try:
-                log = state.log(name, index)
+                log = state.log(topic.name, pd.index)
                 if log is None:
                     raise _Refused(ErrorCode.unknown_topic_or_partition,
-                                   f"This server does not host this topic-partition: {name}-{index}")
+                                   f"This server does not host this topic-partition: {topic.name}-{pd.index}")
                 attributes = check_batch(pd.records, version)
-                if not acks_ok:
-                    raise _Refused(ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
-                if name in INTERNAL_TOPICS and not internal_ok:
-                    raise _Refused(ErrorCode.invalid_topic_exception,
-                                   f"Cannot append to internal topic {name}")
-                if attributes & TRANSACTIONAL_FLAG:
-                    _interim_verify(state, body.transactional_id, pd.records, name, index)
-                if acks == -1 and log.config.get("min.insync.replicas") > 1:
-                    raise _Refused(ErrorCode.not_enough_replicas,
-                                   f"the in-sync replica set (1 broker) is smaller than "
-                                   f"min.insync.replicas={log.config.get('min.insync.replicas')}")
-                info = log.append_as_leader(pd.records)
             except _Refused as r:
-                parts.append(_failed(p_cls, e_cls, index, r.code, r.message, r.record_errors, log))
+                slots.append(_failed(p_cls, e_cls, pd.index, r.code, r.message, r.record_errors, log))
                 continue
-            except CompactlogError as e:
-                record_errors = getattr(e, "record_errors", ())
-                parts.append(_failed(p_cls, e_cls, index, e.kafka_error, str(e), record_errors, log))
-                continue
-            if not info.duplicate:
-                appended.append((name, index))
-            append_time = info.max_timestamp if log.config.get("message.timestamp.type") == \
-                LOG_APPEND_TIME else None
-            parts.append(build(p_cls, index=index, error_code=ErrorCode.none,
-                               base_offset=info.first_offset,
-                               log_append_time=_datetime(append_time),
-                               log_start_offset=log.log_start_offset, record_errors=(),
-                               error_message=None))
-        topics.append(build(t_cls, name=name, partition_responses=tuple(parts)))
+            txn = transactional_producer(pd.records, attributes)
+            if txn is not None:
+                producers.add(txn[:2])
+            slots.append(_Checked(pd.index, log, pd.records, txn))
+        checked.append((topic.name, slots))
+    if len(producers) > 1:
+        return produce_error(body, cls, ErrorCode.invalid_producer_id_mapping,
+                             "Transactional records contained more than one producer ID")
+    verify = bool(producers) and verification_enabled(state.broker)
+    appended = []
+    topics = []
+    for name, slots in checked:
+        parts = [_append(state, request, name, slot, verify=verify, appended=appended, p_cls=p_cls, e_cls=e_cls)
+                 if isinstance(slot, _Checked) else slot for slot in slots]
+        topics.append(build(nested(cls, "TopicProduceResponse"), name=name, partition_responses=tuple(parts)))
     if appended:
         state.appends.notify(appended)
     return build(cls, responses=tuple(topics), throttle_time=NO_THROTTLE)
 
 
-# -- INTERIM (helper T-A, branch txn): let a transactional batch through when the coordinator's
-# verification answers NONE, so the coordinator can be tested end to end before T-B's §2.7
-# (verification, version mapping, producer-state rules) replaces this block at the merge.
-def _interim_verify(state, transactional_id, records, topic: str, partition: int) -> None:
-    svc = getattr(state, "transactions", None)
-    pid = INT64.unpack_from(records, PRODUCER_ID_OFFSET)[0]
-    epoch = INT16.unpack_from(records, PRODUCER_EPOCH_OFFSET)[0]
-    code = ErrorCode.coordinator_not_available if svc is None or transactional_id is None else \
-        svc.verify_partition(transactional_id, pid, epoch, topic, partition)
-    if code != ErrorCode.none:
-        raise _Refused(ErrorCode.invalid_txn_state, f"transactional batch refused by the coordinator ({code.name})")
-# -- end of INTERIM
+def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify: bool, appended: list,
+            p_cls, e_cls):
+    """One partition of the request from verification to append (ReplicaManager.appendRecords and
+    Partition.appendRecordsToLeader): its answer."""
+    index, log, records, txn = checked
+    body = request.body
+    acks = body.acks
+    guard = None
+    try:
+        if txn is not None and verify:
+            producer_id, epoch, sequence = txn
+            guard, code = verify_partition(log, getattr(state, "transactions", None), body.transactional_id,
+                                           producer_id, epoch, sequence,
+                                           transaction_abortable_supported=request.api_version >= 11)
+            if code != ErrorCode.none:
+                raise _Refused(*verification_error(code, request.api_version))
+        if acks not in (-1, 0, 1):
+            raise _Refused(ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
+        if name in INTERNAL_TOPICS and request.client_id != ADMIN_CLIENT_ID:
+            raise _Refused(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}")
+        if acks == -1 and log.config.get("min.insync.replicas") > 1:
+            raise _Refused(ErrorCode.not_enough_replicas,
+                           f"the in-sync replica set (1 broker) is smaller than "
+                           f"min.insync.replicas={log.config.get('min.insync.replicas')}")
+        info = log.append_as_leader(records, verification_guard=guard)
+    except _Refused as r:
+        return _failed(p_cls, e_cls, index, r.code, r.message, r.record_errors, log)
+    except CompactlogError as e:
+        return _failed(p_cls, e_cls, index, e.kafka_error, str(e), getattr(e, "record_errors", ()), log)
+    if not info.duplicate:
+        appended.append((name, index))
+    append_time = info.max_timestamp if log.config.get("message.timestamp.type") == LOG_APPEND_TIME else None
+    return build(p_cls, index=index, error_code=ErrorCode.none, base_offset=info.first_offset,
+                 log_append_time=_datetime(append_time), log_start_offset=log.log_start_offset,
+                 record_errors=(), error_message=None)
 
 
 def _failed(p_cls, e_cls, index, code, message, record_errors, log):

@@ -7,6 +7,6 @@ Split as Kafka's group coordinator is (all sans-IO, an injected clock, timers th
 (the two composed); ``runtime`` holds what they share (results, timers, loading partitions),
 ``api_data`` the requests and answers, ``config`` the settings. The record formats are
 ``compactlog.record.consumer_offsets``. ``service`` runs the shard inside the broker (appends to
-``__consumer_offsets``, loading at start, timers and offset expiry) and ``handlers`` answers the
-group APIs.
+``__consumer_offsets``, transactional offset commits and the transaction coordinator's markers,
+loading at start, timers and offset expiry) and ``handlers`` answers the group APIs.
 """

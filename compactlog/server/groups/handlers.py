@@ -1,14 +1,14 @@
 """The group APIs: kio requests in, ``GroupCoordinatorService`` calls, kio responses out.
 
 Kafka's ``KafkaApis.handle{FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,OffsetCommit,
-OffsetFetch,DescribeGroups,ListGroups,DeleteGroups,OffsetDelete}Request`` on one node: every
+OffsetFetch,TxnOffsetCommit,DescribeGroups,ListGroups,DeleteGroups,OffsetDelete}Request`` on one node: every
 group's coordinator is this broker. Each handler is ``handle_<api>(state, request)`` and runs in a
 worker thread (the coordinator's appends touch storage); JoinGroup and SyncGroup are coroutines
 ``handle_<api>(state, request, run)`` that park until the rebalance answers them (``run`` runs a
 function in a worker thread). Each API is declared at the end of the module (``GROUP_APIS``, which
 ``server/dispatch.py`` collects), with its versions and Kafka's ``getErrorResponse`` for it.
 
-As in KafkaApis, OffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for partitions
+As in KafkaApis, OffsetCommit, TxnOffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for partitions
 that do not exist without asking the coordinator, and FindCoordinator creates ``__consumer_offsets``
 on the first group lookup. Kafka then answers COORDINATOR_NOT_AVAILABLE until the topic is
 created by its controller; here it is created at once and the answer names this broker (the
@@ -188,6 +188,43 @@ def handle_offset_commit(state: BrokerState, request):
         for t in body.topics))
 
 
+# -- TxnOffsetCommit (28) ----------------------------------------------------------------------------
+
+def handle_txn_offset_commit(state: BrokerState, request):
+    """KafkaApis.handleTxnOffsetCommitRequest: unknown partitions answered here, the others through
+    the coordinator (verification, group checks, the transactional write); for v0 and v1 a
+    loading coordinator is answered COORDINATOR_NOT_AVAILABLE, which the clients of that time
+    retry (KAFKA-7296: they crashed on COORDINATOR_LOAD_IN_PROGRESS)."""
+    body = request.body
+    svc = _service(state)
+    version = request.api_version
+    known, slots = [], []
+    for t in body.topics:
+        for p in t.partitions:
+            if state.log(t.name, p.partition_index) is None:
+                slots.append(ErrorCode.unknown_topic_or_partition)
+                continue
+            slots.append(None)
+            known.append(CommitPartition(t.name, p.partition_index, p.committed_offset,
+                                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    errors = iter(svc.commit_transactional_offsets(
+        body.transactional_id, body.group_id, body.producer_id, body.producer_epoch,
+        getattr(body, "generation_id", -1), getattr(body, "member_id", ""),
+        getattr(body, "group_instance_id", None), known, version, getattr(state, "transactions", None))
+        if known else [])
+    codes = [s if s is not None else error_code(next(errors)) for s in slots]
+    if version < 2:
+        codes = [ErrorCode.coordinator_not_available if c == ErrorCode.coordinator_load_in_progress else c
+                 for c in codes]
+    codes_iter = iter(codes)
+    cls = response_class(request)
+    t_cls, p_cls = nested(cls, "TxnOffsetCommitResponseTopic"), nested(cls, "TxnOffsetCommitResponsePartition")
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(
+        build(t_cls, name=t.name, partitions=tuple(
+            build(p_cls, partition_index=p.partition_index, error_code=next(codes_iter)) for p in t.partitions))
+        for t in body.topics))
+
+
 def _fetch_group(svc, group_id, topics, require_stable: bool):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     return svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(group_id, wanted, require_stable)))
@@ -348,6 +385,14 @@ def _offset_commit_error(body, cls, code, message):
         for t in body.topics))
 
 
+def _txn_offset_commit_error(body, cls, code, message):
+    t_cls, p_cls = nested(cls, "TxnOffsetCommitResponseTopic"), nested(cls, "TxnOffsetCommitResponsePartition")
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(
+        build(t_cls, name=t.name, partitions=tuple(build(p_cls, partition_index=p.partition_index,
+                                                         error_code=code) for p in t.partitions))
+        for t in body.topics))
+
+
 def _offset_fetch_error(body, cls, code, message):
     if cls.__version__ >= 8:
         g_cls = nested(cls, "OffsetFetchResponseGroup")
@@ -394,6 +439,9 @@ OFFSET_COMMIT = ApiHandler(8, "OffsetCommit", 2, 8, mode=THREAD, handler=handle_
 # v8: batched groups
 OFFSET_FETCH = ApiHandler(9, "OffsetFetch", 1, 8, mode=THREAD, handler=handle_offset_fetch,
                           error_response=_offset_fetch_error)
+# v5 is TV2 (the offsets partition added by the commit itself): phase 2 (transactions.md §0)
+TXN_OFFSET_COMMIT = ApiHandler(28, "TxnOffsetCommit", 0, 4, mode=THREAD, handler=handle_txn_offset_commit,
+                               error_response=_txn_offset_commit_error)
 # v4: batched keys
 FIND_COORDINATOR = ApiHandler(10, "FindCoordinator", 0, 4, mode=THREAD, handler=handle_find_coordinator,
                               error_response=_find_coordinator_error)
@@ -421,7 +469,8 @@ CONSUMER_GROUP_HEARTBEAT = ApiHandler(68, "ConsumerGroupHeartbeat", 0, 1, mode=I
                                       error_response=_consumer_group_heartbeat_error)
 
 GROUP_APIS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-              DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT)
+              DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT,
+              TXN_OFFSET_COMMIT)
 """The group APIs and FindCoordinator, as ``server/dispatch.py`` collects them."""
 
 GROUP_HANDLERS = {a.key: (a.handler, a.mode) for a in GROUP_APIS}

@@ -16,8 +16,9 @@ from compactlog.server.groups.handlers import (GROUP_HANDLERS, handle_consumer_g
                                                handle_find_coordinator, handle_heartbeat, handle_join_group,
                                                handle_leave_group, handle_list_groups, handle_offset_commit,
                                                handle_offset_delete, handle_offset_fetch, handle_sync_group)
+from compactlog.server.conftest import FakeTransactions
 from compactlog.server.groups.service import for_broker
-from compactlog.server.dispatch import advertised_apis, dispatch_table
+from compactlog.server.dispatch import advertised_apis, dispatch_table, error_response
 from compactlog.server.messages import build, nested
 from compactlog.server.protocol import Request, encode_response
 from compactlog.server.state import CLIENT_HOST, BrokerState, Listener, ProducerIdManager, load_identity
@@ -208,6 +209,66 @@ def test_offset_fetch_while_loading(state):
     assert f.topics[0].partitions[0].error_code == ErrorCode.coordinator_load_in_progress
     f = call(state, req(9, 5, group_id="m", topics=None))
     assert f.error_code == ErrorCode.coordinator_load_in_progress
+
+
+def txn_commit_req(version, offsets, group="m", pid=7, epoch=0, generation=-1, member=""):
+    cls = request_schema(28, version)
+    t_cls, p_cls = nested(cls, "TxnOffsetCommitRequestTopic"), nested(cls, "TxnOffsetCommitRequestPartition")
+    by_topic: dict = {}
+    for t, p, o in offsets:
+        by_topic.setdefault(t, []).append(build(p_cls, partition_index=p, committed_offset=o,
+                                                committed_leader_epoch=-1, committed_metadata=None))
+    return req(28, version, transactional_id="tx", group_id=group, producer_id=pid, producer_epoch=epoch,
+               generation_id=generation, member_id=member, group_instance_id=None,
+               topics=tuple(build(t_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+
+
+def txn_codes(resp):
+    return [(t.name, p.partition_index, p.error_code) for t in resp.topics for p in t.partitions]
+
+
+def test_txn_offset_commit_every_version(state):
+    svc = state.groups
+    fake = state.transactions = FakeTransactions()
+    fake.add("tx", 7, 0, (R.OFFSETS_TOPIC, svc.coordinator.partition_for("m")))
+    for version in range(5):
+        r = call(state, txn_commit_req(version, [("t", 0, 10 + version), ("nope", 0, 1), ("t", 9, 1)]))
+        assert txn_codes(r) == [("t", 0, ErrorCode.none), ("t", 9, ErrorCode.unknown_topic_or_partition),
+                                ("nope", 0, ErrorCode.unknown_topic_or_partition)], version
+    cls = request_schema(9, 7)
+    fetch = req(9, 7, group_id="m", require_stable=True,
+                topics=(build(nested(cls, "OffsetFetchRequestTopic"), name="t", partition_indexes=(0,)),))
+    assert call(state, fetch).topics[0].partitions[0].error_code == ErrorCode.unstable_offset_commit
+    assert svc.write_txn_marker(svc.coordinator.partition_for("m"), 7, 0, 0, True) == ErrorCode.none
+    p = call(state, fetch).topics[0].partitions[0]
+    assert (p.error_code, p.committed_offset) == (ErrorCode.none, 14)
+    # only unknown partitions: the coordinator is not asked
+    asked = len(fake.calls)
+    assert txn_codes(call(state, txn_commit_req(3, [("nope", 1, 1)]))) == \
+        [("nope", 1, ErrorCode.unknown_topic_or_partition)] and len(fake.calls) == asked
+
+
+def test_txn_offset_commit_errors_per_version(state):
+    """Without AddOffsetsToTxn: 48 up to v3, 120 from v4; a loading coordinator is 15 for v0/v1
+    (KAFKA-7296), 14 after; a member of another generation is ILLEGAL_GENERATION (v3+)."""
+    svc = state.groups
+    state.transactions = FakeTransactions()
+    state.transactions.add("tx", 7, 0)
+    [(_, _, code)] = txn_codes(call(state, txn_commit_req(3, [("t", 0, 1)])))
+    assert code == ErrorCode.invalid_txn_state
+    [(_, _, code)] = txn_codes(call(state, txn_commit_req(4, [("t", 0, 1)])))
+    assert code == ErrorCode.transaction_abortable
+    state.transactions.add("tx", 7, 0, (R.OFFSETS_TOPIC, svc.coordinator.partition_for("m")))
+    svc.coordinator.start_loading(svc.coordinator.partition_for("m"))
+    for version, expected in ((0, ErrorCode.coordinator_not_available), (1, ErrorCode.coordinator_not_available),
+                              (2, ErrorCode.coordinator_load_in_progress), (4, ErrorCode.coordinator_load_in_progress)):
+        [(_, _, code)] = txn_codes(call(state, txn_commit_req(version, [("t", 0, 1)])))
+        assert code == expected, version
+    svc.coordinator.on_loaded(svc.coordinator.partition_for("m"))
+    [(_, _, code)] = txn_codes(call(state, txn_commit_req(3, [("t", 0, 1)], generation=3, member="x")))
+    assert code == ErrorCode.illegal_generation
+    r = error_response(txn_commit_req(0, [("t", 0, 1)]), ErrorCode.not_coordinator)
+    assert txn_codes(r) == [("t", 0, ErrorCode.not_coordinator)]
 
 
 def test_describe_list_delete_and_offset_delete(state):

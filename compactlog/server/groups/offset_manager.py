@@ -1,8 +1,10 @@
-"""Kafka's ``OffsetMetadataManager``: the committed offsets of every group. OffsetCommit (with the
-checks of ``ClassicGroup.validateOffsetCommit``), OffsetFetch, OffsetDelete, the tombstones of a
-deleted group's offsets, expiry (``OffsetExpirationConditionImpl``: from the commit, or from when
-the group became empty), the offsets of deleted partitions, and the replay of ``OffsetCommit``
-records, transactional ones held until their producer's COMMIT or ABORT marker.
+"""Kafka's ``OffsetMetadataManager``: the committed offsets of every group. OffsetCommit and
+TxnOffsetCommit (with the checks of ``ClassicGroup.validateOffsetCommit``), OffsetFetch (with
+``require_stable``), OffsetDelete, the tombstones of a deleted group's offsets, expiry
+(``OffsetExpirationConditionImpl``: from the commit, or from when the group became empty; never an
+offset with a pending transactional commit), the offsets of deleted partitions, and the replay of
+``OffsetCommit`` records, transactional ones held pending until their producer's COMMIT or ABORT
+marker in the same ``__consumer_offsets`` partition (``replay_end_txn``).
 
 Sans-IO, as the group manager: operations return an ``Outcome`` whose records take effect only
 once written and replayed (``replay``), exactly as at load time. Groups are looked up in the
@@ -83,14 +85,18 @@ class OffsetMetadataManager:
         return Outcome(recs), errors
 
     def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
-                         instance_id: str | None, api_version: int) -> ClassicGroup | None:
+                         instance_id: str | None, api_version: int,
+                         transactional: bool = False) -> ClassicGroup | None:
+        """validateOffsetCommit / validateTransactionalOffsetCommit and ClassicGroup.validateOffsetCommit.
+        A transactional commit without member id and generation is accepted on any group (the old
+        TxnOffsetCommit versions carry neither) and is never told REBALANCE_IN_PROGRESS."""
         group = self.group_manager.groups.get(group_id)
         if group is None:
             if generation_id < 0:
                 # admin tools and assign() consumers: a "simple" group, created by the commit's replay
                 log.info(f"[GroupId {group_id}] Creating a simple consumer group via manual offset commit.")
                 return None
-            if api_version >= 9:
+            if api_version >= 9 and not transactional:
                 raise GroupError(ErrorCode.group_id_not_found, f"group {group_id} not found")
             raise GroupError(ErrorCode.illegal_generation, f"group {group_id} not found")
         if group.in_state(DEAD):
@@ -98,14 +104,39 @@ class OffsetMetadataManager:
         if generation_id < 0 and group.in_state(EMPTY):
             return group
         if generation_id >= 0 or member_id or instance_id is not None:
-            group.validate_member(member_id, instance_id, "offset-commit")
+            group.validate_member(member_id, instance_id, "txn-offset-commit" if transactional else "offset-commit")
             if generation_id != group.generation_id:
                 raise GroupError(ErrorCode.illegal_generation)
-        elif not group.in_state(EMPTY):
+        elif not transactional and not group.in_state(EMPTY):
             raise GroupError(ErrorCode.unknown_member_id, "commits without a member id need an empty group")
-        if group.in_state(COMPLETING_REBALANCE):
+        if not transactional and group.in_state(COMPLETING_REBALANCE):
             raise GroupError(ErrorCode.rebalance_in_progress)
         return group
+
+    # == TxnOffsetCommit ================================================================================
+    def commit_transactional_offsets(self, group_id: str, generation_id: int, member_id: str,
+                                     group_instance_id: str | None, partitions: list[CommitPartition],
+                                     api_version: int = 4) -> tuple[Outcome, list[ErrorCode]]:
+        """commitTransactionalOffset: one error per partition, in order; the records (the caller
+        writes them in the producer's transaction, where they stay pending until its marker)."""
+        if not group_id:
+            return Outcome(), [ErrorCode.invalid_group_id] * len(partitions)
+        try:
+            self.partitions.check_loaded(group_id)
+            self._validate_commit(group_id, generation_id, member_id, group_instance_id, api_version,
+                                  transactional=True)
+        except GroupError as e:
+            return Outcome(), [e.code] * len(partitions)
+        now = self.clock()
+        errors, recs = [], []
+        for p in partitions:
+            if p.metadata is not None and len(p.metadata) > self.config.offset_metadata_max_bytes:
+                errors.append(ErrorCode.offset_metadata_too_large)
+                continue
+            errors.append(ErrorCode.none)
+            recs.append(R.offset_commit_record(group_id, p.topic, p.partition, R.OffsetCommitValue(
+                p.offset, p.leader_epoch, p.metadata or "", now, -1)))
+        return Outcome(recs), errors
 
     # == OffsetFetch ====================================================================================
     def fetch_offsets(self, group_id: str | None, topics: list | None,
@@ -258,20 +289,29 @@ class OffsetMetadataManager:
         if not by_topic:
             del store[gid]
 
-    def replay_end_txn(self, producer_id: int, commit: bool) -> None:
-        """A COMMIT or ABORT marker of a producer that committed offsets in a transaction."""
-        pending = self.pending_txn_offsets.pop(producer_id, None)
-        if pending is None:
+    def replay_end_txn(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
+        """A COMMIT or ABORT marker of a producer that committed offsets in a transaction, read
+        from (or written to) ``__consumer_offsets-<partition>``: it settles the producer's pending
+        offsets of the groups of that partition only, as Kafka's shard of that partition does
+        (None: every partition). COMMIT makes each one the committed offset unless a later
+        record (a plain commit after it) already is; ABORT drops them."""
+        by_group = self.pending_txn_offsets.get(producer_id)
+        if by_group is None:
             return
-        for gid in pending:
+        settled = {gid: by_topic for gid, by_topic in by_group.items()
+                   if partition is None or self.partitions.partition_for(gid) == partition}
+        for gid in settled:
+            del by_group[gid]
             txns = self.open_txns_by_group.get(gid)
             if txns is not None:
                 txns.discard(producer_id)
                 if not txns:
                     del self.open_txns_by_group[gid]
+        if not by_group:
+            del self.pending_txn_offsets[producer_id]
         if not commit:
             return
-        for gid, by_topic in pending.items():
+        for gid, by_topic in settled.items():
             for topic, parts in by_topic.items():
                 for p, oam in parts.items():
                     existing = self.offsets.get(gid, {}).get(topic, {}).get(p)

@@ -111,6 +111,25 @@ def append_error(error: Exception) -> ErrorCode:
     return ErrorCode.not_coordinator
 
 
+_NOT_COORDINATOR = (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error)
+
+
+def operation_error(code: ErrorCode) -> ErrorCode:
+    """The code a failed coordinator operation answers (CoordinatorOperationExceptionHelper, the
+    mapping of the new coordinator's ``handleOperationException``): what the client can act on
+    (retry the coordinator, look it up again); the producer's own errors (47, 48, 49, 51, ...)
+    pass as they are."""
+    if code == ErrorCode.network_exception:
+        return ErrorCode.coordinator_load_in_progress
+    if code in _UNAVAILABLE:
+        return ErrorCode.coordinator_not_available
+    if code in _NOT_COORDINATOR:
+        return ErrorCode.not_coordinator
+    if code in _TOO_LARGE:
+        return ErrorCode.unknown_server_error
+    return code
+
+
 def is_too_large(error: Exception) -> bool:
     """The append failed because the records were too large (a code of ``_TOO_LARGE``)."""
     return getattr(error, "kafka_error", None) in _TOO_LARGE

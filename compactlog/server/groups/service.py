@@ -14,11 +14,19 @@ coordinator; each operation's records for one partition are one batch (uncompres
 id, CreateTime = now). Offset commits and tombstones take effect (``GroupCoordinatorShard.replay``)
 only once written.
 
+Transactions (transactions.md §5.1): a TxnOffsetCommit's records are written as one transactional
+batch with the producer's id and epoch (``commit_transactional_offsets``: Kafka's
+``scheduleTransactionalWriteOperation``, verification of the group's partition first) and stay
+pending until the transaction coordinator's marker for that partition, which it writes through
+``write_txn_marker`` (Kafka's ``completeTransaction``): the marker is appended under the same lock
+as every other write, so it follows the offsets it settles, and then replayed.
+
 Loading (at start): every partition of ``__consumer_offsets`` is marked loading, so requests for
 its groups get COORDINATOR_LOAD_IN_PROGRESS, then replayed in a background thread, in chunks that
-let requests for loaded partitions through. The same class serves the offline tools: with
-``DataDir`` opened writable (the data-dir lock held) ``load_now`` reads every group and ``call``
-writes exactly as the broker would.
+let requests for loaded partitions through; transactional offsets are replayed pending and settled
+by the markers that follow them, exactly as the live path does. The same class serves the offline
+tools: with ``DataDir`` opened writable (the data-dir lock held) ``load_now`` reads every group and
+``call`` writes exactly as the broker would.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -34,11 +42,13 @@ from ...errors import CompactlogError
 from ...record import consumer_offsets as R
 from ...record.control import ABORT, COMMIT, parse_control_key
 from ...storage.datadir import INTERNAL_TOPIC_CONFIGS
-from .api_data import JoinResponse, SyncResponse
+from ...storage.producer_state import COORDINATOR, NO_SEQUENCE, VerificationGuard
+from ..txn_verification import verification_enabled, verify_partition
+from .api_data import CommitPartition, JoinResponse, SyncResponse
 from .classic_group import complete_join, complete_sync
 from .config import GroupConfig
 from .offset_manager import commit_append_error
-from .runtime import Outcome
+from .runtime import Outcome, operation_error
 from .shard import GroupCoordinatorShard
 
 log = logging.getLogger("kafka.coordinator.group.GroupCoordinatorService")
@@ -50,6 +60,14 @@ MAX_TIMER_WAIT_S = 1.0
 
 def _wall_clock() -> int:
     return int(time.time() * 1000)
+
+
+class TxnWrite(NamedTuple):
+    """The producer an operation's records are written for, in its transaction (CoordinatorWriteEvent's
+    producer id, epoch and verification guard)."""
+    producer_id: int
+    producer_epoch: int
+    verification_guard: VerificationGuard | None
 
 
 def offsets_topic_configs(broker) -> dict[str, str]:
@@ -155,15 +173,18 @@ class GroupCoordinatorService:
             errors = [code if e == ErrorCode.none else e for e in errors]
         return errors
 
-    def _apply(self, outcome: Outcome) -> Exception | None:
-        failure = self._write(outcome)
+    def _apply(self, outcome: Outcome, txn: TxnWrite | None = None) -> Exception | None:
+        failure = self._write(outcome, txn)
         if outcome.on_written is not None:
             outcome.on_written(failure)
         for pending in self.coordinator.take_pending():
             self._apply(pending)
         return failure
 
-    def _write(self, outcome: Outcome) -> Exception | None:
+    def _write(self, outcome: Outcome, txn: TxnWrite | None = None) -> Exception | None:
+        """Append the outcome's records, one batch per partition, and replay them. With ``txn``
+        the batch is the producer's transactional batch (baseSequence 0, origin COORDINATOR: its
+        epoch is checked, not its sequence) and its records are replayed as pending."""
         if not outcome.records:
             return None
         by_partition: dict[int, list] = {}
@@ -175,19 +196,90 @@ class GroupCoordinatorService:
             try:
                 lg = self._log(p)
                 now = self.clock()
-                info = lg.append_records([r.key_bytes() for r in recs], [r.value_bytes() for r in recs],
-                                         timestamps=[now] * len(recs))
+                keys, values = [r.key_bytes() for r in recs], [r.value_bytes() for r in recs]
+                if txn is None:
+                    info = lg.append_records(keys, values, timestamps=[now] * len(recs))
+                else:
+                    info = lg.append_records(keys, values, timestamps=[now] * len(recs),
+                                             producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
+                                             base_sequence=0, transactional=True, origin=COORDINATOR,
+                                             verification_guard=txn.verification_guard)
             except (CompactlogError, OSError) as e:
                 log.error(f"Failed to append {len(recs)} record(s) to {R.OFFSETS_TOPIC}-{p}: {e}")
                 failure = failure or e
                 continue
             written.append((R.OFFSETS_TOPIC, p))
             if outcome.replay:
+                producer_id = -1 if txn is None else txn.producer_id
                 for i, rec in enumerate(recs):
-                    self.coordinator.replay(rec, info.first_offset + i)
+                    self.coordinator.replay(rec, info.first_offset + i, producer_id)
         if written and self.notify is not None:
             self.notify(written)
         return failure
+
+    # -- transactions -----------------------------------------------------------------------------
+    def commit_transactional_offsets(self, transactional_id: str, group_id: str, producer_id: int,
+                                     producer_epoch: int, generation_id: int, member_id: str,
+                                     group_instance_id: str | None, partitions: list[CommitPartition],
+                                     api_version: int = 4, transactions=None) -> list[ErrorCode]:
+        """TxnOffsetCommit (GroupCoordinatorService.commitTransactionalOffsets): one error per
+        partition. The group's partition is verified with the transaction coordinator
+        (``transactions``, ``state.transactions``) before the operation runs, as Kafka's runtime
+        does (so a verification error comes before COORDINATOR_LOAD_IN_PROGRESS); the accepted
+        offsets are written in the producer's transaction, pending until its marker."""
+        if not group_id:
+            return [ErrorCode.invalid_group_id] * len(partitions)
+        partition = self.coordinator.partition_for(group_id)
+        guard = None
+        if verification_enabled(self.broker):
+            try:
+                guard, code = verify_partition(self._log(partition), transactions, transactional_id, producer_id,
+                                               producer_epoch, NO_SEQUENCE,
+                                               transaction_abortable_supported=api_version >= 4)
+            except (CompactlogError, OSError) as e:
+                code = getattr(e, "kafka_error", ErrorCode.kafka_storage_error)
+            if code != ErrorCode.none:
+                return [operation_error(code)] * len(partitions)
+        with self.lock:
+            outcome, errors = self.coordinator.commit_transactional_offsets(
+                group_id, generation_id, member_id, group_instance_id, partitions, api_version)
+            failure = self._apply(outcome, TxnWrite(producer_id, producer_epoch, guard))
+        self._wake.set()
+        if failure is not None:
+            code = operation_error(getattr(failure, "kafka_error", ErrorCode.kafka_storage_error))
+            errors = [code if e == ErrorCode.none else e for e in errors]
+        return errors
+
+    def write_txn_marker(self, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                         commit: bool) -> ErrorCode:
+        """The transaction coordinator's marker for ``__consumer_offsets-<partition>``
+        (GroupCoordinatorService.completeTransaction): appended under the coordinator's lock, after
+        every write already made (nothing is buffered here, so the offsets it settles precede it),
+        then replayed: the producer's pending offsets of the partition's groups become committed
+        (COMMIT, unless a later plain commit is newer) or are dropped (ABORT). The append's error
+        code (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ...), else NONE; a partition
+        still loading answers COORDINATOR_LOAD_IN_PROGRESS, one this coordinator does not have
+        NOT_COORDINATOR (the WriteTxnMarkers handler answers both as NOT_LEADER_OR_FOLLOWER)."""
+        with self.lock:
+            if not (0 <= partition < self.config.num_partitions) or not self.topic_exists():
+                return ErrorCode.not_coordinator
+            if partition in self.coordinator.partitions.loading:
+                return ErrorCode.coordinator_load_in_progress
+            try:
+                self._log(partition).append_control(commit=commit, producer_id=producer_id,
+                                                    producer_epoch=producer_epoch,
+                                                    coordinator_epoch=coordinator_epoch)
+            except CompactlogError as e:
+                log.warning(f"Writing the {'COMMIT' if commit else 'ABORT'} marker of producer {producer_id} "
+                            f"to {R.OFFSETS_TOPIC}-{partition} failed: {e}")
+                return e.kafka_error
+            except OSError as e:
+                log.error(f"Writing a marker to {R.OFFSETS_TOPIC}-{partition} failed: {e}")
+                return ErrorCode.kafka_storage_error
+            self.coordinator.replay_end_txn(producer_id, commit, partition)
+        if self.notify is not None:
+            self.notify([(R.OFFSETS_TOPIC, partition)])
+        return ErrorCode.none
 
     # -- loading --------------------------------------------------------------------------------
     def existing_partitions(self) -> list[int]:
@@ -216,7 +308,7 @@ class GroupCoordinatorService:
                 with self.lock:
                     for item in chunk:
                         if item[0] == "marker":
-                            c.replay_end_txn(item[1], item[2])
+                            c.replay_end_txn(item[1], item[2], partition)
                         else:
                             c.replay(item[1], item[2], item[3])
                 chunk.clear()

@@ -14,6 +14,7 @@ from compactlog.cleaner.executor import InProcessExecutor
 from compactlog.record import consumer_offsets as R
 from compactlog.server.groups.api_data import CommitPartition, JoinRequest, SyncRequest
 from compactlog.server.groups.classic_group_state import EMPTY, STABLE
+from compactlog.server.conftest import FakeTransactions
 from compactlog.server.groups.service import GroupCoordinatorService
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.datadir import DataDir
@@ -269,4 +270,153 @@ def test_offsets_of_deleted_partitions_become_tombstones(tmp_path):
     dd.close()
     dd = open_dir(tmp_path / "d")
     assert service(dd).coordinator.committed("b") == {}
+    dd.close()
+
+
+# -- transactional offset commits (transactions.md §5.1) ---------------------------------------------
+
+TID = "tx-1"
+
+
+def txn_commit(s, offsets, fake, *, group="g", pid=7, epoch=0, version=3, generation=-1, member=""):
+    return s.commit_transactional_offsets(TID, group, pid, epoch, generation, member, None,
+                                          [CommitPartition(t, p, o) for t, p, o in offsets], version, fake)
+
+
+def committed(s, group="g"):
+    return {k: o.offset for k, o in s.coordinator.committed(group).items()}
+
+
+def stable_error(s, topic, partition, group="g"):
+    return s.coordinator.fetch_offsets(group, [(topic, [partition])], require_stable=True)[1][0][1][0].error
+
+
+def txn_setup(tmp_path, **props):
+    dd = open_dir(tmp_path / "d", **props)
+    s = service(dd)
+    s.ensure_topic()
+    p = s.coordinator.partition_for("g")
+    fake = FakeTransactions()
+    fake.add(TID, 7, 0, (R.OFFSETS_TOPIC, p))
+    return dd, s, p, fake
+
+
+def test_txn_offset_commit_is_one_transactional_batch_pending_until_the_commit_marker(tmp_path):
+    dd, s, p, fake = txn_setup(tmp_path)
+    lg = dd.open_log(R.OFFSETS_TOPIC, p)
+    assert txn_commit(s, [("t", 0, 5), ("t", 1, 6)], fake) == [ErrorCode.none, ErrorCode.none]
+    [b] = list(lg.batches())
+    h = b.header
+    assert (h.is_transactional, h.producer_id, h.producer_epoch, h.base_sequence, h.records_count) == \
+        (True, 7, 0, 0, 2)
+    assert lg.last_stable_offset == 0                       # the open transaction holds the LSO
+    assert committed(s) == {} and stable_error(s, "t", 0) == ErrorCode.unstable_offset_commit
+    # the same producer again: a new batch (not a duplicate of sequence 0), no second question
+    asked = len(fake.calls)
+    assert txn_commit(s, [("t", 0, 8)], fake) == [ErrorCode.none]
+    assert len(list(lg.batches())) == 2 and len(fake.calls) == asked
+    assert s.write_txn_marker(p, 7, 0, 0, True) == ErrorCode.none
+    assert committed(s) == {("t", 0): 8, ("t", 1): 6}
+    assert stable_error(s, "t", 0) == ErrorCode.none and lg.last_stable_offset == lg.log_end_offset
+    dd.close()
+    dd = open_dir(tmp_path / "d")
+    assert committed(service(dd)) == {("t", 0): 8, ("t", 1): 6}     # loading agrees with the live path
+    dd.close()
+
+
+def test_an_abort_marker_drops_the_pending_offsets_and_a_newer_plain_commit_wins(tmp_path):
+    dd, s, p, fake = txn_setup(tmp_path)
+    s.commit_offsets("g", -1, "", None, [CommitPartition("t", 0, 1)])
+    txn_commit(s, [("t", 0, 5)], fake)
+    assert s.write_txn_marker(p, 7, 0, 0, False) == ErrorCode.none
+    assert committed(s) == {("t", 0): 1} and stable_error(s, "t", 0) == ErrorCode.none
+    # a plain commit written after the transactional one is newer: the COMMIT does not undo it
+    txn_commit(s, [("t", 0, 50), ("t", 1, 51)], fake)
+    s.commit_offsets("g", -1, "", None, [CommitPartition("t", 0, 60)])
+    assert s.write_txn_marker(p, 7, 0, 0, True) == ErrorCode.none
+    assert committed(s) == {("t", 0): 60, ("t", 1): 51}
+    dd.close()
+    dd = open_dir(tmp_path / "d")
+    assert committed(service(dd)) == {("t", 0): 60, ("t", 1): 51}
+    dd.close()
+
+
+def test_txn_offset_commit_verification_answers(tmp_path):
+    dd, s, p, fake = txn_setup(tmp_path)
+    fake.add(TID, 7, 0)                                   # AddOffsetsToTxn never sent
+    assert txn_commit(s, [("t", 0, 5)], fake, version=3) == [ErrorCode.invalid_txn_state]
+    assert txn_commit(s, [("t", 0, 5)], fake, version=4) == [ErrorCode.transaction_abortable]
+    for answer, expected in ((ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch),
+                             (ErrorCode.invalid_producer_id_mapping, ErrorCode.invalid_producer_id_mapping),
+                             (ErrorCode.concurrent_transactions, ErrorCode.concurrent_transactions),
+                             (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_load_in_progress),
+                             (ErrorCode.coordinator_not_available, ErrorCode.coordinator_not_available)):
+        fake.answer = answer
+        assert txn_commit(s, [("t", 0, 5), ("t", 1, 5)], fake) == [expected] * 2, answer
+    assert txn_commit(s, [("t", 0, 5)], None) == [ErrorCode.coordinator_not_available]   # no coordinator
+    assert txn_commit(s, [("t", 0, 5)], fake, group="") == [ErrorCode.invalid_group_id]
+    assert dd.open_log(R.OFFSETS_TOPIC, p).log_end_offset == 0 and "g" not in s.coordinator.groups
+    dd.close()
+
+
+def test_verification_comes_before_the_loading_check(tmp_path):
+    """CoordinatorRuntime.scheduleTransactionalWriteOperation verifies first, then runs the operation
+    (which finds the partition loading)."""
+    dd, s, p, fake = txn_setup(tmp_path)
+    s.coordinator.start_loading(p)
+    fake.answer = ErrorCode.producer_fenced
+    assert txn_commit(s, [("t", 0, 5)], fake) == [ErrorCode.invalid_producer_epoch]
+    fake.answer = None
+    assert txn_commit(s, [("t", 0, 5)], fake) == [ErrorCode.coordinator_load_in_progress]
+    assert s.write_txn_marker(p, 7, 0, 0, True) == ErrorCode.coordinator_load_in_progress
+    dd.close()
+
+
+def test_stale_epochs_and_fenced_coordinators(tmp_path):
+    dd, s, p, fake = txn_setup(tmp_path)
+    txn_commit(s, [("t", 0, 5)], fake)
+    assert s.write_txn_marker(p, 7, 0, 3, False) == ErrorCode.none
+    # the marker's coordinator epoch 3 is now the partition's: an older coordinator is fenced
+    txn_commit(s, [("t", 0, 6)], fake)
+    assert s.write_txn_marker(p, 7, 0, 2, True) == ErrorCode.transaction_coordinator_fenced
+    assert committed(s) == {} and stable_error(s, "t", 0) == ErrorCode.unstable_offset_commit
+    # a bumped epoch (a fence) aborts; the old epoch is refused before the coordinator is asked
+    assert s.write_txn_marker(p, 7, 1, 3, False) == ErrorCode.none
+    assert s.write_txn_marker(p, 7, 0, 3, False) == ErrorCode.invalid_producer_epoch
+    asked = len(fake.calls)
+    assert txn_commit(s, [("t", 0, 7)], fake, epoch=0) == [ErrorCode.invalid_producer_epoch]
+    assert len(fake.calls) == asked and committed(s) == {}
+    assert s.write_txn_marker(99, 7, 1, 3, True) == ErrorCode.not_coordinator
+    dd.close()
+
+
+def test_verification_disabled_writes_without_asking(tmp_path):
+    dd, s, p, fake = txn_setup(tmp_path, **{"transaction.partition.verification.enable": "false"})
+    fake.answer = ErrorCode.transaction_abortable
+    assert txn_commit(s, [("t", 0, 5)], fake) == [ErrorCode.none] and fake.calls == []
+    assert s.write_txn_marker(p, 7, 0, 0, True) == ErrorCode.none
+    assert committed(s) == {("t", 0): 5}
+    dd.close()
+
+
+def test_deleting_the_group_or_topic_removes_pending_offsets(tmp_path):
+    dd, s, p, fake = txn_setup(tmp_path)
+    txn_commit(s, [("t", 0, 5), ("gone", 0, 6)], fake)
+    assert s.on_partitions_deleted([("gone", 0)]) == 1
+    assert s.call(s.coordinator.delete_groups, ["g"]) == [("g", ErrorCode.none)]
+    assert s.write_txn_marker(p, 7, 0, 0, True) == ErrorCode.none
+    assert "g" not in s.coordinator.groups and committed(s) == {}
+    dd.close()
+    dd = open_dir(tmp_path / "d")
+    s2 = service(dd)
+    assert "g" not in s2.coordinator.groups and committed(s2) == {}
+    dd.close()
+
+
+def test_a_txn_offset_commit_too_large_for_the_partition_is_refused(tmp_path):
+    dd, s, p, fake = txn_setup(tmp_path)
+    dd.alter_topic(R.OFFSETS_TOPIC, {"max.message.bytes": "200"})
+    parts = [("t", i, i) for i in range(20)]
+    assert txn_commit(s, parts, fake) == [ErrorCode.unknown_server_error] * 20
+    assert dd.open_log(R.OFFSETS_TOPIC, p).log_end_offset == 0 and committed(s) == {}
     dd.close()

@@ -82,6 +82,12 @@ class GroupCoordinatorShard:
         return self.offset_manager.commit_offsets(group_id, generation_id, member_id, group_instance_id,
                                                   partitions, retention_time_ms, api_version)
 
+    def commit_transactional_offsets(self, group_id: str, generation_id: int, member_id: str,
+                                     group_instance_id: str | None, partitions: list[CommitPartition],
+                                     api_version: int = 4) -> tuple[Outcome, list[ErrorCode]]:
+        return self.offset_manager.commit_transactional_offsets(group_id, generation_id, member_id,
+                                                                group_instance_id, partitions, api_version)
+
     def fetch_offsets(self, group_id: str | None, topics: list | None,
                       require_stable: bool = False) -> tuple[ErrorCode, list]:
         return self.offset_manager.fetch_offsets(group_id, topics, require_stable)
@@ -148,9 +154,10 @@ class GroupCoordinatorShard:
         else:
             self.group_manager.replay(key.group, record.value)
 
-    def replay_end_txn(self, producer_id: int, commit: bool) -> None:
-        """A COMMIT or ABORT marker of a producer that committed offsets in a transaction."""
-        self.offset_manager.replay_end_txn(producer_id, commit)
+    def replay_end_txn(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
+        """A COMMIT or ABORT marker of a producer that committed offsets in a transaction, in
+        ``__consumer_offsets-<partition>`` (replayEndTransactionMarker)."""
+        self.offset_manager.replay_end_txn(producer_id, commit, partition)
 
     def start_loading(self, partition: int) -> None:
         self.partitions.loading.add(partition)
