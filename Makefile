@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m compactlog.demo --data-dir build/demo-data
 
-# the whole suite, on every core (pytest-xdist; each test file stays on one worker, so a module's
+# the whole suite on two workers (pytest-xdist; each test file stays on one worker, so a module's
 # SparkSession and broker are started once)
 TEST_WORKERS ?= 2
 test: $(STAMP)
