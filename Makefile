@@ -20,8 +20,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m compactlog.demo --data-dir build/demo-data
 
+# the whole suite on two workers (pytest-xdist; each test file stays on one worker, so a module's
+# SparkSession and broker are started once)
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # the lane to run while working (under 90 s): no Spark, no broker subprocess, no corpus, nothing
 # slow (markers set in conftest.py); CI runs `make test`, the whole suite
