@@ -195,8 +195,12 @@ def test_write_txn_markers_admin_abort(broker):
     st.groups.ensure_topic()
     assert markers(2, 0, ("t", (0,))) == {("t", 0): E.invalid_producer_epoch}
     assert markers(3, 0, ("t", (0,)), ("nope", (0,)), ("__consumer_offsets", (0,))) == {
-        ("t", 0): E.none, ("nope", 0): E.unknown_topic_or_partition,
-        ("__consumer_offsets", 0): E.not_leader_or_follower}        # no group hook in this branch yet
+        ("t", 0): E.none, ("nope", 0): E.unknown_topic_or_partition, ("__consumer_offsets", 0): E.none}
+    # the group coordinator not ready (loading) is answered as Kafka does: NOT_LEADER_OR_FOLLOWER
+    ready = st.groups.write_txn_marker
+    st.groups.write_txn_marker = lambda *a: E.coordinator_load_in_progress
+    assert markers(3, 0, ("__consumer_offsets", (0,))) == {("__consumer_offsets", 0): E.not_leader_or_follower}
+    st.groups.write_txn_marker = ready
     assert lg.last_stable_offset == lg.log_end_offset == 2
     assert [(a.producer_id, a.first_offset) for a in lg.collect_aborted_transactions(0, 2)] == [(77, 0)]
 
