@@ -32,7 +32,7 @@ def test_transaction_log_decoder(cli, tmp_path):
     assert r.code == 0, r.err
     lines = [x for x in r.out.splitlines() if x.startswith("| offset")]
     assert len(lines) == 7
-    assert ' key: {"type":"0","data":{"transactionalId":"txn-0"}} payload: {"type":"0","data":{"producerId":1000,' \
+    assert ' key: {"type":"0","data":{"transactionalId":"txn-0"}} payload: {"version":"0","data":{"producerId":1000,' \
         '"producerEpoch":0,"transactionTimeoutMs":60000,"transactionStatus":1,"transactionPartitions":' \
         '[{"topic":"orders","partitionIds":[0,2]}],"transactionLastUpdateTimestampMs":1700000000000,' \
         f'"transactionStartTimestampMs":{T0}}}}}' in lines[0]
