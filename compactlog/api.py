@@ -503,8 +503,8 @@ class ProducerState(NamedTuple):
 class Transactions:
     """A data dir's transactions, without a broker: what ``kafka-transactions.sh`` asks a broker.
 
-    ``__transaction_state`` is replayed as a starting coordinator loads it (``server/txn``'s
-    loader and its answers to DescribeTransactions / ListTransactions, filters and errors alike)
+    ``__transaction_state`` is replayed when first asked about, as a starting coordinator loads it
+    (``server/txn``'s loader and its answers to DescribeTransactions / ListTransactions, filters and errors alike)
     but nothing is written: a transaction left between its decision and its markers shows as
     PrepareCommit/PrepareAbort until a broker starts on the directory and finishes it. Producers
     are each partition's producer state (DescribeProducers). ``abort`` is the admin's abort of a
@@ -514,42 +514,51 @@ class Transactions:
     ``DataDirectory.transactions()``."""
 
     def __init__(self, datadir, clock=None):
+        self._dd = datadir
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self._coordinator = None          # __transaction_state, loaded when first asked about
+        self._marker_target = None
+
+    def _loaded(self):
+        """The coordinator's cache as a starting broker loads it (without re-driving anything)."""
+        if self._coordinator is not None:
+            return self._coordinator
         # imported here: the coordinator's modules load kio's tables, which only transactions need
         from .server.txn.coordinator import TransactionCoordinator, TxnConfig
         from .server.txn.state_log import TRANSACTION_STATE_TOPIC, StateLogError, replay
-        self._dd = datadir
-        self._marker_target = None
-        parts = datadir.partitions(TRANSACTION_STATE_TOPIC) if datadir.has_topic(TRANSACTION_STATE_TOPIC) else []
-        config = TxnConfig.from_broker(datadir.broker, len(parts) or None)
-        self._coordinator = TransactionCoordinator(config, clock or (lambda: int(time.time() * 1000)),
-                                                   _no_producer_ids)
+        dd = self._dd
+        parts = dd.partitions(TRANSACTION_STATE_TOPIC) if dd.has_topic(TRANSACTION_STATE_TOPIC) else []
+        config = TxnConfig.from_broker(dd.broker, len(parts) or None)
+        coordinator = TransactionCoordinator(config, self._clock, _no_producer_ids)
         for p in parts:
             try:
-                txns, _ = replay(datadir.open_log(TRANSACTION_STATE_TOPIC, p))
+                txns, _ = replay(dd.open_log(TRANSACTION_STATE_TOPIC, p))
             except (StateLogError, CompactlogError, OSError) as e:
-                self._coordinator.fail_loading(p, f"{TRANSACTION_STATE_TOPIC}-{p} could not be loaded: {e}")
+                coordinator.fail_loading(p, f"{TRANSACTION_STATE_TOPIC}-{p} could not be loaded: {e}")
                 continue
-            with self._coordinator.cache_lock:
-                self._coordinator.txns.update(txns)
-        self._coordinator.active = True
+            with coordinator.cache_lock:
+                coordinator.txns.update(txns)
+        coordinator.active = True
+        self._coordinator = coordinator
+        return coordinator
 
     @property
     def unreadable(self) -> dict[int, str]:
         """``__transaction_state`` partitions that could not be loaded: why (their ids answer
         COORDINATOR_NOT_AVAILABLE, as a broker answers them)."""
-        return dict(self._coordinator.failed)
+        return dict(self._loaded().failed)
 
     def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
                           duration_ms: int = -1, pattern: str | None = None
                           ) -> tuple[int, list[str], list[TransactionListing]]:
         """ListTransactions: (error code, state names not known, the ids passing every filter)."""
-        code, unknown, found = self._coordinator.list_transactions(tuple(states), tuple(producer_ids),
-                                                                   duration_ms, pattern)
+        code, unknown, found = self._loaded().list_transactions(tuple(states), tuple(producer_ids),
+                                                                duration_ms, pattern)
         return code, unknown, [TransactionListing(m.transactional_id, m.producer_id, m.state.display) for m in found]
 
     def describe(self, transactional_id: str) -> tuple[int, TransactionDescription | None]:
         """DescribeTransactions of one id: (error code, its description or None)."""
-        code, md = self._coordinator.describe(transactional_id)
+        code, md = self._loaded().describe(transactional_id)
         if md is None:
             return code, None
         return code, TransactionDescription(transactional_id, md.state.display, md.producer_id, md.producer_epoch,

@@ -40,8 +40,8 @@ class BrokerBackend:
             raise TransactionalIdNotFound(e.description) from None
         except BrokerResponseError as e:
             raise RequestError(e.message, e.description) from None
-        except KafkaError as e:
-            raise RequestError(type(e).__name__, str(e)) from None
+        except KafkaError as e:            # the client's own failure (no connection, unknown broker id)
+            raise RequestError(type(e).__name__, ", ".join(str(a) for a in e.args)) from None
 
     def list_transactions(self, producer_ids=()) -> dict[int, list[Listing]]:
         found = self._call(self.client.list_transactions, producer_id_filters=list(producer_ids) or None)
@@ -138,7 +138,8 @@ class DataDirBackend:
 
     def describe_producers(self, tps, broker_id: int | None) -> dict[tuple[str, int], list[Producer]]:
         if broker_id is not None and broker_id != self.node_id:
-            raise RequestError("BROKER_NOT_AVAILABLE", f"this data dir is node {self.node_id}'s")
+            # what the client answers for a broker id the cluster does not have
+            raise RequestError("UnknownBrokerIdError", f"{broker_id} (this data dir is node {self.node_id}'s)")
         out = {}
         for t, p in tps:
             code, _, producers = self.txns.describe_producers(t, p)
