@@ -93,7 +93,7 @@ def test_clean_reports_the_engine_in_json_and_the_run_log(cli, tmp_path):
     for o in cleaned:
         assert o["engine"] == "in-process"
         assert o["engineReason"].startswith("0.0 MB to rewrite in 2 partition(s): ~0.0 s in this process vs ~")
-    with open(os.path.join(root, "logs", "log-cleaner.log")) as f:
+    with open(os.path.join(root + ".logs", "log-cleaner.log")) as f:
         log = f.read()
     assert "Engine: in-process (0.0 MB to rewrite in 2 partition(s)" in log
     with DataDir(root, clock=lambda: NOW - 5_000, writable=True) as dd:
