@@ -17,7 +17,7 @@ def test_clean_force_with_configs_on_a_kafka_written_dir(tmp_path, capsys):
     d = str(tmp_path / "d")
     shutil.copytree(CONNECT, d)
     code = main(["--data-dir", d, "clean", "--force", "--roll", "--engine", "local", "--now-ms", str(NOW),
-                 "--config", "cleanup.policy=compact", "--json"])
+                 "--config", "cleanup.policy=compact", "--all-topics", "--json"])
     assert code == 0
     out = {o["topic"]: o for o in map(json.loads, capsys.readouterr().out.splitlines())}
     # the README of the fixture: 39 distinct keys in the configs topic, 20 in the status topic
@@ -58,7 +58,7 @@ def test_cleaner_run_cleans_and_logs_in_kafka_format(tmp_path, capsys):
             log.append_records([b"c"], [b"4"])
     assert main(["--data-dir", d, "--override", "log.cleaner.backoff.ms=10", "cleaner", "run",
                  "--engine", "local", "--iterations", "2"]) == 0
-    with open(os.path.join(d, "logs", "log-cleaner.log")) as f:
+    with open(os.path.join(d + ".logs", "log-cleaner.log")) as f:
         text = f.read()
     assert "Log cleaner thread 0 cleaned log t-0 (dirty section = [0, 3])" in text
     assert "Log cleaner thread 0 cleaned log t-1 (dirty section = [0, 3])" in text
