@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..record.control import CONTROL_TYPE_NAMES
-from .cleaner import Cleaner, compacted_partitions, make_plan
+from .cleaner import Cleaner, make_plan
 from .plan import PartitionStatus, log_to_clean, partition_status
 from .rolled_view import as_rolled
 from .task import clean_partition
@@ -123,7 +123,6 @@ def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int,
     """What a clean at ``now_ms`` would do to one partition (with ``roll``: a clean after
     ``--roll``); when it is not eligible, what ``clean --force`` would do (unless not
     ``simulate_force``). Writes nothing."""
-    compacted_partitions(cleaner.datadir, topic, partition)      # the topic and partition exist
     log = cleaner.datadir.open_log(topic, partition)
     checkpoint = cleaner.manager.all_cleaner_checkpoints().get((topic, partition))
     with log.lock:

@@ -168,16 +168,21 @@ def clean_cmd(ctx: typer.Context,
             typer.echo(f"error: {o.name}: {o.error}", err=True)
         elif topics and o.status is not None:
             typer.echo(f"{o.name}: not cleaned: {o.status.reason}")
-    unknown = sorted({o.topic for o in outcomes if o.status is not None and o.status.unknown_configs})
-    if unknown and not as_json and not topics:
-        typer.echo(f"note: left alone, configs unknown (no entry in compactlog.topics.json): "
-                   f"{', '.join(unknown)}; set them with `compactlog topics alter --topic T --config "
-                   f"cleanup.policy=compact` or for this run with `--topic T --config cleanup.policy=compact`",
-                   err=True)
+    if not as_json and not topics:
+        _note_unknown_configs([o.status for o in outcomes if o.status is not None])
     if not as_json and not any(o.cleaned for o in outcomes) and not topics and not failed:
         typer.echo(_nothing_to_clean(outcomes, roll))
     if failed:
         raise typer.Exit(1)
+
+
+def _note_unknown_configs(statuses) -> None:
+    unknown = sorted({st.topic for st in statuses if st.unknown_configs})
+    if unknown:
+        typer.echo(f"note: left alone, configs unknown (no entry in compactlog.topics.json): "
+                   f"{', '.join(unknown)}; set them with `compactlog topics alter --topic T --config "
+                   f"cleanup.policy=compact` or for this run with `--topic T --config cleanup.policy=compact`",
+                   err=True)
 
 
 def _session_scope(dd, session_configs: dict, topics: list[str], partition, all_topics: bool):
@@ -245,6 +250,8 @@ def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json
             continue
         start, end = ex.dirty_range
         typer.echo(f"{ex.name}: cleaning [{start}, {end}) {ex.removal_text()}")
+    if not as_json and not topics:
+        _note_unknown_configs([ex.status for ex in previews])
     if keyless and not as_json:
         names = ", ".join(dict.fromkeys(k.topic for k in keyless))
         typer.echo(f"the clean would be refused: {sum(k.keyless for k in keyless)} records without a key in "
