@@ -40,12 +40,33 @@ class Problem:
     where: str
     message: str
     set_aside: bool = False      # bytes recovery kept aside (.discarded/.quarantined), not damage
+    note: bool = False           # not a problem: something Kafka rebuilds as it loads (a missing index)
 
     def __str__(self) -> str:
         return f"{self.file}: {self.where}: {self.message}" if self.where else f"{self.file}: {self.message}"
 
+    @property
+    def repairable(self) -> bool:
+        """Whether ``verify --repair`` fixes it: the repair rebuilds segments and their indexes
+        from their valid batches (``loader.repair_segments``); checkpoints, snapshots, duplicate
+        keys and foreign directories are not its to change."""
+        return not self.set_aside and self.file.endswith(files.SEGMENT_SUFFIXES)
+
+    @property
+    def severity(self) -> str:
+        return "note" if self.note else "set-aside" if self.set_aside else "problem"
+
     def to_dict(self) -> dict:
-        return {"file": self.file, "where": self.where, "problem": self.message}
+        return {"file": self.file, "where": self.where, "problem": self.message, "severity": self.severity,
+                "repairable": self.repairable}
+
+
+@dataclass
+class VerifyCounts:
+    """What a verify run looked at, for its summary line."""
+    partitions: int = 0
+    segments: int = 0
+    records: int = 0
 
 
 @dataclass
@@ -60,6 +81,7 @@ class SegmentFacts:
     first_offset: int | None
     last_offset: int | None
     layout: index_check.SegmentLayout | None = None   # the batch headers, for the index checks
+    records: int = 0                                  # in the complete batches walked
 
 
 def live_segment_bases(pdir: str) -> list[int]:
@@ -120,6 +142,7 @@ def check_segment(pdir: str, base: int, prev_last: int | None, problems: list[Pr
             facts.batch_base.append(h.base_offset)
             facts.batch_last.append(h.last_offset)
             facts.batch_max_ts.append(h.max_timestamp)
+            facts.records += h.records_count
             if facts.first_offset is None:
                 facts.first_offset = h.base_offset
             facts.last_offset = h.last_offset
@@ -174,7 +197,8 @@ def check_offset_index(pdir: str, facts: SegmentFacts, problems: list[Problem], 
                        preallocated: bool = False) -> None:
     path = files.segment_file(pdir, facts.base_offset, files.INDEX_SUFFIX)
     if not os.path.exists(path):
-        problems.append(Problem(path, "", "offset index is missing (Kafka rebuilds it on recovery)"))
+        problems.append(Problem(path, "", "offset index is missing: Kafka rebuilds it when it loads the log, "
+                                          "and `compactlog verify --repair` rebuilds it now", note=True))
         return
     raw = index_check.read_file(path)
     if preallocated:
@@ -224,7 +248,10 @@ def check_keys_unique(pdir: str, keys: list, checkpoint: int, problems: list[Pro
 
 
 def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
-                     checkpoints: dict[str, dict]) -> list[Problem]:
+                     checkpoints: dict[str, dict], counts: VerifyCounts | None = None) -> list[Problem]:
+    """Every problem of one partition (``counts``, when given, adds what was looked at)."""
+    counts = counts if counts is not None else VerifyCounts()
+    counts.partitions += 1
     pdir = os.path.join(root, files.partition_dir_name(topic, partition))
     problems: list[Problem] = []
     if not os.path.isdir(pdir):
@@ -249,6 +276,8 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
         check_time_index(pdir, facts, problems, closed=next_base is not None, preallocated=active)
         check_txn_index(pdir, facts, problems, next_base=next_base, carry=carry)
         seg_facts.append(facts)
+        counts.segments += 1
+        counts.records += facts.records
     for name in sorted(os.listdir(pdir)):
         if name.endswith((".discarded", ".quarantined")):
             path = os.path.join(pdir, name)
@@ -271,6 +300,24 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
     if keys is not None:
         check_keys_unique(pdir, keys, cleaner_ckpt, problems)
     return _dedupe(problems)
+
+
+def refused_directories(root: str) -> list[Problem]:
+    """Directories of the data dir that Kafka's loader refuses (``files.kafka_loader_refuses``):
+    a Kafka broker does not start on a log dir holding one. ``logs/`` holding log-cleaner.log is
+    the run log of an earlier compactlog (it now goes next to the data dir): left there, named."""
+    out = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if not os.path.isdir(path) or not files.kafka_loader_refuses(name):
+            continue
+        why = ("a directory Kafka's loader refuses (its name is not <topic>-<partition>): a Kafka broker does "
+               "not start on this log dir")
+        if name == "logs" and os.path.exists(os.path.join(path, "log-cleaner.log")):
+            why += (f"; it holds the cleaner's run log of an earlier compactlog, which now writes it to "
+                    f"{os.path.realpath(root)}.logs (compactlog.cleaner.log.dir)")
+        out.append(Problem(path, "", why + "; move it out of the data dir"))
+    return out
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
