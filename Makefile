@@ -35,7 +35,7 @@ $(APPS_STAMP): $(APPS_REQUIREMENTS)
 	    touch $(APPS_STAMP); \
 	else \
 	    mkdir -p $(APPS_VENV); \
-	    { echo "pip install -r $(APPS_REQUIREMENTS) failed:"; tail -5 $(APPS_VENV)/.pip.log 2>/dev/null; } > $(APPS_VENV)/.failed; \
+	    { echo "python -m venv $(APPS_VENV), then pip install -r $(APPS_REQUIREMENTS), failed:"; tail -5 $(APPS_VENV)/.pip.log 2>/dev/null; echo; } > $(APPS_VENV)/.failed; \
 	    echo "note: $(APPS_VENV) could not be built; the Quix Streams and Faust tests will be skipped" >&2; \
 	fi
 

@@ -33,12 +33,14 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 def apps_python(module: str) -> str:
     """The apps venv's python, once it imports ``module``; else the test is skipped with the
-    reason (only when the venv could not be built: ``make apps-venv`` says why)."""
-    python = os.environ.get("COMPACTLOG_APPS_PYTHON") or os.path.join(APPS_VENV, "bin", "python")
-    if not os.path.exists(python):
-        failed = os.path.join(APPS_VENV, ".failed")
-        why = open(failed).read().strip() if os.path.exists(failed) else "run `make apps-venv`"
-        pytest.skip(f"the apps virtualenv {APPS_VENV} is missing ({why})")
+    reason (only when the venv could not be built: ``make apps-venv`` records why)."""
+    python = os.environ.get("COMPACTLOG_APPS_PYTHON")
+    if not python:
+        python = os.path.join(APPS_VENV, "bin", "python")
+        if not os.path.exists(os.path.join(APPS_VENV, ".installed")):
+            failed = os.path.join(APPS_VENV, ".failed")
+            why = open(failed).read().strip() if os.path.exists(failed) else "run `make apps-venv`"
+            pytest.skip(f"the apps virtualenv {APPS_VENV} is not built: {why}")
     r = subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=120)
     if r.returncode != 0:
         pytest.skip(f"{python} cannot import {module}: {r.stderr.decode()[-500:]}")
