@@ -18,9 +18,9 @@ the same; the broker's side checked against transactions.md):
   a crash loses counts; after the last input those updates sit in a transaction nobody commits,
   so the table never shows them). The app flushes the buffer before each commit as Faust does
   at_least_once; then the changelog runs ahead instead, by the events processed but not yet
-  acked, and a SIGKILL counts those twice (seen here: +1 on 14 keys of a partition, the
-  coordinator's ABORT of the killed worker's transaction and the committed offsets checked in
-  the logs). Neither is the broker's: so Faust is restarted with SIGTERM here, and SIGKILL
+  acked, and a SIGKILL counts those twice (seen here: +1 on the keys the killed worker had in
+  flight; the coordinator's ABORT of its transaction and the offsets it committed checked in the
+  dumped logs). Neither is the broker's: so Faust is restarted with SIGTERM here, and SIGKILL
   through exactly-once is the Quix Streams test's (test_txn_quix.py).
 * A ``topic.send()`` to a topic the worker does not consume goes through a transaction producer
   only when the worker's consumer happens to hold that topic's metadata, else through the plain
@@ -39,8 +39,8 @@ import uuid
 
 import pytest
 
-from apps_support import (AppRun, CommittedReader, Feeder, apps_python, assert_at_least_once, cleanings, counts_by_key,
-                          expected_counts, wait_until)
+from apps_support import (AppRun, CommittedReader, Feeder, apps_python, assert_at_least_once, cleanings,
+                          counts_by_key, expected_counts, wait_until)
 from broker_support import Broker
 
 BROKER = {"log.cleaner.backoff.ms": "200", "group.initial.rebalance.delay.ms": "0",

@@ -17,7 +17,9 @@ while the changelog records of the same events still wait in the buffer, to be s
 transaction. A crash in between loses those counts (robinhood/faust#340, open; it happens on
 Kafka too), and after the last input the final updates sit in a transaction that is never
 committed. This app applies the at_least_once flush to the exactly_once commit as well (one
-line, below); ``--no-flush-before-commit`` runs Faust as released.
+line, below), so that a graceful restart keeps the table exact; it does not make a SIGKILL safe
+(the flushed records may then belong to events not acked yet, counted again after the restart).
+``--no-flush-before-commit`` runs Faust as released.
 """
 
 import argparse
