@@ -174,5 +174,6 @@ def test_describe_producers_of_unknown_partitions_and_open_transactions(broker, 
     assert raw.end_txn(tid, pid, e, True) == E.none
     [prod] = admin.describe_producers([tp1])[tp1].active_producers
     assert (prod.coordinator_epoch, prod.current_transaction_start_offset) == (0, -1)
-    r = raw.call(61, 0, topics=[{"name": uid("none"), "partition_indexes": [0]}, {"name": topic, "partition_indexes": [7]}])
+    r = raw.call(61, 0, topics=[{"name": uid("none"), "partition_indexes": [0]},
+                                {"name": topic, "partition_indexes": [7]}])
     assert [p.error_code for t in r.topics for p in t.partitions] == [E.unknown_topic_or_partition] * 2

@@ -64,6 +64,8 @@ def _importable(module: str) -> bool:
 
 
 ALL_CLIENTS = [client_param(c) for c in CLIENTS]
+INSTALLED = [c for c in CLIENTS if _importable({"confluent": "confluent_kafka", "kafka-python": "kafka",
+                                                "aiokafka": "aiokafka"}[c])]
 
 
 # -- topics -------------------------------------------------------------------------------------------
@@ -425,7 +427,8 @@ class Raw:
     # -- the transactional requests --
     def init_producer_id(self, tid: str | None, *, timeout_ms: int = 60000, version: int = 4,
                          expected: tuple[int, int] = (-1, -1)):
-        r = self.call(22, version, transactional_id=tid, transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
+        r = self.call(22, version, transactional_id=tid,
+                      transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
                       producer_id=expected[0], producer_epoch=expected[1])
         return r.error_code, r.producer_id, r.producer_epoch
 
