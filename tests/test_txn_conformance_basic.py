@@ -11,7 +11,7 @@ import pytest
 
 from broker_support import Broker
 from txn_support import (ALL_CLIENTS, BROKER_CONFIG, E, Raw, TxnProducer, batches, create_topics, markers, read,
-                         state_records, states, txn_index, uid, values, wait_until)
+                         state_records, states, txn_batch, txn_index, uid, values, wait_until)
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +172,12 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker, raw, client
         for topic in (plain, compacted):
             for part in (0, 1):
                 assert markers(broker.data_dir, topic, part) == [("ABORT", 2, pid, e + 1)]
+        # A's epoch on the wire: its produce is INVALID_PRODUCER_EPOCH, its EndTxn PRODUCER_FENCED
+        # (INVALID_PRODUCER_EPOCH below v2)
+        late = txn_batch(pid, e, 100, [b"a-raw"])
+        assert raw.produce(tid, [(plain, 0, late)]) == {(plain, 0): E.invalid_producer_epoch}
+        assert raw.end_txn(tid, pid, e, True, version=2) == E.producer_fenced
+        assert raw.end_txn(tid, pid, e, True, version=1) == E.invalid_producer_epoch
         # A, fenced: a produce to a partition of its (aborted) transaction, then its commit
         a.send(plain, b"a-late", partition=0)
         a.expect_fenced(lambda: (a.flush(), a.commit()))
@@ -225,6 +231,42 @@ def test_the_coordinator_aborts_a_transaction_past_its_timeout(broker, raw, clie
         if q is not None:
             q.close()
     assert values(read(client, broker.bootstrap, plain, "read_committed")) == [b"fresh"]
+
+
+def test_kafka_python_recovers_from_a_timeout_abort_with_its_epoch_bump(broker, raw):
+    """kafka-python's own path (transactions.md §6.1 step 6): its late send after the timeout abort
+    gets INVALID_PRODUCER_EPOCH, on which it bumps its epoch with InitProducerId(expected = its
+    epoch). With server TV 2 the abort kept lastEpoch = e, so the coordinator answers the retry
+    rule's e+1 (an Empty record at e+1), not PRODUCER_FENCED, and the same producer goes on
+    (KIP-588). kafka-python then drops its transaction silently (back to READY, not
+    ABORTABLE_ERROR as the Java client): the application's commit of the dropped transaction is
+    refused by the client itself, with no request sent."""
+    kafka_errors = pytest.importorskip("kafka.errors")
+    topic, tid = uid("bump"), uid("tx")
+    create_topics(broker.bootstrap, topic)
+    p = TxnProducer("kafka-python", broker.bootstrap, tid, timeout_ms=1000).init()
+    try:
+        p.begin()
+        p.send(topic, b"late-0", partition=0)
+        p.flush()
+        pid, e = p.producer_id_and_epoch()
+        wait_until(lambda: states(broker.data_dir, tid)[-1:] == ["CompleteAbort"], timeout=10,
+                   what="the coordinator's timeout abort")
+        p.send(topic, b"late-1", partition=0)
+        with pytest.raises(kafka_errors.InvalidProducerEpochError):
+            p.flush()
+        wait_until(lambda: state_records(broker.data_dir, tid)[-1] == ("Empty", pid, e + 1), timeout=10,
+                   what="kafka-python's epoch bump")
+        assert p.producer_id_and_epoch() == (pid, e + 1)
+        with pytest.raises(kafka_errors.KafkaError, match="READY to state COMMITTING"):
+            p.commit()
+        p.begin()
+        p.send(topic, b"recovered", partition=1)
+        p.commit()
+    finally:
+        p.close()
+    assert values(read("kafka-python", broker.bootstrap, topic, "read_committed")) == [b"recovered"]
+    assert [m[0] for m in markers(broker.data_dir, topic, 1)] == ["COMMIT"]
 
 
 # -- 12. two open transactions on one partition ---------------------------------------------------------------

@@ -1,10 +1,12 @@
 """Transaction conformance across a kill -9 of the broker (transactions.md §6.3 scenario 5) with
-confluent-kafka, kafka-python and aiokafka producers, at each crash point of §4.4: the broker's
-test hook ``COMPACTLOG_TEST_CRASH_AFTER=prepare|first-marker`` exits with 137 right after the
-PrepareCommit record, or right after the first marker; a restart on the same port then completes
-the decided outcome in every data partition and in ``__consumer_offsets`` (the transactional
-offsets become the group's), the client waiting in EndTxn ends committed, and a second producer's
-transaction that was Ongoing at the crash is committed after the restart."""
+confluent-kafka, kafka-python and aiokafka producers, at each crash point of §4.4 (this module:
+after the Prepare* record; test_txn_conformance_crash_marker.py: after the first marker). The
+broker's test hook ``COMPACTLOG_TEST_CRASH_AFTER=prepare|first-marker`` exits with 137 right after
+the PrepareCommit record, or right after the first marker; a restart on the same port then
+completes the decided outcome in every data partition and in ``__consumer_offsets`` (the
+transactional offsets become the group's), the client waiting in EndTxn ends committed, and a
+second producer's transaction that was Ongoing at the crash is still open (its LSO held) and is
+committed after the restart."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ import pytest
 
 from broker_support import Broker
 from compactlog.record import consumer_offsets as R
-from txn_support import (ALL_CLIENTS, BROKER_CONFIG, E, Raw, TxnProducer, create_topics, markers, read, states, uid,
-                         values, wait_until)
+from txn_support import (ALL_CLIENTS, BROKER_CONFIG, E, Raw, TxnProducer, create_topics, markers, read, state_records,
+                         states, uid, values, wait_until)
 
 CRASH_ENV = "COMPACTLOG_TEST_CRASH_AFTER"
 
@@ -34,9 +36,14 @@ def group_metadata(client: str, bootstrap: str, group: str):
 
 # -- 5. kill -9 at each crash point ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("point", ["prepare", "first-marker"])
 @pytest.mark.parametrize("client", ALL_CLIENTS)
-def test_kill_at_a_crash_point_then_restart(tmp_path, monkeypatch, client, point):
+def test_kill_after_the_prepare_commit_record_then_restart(tmp_path, monkeypatch, client):
+    kill_at_a_crash_point_then_restart(tmp_path, monkeypatch, client, "prepare")
+
+
+def kill_at_a_crash_point_then_restart(tmp_path, monkeypatch, client: str, point: str) -> None:
+    """The scenario at ``point`` (also run by test_txn_conformance_crash_marker.py, a module of
+    its own so that the two halves run in parallel)."""
     data = tmp_path / "data"
     monkeypatch.setenv(CRASH_ENV, point)
     first = Broker(data, BROKER_CONFIG).start()
@@ -89,7 +96,12 @@ def test_kill_at_a_crash_point_then_restart(tmp_path, monkeypatch, client, point
         # the client that waited in EndTxn: its retry after the restart finds CompleteCommit (NONE)
         t.join(60)
         assert outcome == ["committed"], outcome
-        # the transaction that was Ongoing at the crash is committed after the restart
+        # the transaction that was Ongoing at the crash is still open, its partition's LSO held
+        # at its first offset (producer state rebuilt at the restart), and it can be committed
+        [(_, b_pid, b_epoch)] = state_records(str(data), b.tid)[:1]
+        with Raw(second.port) as raw:
+            assert (b_pid, b_epoch, 0, -1, 0) in raw.describe_producers(plain, 1)
+            assert raw.list_offset(plain, 1, read_committed=True) == 0
         b.send(plain, b"b-after", partition=1)
         b.commit()
         got = values(read(client, second.bootstrap, plain, "read_committed"))

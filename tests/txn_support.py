@@ -495,6 +495,15 @@ class Raw:
         assert p.error_code == E.none, p
         return p
 
+    def describe_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, coordinator epoch, current transaction start offset)
+        of each active producer of the partition (DescribeProducers v0)."""
+        r = self.call(61, 0, topics=[{"name": topic, "partition_indexes": [partition]}])
+        [p] = r.topics[0].partitions
+        assert p.error_code == E.none, p
+        return sorted((a.producer_id, a.producer_epoch, a.last_sequence, a.coordinator_epoch,
+                       a.current_txn_start_offset) for a in p.active_producers)
+
     def describe_transaction(self, tid: str) -> "Described":
         """DescribeTransactions v0 for one id, read here: kio cannot read the -1 start time of a
         transaction that has not started (its timestamp reader refuses negative values)."""
