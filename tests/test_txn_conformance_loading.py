@@ -68,6 +68,8 @@ def test_loading_answers_and_epoch_exhaustion(tmp_path):
                 f"v{version}: the loading window was missed (or the answer is wrong)"
         assert raw.init_producer_id(uid("tx"))[0] == E.coordinator_load_in_progress
         assert raw.describe_transaction(ids["confluent"][0]).error_code == E.coordinator_load_in_progress
+        listed = raw.call(66, 0, state_filters=[], producer_id_filters=[])
+        assert (listed.error_code, listed.transaction_states) == (E.coordinator_load_in_progress, ())
         assert "Finished loading offsets and group metadata from __consumer_offsets-0" not in b.log_text()
         # the clients' inits, started now, retry until the coordinator has loaded
         producers: dict = {}

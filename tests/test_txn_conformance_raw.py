@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from broker_support import Broker
+from compactlog.record.consumer_offsets import partition_for
 from txn_support import (BROKER_CONFIG, E, Raw, TxnProducer, create_topics, markers, state_records, txn_batch, uid,
                          wait_until)
 
@@ -107,6 +108,38 @@ def test_txn_offset_commit_without_add_offsets_to_txn(raw, topic):
     assert raw.offset_fetch(group, topic, [0], require_stable=False) == {0: (E.none, -1)}
     assert raw.end_txn(tid, pid, e, True) == E.none
     assert raw.offset_fetch(group, topic, [0], require_stable=True) == {0: (E.none, 5)}
+
+
+def test_transactional_offsets_against_plain_commits_and_the_group_checks(raw, topic):
+    """§5.1: a marker's COMMIT makes a pending offset the group's only if it was written after the
+    committed one (a later plain OffsetCommit wins); §2.8: an empty group id is INVALID_GROUP_ID;
+    AddOffsetsToTxn adds the group's __consumer_offsets partition to the transaction."""
+    tid, group = uid("tx"), uid("group")
+    pid, e = init(raw, tid)
+    assert raw.txn_offset_commit(tid, "", pid, e, {(topic, 0): 1}) == {(topic, 0): E.invalid_group_id}
+    assert raw.add_offsets(tid, pid, e, group) == E.none
+    d = raw.describe_transaction(tid)
+    assert (d.transaction_state, d.topics) == \
+        ("Ongoing", (("__consumer_offsets", (partition_for(group, 50),)),))
+    assert raw.txn_offset_commit(tid, group, pid, e, {(topic, 0): 5, (topic, 1): 5}) == \
+        {(topic, 0): E.none, (topic, 1): E.none}
+    plain = raw.call(8, 8, group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                     topics=[{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 8,
+                                                             "committed_leader_epoch": -1,
+                                                             "committed_metadata": ""}]}])
+    assert [p.error_code for t in plain.topics for p in t.partitions] == [E.none]
+    assert raw.end_txn(tid, pid, e, True) == E.none
+    # partition 0: the plain commit came after the pending one and stays; partition 1: committed
+    assert raw.offset_fetch(group, topic, [0, 1], require_stable=True) == {0: (E.none, 8), 1: (E.none, 5)}
+    # a retried EndTxn of the same result is answered NONE, the other result INVALID_TXN_STATE
+    assert raw.end_txn(tid, pid, e, True) == E.none
+    assert raw.end_txn(tid, pid, e, False) == E.invalid_txn_state
+    # adding partitions already in the transaction writes nothing
+    assert raw.add_partitions(tid, pid, e, {topic: [0]}) == {(topic, 0): E.none}
+    before = raw.describe_transaction(tid)
+    assert raw.add_partitions(tid, pid, e, {topic: [0]}) == {(topic, 0): E.none}
+    assert raw.describe_transaction(tid) == before
+    assert raw.end_txn(tid, pid, e, False) == E.none
 
 
 # -- 10. version mapping ------------------------------------------------------------------------------------
