@@ -233,8 +233,15 @@ def test_an_idle_transactional_id_expires_an_ongoing_one_never(broker, raw, topi
 # -- 6 (server TV 0). a timed-out instance's recovery is fenced -------------------------------------------------
 
 def test_with_transaction_version_0_the_timed_out_epoch_is_fenced(tmp_path):
-    with Broker(tmp_path / "data", {**BROKER_CONFIG, "compactlog.transaction.version": "0"}) as b, \
-            Raw(b.port) as raw:
+    b = Broker(tmp_path / "data", {**BROKER_CONFIG, "compactlog.transaction.version": "0"}).start()
+    try:
+        tv0_timeout_abort(b)
+    finally:
+        b.kill()                             # nothing to check at shutdown
+
+
+def tv0_timeout_abort(b: Broker) -> None:
+    with Raw(b.port) as raw:
         topic, tid = uid("tv0"), uid("tx")
         create_topics(b.bootstrap, topic)
         pid, e = init(raw, tid, timeout_ms=500)
@@ -246,7 +253,7 @@ def test_with_transaction_version_0_the_timed_out_epoch_is_fenced(tmp_path):
         # TV <= 1: the abort's lastEpoch is -1, so the old instance's epoch is fenced for good
         assert raw.init_producer_id(tid, expected=(pid, e)) == (E.producer_fenced, -1, -1)
         assert raw.init_producer_id(tid, expected=(pid, e), version=3) == (E.invalid_producer_epoch, -1, -1)
-        # a client with TV 0 on the broker still works: the values are v0
+        # a client works with TV 0 as well; every __transaction_state value is v0
         p = TxnProducer("confluent", b.bootstrap, tid).init()
         try:
             p.begin()
@@ -255,3 +262,5 @@ def test_with_transaction_version_0_the_timed_out_epoch_is_fenced(tmp_path):
         finally:
             p.close()
         assert markers(b.data_dir, topic, 1)[0][0] == "COMMIT"
+        assert [r[0] for r in state_records(b.data_dir, tid, value_version=0)][-2:] == \
+            ["PrepareCommit", "CompleteCommit"]

@@ -631,9 +631,10 @@ def txn_index(data_dir: str, topic: str, partition: int) -> list:
     return out
 
 
-def state_records(data_dir: str, tid: str, partitions: int = 50) -> list[tuple[str, int, int]]:
+def state_records(data_dir: str, tid: str, partitions: int = 50,
+                  value_version: int = 1) -> list[tuple[str, int, int]]:
     """(state name or "<tombstone>", producer id, epoch) of each ``__transaction_state`` record of
-    ``tid``, in log order (every value must be v1: transaction.version 2)."""
+    ``tid``, in log order (every value must be of ``value_version``: v1 at transaction.version 2)."""
     out = []
     p = partition_for(tid, partitions)
     for b in batches(data_dir, "__transaction_state", p):
@@ -643,7 +644,7 @@ def state_records(data_dir: str, tid: str, partitions: int = 50) -> list[tuple[s
             if value is None:
                 out.append(("<tombstone>", -1, -1))
                 continue
-            assert struct.unpack(">h", value[:2])[0] == 1, "a __transaction_state value that is not v1"
+            assert struct.unpack(">h", value[:2])[0] == value_version, f"a __transaction_state value not v{value_version}"
             v = TL.read_value(value)
             out.append((STATE_NAMES[v.transaction_status], v.producer_id, v.producer_epoch))
     return out
