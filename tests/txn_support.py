@@ -644,7 +644,8 @@ def state_records(data_dir: str, tid: str, partitions: int = 50,
             if value is None:
                 out.append(("<tombstone>", -1, -1))
                 continue
-            assert struct.unpack(">h", value[:2])[0] == value_version, f"a __transaction_state value not v{value_version}"
+            version = struct.unpack(">h", value[:2])[0]
+            assert version == value_version, f"a v{version} __transaction_state value, not v{value_version}"
             v = TL.read_value(value)
             out.append((STATE_NAMES[v.transaction_status], v.producer_id, v.producer_epoch))
     return out
