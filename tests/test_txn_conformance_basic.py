@@ -113,6 +113,10 @@ def test_abort(broker, raw, client):
             assert (k1, o1, k2, o2) == ("COMMIT", 2, "ABORT", 6) and (pid, e1) == (pid2, e2)
             f = raw.fetch(topic, part, 0, read_committed=True)
             assert [(a.producer_id, a.first_offset) for a in f.aborted_transactions] == [(pid, 3)]
+            # from inside the aborted transaction too; from past its marker, none
+            f = raw.fetch(topic, part, 4, read_committed=True)
+            assert [(a.producer_id, a.first_offset) for a in f.aborted_transactions] == [(pid, 3)]
+            assert list(raw.fetch(topic, part, 7, read_committed=True).aborted_transactions or []) == []
             assert f.high_watermark == f.last_stable_offset == 7
             assert raw.fetch(topic, part, 0, read_committed=False).aborted_transactions is None
             [entry] = txn_index(broker.data_dir, topic, part)

@@ -44,8 +44,9 @@ def broker(tmp_path_factory):
 class App:
     """One instance of the application, its stdout lines read in a thread."""
 
-    def __init__(self, client, bootstrap, src, dst, group, tid, log_path):
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")])}
+    def __init__(self, client, bootstrap, src, dst, group, tid, log_path, in_txn_delay_s: float = 0.05):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]),
+               "TXN_EOS_APP_IN_TXN_DELAY_S": str(in_txn_delay_s)}
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, APP, client, bootstrap, src, dst, group, tid],
                                      stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL, env=env)
@@ -113,13 +114,14 @@ def test_exactly_once_across_kills_of_the_application(broker, client, tmp_path):
         # where the group's offsets end: the last record + 1, the offset of the input's last marker
         last = {part: raw.list_offset(src, part, read_committed=True) - 1 for part in (0, 1)}
 
-    def start():
-        return App(client, broker.bootstrap, src, dst, group, tid, tmp_path / "app.log")
+    def start(in_txn_delay_s: float = 0.05):
+        return App(client, broker.bootstrap, src, dst, group, tid, tmp_path / "app.log", in_txn_delay_s)
     apps = []
     try:
-        # SIGKILL inside a transaction, SIGSTOP (a zombie) inside one, SIGKILL between two
+        # SIGKILL inside a transaction, SIGSTOP (a zombie) inside one, SIGKILL between two; the
+        # instances stopped or killed inside a transaction pause there long enough to be caught
         for plan in ("kill-in-txn", "zombie", "kill-after-commit"):
-            app = start()
+            app = start(0.3 if plan == "zombie" else 0.1 if plan == "kill-in-txn" else 0.05)
             apps.append(app)
             n = rng.randint(1, 3)
             if plan == "kill-after-commit":

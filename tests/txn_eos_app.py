@@ -5,7 +5,8 @@ and the consumed offsets sent to the same transaction, then committed.
 
     python txn_eos_app.py CLIENT BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID
 
-CLIENT is confluent, kafka-python or aiokafka. The producer is initialised before the consumer
+CLIENT is confluent, kafka-python or aiokafka; TXN_EOS_APP_IN_TXN_DELAY_S sets the pause between a
+transaction's sends and its commit (0.05 s). The producer is initialised before the consumer
 joins, so the previous instance's open transaction (same transactional id) is aborted before this
 one reads the group's offsets. Prints ``ready``, then ``in-txn N`` once a transaction's records
 are sent and ``commit N`` once it is committed (the test kills or stops the process between the
@@ -13,11 +14,13 @@ two); exits 3 when fenced (a zombie), 4 on another transaction error (the test r
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 BATCH = 10
-IN_TXN_DELAY_S = 0.05        # between the sends and the commit: the window of the test's kills
+# between the sends and the commit: the window the test's kills and stops aim at
+IN_TXN_DELAY_S = float(os.environ.get("TXN_EOS_APP_IN_TXN_DELAY_S", "0.05"))
 SESSION_MS = 600
 
 
@@ -148,5 +151,4 @@ if __name__ == "__main__":
     run = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[client]
     code = run(bootstrap, src, dst, group, tid)
     sys.stdout.flush()
-    import os
     os._exit(code)          # no graceful close: a fenced instance just goes, as a crashed one would
