@@ -65,18 +65,12 @@ def cleaned_up_to(data_dir: str, topic: str, partition: int) -> int:
 
 
 def stable_batches(data_dir, topic, partition):
-    """The partition's batches, read again when a segment swap was caught half-way."""
-    for _ in range(50):
-        try:
-            bs = batches(data_dir, topic, partition)
-        except Exception:                       # noqa: BLE001 (a file renamed or cut while read)
-            time.sleep(0.02)
-            continue
-        offsets = [b.base_offset for b in bs]
-        if offsets == sorted(set(offsets)):
-            return bs
-        time.sleep(0.02)
-    raise AssertionError(f"{topic}-{partition}: no consistent view of the segments")
+    """The partition's batches in a consistent view (txn_support.batches waits out segment swaps;
+    offsets must increase)."""
+    bs = batches(data_dir, topic, partition)
+    offsets = [b.base_offset for b in bs]
+    assert offsets == sorted(set(offsets)), f"{topic}-{partition}: offsets out of order {offsets}"
+    return bs
 
 
 def latest_per_key(records) -> dict:

@@ -589,14 +589,29 @@ def _segments(data_dir: str, topic: str, partition: int, ext: str) -> list[str]:
 
 def batches(data_dir: str, topic: str, partition: int) -> list:
     """Every batch of the partition, from its segment files in offset order (headers and records
-    read now: the files may change after)."""
-    out = []
-    for path in _segments(data_dir, topic, partition, "log"):
-        with open(path, "rb") as f:
-            buf = f.read()
-        for b in iter_batches(buf):
-            out.append(BatchView(b))
-    return out
+    read now: the files may change after). The broker's cleaner may be swapping segments while
+    this reads (``.cleaned`` -> ``.swap``, the old ``.log`` files -> ``.deleted``, ``.swap`` ->
+    ``.log``): a view is taken only when no ``.swap`` file was there and the ``.log`` files were
+    the same before and after the read, else it is read again."""
+    d = os.path.join(str(data_dir), f"{topic}-{partition}")
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        before = sorted(os.listdir(d))
+        logs = [n for n in before if n.endswith(".log")]
+        out = []
+        try:
+            if not any(n.endswith(".swap") for n in before):
+                for name in logs:
+                    with open(os.path.join(d, name), "rb") as f:
+                        buf = f.read()
+                    out.extend(BatchView(b) for b in iter_batches(buf))
+                after = sorted(os.listdir(d))
+                if [n for n in after if n.endswith(".log")] == logs and not any(n.endswith(".swap") for n in after):
+                    return out
+        except FileNotFoundError:
+            pass
+        assert time.monotonic() < deadline, f"{d}: no stable view of the segments within {WAIT_S} s"
+        time.sleep(0.01)
 
 
 class BatchView:
