@@ -173,6 +173,8 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker, raw, client
         assert [(s, ep) for s, _, ep in recs if s != "Ongoing"] == \
             [("Empty", e), ("PrepareAbort", e + 1), ("CompleteAbort", e + 1), ("Empty", e + 2)]
         assert {x[1] for x in recs} == {pid}
+        if client != "confluent":                       # librdkafka keeps its producer id to itself
+            assert b.producer_id_and_epoch() == (pid, e + 2)
         for topic in (plain, compacted):
             for part in (0, 1):
                 assert markers(broker.data_dir, topic, part) == [("ABORT", 2, pid, e + 1)]
