@@ -414,8 +414,12 @@ class Members:
             c.subscribe([self.topic])
         else:
             import kafka
-            c = kafka.KafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
+            c = kafka.KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
                                     session_timeout_ms=6000, heartbeat_interval_ms=100)
+            # the topic's partitions known before the join: a kafka-python leader whose metadata
+            # lacks them assigns nothing and does not rejoin until its next metadata refresh
+            wait_until(lambda: c.partitions_for_topic(self.topic), timeout=WAIT_S, what="the topic's metadata")
+            c.subscribe([self.topic])
         stop = threading.Event()
         self.consumers[name], self.stops[name] = c, stop
         t = threading.Thread(target=self._poll, args=(c, stop), daemon=True)

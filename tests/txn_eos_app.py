@@ -69,9 +69,14 @@ def run_kafka_python(bootstrap, src, dst, group, tid) -> int:
     p = kafka.KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid, linger_ms=2,
                             transaction_timeout_ms=10000, reconnect_backoff_max_ms=200)
     p.init_transactions()
-    c = kafka.KafkaConsumer(src, bootstrap_servers=bootstrap, group_id=group, isolation_level="read_committed",
+    c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, isolation_level="read_committed",
                             enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
                             heartbeat_interval_ms=100, max_poll_records=BATCH, fetch_max_wait_ms=50)
+    # the input's partitions known before the join (a kafka-python leader without them assigns
+    # nothing until its next metadata refresh)
+    while not c.partitions_for_topic(src):
+        time.sleep(0.05)
+    c.subscribe([src])
     say("ready")
     n = 0
     try:
