@@ -47,7 +47,7 @@ def pytest_configure(config):
 
 
 # a module that imports one of these starts a broker subprocess
-BROKER_HELPERS = ("broker_support", "apps_support", "txn_tools_support")
+BROKER_HELPERS = ("broker_support", "apps_support", "txn_tools_support", "txn_support", "test_txn_conformance_crash")
 
 
 def _starts_a_broker(module) -> bool:
