@@ -263,7 +263,9 @@ def test_kafka_python_recovers_from_a_timeout_abort_with_its_epoch_bump(broker, 
             p.flush()
         wait_until(lambda: state_records(broker.data_dir, tid)[-1] == ("Empty", pid, e + 1), timeout=10,
                    what="kafka-python's epoch bump")
-        assert p.producer_id_and_epoch() == (pid, e + 1)
+        # the broker wrote the bump; the client takes the answer on its own thread
+        wait_until(lambda: p.producer_id_and_epoch() == (pid, e + 1), timeout=10,
+                   what="kafka-python to take its bumped epoch")
         with pytest.raises(kafka_errors.KafkaError, match="READY to state COMMITTING"):
             p.commit()
         p.begin()
