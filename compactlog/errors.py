@@ -189,6 +189,12 @@ class StorageError(CompactlogError):
     kafka_error_name = "kafka_storage_error"
 
 
+class LogChangedError(StorageError):
+    """A read-only reader could not hold one consistent state of a partition: a writer beside it
+    (a broker's cleaner or retention) kept swapping or deleting the segment files it needed. Nothing
+    partial was returned; running the read again works once the writer pauses."""
+
+
 class DataDirLockedError(StorageError):
     """Another writer (a compactlog process or a Kafka broker) holds the data dir's ``.lock``."""
 
