@@ -34,8 +34,6 @@ import time
 from dataclasses import dataclass
 
 from ..errors import LogChangedError
-from ..record import kernels
-from ..record.batch import as_u8
 from . import files
 from .layout import SegmentFile, close_map, live_names, offset_or_none
 from .lock import describe_holder
@@ -67,6 +65,8 @@ class PinnedSegment:
         """Kafka's readNextOffset of the pinned bytes: the last complete batch's next offset."""
         if not self.size:
             return self.base_offset
+        from ..record import kernels              # numba: only for a swap file or the log end
+        from ..record.batch import as_u8
         nxt, _ = kernels.last_batch_end(as_u8(self.data), 0, self.size)
         return self.base_offset if nxt < 0 else int(nxt)
 

@@ -8,6 +8,13 @@ files at or above the lowest ``.cleaned`` offset are ignored (an interrupted spl
 remaining ``.log.swap`` files replace every segment whose base offset falls in
 [lowest swap base, highest swap next offset).
 
+A reader reads one state of the partition, whatever a writer beside it does: it pins the live
+segment files when it is made (``pinned.py``: all mapped, the listing checked again) and reads only
+those mappings, up to the log end they held, so a broker's swap, roll or delete meanwhile changes
+nothing it returns (a read of a later state under the end offset of an earlier one would miss the
+keys compacted away for records past that end). ``LogChangedError`` when the directory never holds
+still long enough to be pinned.
+
 Reads go through read-only memory maps. ``read_columns`` is the fast path: a numba kernel
 (``kernels.scan_log_uncompressed``) walks all batches of a segment in one call and a gather
 kernel copies keys and values into contiguous Arrow buffers, so no per-record Python runs;
