@@ -225,3 +225,22 @@ def test_without_in_flight_cuts_only_a_trailing_run():
     assert without_in_flight(entries(1, 5) + b"\x00\x00", 8, 0, 5) == entries(1, 5)   # a partial entry
     rel = b"".join(r.to_bytes(4, "big") + b"\x00" * 4 for r in (0, 3, 7))
     assert without_in_flight(rel, 8, 0, 103, relative_to=100) == rel[:16]
+
+
+def test_an_abort_indexed_after_the_pin_is_not_taken_for_a_lying_index(open_log):
+    """The writer appends an ABORT marker and then its ``.txnindex`` entry: a reader that pinned the
+    log before the marker but reads the index after it sees an entry past its pinned bytes, the
+    writer's work in flight, not an index that lies (which would be rebuilt from the markers, with
+    a note)."""
+    log = open_log()
+    log.append_records(KEYS[:2], [b"a", b"b"])
+    log.append_records(KEYS[:2], [b"t1", b"t2"], producer_id=7, producer_epoch=0, base_sequence=0,
+                       transactional=True)
+    reader = PartitionReader(log.dir)
+    log.append_control(commit=False, producer_id=7, producer_epoch=0)
+    txn_index = log.segments.active.txn_index.path
+    assert os.path.getsize(txn_index) > 0
+    view = reader.visible("read_committed")
+    committed = [(r.offset, r.value) for _, recs in view.batches(0) for r in recs]
+    assert committed == [(0, b"a"), (1, b"b")]      # the open transaction is not stable in the pinned state
+    assert reader.aborted_transactions(0, 4) == [] and reader.notes == []
