@@ -3,9 +3,10 @@
 A broker (``compactlog serve``) with a compacted topic of tiny segments and an eager cleaner
 (``segment.bytes`` 4 KiB, ``min.cleanable.dirty.ratio`` 0.01, ``log.cleaner.backoff.ms`` 200), and a
 producer writing 200 keys round after round, the records it gets acknowledged kept by the test. In
-a loop beside them run the readers of the data dir: the Python API (``read``, ``latest_state``,
-``latest``), ``consume`` (in this process and as its own process), ``snapshot``, ``dump-log`` of the
-partition directories, ``verify``, and the Spark source once. Each result is compared with what the
+a loop beside them run the readers of the data dir: the Python API (``read``, some as a slow
+consumer, ``latest_state``, ``latest``), ``consume`` (in this process and as its own process),
+``snapshot``, ``dump-log`` of the partition directories, ``verify``, and the Spark source once (and
+again with the producer paused, the cleaner still at work, when that one failed loudly). Each result is compared with what the
 producer had acknowledged before the read started, under Kafka's compaction guarantee: every key
 acknowledged by then is there, with a value at least as new as the last one acknowledged by then;
 every record is the one produced at its offset; offsets increase. A reader may instead fail loudly
