@@ -9,9 +9,10 @@ consumer, ``latest_state``, ``latest``), ``consume`` (in this process and as its
 again with the producer paused, the cleaner still at work, when that one failed loudly). Each
 result is compared with what the producer had acknowledged before the read started, under Kafka's
 compaction guarantee: every key acknowledged by then is there, with a value at least as new as the
-last one acknowledged by then; every record is the one produced at its offset; offsets increase. A reader may instead fail loudly
-(a non-zero exit, or an exception, saying the log changed under the read and to retry); it may never
-return a short result as if it were whole. ``verify`` finds no problem in the live directory.
+last one acknowledged by then; every record is the one produced at its offset; offsets increase. A
+reader may instead fail loudly (a non-zero exit, or an exception, saying the log changed under the
+read and to retry); it may never return a short result as if it were whole. ``verify`` finds no
+problem in the live directory.
 
 ``COMPACTLOG_READER_RUNS`` sets the number of reader runs in the module (100 by default; the Spark
 read is one of them whatever the number).
