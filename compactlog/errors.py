@@ -191,8 +191,8 @@ class StorageError(CompactlogError):
 
 class LogChangedError(StorageError):
     """A read-only reader could not hold one consistent state of a partition: a writer beside it
-    (a broker's cleaner or retention) kept swapping or deleting the segment files it needed. Nothing
-    partial was returned; running the read again works once the writer pauses."""
+    (a broker's cleaner or retention) kept swapping or deleting the segment files it needed. The
+    read stops rather than return records of two states of the log; running it again reads one."""
 
 
 class DataDirLockedError(StorageError):

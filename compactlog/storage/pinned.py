@@ -153,8 +153,8 @@ class PinnedSegments:
 
 def changed(dir_path: str, what: str) -> LogChangedError:
     return LogChangedError(f"{dir_path}: the log changed under the read ({what}): a writer (a broker's "
-                           f"cleaner or retention) replaced or deleted segments; nothing partial was "
-                           f"returned: retry the read")
+                           f"cleaner or retention) replaced or deleted segments, and the read stopped "
+                           f"rather than return records of two states of the log: retry the read")
 
 
 def _log_names(dir_path: str) -> frozenset[str]:
@@ -239,7 +239,7 @@ def pin_live_segments(dir_path: str, *, timeout_s: float = PIN_TIMEOUT_S) -> Pin
             if writer:
                 why = "a swap of cleaned segments was in progress"
                 attempt += 1
-                time.sleep(min(0.001 * 2 ** attempt, 0.02))
+                time.sleep(min(0.001 * 2 ** min(attempt, 10), 0.02))
                 continue
         segments, why = _try_pin(dir_path, names)
         if segments is not None:
@@ -247,7 +247,7 @@ def pin_live_segments(dir_path: str, *, timeout_s: float = PIN_TIMEOUT_S) -> Pin
         attempt += 1
         if time.monotonic() - started > timeout_s:
             raise changed(dir_path, f"{why}, again and again for {timeout_s:g} s")
-        time.sleep(min(0.001 * 2 ** attempt, 0.05))
+        time.sleep(min(0.001 * 2 ** min(attempt, 10), 0.05))
 
 
 __all__ = ["PinnedSegment", "PinnedSegments", "pin_live_segments", "sibling_path", "changed",
