@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
-from .errors import CompactlogError, TopicError
+from .errors import CompactlogError, ReadOnlyError, TopicError
 from .producer import BatchRefused, Producer, RecordRefused, outgoing_records
 from .record.batch import LOG_APPEND_TIME
 from .storage import files
@@ -351,6 +351,12 @@ class DataDirectory:
         """The data dir's consumer groups, offline (written only when opened with ``write=True``)."""
         return ConsumerGroups(self._dd)
 
+    # -- transactions
+    def transactions(self) -> "Transactions":
+        """The data dir's transactions, offline: ``__transaction_state`` and the partitions'
+        producer state (the admin's abort writes only when opened with ``write=True``)."""
+        return Transactions(self._dd)
+
     # -- lifetime
     def close(self) -> None:
         """Close the logs (a writer writes its checkpoints and the clean-shutdown marker and lets
@@ -462,3 +468,170 @@ class ConsumerGroups:
     def close(self) -> None:
         """Answer what is parked and stop (the data dir itself stays open)."""
         self._service.stop()
+
+
+# -- transactions, offline ---------------------------------------------------------------------------
+
+class TransactionListing(NamedTuple):
+    """One transactional id, as ListTransactions lists it."""
+    transactional_id: str
+    producer_id: int
+    state: str                   # Kafka's names: Empty, Ongoing, PrepareCommit, ..., CompleteAbort
+
+
+class TransactionDescription(NamedTuple):
+    """One transactional id, as DescribeTransactions describes it."""
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int     # -1: no transaction started since the last one completed
+    partitions: tuple                  # ((topic, partition), ...) of the transaction, sorted
+
+
+class ProducerState(NamedTuple):
+    """A producer with state in a partition, as DescribeProducers reports it."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int             # -1: no marker written for it here yet
+    current_transaction_start_offset: int   # -1: no open transaction here
+
+
+class Transactions:
+    """A data dir's transactions, without a broker: what ``kafka-transactions.sh`` asks a broker.
+
+    ``__transaction_state`` is replayed when first asked about, as a starting coordinator loads it
+    (``server/txn``'s loader and its answers to DescribeTransactions / ListTransactions, filters and errors alike)
+    but nothing is written: a transaction left between its decision and its markers shows as
+    PrepareCommit/PrepareAbort until a broker starts on the directory and finishes it. Producers
+    are each partition's producer state (DescribeProducers). ``abort`` is the admin's abort of a
+    hanging transaction (WriteTxnMarkers): an ABORT marker appended by the broker's own marker
+    function, so it needs a data dir opened for writing. Errors are Kafka's codes (kio's
+    ``ErrorCode``). ``datadir`` is a storage ``DataDir``; from the API use
+    ``DataDirectory.transactions()``."""
+
+    def __init__(self, datadir, clock=None):
+        self._dd = datadir
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self._coordinator = None          # __transaction_state, loaded when first asked about
+        self._marker_target = None
+
+    def _loaded(self):
+        """The coordinator's cache as a starting broker loads it (without re-driving anything)."""
+        if self._coordinator is not None:
+            return self._coordinator
+        # imported here: the coordinator's modules load kio's tables, which only transactions need
+        from .server.txn.coordinator import TransactionCoordinator, TxnConfig
+        from .server.txn.state_log import TRANSACTION_STATE_TOPIC, StateLogError, replay
+        dd = self._dd
+        parts = dd.partitions(TRANSACTION_STATE_TOPIC) if dd.has_topic(TRANSACTION_STATE_TOPIC) else []
+        config = TxnConfig.from_broker(dd.broker, len(parts) or None)
+        coordinator = TransactionCoordinator(config, self._clock, _no_producer_ids)
+        for p in parts:
+            try:
+                txns, _ = replay(dd.open_log(TRANSACTION_STATE_TOPIC, p))
+            except (StateLogError, CompactlogError, OSError) as e:
+                coordinator.fail_loading(p, f"{TRANSACTION_STATE_TOPIC}-{p} could not be loaded: {e}")
+                continue
+            with coordinator.cache_lock:
+                coordinator.txns.update(txns)
+        coordinator.active = True
+        self._coordinator = coordinator
+        return coordinator
+
+    @property
+    def unreadable(self) -> dict[int, str]:
+        """``__transaction_state`` partitions that could not be loaded: why (their ids answer
+        COORDINATOR_NOT_AVAILABLE, as a broker answers them)."""
+        return dict(self._loaded().failed)
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          duration_ms: int = -1, pattern: str | None = None
+                          ) -> tuple[int, list[str], list[TransactionListing]]:
+        """ListTransactions: (error code, state names not known, the ids passing every filter)."""
+        code, unknown, found = self._loaded().list_transactions(tuple(states), tuple(producer_ids),
+                                                                duration_ms, pattern)
+        return code, unknown, [TransactionListing(m.transactional_id, m.producer_id, m.state.display) for m in found]
+
+    def describe(self, transactional_id: str) -> tuple[int, TransactionDescription | None]:
+        """DescribeTransactions of one id: (error code, its description or None)."""
+        code, md = self._loaded().describe(transactional_id)
+        if md is None:
+            return code, None
+        return code, TransactionDescription(transactional_id, md.state.display, md.producer_id, md.producer_epoch,
+                                            md.txn_timeout_ms, md.txn_start_ms, tuple(sorted(md.partitions)))
+
+    def describe_producers(self, topic: str, partition: int) -> tuple[int, str | None, list[ProducerState]]:
+        """DescribeProducers of one partition: (error code, error message, its producers by id)."""
+        from kio.schema.errors import ErrorCode
+        if not self._dd.has_topic(topic):
+            return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.", []
+        if partition not in self._dd.partitions(topic):
+            return ErrorCode.unknown_topic_or_partition, None, []
+        producers = self._dd.open_log(topic, partition).active_producers()
+        return ErrorCode.none, None, [ProducerState(*p) for p in sorted(producers)]
+
+    def abort(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+              coordinator_epoch: int) -> int:
+        """WriteTxnMarkers with one ABORT marker (the admin's abort of a hanging transaction):
+        appended to the partition by the broker's marker function (``__consumer_offsets``
+        partitions through the group coordinator, which drops the producer's pending offsets);
+        the append's error code (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED,
+        UNKNOWN_TOPIC_OR_PARTITION ...), nothing written unless NONE."""
+        from .server.txn.markers import write_marker
+        if not self._dd.writable:
+            raise ReadOnlyError(f"{self._dd.path}: opened read-only; aborting a transaction needs a writer")
+        if self._marker_target is None:
+            self._marker_target = _MarkerTarget(self._dd)
+        return write_marker(self._marker_target, topic, partition, producer_id, producer_epoch,
+                            coordinator_epoch, False)
+
+    def close(self) -> None:
+        """Stop the group coordinator an abort on ``__consumer_offsets`` started (the data dir
+        itself stays open)."""
+        if self._marker_target is not None:
+            self._marker_target.close()
+            self._marker_target = None
+
+
+def _no_producer_ids() -> int:
+    raise CompactlogError("the offline transaction coordinator hands out no producer ids")
+
+
+class _NoFetchWaiters:
+    """No broker, so no long-polling Fetch to wake after a marker."""
+
+    def notify(self, partitions) -> None:
+        pass
+
+
+class _MarkerTarget:
+    """What the broker's ``write_marker`` uses of a running broker, over a data dir without one:
+    the partitions' logs, the group coordinator (loaded only when a ``__consumer_offsets``
+    partition gets a marker) and the fetch wake-ups."""
+
+    def __init__(self, datadir):
+        self._dd = datadir
+        self._groups = None
+        self.appends = _NoFetchWaiters()
+
+    def log(self, topic: str, partition: int):
+        if not self._dd.has_topic(topic) or partition not in self._dd.partitions(topic):
+            return None
+        return self._dd.open_log(topic, partition)
+
+    @property
+    def groups(self):
+        if self._groups is None:
+            from .server.groups.service import GroupCoordinatorService
+            self._groups = GroupCoordinatorService(self._dd)
+            self._groups.load_now()
+        return self._groups
+
+    def close(self) -> None:
+        if self._groups is not None:
+            self._groups.stop()
+            self._groups = None

@@ -32,7 +32,7 @@ def test_transaction_log_decoder(cli, tmp_path):
     assert r.code == 0, r.err
     lines = [x for x in r.out.splitlines() if x.startswith("| offset")]
     assert len(lines) == 7
-    assert ' key: {"type":"0","data":{"transactionalId":"txn-0"}} payload: {"type":"0","data":{"producerId":1000,' \
+    assert ' key: {"type":"0","data":{"transactionalId":"txn-0"}} payload: {"version":"0","data":{"producerId":1000,' \
         '"producerEpoch":0,"transactionTimeoutMs":60000,"transactionStatus":1,"transactionPartitions":' \
         '[{"topic":"orders","partitionIds":[0,2]}],"transactionLastUpdateTimestampMs":1700000000000,' \
         f'"transactionStartTimestampMs":{T0}}}}}' in lines[0]
@@ -76,3 +76,32 @@ def test_transaction_log_value_v1_tagged_fields():
     d = decode_value(v1)["data"]
     assert list(d)[:2] == ["producerId", "previousProducerId"] and d["previousProducerId"] == 3
     assert d["clientTransactionVersion"] == 2 and d["transactionPartitions"] is None
+
+
+def test_transaction_log_decoder_notes_what_kafka_cannot_read(cli, tmp_path):
+    """A v1 value with tag 3 (NextProducerEpoch) printed; a value version and a key version Kafka
+    4.x cannot read noted and skipped, the records after them printed."""
+    from compactlog.record.transaction_log import encode_value_v1
+    root = str(tmp_path / "d")
+    with DataDir(root, create=True, writable=True, clock=lambda: T0) as dd:
+        dd.create_topic("__transaction_state", 1)
+        log = dd.open_log("__transaction_state", 0)
+        v1 = encode_value_v1(5, 3, 60000, 4, [], T0, T0, previous_producer_id=4, next_producer_epoch=4)
+        log.append_records([encode_key("a"), encode_key("b"), b"\x00\x07" + encode_key("c")[2:], encode_key("d")],
+                           [v1, b"\x00\x02" + v1[2:], v1, v1], timestamps=[T0] * 4)
+    pdir = os.path.join(root, "__transaction_state-0")
+    r = cli("dump-log", "--transaction-log-decoder", "--files", pdir)
+    assert r.code == 0, r.err
+    lines = [x for x in r.out.splitlines() if x.startswith("| offset")]
+    assert lines[0].endswith(' key: {"type":"0","data":{"transactionalId":"a"}} payload: {"version":"1","data":'
+                             '{"producerId":5,"previousProducerId":4,"producerEpoch":3,"nextProducerEpoch":4,'
+                             '"transactionTimeoutMs":60000,"transactionStatus":4,"transactionPartitions":[],'
+                             f'"transactionLastUpdateTimestampMs":{T0},"transactionStartTimestampMs":{T0}}}}}')
+    assert lines[1].endswith(" key: Error at offset 1, skipping. Could not read record with version 2 from value's "
+                             "buffer due to: Can't read version 2 of TransactionLogValue.")
+    assert lines[2].endswith(" key: Unknown record type 7 at offset 2, skipping.")
+    assert '"transactionalId":"d"' in lines[3]
+    r = cli("dump-log", "--transaction-log-decoder", "--json", "--files", pdir)
+    recs = [json.loads(x) for x in r.out.splitlines() if '"record"' in x]
+    assert recs[0]["decodedValue"]["version"] == "1" and recs[0]["decodedValue"]["data"]["nextProducerEpoch"] == 4
+    assert recs[2]["decodedKey"] == "Unknown record type 7 at offset 2, skipping." and recs[2]["decodedValue"] is None

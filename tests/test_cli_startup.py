@@ -26,6 +26,7 @@ def loaded_by(*args) -> list[str]:
 def test_help_imports_nothing_heavy():
     assert loaded_by("--help") == []
     assert loaded_by("topics", "--help") == []
+    assert loaded_by("transactions", "--help") == []
 
 
 def test_topics_list_imports_nothing_heavy(tmp_path):

@@ -89,7 +89,7 @@ def state_records(data_dir: str, tid: str) -> list[tuple[str, int]]:
         if d.get("decodedKey", {}).get("data", {}).get("transactionalId") != tid:
             continue
         v = d["decodedValue"]
-        assert v["type"] == "1"                      # v1 values: transaction.version 2
+        assert v["version"] == "1"                   # v1 values: transaction.version 2
         out.append((STATE_NAMES[v["data"]["transactionStatus"]], v["data"]["producerEpoch"]))
     return out
 

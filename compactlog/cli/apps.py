@@ -19,13 +19,17 @@ _HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings=_HELP,
                   help="Kafka's log storage, log compaction and broker: topics, produce, consume, serve, "
-                       "dump-log, clean, verify.")
+                       "dump-log, clean, verify, transactions.")
 topics_app = typer.Typer(no_args_is_help=True, context_settings=_HELP,
                          help="Create, list, describe, alter and delete topics.")
 cleaner_app = typer.Typer(no_args_is_help=True, context_settings=_HELP,
                           help="The log cleaner: status and a long-running cleaner.")
+transactions_app = typer.Typer(no_args_is_help=True, context_settings=_HELP,
+                               help="Transactions: list, describe, describe-producers, abort, find-hanging "
+                                    "(kafka-transactions.sh).")
 app.add_typer(topics_app, name="topics")
 app.add_typer(cleaner_app, name="cleaner")
+app.add_typer(transactions_app, name="transactions")
 
 
 def _print_version(value: bool) -> None:
@@ -71,6 +75,6 @@ def _command_words(ctx: typer.Context) -> list[str]:
     """``["topics", "create"]``: the subcommand being run (no option values, which may be paths)."""
     words = [ctx.invoked_subcommand] if ctx.invoked_subcommand else []
     rest = list(getattr(ctx, "protected_args", [])) + list(ctx.args)
-    if words and words[0] in ("topics", "cleaner") and len(rest) > 1 and not rest[1].startswith("-"):
+    if words and words[0] in ("topics", "cleaner", "transactions") and len(rest) > 1 and not rest[1].startswith("-"):
         words.append(rest[1])
     return words

@@ -19,7 +19,7 @@ import traceback
 import typer
 
 from ..errors import CompactlogError, CorruptRecordError
-from .apps import app, cleaner_app, topics_app  # noqa: F401  (the command tree; re-exported)
+from .apps import app, cleaner_app, topics_app, transactions_app  # noqa: F401  (the command tree; re-exported)
 
 EXIT_ERROR = 1
 EXIT_INTERNAL = 70      # sysexits.h EX_SOFTWARE: a bug, to be reported
@@ -29,6 +29,7 @@ def _register() -> None:
     from . import clean, consume, dump_log, produce, snapshot, tools, topics, verify  # noqa: F401
     from . import serve  # noqa: F401
     from . import consumer_groups  # noqa: F401
+    from . import transactions  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,9 +7,10 @@ transaction_last_update_timestamp_ms int64, transaction_start_timestamp_ms int64
 the flexible form (compact strings and arrays, tagged fields: previous producer id 0, next producer
 id 1, client transaction version 2, next producer epoch 3; TransactionLogValue.json in Kafka's
 transaction-coordinator). Printed as kafka-dump-log's ``--transaction-log-decoder`` does
-(TransactionLogMessageParser: the generated JSON converters' field names). The field types, their
-errors (field and byte named) and the JSON are ``schema_fields``', shared with the
-``__consumer_offsets`` codec.
+(TransactionLogMessageParser: ``{"type": key version, "data": ...}`` and ``{"version": value
+version, "data": ...}`` with the generated JSON converters' field names; versions it cannot read
+noted and skipped). The field types, their errors (field and byte named) and the JSON are
+``schema_fields``', shared with the ``__consumer_offsets`` codec.
 
 The transaction coordinator writes with ``encode_value`` (v1 at transaction version level 1 and up,
 as Kafka 4.x's ``TransactionLog.valueToBytes``; tagged fields only where they differ from their
@@ -124,7 +125,7 @@ def decode_value(value: bytes) -> dict:
                  "transactionStartTimestampMs": v.start_timestamp_ms})
     if v.client_transaction_version != 0:
         data["clientTransactionVersion"] = v.client_transaction_version
-    return {"type": str(v.version), "data": data}
+    return {"version": str(v.version), "data": data}
 
 
 def _tagged(raw: dict[int, bytes]) -> dict:
@@ -148,6 +149,16 @@ def decoder_text(key: bytes | None, value: bytes | None, offset: int) -> tuple[s
     if key is None:
         return f"Error at offset {offset}, skipping. Failed to decode message using transaction log " \
                f"decoder (message had a missing key)", None
+    # the versions Kafka 4.x cannot read, noted as its CoordinatorRecordMessageParser notes them
+    # (TransactionCoordinatorRecordSerde: the key version is the record type, the value is read
+    # by the generated TransactionLogValue, which knows versions 0 and 1)
+    key_version = I16.unpack_from(key, 0)[0] if len(key) >= 2 else 0
+    if key_version != 0:
+        return f"Unknown record type {key_version} at offset {offset}, skipping.", None
+    value_version = I16.unpack_from(value, 0)[0] if value is not None and len(value) >= 2 else 0
+    if value_version not in (0, 1):
+        return (f"Error at offset {offset}, skipping. Could not read record with version {value_version} from "
+                f"value's buffer due to: Can't read version {value_version} of TransactionLogValue."), None
     try:
         k = decode_key(key)
         payload = "<DELETE>" if value is None else to_json(decode_value(value))

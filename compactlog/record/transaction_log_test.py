@@ -19,13 +19,45 @@ def test_round_trip_and_dump_log_text():
         {"topic": "orders", "partitionIds": [0, 2]}, {"topic": "audit", "partitionIds": []}]
     text_key, payload = decoder_text(key, value, 0)
     assert text_key == '{"type":"0","data":{"transactionalId":"txn-é"}}'
-    assert payload == ('{"type":"0","data":{"producerId":7,"producerEpoch":1,"transactionTimeoutMs":60000,'
+    assert payload == ('{"version":"0","data":{"producerId":7,"producerEpoch":1,"transactionTimeoutMs":60000,'
                        '"transactionStatus":1,"transactionPartitions":[{"topic":"orders","partitionIds":[0,2]},'
                        '{"topic":"audit","partitionIds":[]}],"transactionLastUpdateTimestampMs":10,'
                        '"transactionStartTimestampMs":5}}')
     assert decoder_text(key, None, 0)[1] == "<DELETE>"
     assert decoder_text(None, value, 4) == ("Error at offset 4, skipping. Failed to decode message using "
                                             "transaction log decoder (message had a missing key)", None)
+
+
+def test_versions_kafka_cannot_read_are_noted_and_skipped():
+    """As Kafka 4.x's dump-log notes them (DumpLogSegmentsTest.testTransactionLogMessageParser):
+    a key version is a record type; a value is read by TransactionLogValue, versions 0-1."""
+    value = encode_value_v1(7, 1, 60000, 0, None, 10, -1)
+    assert decoder_text(b"\x7f\xff", value, 0) == ("Unknown record type 32767 at offset 0, skipping.", None)
+    assert decoder_text(b"\x00\x01" + encode_key("t")[2:], None, 3) == \
+        ("Unknown record type 1 at offset 3, skipping.", None)
+    assert decoder_text(encode_key("t"), b"\x00\x02" + value[2:], 5) == \
+        ("Error at offset 5, skipping. Could not read record with version 2 from value's buffer due to: "
+         "Can't read version 2 of TransactionLogValue.", None)
+    # a tombstone of a known key prints as one, whatever follows
+    assert decoder_text(encode_key("t"), None, 6) == ('{"type":"0","data":{"transactionalId":"t"}}', "<DELETE>")
+
+
+def test_v1_value_with_every_tag_prints_as_kafka_prints_it():
+    """Kafka's own expectation for a v1 value with tags 0 and 1 set (DumpLogSegmentsTest), and tag
+    3 beside the epoch (its place in the schema is not known here: KIP-939's field)."""
+    v = encode_value_v1(12, 2, 14, 0, [("topic1", [0, 1, 2]), ("topic2", [3, 4, 5])], 123, 13,
+                        previous_producer_id=11, next_producer_id=10)
+    assert decoder_text(encode_key("txnId"), v, 0)[1] == (
+        '{"version":"1","data":{"producerId":12,"previousProducerId":11,"nextProducerId":10,'
+        '"producerEpoch":2,"transactionTimeoutMs":14,"transactionStatus":0,'
+        '"transactionPartitions":[{"topic":"topic1","partitionIds":[0,1,2]},'
+        '{"topic":"topic2","partitionIds":[3,4,5]}],"transactionLastUpdateTimestampMs":123,'
+        '"transactionStartTimestampMs":13}}')
+    v = encode_value_v1(12, 2, 14, 4, [], 123, 13, client_transaction_version=2, next_producer_epoch=3)
+    assert decoder_text(encode_key("txnId"), v, 0)[1] == (
+        '{"version":"1","data":{"producerId":12,"producerEpoch":2,"nextProducerEpoch":3,'
+        '"transactionTimeoutMs":14,"transactionStatus":4,"transactionPartitions":[],'
+        '"transactionLastUpdateTimestampMs":123,"transactionStartTimestampMs":13,"clientTransactionVersion":2}}')
 
 
 def test_bad_bytes_name_the_field_and_byte():
@@ -104,4 +136,4 @@ def test_read_key_skips_unknown_versions_and_decode_key_refuses_them():
     with pytest.raises(TransactionLogError, match="unknown transaction log key version 1"):
         decode_key(b"\x00\x01\x00\x01t")
     text, payload = decoder_text(b"\x00\x01\x00\x01t", b"", 9)
-    assert payload is None and text == "Error at offset 9, skipping. unknown transaction log key version 1"
+    assert payload is None and text == "Unknown record type 1 at offset 9, skipping."     # as Kafka's dump-log

@@ -409,6 +409,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("compactlog.spark.local.dir", "string", ""),
     ConfigDef("compactlog.cleaner.task.memory.bytes", "long", 2147483648, check=at_least(1024)),
     ConfigDef("compactlog.cleaner.map", "string", "auto", check=one_of("auto", "task", "distributed")),
+    # where the cleaner's run log goes (default: <data dir>.logs, never inside the data dir)
+    ConfigDef("compactlog.cleaner.log.dir", "string", ""),
     # the coordinator's transaction protocol level (Kafka's finalized feature transaction.version,
     # set with kafka-storage/kafka-features, not a broker setting): 2 as on a new Kafka 4.x
     # cluster (v1 __transaction_state values, KIP-890 epoch rules for the coordinator's own aborts);

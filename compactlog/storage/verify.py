@@ -50,12 +50,33 @@ class Problem:
     where: str
     message: str
     set_aside: bool = False      # bytes recovery kept aside (.discarded/.quarantined), not damage
+    note: bool = False           # not a problem: something Kafka rebuilds as it loads (a missing index)
 
     def __str__(self) -> str:
         return f"{self.file}: {self.where}: {self.message}" if self.where else f"{self.file}: {self.message}"
 
+    @property
+    def repairable(self) -> bool:
+        """Whether ``verify --repair`` fixes it: the repair rebuilds segments and their indexes
+        from their valid batches (``loader.repair_segments``); checkpoints, snapshots, duplicate
+        keys and foreign directories are not its to change."""
+        return not self.set_aside and self.file.endswith(files.SEGMENT_SUFFIXES)
+
+    @property
+    def severity(self) -> str:
+        return "note" if self.note else "set-aside" if self.set_aside else "problem"
+
     def to_dict(self) -> dict:
-        return {"file": self.file, "where": self.where, "problem": self.message}
+        return {"file": self.file, "where": self.where, "problem": self.message, "severity": self.severity,
+                "repairable": self.repairable}
+
+
+@dataclass
+class VerifyCounts:
+    """What a verify run looked at, for its summary line."""
+    partitions: int = 0
+    segments: int = 0
+    records: int = 0
 
 
 @dataclass
@@ -70,6 +91,7 @@ class SegmentFacts:
     first_offset: int | None
     last_offset: int | None
     layout: index_check.SegmentLayout | None = None   # the batch headers, for the index checks
+    records: int = 0                                  # in the complete batches walked
     index_bytes: object = None  # suffix -> the bytes of that index file of the pinned state (None: none)
     in_flight: bool = False     # the active segment of a running writer: its appends are under way
 
@@ -141,6 +163,7 @@ def check_segment(seg: PinnedSegment, prev_last: int | None, problems: list[Prob
             facts.batch_base.append(h.base_offset)
             facts.batch_last.append(h.last_offset)
             facts.batch_max_ts.append(h.max_timestamp)
+            facts.records += h.records_count
             if facts.first_offset is None:
                 facts.first_offset = h.base_offset
             facts.last_offset = h.last_offset
@@ -195,7 +218,8 @@ def check_offset_index(pdir: str, facts: SegmentFacts, problems: list[Problem], 
                        preallocated: bool = False) -> None:
     path, raw = facts.index_file(files.INDEX_SUFFIX)
     if raw is None:
-        problems.append(Problem(path, "", "offset index is missing (Kafka rebuilds it on recovery)"))
+        problems.append(Problem(path, "", "offset index is missing: Kafka rebuilds it when it loads the log, "
+                                          "and `compactlog verify --repair` rebuilds it now", note=True))
         return
     if preallocated:
         raw = _without_preallocation(raw, 8)
@@ -243,7 +267,10 @@ def check_keys_unique(pdir: str, keys: list, checkpoint: int, problems: list[Pro
 
 
 def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
-                     checkpoints: dict[str, dict]) -> list[Problem]:
+                     checkpoints: dict[str, dict], counts: VerifyCounts | None = None) -> list[Problem]:
+    """Every problem of one partition (``counts``, when given, adds what was looked at)."""
+    counts = counts if counts is not None else VerifyCounts()
+    counts.partitions += 1
     pdir = os.path.join(root, files.partition_dir_name(topic, partition))
     if not os.path.isdir(pdir):
         return [Problem(pdir, "", "partition directory is missing")]
@@ -252,20 +279,23 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
     for look in range(looks):
         if look:
             time.sleep(0.05 * look)
+        seen = VerifyCounts()
         try:
-            problems = _verify_state(root, pdir, topic, partition, config, checkpoints, writer=looks > 1)
+            problems = _verify_state(root, pdir, topic, partition, config, checkpoints, seen, writer=looks > 1)
         except LogChangedError:
             if look + 1 == looks:
                 raise
             continue
-        if not problems:
+        if all(p.note or p.set_aside for p in problems):
             break
+    counts.segments += seen.segments
+    counts.records += seen.records
     return problems
 
 
 def _verify_state(root: str, pdir: str, topic: str, partition: int, config: LogConfig,
-                  checkpoints: dict[str, dict], *, writer: bool) -> list[Problem]:
-    """The problems of one pinned state of the partition."""
+                  checkpoints: dict[str, dict], counts: VerifyCounts, *, writer: bool) -> list[Problem]:
+    """The problems of one pinned state of the partition (``counts``: what was looked at)."""
     problems: list[Problem] = []
     cleaner_ckpt = checkpoints.get(files.CLEANER_CHECKPOINT, {}).get((topic, partition))
     keys = [] if (config.compact and cleaner_ckpt) else None
@@ -291,6 +321,8 @@ def _verify_state(root: str, pdir: str, topic: str, partition: int, config: LogC
             check_time_index(pdir, facts, problems, closed=next_base is not None, preallocated=active)
             check_txn_index(pdir, facts, problems, next_base=next_base, carry=carry)
             seg_facts.append(facts)
+            counts.segments += 1
+            counts.records += facts.records
     finally:
         pinned.close()
     for name in sorted(os.listdir(pdir)):
@@ -329,6 +361,24 @@ def _index_reader(pinned: PinnedSegments, i: int):
             cache[suffix] = pinned.sidecar(i, suffix)
         return cache[suffix]
     return read
+
+
+def refused_directories(root: str) -> list[Problem]:
+    """Directories of the data dir that Kafka's loader refuses (``files.kafka_loader_refuses``):
+    a Kafka broker does not start on a log dir holding one. ``logs/`` holding log-cleaner.log is
+    the run log of an earlier compactlog (it now goes next to the data dir): left there, named."""
+    out = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if not os.path.isdir(path) or not files.kafka_loader_refuses(name):
+            continue
+        why = ("a directory Kafka's loader refuses (its name is not <topic>-<partition>): a Kafka broker does "
+               "not start on this log dir")
+        if name == "logs" and os.path.exists(os.path.join(path, "log-cleaner.log")):
+            why += (f"; it holds the cleaner's run log of an earlier compactlog, which now writes it to "
+                    f"{os.path.realpath(root)}.logs (compactlog.cleaner.log.dir)")
+        out.append(Problem(path, "", why + "; move it out of the data dir"))
+    return out
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
