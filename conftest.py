@@ -27,7 +27,7 @@ BROKER_MODULES = {
     "test_broker_lifecycle", "test_broker_transactions", "test_cli_tools", "test_groups_cli",
     "test_groups_cli_more", "test_groups_clients", "test_groups_restart", "test_demo",
     "test_transactions_cli", "test_readme_transactions",
-    "test_txn_quix", "test_txn_faust",
+    "test_txn_quix", "test_txn_faust", "test_readers_beside_a_broker",
 }
 SPARK_MODULES = {"test_spark_datasource", "test_spark_sink", "test_spark_streaming", "test_cluster",
                  "test_snapshot", "test_engine_choice"}

@@ -189,6 +189,12 @@ class StorageError(CompactlogError):
     kafka_error_name = "kafka_storage_error"
 
 
+class LogChangedError(StorageError):
+    """A read-only reader could not hold one consistent state of a partition: a writer beside it
+    (a broker's cleaner or retention) kept swapping or deleting the segment files it needed. The
+    read stops rather than return records of two states of the log; running it again reads one."""
+
+
 class DataDirLockedError(StorageError):
     """Another writer (a compactlog process or a Kafka broker) holds the data dir's ``.lock``."""
 
