@@ -16,7 +16,7 @@ import typer
 
 from ..errors import StorageError, TopicError
 from ..storage import files
-from ..storage.config import TOPIC_CONFIGS, LogConfig
+from ..storage.config import TOPIC_CONFIGS, LogConfig, UnknownConfigError
 from .common import context, fail, parse_configs
 from .apps import topics_app
 
@@ -160,7 +160,7 @@ def alter_cmd(ctx: typer.Context,
         current = dd.topic_config(topic)
         for name in removals:
             if name not in TOPIC_CONFIGS:
-                fail(f"--delete-config {name}: unknown topic configuration {name}")
+                fail(f"--delete-config {name}: {UnknownConfigError(name)}")
             if name not in current.overrides:
                 # Kafka refuses to delete a config that is not set (InvalidConfigurationException)
                 fail(f"--delete-config {name}: topic {topic!r} has no override for {name}")
