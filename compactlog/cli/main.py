@@ -1,6 +1,7 @@
 """``compactlog``: Kafka's log tools and log cleaner in one command.
 
-Global options come first: ``compactlog --data-dir DIR [--override K=V]... COMMAND ...``.
+Global options: ``compactlog --data-dir DIR [--override K=V]... COMMAND ...``; they may also follow
+the command (``compactlog consume --data-dir DIR ...``, see ``argv.py``).
 Broker-level settings (Kafka names) are read from ``DIR/server.properties`` and ``--override``;
 a name that is not a setting is warned about (as Kafka's broker logs it) and ignored.
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run_command(argv: list[str] | None) -> int:
     _register()
     try:
-        app(args=argv, prog_name="compactlog", standalone_mode=True)
+        app(args=_arguments(argv), prog_name="compactlog", standalone_mode=True)
     except CompactlogError as e:
         _debug_traceback()
         hint = ""
@@ -73,6 +74,14 @@ def _run_command(argv: list[str] | None) -> int:
                    f"with the traceback that COMPACTLOG_DEBUG=1 prints", err=True)
         return EXIT_INTERNAL
     return 0
+
+
+def _arguments(argv: list[str] | None) -> list[str]:
+    """The command line, global options given after the subcommand moved before it (cli.argv)."""
+    import typer.main
+    from .argv import hoist_global_options
+    args = list(sys.argv[1:] if argv is None else argv)
+    return hoist_global_options(typer.main.get_command(app), args)
 
 
 def _debug_traceback() -> None:
