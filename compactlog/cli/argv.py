@@ -79,3 +79,24 @@ def hoist_global_options(root, args: list[str]) -> list[str]:
     if not moved:
         return list(args)
     return kept[:insert_at] + moved + kept[insert_at:]
+
+
+def through_broker(root, args: list[str], bootstrap: str) -> str | None:
+    """The command line ``args`` (global options moved first) as it runs through a broker:
+    ``compactlog produce --bootstrap-server B --topic t``; None when no command on its path has
+    ``--bootstrap-server``."""
+    import shlex
+    i = _skip_options(args, 0, _declared(root))
+    command, words, at = root, ["compactlog"], None
+    while i < len(args) and hasattr(command, "commands") and args[i] in command.commands:
+        command = command.commands[args[i]]
+        words.append(args[i])
+        start = i + 1
+        i = _skip_options(args, start, _declared(command)) if hasattr(command, "commands") else start
+        if "--bootstrap-server" in _declared(command):
+            at = len(words)
+        words.extend(args[start:i])
+    if at is None:
+        return None
+    words.insert(at, f"--bootstrap-server {shlex.quote(bootstrap)}")
+    return " ".join(words[:1] + words[1:]) + ("" if i >= len(args) else " " + shlex.join(args[i:]))

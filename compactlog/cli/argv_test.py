@@ -37,3 +37,15 @@ def root():
 ])
 def test_hoisting(root, args, expected):
     assert hoist_global_options(root, args) == expected
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--data-dir", "D", "produce", "--topic", "t", "--property", "parse.key=true"],
+     "compactlog produce --bootstrap-server h:1 --topic t --property parse.key=true"),
+    (["--data-dir", "D", "topics", "create", "--topic", "a b"],
+     "compactlog topics create --bootstrap-server h:1 --topic 'a b'"),
+    (["--data-dir", "D", "clean", "--force"], None),
+])
+def test_through_broker(root, args, expected):
+    from .argv import through_broker
+    assert through_broker(root, args, "h:1") == expected

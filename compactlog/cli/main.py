@@ -19,7 +19,7 @@ import traceback
 
 import typer
 
-from ..errors import CompactlogError, CorruptRecordError
+from ..errors import CompactlogError, CorruptRecordError, DataDirLockedError
 from .apps import app, cleaner_app, topics_app, transactions_app  # noqa: F401  (the command tree; re-exported)
 
 EXIT_ERROR = 1
@@ -42,14 +42,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_command(argv: list[str] | None) -> int:
     _register()
+    args = _arguments(argv)
     try:
-        app(args=_arguments(argv), prog_name="compactlog", standalone_mode=True)
+        app(args=args, prog_name="compactlog", standalone_mode=True)
     except CompactlogError as e:
         _debug_traceback()
         hint = ""
         if isinstance(e, CorruptRecordError) and e.file:
             hint = ("; records before it were read; `compactlog verify --repair` sets the corrupt batch "
                     "aside (kept in *.quarantined) so that every valid record after it can be read")
+        elif isinstance(e, DataDirLockedError) and e.bootstrap:
+            hint = _through_broker_hint(args, e.bootstrap)
         typer.echo(f"error: {e}{hint}", err=True)
         return EXIT_ERROR
     except SystemExit as e:
@@ -74,6 +77,14 @@ def _run_command(argv: list[str] | None) -> int:
                    f"with the traceback that COMPACTLOG_DEBUG=1 prints", err=True)
         return EXIT_INTERNAL
     return 0
+
+
+def _through_broker_hint(args: list[str], bootstrap: str) -> str:
+    """The refused command as it runs through the broker that holds the data dir, if it can."""
+    import typer.main
+    from .argv import through_broker
+    line = through_broker(typer.main.get_command(app), args, bootstrap)
+    return f": {line}" if line else ""
 
 
 def _arguments(argv: list[str] | None) -> list[str]:

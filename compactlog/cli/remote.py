@@ -4,6 +4,8 @@ librdkafka's Python binding does not expose (DescribeLogDirs). Client errors bec
 
 from __future__ import annotations
 
+import logging
+
 from ..errors import CompactlogError
 
 TIMEOUT_S = 30
@@ -13,9 +15,37 @@ class BrokerError(CompactlogError):
     """A request to the broker failed (Kafka's error name and message)."""
 
 
+class ClientLog(logging.Handler):
+    """librdkafka's log and error callbacks for a client of this command: nothing printed (its
+    retries would flood stderr), the last connection problem kept for the error message."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+        self.logger = logging.getLogger(f"compactlog.client.{id(self)}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.WARNING)
+        self.logger.handlers[:] = [self]
+
+    def config(self) -> dict:
+        """The client settings that route its log and errors here."""
+        return {"logger": self.logger, "error_cb": self._on_error}
+
+    def emit(self, record) -> None:
+        # "[thrd:...]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused ..."
+        self.last = record.getMessage().split("]: ", 1)[-1]
+
+    def _on_error(self, err) -> None:
+        self.last = f"{err.name()}: {err.str()}"
+
+    def why(self) -> str:
+        return f" (last connection problem: {self.last})" if self.last else ""
+
+
 def admin_client(bootstrap: str):
     from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": TIMEOUT_S * 1000})
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": TIMEOUT_S * 1000,
+                        **ClientLog().config()})
 
 
 def result(future, what: str):
