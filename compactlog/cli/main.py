@@ -27,7 +27,7 @@ EXIT_INTERNAL = 70      # sysexits.h EX_SOFTWARE: a bug, to be reported
 
 def _register() -> None:
     # each module adds its commands to ``app`` / ``topics_app`` / ``cleaner_app``
-    from . import clean, consume, dump_log, produce, snapshot, tools, topics, verify  # noqa: F401
+    from . import clean, configs, consume, dump_log, metadata, produce, snapshot, tools, topics, verify  # noqa: F401
     from . import serve  # noqa: F401
     from . import consumer_groups  # noqa: F401
     from . import transactions  # noqa: F401
