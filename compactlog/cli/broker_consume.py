@@ -47,10 +47,12 @@ def consume_through_broker(bootstrap: str, topic: str, *, group: str | None, par
         else:
             consumer.assign(_start_positions(bootstrap, topic, partitions, start))
             assigned.update(partitions)
-        _print_messages(consumer, bootstrap, assigned, group is not None, output_format, fmt, max_messages,
-                        follow, timeout_ms, total, log)
+        positions = _print_messages(consumer, bootstrap, assigned, group is not None, output_format, fmt,
+                                    max_messages, follow, timeout_ms, total, log)
+        if group is not None:
+            _keep_positions(consumer, topic, assigned, positions, conf["auto.offset.reset"])
     finally:
-        consumer.close()        # with --group: the offsets of what was printed are committed here
+        consumer.close()        # with --group: the stored offsets are committed here
 
 
 def _text(e) -> str:
@@ -98,19 +100,42 @@ def _start_positions(bootstrap: str, topic: str, partitions: list[int], start) -
     return sorted(out, key=lambda tp: tp.partition)
 
 
+def _keep_positions(consumer, topic: str, assigned: set[int], positions: dict[int, int], reset: str) -> None:
+    """Store, for the commit at close, where each assigned partition stands: after its last
+    printed record, at the first record fetched but not printed, at the end it reached; and a
+    partition nothing was seen of keeps its committed offset, or, having none, where
+    auto.offset.reset started it (as Kafka's consumer commits its position at close)."""
+    from confluent_kafka import KafkaException, TopicPartition
+    unknown = [TopicPartition(topic, p) for p in sorted(assigned - set(positions))]
+    try:
+        if unknown:
+            for tp in consumer.committed(unknown, timeout=TIMEOUT_S):
+                if tp.offset < 0:
+                    low, high = consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)
+                    positions[tp.partition] = low if reset == "earliest" else high
+        stored = [TopicPartition(topic, p, o) for p, o in sorted(positions.items()) if p in assigned]
+        if stored:
+            consumer.store_offsets(offsets=stored)
+    except KafkaException:
+        pass        # the group moved on (a rebalance): what was stored before stands
+
+
 def _print_messages(consumer, bootstrap: str, assigned: set[int], commit: bool, output_format: str, fmt,
                     max_messages: int | None, follow: bool, timeout_ms: int | None, total: list,
-                    log: ClientLog) -> None:
+                    log: ClientLog) -> dict[int, int]:
+    """Print until the end (or the limit, or the quiet time); each partition's position after what
+    was printed: the offset to resume at."""
     from confluent_kafka import KafkaError
     out = sys.stdout
     out.flush()
     sink = getattr(out, "buffer", None)
     render = _renderer(output_format, fmt)
     at_end: set[int] = set()
+    positions: dict[int, int] = {}
     remaining = max_messages
     idle_since = time.monotonic()
     while remaining != 0:
-        messages = consumer.consume(num_messages=500 if remaining is None else min(500, remaining), timeout=0.2)
+        messages = consumer.consume(num_messages=500, timeout=0.2)
         chunk = []
         progressed = False
         for m in messages:
@@ -119,20 +144,27 @@ def _print_messages(consumer, bootstrap: str, assigned: set[int], commit: bool, 
                 if err.code() == KafkaError._PARTITION_EOF:
                     progressed |= m.partition() not in at_end
                     at_end.add(m.partition())
+                    if remaining != 0:
+                        positions[m.partition()] = m.offset()
+                    else:
+                        positions.setdefault(m.partition(), m.offset())
                 elif err.fatal() or not err.retriable() and err.code() > 0:
                     raise BrokerError(f"{bootstrap}: {m.topic()}-{m.partition()}: {err.name()}: {err.str()}")
                 else:
                     log.last = f"{err.name()}: {err.str()}"
                 continue
+            if remaining == 0:
+                # fetched after the last record to print: a partition nothing was printed of resumes at it
+                positions.setdefault(m.partition(), m.offset())
+                continue
             chunk.append(render(m))
             at_end.discard(m.partition())
+            positions[m.partition()] = m.offset() + 1
             if commit:
                 consumer.store_offsets(message=m)
             progressed = True
             if remaining is not None:
                 remaining -= 1
-                if remaining == 0:
-                    break
         if chunk:
             data = b"".join(chunk)
             if sink is not None:
@@ -146,11 +178,12 @@ def _print_messages(consumer, bootstrap: str, assigned: set[int], commit: bool, 
             idle_since = now
         if follow:
             if timeout_ms is not None and chunk == [] and (now - idle_since) * 1000 >= timeout_ms:
-                return
+                break
         elif assigned and at_end >= assigned:
-            return
+            break
         elif now - idle_since > TIMEOUT_S:
             raise BrokerError(f"no answer from {bootstrap} within {TIMEOUT_S} s{log.why()}")
+    return positions
 
 
 def _renderer(output_format: str, fmt):

@@ -150,7 +150,7 @@ def consume_cmd(ctx: typer.Context,
     except KeyboardInterrupt:
         pass
     typer.echo(f"Processed a total of {total[0]} messages", err=True)
-    if total[0] == 0 and start.kind == "latest" and not follow and timeout_ms is None:
+    if total[0] == 0 and start.kind == "latest" and not follow and timeout_ms is None and group is None:
         typer.echo("note: nothing new after the end of the log: consume starts at the end unless told "
                    "otherwise; use --from-beginning, --offset or --timestamp to read what is there, or "
                    "--follow to wait for new records", err=True)

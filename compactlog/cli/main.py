@@ -84,7 +84,7 @@ def _through_broker_hint(args: list[str], bootstrap: str) -> str:
     import typer.main
     from .argv import through_broker
     line = through_broker(typer.main.get_command(app), args, bootstrap)
-    return f": {line}" if line else ""
+    return f"; this command through it: {line}" if line else ""
 
 
 def _arguments(argv: list[str] | None) -> list[str]:
