@@ -39,11 +39,21 @@ class _Deliveries:
 
     def __init__(self, verbose: bool):
         self.verbose = verbose
-        self.failed: tuple[int, str] | None = None
+        self.failed: tuple[int, str] | None = None      # the first refused line and why
+        self.failed_lines: list[int] = []
+
+    def where(self) -> str:
+        """``line 3``, or ``lines 1-4 (2 records)`` when the broker refused several (a batch is
+        refused whole: its good records with its bad one)."""
+        lines = sorted(self.failed_lines)
+        if len(lines) == 1:
+            return f"line {lines[0]}"
+        return f"lines {lines[0]}-{lines[-1]} ({len(lines)} records)"
 
     def callback(self, line: int):
         def on_delivery(err, msg) -> None:
             if err is not None:
+                self.failed_lines.append(line)
                 if self.failed is None or line < self.failed[0]:
                     self.failed = (line, f"{err.name()}: {err.str()}")
             elif self.verbose:
@@ -78,10 +88,10 @@ def produce_through_broker(bootstrap: str, topic: str, input_format: str, fmt, c
         pass            # ^C ends the input: what was read is still delivered
     left = producer.flush(TIMEOUT_S)
     if deliveries.failed is not None:
-        line, why = deliveries.failed
+        why = deliveries.failed[1]
         if why.startswith("_"):         # librdkafka's own (a timeout, a closed connection)
-            raise BrokerError(f"line {line}: not delivered to {bootstrap}: {why}{log.why()}")
-        raise BrokerError(f"line {line}: the broker refused the record: {why}")
+            raise BrokerError(f"{deliveries.where()}: not delivered to {bootstrap}: {why}{log.why()}")
+        raise BrokerError(f"{deliveries.where()}: the broker refused the record: {why}")
     if left:
         raise BrokerError(f"{left} record(s) not acknowledged by {bootstrap} within {TIMEOUT_S} s{log.why()}")
 
