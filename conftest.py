@@ -26,11 +26,11 @@ BROKER_MODULES = {
     "test_broker_admin", "test_broker_clients", "test_broker_compaction", "test_broker_fuzz",
     "test_broker_lifecycle", "test_broker_transactions", "test_cli_tools", "test_groups_cli",
     "test_groups_cli_more", "test_groups_clients", "test_groups_restart", "test_demo",
-    "test_transactions_cli", "test_readme_transactions",
+    "test_transactions_cli", "test_readme_transactions", "test_readme", "test_cli_console_broker",
     "test_txn_quix", "test_txn_faust", "test_readers_beside_a_broker",
 }
 SPARK_MODULES = {"test_spark_datasource", "test_spark_sink", "test_spark_streaming", "test_cluster",
-                 "test_snapshot", "test_engine_choice"}
+                 "test_snapshot", "test_engine_choice", "test_readme"}
 CORPUS_MODULES = {"test_corpus", "test_corpus_cli", "test_read_only", "test_kcompare_dump"}
 # modules made of subprocesses, kill -9 trials or long randomized rounds
 SLOW_MODULES = {

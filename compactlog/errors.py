@@ -200,11 +200,17 @@ class DataDirLockedError(StorageError):
 
     kafka_error_name = "unknown_server_error"
 
-    def __init__(self, data_dir: str, pid: int | None, holder: str):
+    def __init__(self, data_dir: str, pid: int | None, holder: str, *, bootstrap: str | None = None):
         self.data_dir = data_dir
         self.pid = pid
         self.holder = holder
+        self.bootstrap = bootstrap      # the address of the broker that holds it, when it said
         who = f"pid {pid} ({holder})" if pid is not None else holder
+        if bootstrap:
+            super().__init__(f"{data_dir}: the data directory is locked by another writer, {who}, a broker "
+                             f"listening on {bootstrap}; write through it (--bootstrap-server {bootstrap}) "
+                             f"or stop it first (read-only commands work meanwhile)")
+            return
         super().__init__(f"{data_dir}: the data directory is locked by another writer, {who}; "
                          f"stop it or wait for it to finish before running a command that writes "
                          f"(read-only commands work meanwhile)")
