@@ -167,6 +167,16 @@ class BrokerMetrics:
             elif anywhere:
                 self._port_names[port] = anywhere.pop(0)
 
+    def bound_listeners(self) -> list[str]:
+        """``NAME://host:port`` of each bound Kafka listener (the configured ones before they are)."""
+        if self.server is None or not self.server.bound:
+            return [str(x) for x in self.listeners]
+        out = []
+        for host, port in self.server.bound:
+            name = self._port_names.get(port) or (self.listeners[0].name if self.listeners else "PLAINTEXT")
+            out.append(f"{name}://{f'[{host}]' if ':' in host else host}:{port}")
+        return out
+
     def listener_names(self) -> list[str]:
         return [x.name for x in self.listeners]
 

@@ -131,7 +131,7 @@ def broker_info(metrics) -> dict:
     state = metrics.state
     lifecycle = metrics.lifecycle
     return {"nodeId": metrics.node_id, "clusterId": metrics.cluster_id,
-            "listeners": [str(x) for x in metrics.listeners],
+            "listeners": metrics.bound_listeners(),
             "advertisedListeners": [str(x) for x in metrics.advertised],
             "metricsListener": metrics.http.url if metrics.http is not None else None,
             "version": __version__, "startTimeMs": int(lifecycle.started_at * 1000),
