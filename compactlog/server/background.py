@@ -14,8 +14,8 @@ Spark (``spark.executor.AutoExecutor``).
 
 A cleaner thread whose loop dies (an exception escapes it: a bug, not a failed partition) is
 counted dead (Kafka's ``DeadThreadCount``, which Kafka leaves dead until a restart of the broker)
-and restarted by the scheduler thread after a backoff that doubles with each death in a row (1 s
-up to 5 min). What the threads did and how they are is kept in ``activity``
+and restarted by the scheduler thread after ``compactlog.cleaner.thread.restart.backoff.ms`` (a
+minute), doubled with each death in a row up to 5 minutes. What the threads did and how they are is kept in ``activity``
 (``cleaner/activity.py``), which the broker's metrics and readiness read. Test hook: with
 ``COMPACTLOG_TEST_CLEANER_CRASH_FILE=path``, a cleaner thread that finds that file removes it and
 dies.
@@ -48,8 +48,8 @@ manager_log = logging.getLogger("kafka.log.LogManager")
 
 EVENTS_INTERVAL_MS = 1000
 MIN_FLUSH_INTERVAL_MS = 100
-RESTART_BACKOFF_MIN_MS = 1000       # a dead cleaner thread's first restart; doubled per death in a row
-RESTART_BACKOFF_MAX_MS = 300000
+RESTART_BACKOFF_SETTING = "compactlog.cleaner.thread.restart.backoff.ms"
+RESTART_BACKOFF_MAX_MS = 300000     # the doubling stops here (or at the setting, if larger)
 CRASH_FILE_ENV = "COMPACTLOG_TEST_CLEANER_CRASH_FILE"
 
 
@@ -57,8 +57,9 @@ class InjectedCrash(RuntimeError):
     """The test hook's failure: it escapes the cleaner loop, as a bug would."""
 
 
-def restart_delay_ms(deaths_in_a_row: int) -> int:
-    return min(RESTART_BACKOFF_MIN_MS << min(max(deaths_in_a_row - 1, 0), 20), RESTART_BACKOFF_MAX_MS)
+def restart_delay_ms(deaths_in_a_row: int, first_ms: int) -> int:
+    """The wait before a dead cleaner thread starts again: ``first_ms``, doubled per death in a row."""
+    return min(first_ms << min(max(deaths_in_a_row - 1, 0), 20), max(RESTART_BACKOFF_MAX_MS, first_ms))
 
 
 class _StopAware:
@@ -152,8 +153,9 @@ class Background:
         except BaseException as e:  # noqa: BLE001 - a dead thread is reported, then restarted
             if self.stop_event.is_set():
                 return
+            first_ms = self.datadir.broker.get(RESTART_BACKOFF_SETTING)
             health = self.activity.thread_died(name, f"{type(e).__name__}: {e}", self.clock(),
-                                               restart_delay_ms)
+                                               lambda deaths: restart_delay_ms(deaths, first_ms))
             cleaner_log.error(f"[{name}]: the cleaner thread died ({type(e).__name__}: {e}); "
                               f"{health.deaths} death(s) so far, restarted in "
                               f"{(health.restart_at_ms - health.dead_since_ms) / 1000:g} s",

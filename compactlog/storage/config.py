@@ -425,6 +425,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("compactlog.cleaner.map", "string", "auto", check=one_of("auto", "task", "distributed")),
     # where the cleaner's run log goes (default: <data dir>.logs, never inside the data dir)
     ConfigDef("compactlog.cleaner.log.dir", "string", ""),
+    # a cleaner thread whose loop died is started again after this long, doubled per death in a
+    # row up to 5 minutes (Kafka leaves it dead until the broker restarts); a minute by default so
+    # that DeadThreadCount shows the death to a Prometheus scraping every 15-60 s
+    ConfigDef("compactlog.cleaner.thread.restart.backoff.ms", "long", 60000, check=at_least(0)),
     # the coordinator's transaction protocol level (Kafka's finalized feature transaction.version,
     # set with kafka-storage/kafka-features, not a broker setting): 2 as on a new Kafka 4.x
     # cluster (v1 __transaction_state values, KIP-890 epoch rules for the coordinator's own aborts);

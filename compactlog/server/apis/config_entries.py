@@ -240,6 +240,8 @@ BROKER_DOCS = {
     "compactlog.cleaner.map": "Where the offset map is built: in one task, distributed, or chosen by size.",
     "compactlog.transaction.version": "Transaction protocol level of the coordinator (Kafka's "
                                       "transaction.version feature): 2, or 0 and 1 for tests.",
+    "compactlog.cleaner.thread.restart.backoff.ms": "Wait before a cleaner thread whose loop died is started "
+                                                    "again (doubled per death in a row, up to 5 minutes).",
     "metrics.listener": "host:port of the HTTP listener serving /metrics and the health endpoints "
                         "(loopback by default; empty: no listener, no metrics).",
     "metrics.listener.allow.non.loopback": "Whether metrics.listener may bind an address other than "
