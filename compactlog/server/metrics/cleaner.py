@@ -15,9 +15,9 @@ rounds.
 
 compactlog's counters come from each finished cleaning (``CleanerCounters``, subscribed to the
 cleaner's activity): rounds by engine and result, their duration by phase, records and bytes read
-and written, records removed by reason, bytes reclaimed, the last success; and the dirty ratio
-and first dirty offset of every compacted partition at its last look
-(``metrics.partition.level``). Counts of a deleted topic go at the next scrape.
+and written, records removed by reason, bytes reclaimed, the last success. Counts of a deleted
+topic go at the next scrape. The dirty ratio and first dirty offset of every compacted partition
+are per-partition families (``partitions.py``).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class CleanerCollector:
     def __init__(self, metrics):
         self.metrics = metrics
 
-    def collect(self):
+    def collect(self, live_topics: set[str] | None):
         m = self.metrics
         background = m.background
         manager = m.manager
@@ -116,18 +116,17 @@ class CleanerCollector:
         yield CounterMetricFamily("compactlog_cleaner_thread_deaths", "Cleaner threads whose loop died (each "
                                   "is restarted after a backoff)", value=dead_total)
         last = activity.last_success_ms
+        g = GaugeMetricFamily("compactlog_cleaner_last_success_timestamp_seconds", "Wall time of the last "
+                              "completed cleaning (no sample before the first)")
         if last is not None:
-            yield gauge("compactlog_cleaner_last_success_timestamp_seconds", "Wall time of the last completed "
-                        "cleaning", last / 1000)
+            g.add_metric([], last / 1000)
+        yield g
         events = CounterMetricFamily("compactlog_log_data_events", "What recovery and retention removed, cut, "
                                      "quarantined or rebuilt, by kind", labels=["kind"])
         for kind, n in sorted(dict(background.data_event_counts).items()):
             events.add_metric([kind], n)
         yield events
-        if m.cleaner_counters is not None:
-            yield from m.cleaner_counters.collect(m.live_topics)
-        if m.partition_level:
-            yield from self._partitions(manager, m.live_topics)
+        yield from m.cleaner_counters.collect(live_topics)
 
     def _log_cleaner(self, activity, manager, broker):
         rounds = [c.stats for c in activity.last_rounds() if c.stats is not None]
@@ -175,21 +174,3 @@ class CleanerCollector:
         g.add_metric(["in_progress"], sum(1 for s in states.values() if s == IN_PROGRESS))
         g.add_metric(["uncleanable"], len(backing_off))
         yield g
-
-    def _partitions(self, manager, live_topics):
-        ratios = sorted(manager.last_ratios.items())
-        checkpoints = manager.all_cleaner_checkpoints() if ratios else {}
-        ratio = GaugeMetricFamily("compactlog_log_cleanable_ratio", "Dirty ratio of a compacted partition at "
-                                  "its last look (cleanable bytes / (clean + cleanable))", labels=["topic", "partition"])
-        dirty = GaugeMetricFamily("compactlog_log_first_dirty_offset", "Where the cleaner checkpoint stands "
-                                  "(first dirty offset)", labels=["topic", "partition"])
-        for (topic, partition), (r, first_dirty) in ratios:
-            if live_topics is not None and topic not in live_topics:
-                continue
-            labels = (topic, str(partition))
-            ratio.add_metric(labels, r if r == r else 0.0)
-            offset = checkpoints.get((topic, partition), first_dirty)
-            if offset is not None:
-                dirty.add_metric(labels, offset)
-        yield ratio
-        yield dirty

@@ -2,15 +2,14 @@
 
 Kafka registers gauges that read its objects when JMX asks (``UnifiedLog.newMetrics``,
 ``ReplicaManager``, ``GroupMetadataManager``, ``KafkaServer``'s BrokerState); this collector does
-the same for everything the broker already holds: per partition (``kafka.log:type=Log``: size,
-segments, log start and end offsets; ``kafka.cluster:type=Partition``: replicas, ISR status, last
-stable offset lag) read under the partition's lock, the ``ReplicaManager`` counts and the
+the same for everything the broker already holds: the ``ReplicaManager`` counts and the
 single-node constants (metrics.md §4.5), the groups by state (under the coordinator's lock), the
 open transactions, the connections, the worker pool's queue, the event loop's and handler
 threads' idle ratios, the data dir's disk, and BrokerState. A deleted topic's partitions are no
 longer in ``DataDir.logs``, so their series are gone from the next scrape by themselves.
 
-``metrics.partition.level=false`` drops the per-partition families (the largest part of a scrape).
+The per-partition families (``kafka.log:type=Log``, ``kafka.cluster:type=Partition``) are in
+``partitions.py``, which reads every partition under its lock once per scrape for both.
 """
 
 from __future__ import annotations
@@ -33,32 +32,6 @@ def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, value=value)
 
 
-class PartitionReading:
-    __slots__ = ("topic", "partition", "size", "segments", "start", "end", "lso", "producers", "open_txns")
-
-
-def read_partitions(datadir) -> list[PartitionReading]:
-    """Every open partition's numbers, each read under its lock."""
-    out = []
-    for (topic, partition), log in sorted(list(datadir.logs.items())):
-        r = PartitionReading()
-        with log.lock:
-            if log.closed or log.deleted:
-                continue
-            segments = log.segments
-            r.topic, r.partition = topic, str(partition)
-            r.size = segments.size_in_bytes()
-            r.segments = len(segments)
-            r.start = log.log_start_offset
-            r.end = log.log_end_offset
-            r.lso = log.last_stable_offset
-            ps = log.producer_state
-            r.producers = len(ps.producers)
-            r.open_txns = len(ps.ongoing_txns)
-        out.append(r)
-    return out
-
-
 class BrokerStateCollector:
     """Registered once per broker; ``metrics`` is the ``BrokerMetrics`` (state attached as the
     broker starts: before the logs are loaded only BrokerState and the build are served)."""
@@ -66,7 +39,9 @@ class BrokerStateCollector:
     def __init__(self, metrics):
         self.metrics = metrics
 
-    def collect(self):
+    def collect(self, readings):
+        """The families; ``readings``: every partition read for this scrape (None before the
+        logs are loaded)."""
         m = self.metrics
         yield gauge("kafka_server_kafkaserver_brokerstate", "Kafka's BrokerState: 1 starting, 2 recovering, "
                     "3 running, 7 shutting down", m.lifecycle.state)
@@ -75,43 +50,13 @@ class BrokerStateCollector:
         if m.datadir is not None:
             yield from self._disk(m.datadir.path)
         state = m.state
-        if state is None:
+        if state is None or readings is None:
             return
-        readings = read_partitions(state.datadir)
-        m.live_topics = {r.topic for r in readings}
         yield from self._replica_manager(readings)
-        if m.partition_level:
-            yield from self._partitions(readings)
         yield gauge("compactlog_transactions_ongoing", "Open transactions holding back partitions' last "
                     "stable offset (and so the cleaner)", sum(r.open_txns for r in readings))
         yield from self._groups(getattr(state, "groups", None))
         yield from self._network()
-
-    # -- logs and partitions
-    def _partitions(self, readings):
-        fams = [
-            ("kafka_log_log_size", "Bytes of the partition's log segments", lambda r: r.size),
-            ("kafka_log_log_numlogsegments", "Segments of the partition", lambda r: r.segments),
-            ("kafka_log_log_logstartoffset", "The partition's log start offset", lambda r: r.start),
-            ("kafka_log_log_logendoffset", "The partition's log end offset", lambda r: r.end),
-            ("kafka_cluster_partition_laststableoffsetlag", "Log end offset minus last stable offset (open "
-             "transactions)", lambda r: r.end - r.lso),
-        ]
-        labels = ["topic", "partition"]
-        for name, doc, value in fams:
-            g = GaugeMetricFamily(name, doc, labels=labels)
-            for r in readings:
-                g.add_metric((r.topic, r.partition), value(r))
-            yield g
-        # one replica, which is the whole ISR: the values a real single-node Kafka reports
-        for name, doc, value in (("kafka_cluster_partition_replicascount", "Replicas (one node)", 1),
-                                 ("kafka_cluster_partition_underminisr", "Under min ISR (never: RF 1)", 0),
-                                 ("kafka_cluster_partition_atminisr", "At min ISR (always with RF 1, as Kafka "
-                                                                      "reports it)", 1)):
-            g = GaugeMetricFamily(name, doc, labels=labels)
-            for r in readings:
-                g.add_metric((r.topic, r.partition), value)
-            yield g
 
     def _replica_manager(self, readings):
         n = len(readings)

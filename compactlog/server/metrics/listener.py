@@ -169,9 +169,9 @@ class HttpListener:
             request = HttpRequest(method, path, parse_qs(environ.get("QUERY_STRING", "")), headers, self.context)
             try:
                 response = handler(request)
-            except Exception as e:      # a page's bug answers 500; the listener goes on
+            except Exception:           # a page's bug answers 500 (the broker's log has why); the listener goes on
                 log.exception(f"Error while answering GET {path}")
-                response = HttpResponse(500, f"{type(e).__name__}: {e}\n".encode())
+                response = HttpResponse(500, f"error while answering {path}; the broker's log says why\n".encode())
         body = b"" if method == "HEAD" else response.body
         headers = [("Content-Type", response.content_type), ("Content-Length", str(len(response.body))),
                    ("Cache-Control", "no-store"), *response.headers]

@@ -35,6 +35,7 @@ QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0
              ("0.999", 0.999))      # the JMX exporter's labels for Yammer's percentiles
 TIMERS = ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems", "totaltimems")
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+UNSUPPORTED = "unsupported"     # the version label of a request of a version the broker does not know
 LOOP_PROBE_INTERVAL_S = 0.5
 IDLE_WINDOW_S = 60.0
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -154,10 +155,13 @@ class RequestMetrics:
     # -- the RequestObserver
     def request_started(self, request) -> RequestTimer:
         label = request_label(request.api_name)
-        key = (label, request.api_version)
+        # an ApiVersions request of a version this broker does not know is answered as v0; its
+        # version is any int16 a client sends, so it is labelled "unsupported" (bounded series)
+        version = request.api_version if request.response_version == request.api_version else UNSUPPORTED
+        key = (label, version)
         child = self._requests.get(key)
         if child is None:
-            child = self._requests[key] = self.requests.labels(label, str(request.api_version))
+            child = self._requests[key] = self.requests.labels(label, str(version))
         child.inc()
         return RequestTimer(label)
 
@@ -205,7 +209,9 @@ class RequestMetrics:
 
     # -- the scrape
     def collect(self):
-        """The percentile gauges and their counts, per API with samples."""
+        """The percentile gauges and their counts, per API with samples. This runs in the HTTP
+        listener's thread while the event loop appends: ``sorted`` of a dict or a deque of floats
+        copies it in one C call, which no other Python thread interleaves with."""
         labels = sorted(self._samples)
         snapshot = {label: [sorted(d) for d in self._samples[label]] for label in labels}
         for i, timer in enumerate(TIMERS):

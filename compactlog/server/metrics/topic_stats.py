@@ -130,9 +130,9 @@ class BrokerTopicStats:
         """The families, each with the all-topics series and one per live topic (the counts of
         topics no longer in ``live_topics`` are forgotten; None: keep every topic)."""
         if live_topics is not None:
-            for name in [n for n in self._topics if n not in live_topics]:
-                with self._create:
-                    self._topics.pop(name, None)
+            with self._create:      # handler threads add topics meanwhile: no iteration outside it
+                for name in [n for n in self._topics if n not in live_topics]:
+                    del self._topics[name]
         per_topic = sorted((name, t.snapshot()) for name, t in list(self._topics.items()))
         total = self.all_topics.snapshot()
         for field, name, doc in PER_TOPIC:
