@@ -3,16 +3,16 @@ module starts on a free loopback port.
 
 Shell blocks run command by command through bash in a scratch directory (so the README's relative
 paths, ``build/broker-data`` included, land there), with ``compactlog`` the CLI under test; each
-command must exit 0. ``127.0.0.1:9092`` becomes the broker's address, and the README's absolute
-paths become directories prepared here: ``/backup/kafka-logs`` a data dir holding an ``orders``
-topic (two partitions, keyed records), ``/copy/kafka-logs`` a copy of it, ``/data/archive`` an empty
-data dir. The README's ``serve`` line is the broker this module started; commands that run until
-stopped (``cleaner run``, ``consume --follow``) must still be running after a few seconds and stop
-on ^C. Python blocks run in a subprocess. A block preceded by ``<!-- readme-test: skip (why) -->``
-is skipped (used for what needs a cluster or builds the project), a ``text`` block is a picture;
-the "Transactions" section's
-blocks are run by ``test_readme_transactions.py`` (its broker needs settings of its own), and are
-left out here.
+command must exit 0. ``127.0.0.1:9092`` becomes the broker's address, ``127.0.0.1:9644`` its metrics
+listener's, and the README's absolute paths become directories prepared here:
+``/backup/kafka-logs`` a data dir holding an ``orders`` topic (two partitions, keyed records),
+``/copy/kafka-logs`` a copy of it, ``/data/archive`` an empty data dir. The README's ``serve``
+line is the broker this module started; commands that run until stopped (``cleaner run``,
+``consume --follow``) must still be running after a few seconds and stop on ^C. Python blocks
+run in a subprocess. A block preceded by ``<!-- readme-test: skip (why) -->`` is skipped (used
+for what needs a cluster or builds the project), a ``text`` block is a picture; the
+"Transactions" section's blocks are run by ``test_readme_transactions.py`` (its broker needs
+settings of its own), and are left out here.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def world(tmp_path_factory):
         # what the README's Transactions section (run by its own module) leaves on the broker
         _cli(env, work, "topics", "create", "--bootstrap-server", broker.bootstrap, "--topic", "orders",
              "--partitions", "2")
-        subs = {"127.0.0.1:9092": broker.bootstrap, "/backup/kafka-logs": str(backup),
+        subs = {"127.0.0.1:9092": broker.bootstrap, "127.0.0.1:9644": broker.metrics_url.removeprefix("http://"),
+                "/backup/kafka-logs": str(backup),
                 "/copy/kafka-logs": str(copy), "/data/archive": str(archive)}
         yield {"work": work, "env": env, "broker": broker, "subs": subs}
     finally:
