@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from broker_support import Broker, wait_until
 from compactlog.record.batch import BatchSpec, encode_batch
 from compactlog.server.metrics.partitions import FAMILY_NAMES as PARTITION_FAMILIES
+from compactlog.storage.files import CLEAN_SHUTDOWN_FILE
 from txn_support import E, Raw
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -498,6 +499,8 @@ def test_scrapes_answer_within_a_second_while_a_clean_runs(broker, raw):
 # -- readiness while loading and after SIGTERM ---------------------------------------------------
 
 def test_readiness_is_503_until_the_offsets_are_loaded_and_after_sigterm(tmp_path):
+    """A broker of its own: recovering a torn write (BrokerState 2, the cut counted), loading a large
+    __consumer_offsets (503), ready, metrics.partition.level=false, then SIGTERM (503)."""
     from compactlog.record import consumer_offsets as R
     from compactlog.server.groups.service import offsets_topic_configs
     from compactlog.storage.config import BrokerConfig
@@ -511,7 +514,13 @@ def test_readiness_is_503_until_the_offsets_are_loaded_and_after_sigterm(tmp_pat
     log = dd.open_log(R.OFFSETS_TOPIC, 0)
     for _ in range(30):         # a __consumer_offsets that takes a while to replay
         log.append_records([rec.key_bytes()] * 10_000, [rec.value_bytes()] * 10_000)
+    dd.create_topic("torn", 1, {})
+    dd.open_log("torn", 0).append_records([b"k"], [b"v"])
     dd.close()
+    # a torn write at the end of a segment, and no clean-shutdown marker: recovery cuts it
+    with open(glob.glob(str(data / "torn-0" / "*.log"))[0], "ab") as f:
+        f.write(b"\x00" * 8 + b"\x00\x00\x01\x00" + b"torn")
+    os.remove(data / CLEAN_SHUTDOWN_FILE)
 
     hold = str(tmp_path / "hold-shutdown")
     os.environ[HOLD_ENV] = hold
@@ -524,7 +533,10 @@ def test_readiness_is_503_until_the_offsets_are_loaded_and_after_sigterm(tmp_pat
         url = wait_until(lambda: (re.search(r"Metrics listener on (http://[0-9.]+:[0-9]+)", b.log_text()) or [None,
                                                                                                            None])[1],
                          interval=0.01, what="the metrics listener")
-        while True:
+        states = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states.append(json.loads(get(url + "/v1/broker-state")[1])["brokerState"])
             status, body, _ = get(url + "/v1/status/ready")
             statuses.append((status, json.loads(body)["status"]))
             if status == 200:
@@ -533,16 +545,20 @@ def test_readiness_is_503_until_the_offsets_are_loaded_and_after_sigterm(tmp_pat
         proc_started.join(60)
         assert (503, "booting") in statuses and statuses[-1] == (200, "ready")
         assert "Finished loading offsets" in b.log_text()
+        assert states[0] == 2 and states == sorted(states) and states[-1] in (2, 3)       # RECOVERY, RUNNING
 
         # metrics.partition.level=false: no per-partition series, however many partitions
         b.metrics_url = url
         counted = lambda n: wait_until(lambda: (lambda s: s if s.get(  # noqa: E731
             "kafka_server_replicamanager_partitioncount") == n else None)(scrape(b)), what=f"{n} partitions")
         create(f"127.0.0.1:{b.port}", "narrow", 1, cleanup_policy="compact")       # the same requests as below
-        first = counted(2)
+        first = counted(3)
         assert [n for n, labels in first.samples if any(k == "partition" for k, _ in labels)] == []
         create(f"127.0.0.1:{b.port}", "wide", 200, cleanup_policy="compact")
-        second = counted(202)
+        second = counted(203)
+        # what recovery did is counted (the drain runs every second)
+        wait_until(lambda: scrape(b).get("compactlog_log_data_events_total", kind="recovery-cut") == 1,
+                   what="the recovery's cut counted")
         assert len(second.samples) - len(first.samples) < 20, sorted(
             set(second.samples) - set(first.samples))
         assert not set(PARTITION_FAMILIES) & set(second.types)
