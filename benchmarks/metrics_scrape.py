@@ -172,6 +172,7 @@ def run(args) -> int:
                       f"{series(body):6,} series")
                 failed |= pct(times, 0.5) > TARGET_MS
 
+            gc_start = gc_collections(broker.metrics_url)
             quiet = round_trips(broker.port, args.seconds)
             gc_before = gc_collections(broker.metrics_url)
             # the scraper in a process of its own: no GIL shared with the round trips measured here
@@ -183,7 +184,8 @@ def run(args) -> int:
             scrapes = sorted(float(x) for x in scraper.communicate(timeout=60)[0].split())
             gc_after = gc_collections(broker.metrics_url)
             count, worst = loop_lag(broker.metrics_url)
-            print(f"Kafka listener, ApiVersions round trips, no scrape:          {fmt(quiet)}  ({len(quiet):,})")
+            print(f"Kafka listener, ApiVersions round trips, no scrape:          {fmt(quiet)}  ({len(quiet):,}; "
+                  f"the broker's full GC ran {gc_before - gc_start:g} times)")
             print(f"Kafka listener, ApiVersions round trips, scraping non-stop:  {fmt(busy)}  ({len(busy):,}; "
                   f"{len(scrapes)} scrapes meanwhile, p50 {pct(scrapes, 0.5):.0f} ms; the broker's full GC ran "
                   f"{gc_after - gc_before:g} times)")

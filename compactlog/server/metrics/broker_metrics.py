@@ -30,7 +30,7 @@ from ...errors import CompactlogError
 from ...storage import files
 from .cleaner import CleanerCollector, CleanerCounters
 from .collector import BrokerStateCollector
-from .partitions import CleanerView, partition_text, read_partitions
+from .partitions import CleanerView, PartitionScan
 from .health import RECOVERY, ROUTES, STARTING, BrokerLifecycle
 from .listener import ALLOW_SETTING, SETTING, HttpListener, HttpRequest, HttpResponse, parse_listener
 from .requests import LoopProbe, RequestMetrics
@@ -47,7 +47,7 @@ GZIP_LEVEL = 1          # a scrape is compressed several times a minute: speed o
 class _Scrape:
     """One scrape, as the encoders read a registry (``collect()``): the registry's own metrics
     (counters, histograms, process), the broker's state read now, topic traffic, request
-    percentiles and the cleaner. ``readings`` (every partition, read once) gives the counts, the
+    percentiles and the cleaner. ``scan`` (every partition, read once) gives the counts, the
     topics that exist (the topic-labelled families keep only those) and the per-partition text.
     Between families the scrape lets a waiting event loop take the GIL (``time.sleep(0)``):
     Python hands it over only every 5 ms otherwise."""
@@ -56,13 +56,13 @@ class _Scrape:
         self.metrics = metrics
         state = metrics.state
         manager = metrics.manager
-        self.cleaner = CleanerView(manager) if manager is not None and metrics.partition_level else None
-        self.readings = read_partitions(state.datadir) if state is not None else None
-        self.live_topics = {r.topic for r in self.readings} if self.readings is not None else None
+        cleaner = CleanerView(manager) if manager is not None and metrics.partition_level else None
+        self.scan = PartitionScan(state.datadir, cleaner, metrics.partition_level) if state is not None else None
+        self.live_topics = self.scan.topics if self.scan is not None else None
 
     def collect(self):
         m = self.metrics
-        for families in (m.registry.collect(), m.state_collector.collect(self.readings),
+        for families in (m.registry.collect(), m.state_collector.collect(self.scan),
                          m.topic_stats.collect(self.live_topics), m.requests.collect(),
                          m.cleaner_collector.collect(self.live_topics)):
             for family in families:
@@ -70,10 +70,7 @@ class _Scrape:
                 time.sleep(0)
 
     def partition_text(self) -> str:
-        m = self.metrics
-        if not m.partition_level or self.readings is None:
-            return ""
-        return partition_text(self.readings, self.cleaner)
+        return self.scan.text() if self.scan is not None else ""
 
 
 class BrokerMetrics:

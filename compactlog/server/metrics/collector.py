@@ -39,9 +39,9 @@ class BrokerStateCollector:
     def __init__(self, metrics):
         self.metrics = metrics
 
-    def collect(self, readings):
-        """The families; ``readings``: every partition read for this scrape (None before the
-        logs are loaded)."""
+    def collect(self, scan):
+        """The families; ``scan``: every partition read for this scrape (a ``PartitionScan``,
+        None before the logs are loaded)."""
         m = self.metrics
         yield gauge("kafka_server_kafkaserver_brokerstate", "Kafka's BrokerState: 1 starting, 2 recovering, "
                     "3 running, 7 shutting down", m.lifecycle.state)
@@ -50,16 +50,16 @@ class BrokerStateCollector:
         if m.datadir is not None:
             yield from self._disk(m.datadir.path)
         state = m.state
-        if state is None or readings is None:
+        if state is None or scan is None:
             return
-        yield from self._replica_manager(readings)
+        yield from self._replica_manager(scan)
         yield gauge("compactlog_transactions_ongoing", "Open transactions holding back partitions' last "
-                    "stable offset (and so the cleaner)", sum(r.open_txns for r in readings))
+                    "stable offset (and so the cleaner)", scan.open_txns)
         yield from self._groups(getattr(state, "groups", None))
         yield from self._network()
 
-    def _replica_manager(self, readings):
-        n = len(readings)
+    def _replica_manager(self, scan):
+        n = scan.partitions
         yield gauge("kafka_server_replicamanager_partitioncount", "Partitions on this node", n)
         yield gauge("kafka_server_replicamanager_leadercount", "Partitions led by this node (all)", n)
         yield gauge("kafka_server_replicamanager_atminisrpartitioncount", "Partitions at min ISR (all with "
@@ -68,7 +68,7 @@ class BrokerStateCollector:
                      "reassigningpartitions"):
             yield gauge(f"kafka_server_replicamanager_{name}", "Always 0 on one node", 0)
         yield gauge("kafka_server_replicamanager_produceridcount", "Producer ids in the partitions' producer state",
-                    sum(r.producers for r in readings))
+                    scan.producers)
         for name in ("isrshrinks", "isrexpands", "failedisrupdates"):
             yield counter(f"kafka_server_replicamanager_{name}", "Always 0 on one node", 0)
         yield gauge("kafka_controller_kafkacontroller_activecontrollercount", "This node answers as its own "
