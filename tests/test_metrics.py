@@ -10,6 +10,7 @@ Readiness during loading and after SIGTERM uses a broker of its own.
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 import os
 import re
@@ -206,6 +207,12 @@ def test_both_formats_parse_with_every_family_typed_and_no_created_series(broker
     # the all-topics series shares the family with the per-topic ones, without a topic label
     assert text.has("kafka_server_brokertopicmetrics_bytesin_total")
     assert text.get("kafka_server_kafkaserver_brokerstate") == 3
+    # Prometheus asks for gzip
+    req = urllib.request.Request(broker.metrics_url + "/metrics", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.headers["Content-Encoding"] == "gzip"
+        families = list(parse_text(gzip.decompress(r.read()).decode()))
+    assert {f.name for f in families} >= set(TYPES)
 
 
 def test_the_names_dashboards_and_alerts_query_are_served(broker):
