@@ -237,6 +237,7 @@ class BrokerState:
     apis: object = None                  # the advertised SupportedApis (set at start)
     groups: object = None                # the GroupCoordinatorService (set at start)
     transactions: object = None          # the TransactionCoordinatorService (set at start)
+    authorizer: object = None            # the StandardAuthorizer, or None: everything is allowed
 
     @property
     def broker(self):
