@@ -395,14 +395,16 @@ def handle_offset_delete(state: BrokerState, request):
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            if t.name in denied:
-                unknown.add((t.name, p.partition_index))
-            elif state.log(t.name, p.partition_index) is None:
+            if t.name in denied or state.log(t.name, p.partition_index) is None:
                 unknown.add((t.name, p.partition_index))
             else:
                 parts.append(p.partition_index)
-        wanted.append((t.name, parts))
-    top, results = svc.call(svc.coordinator.delete_offsets, body.group_id, wanted)
+        if t.name not in denied:
+            wanted.append((t.name, parts))
+    if denied and not any(parts for _, parts in wanted):
+        top, results = ErrorCode.none, []       # KafkaApis: nothing authorized, the coordinator is not asked
+    else:
+        top, results = svc.call(svc.coordinator.delete_offsets, body.group_id, wanted)
     by_key = {(t, p): e for t, parts in results for p, e in parts}
     cls = response_class(request)
     t_cls, p_cls = nested(cls, "OffsetDeleteResponseTopic"), nested(cls, "OffsetDeleteResponsePartition")
