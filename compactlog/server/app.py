@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..spark.executor import make_executor
 from ..errors import CompactlogError, ConfigError
 from ..storage.datadir import DataDir
+from .authorizer import auth_helper
 from .authorizer.standard import authorizer_for
 from .authorizer.store import AclStore
 from .background import Background
@@ -109,12 +110,12 @@ class Broker:
         """Serve until SIGINT/SIGTERM; the exit code."""
         highest_pid = self.load_logs()
         self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],
-                                 producer_ids=ProducerIdManager(self.datadir.path, highest_pid),
-                                 authorizer=self.authorizer)
-        if self.authorizer is not None:
-            self._log_authorizer()
+                                 producer_ids=ProducerIdManager(self.datadir.path, highest_pid))
         group_coordinator_for(self.state)
         transaction_coordinator_for(self.state)
+        self.state.authorizer = self.authorizer         # before any listener opens
+        if self.authorizer is not None:
+            self._log_authorizer()
         return asyncio.run(self._main())
 
     def _log_authorizer(self) -> None:
@@ -126,6 +127,9 @@ class Broker:
         if not a.super_users and not len(a.acl_set) and not a.allow_if_no_acl:
             log.warning("An authorizer with neither super users nor ACLs denies every request: set super.users "
                         "(User:admin) or add ACLs with `compactlog acls --add` while the broker is stopped")
+        if auth_helper.principal_from_client_id:
+            log.warning(f"{auth_helper.TEST_PRINCIPAL_ENV}=1: a PLAINTEXT client is the principal its client.id "
+                        f"names (a test seam): any client can claim any principal")
         for listener in self.listeners:
             if listener.name == "PLAINTEXT" and listener.host not in ("127.0.0.1", "localhost", "::1"):
                 log.warning(f"Listener {listener} authenticates nobody: its clients are all User:ANONYMOUS to "

@@ -30,7 +30,7 @@ from .groups.handlers import GROUP_APIS
 from .txn.handlers import TXN_APIS
 from .versions import SupportedApis
 
-__all__ = ["ACL_APIS", "BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "TXN_APIS", "advertised_apis",
+__all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "TXN_APIS", "advertised_apis",
            "dispatch_table", "error_response"]
 
 BROKER_APIS: tuple[ApiHandler, ...] = (

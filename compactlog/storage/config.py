@@ -111,10 +111,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("socket.request.max.bytes", "int", 104857600, check=at_least(1)),
     ConfigDef("connections.max.idle.ms", "long", 600000),
     ConfigDef("num.io.threads", "int", 8, check=at_least(1)),
-    # authorization (StandardAuthorizer; server/authorizer/): off unless authorizer.class.name is set
-    ConfigDef("authorizer.class.name", "string", ""),
-    ConfigDef("super.users", "string", ""),
-    ConfigDef("allow.everyone.if.no.acl.found", "bool", False),
     # the group coordinator (GroupCoordinatorConfig)
     ConfigDef("group.min.session.timeout.ms", "int", 6000),
     ConfigDef("group.max.session.timeout.ms", "int", 1800000),
@@ -139,6 +135,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("transactional.id.expiration.ms", "int", 604800000, check=at_least(1)),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, check=at_least(1)),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, check=at_least(1)),
+    # authorization (StandardAuthorizer; server/authorizer/): off unless authorizer.class.name is set
+    ConfigDef("authorizer.class.name", "string", ""),
+    ConfigDef("super.users", "string", ""),
+    ConfigDef("allow.everyone.if.no.acl.found", "bool", False),
     # KIP-939 (two-phase commit) is not offered: InitProducerId v6 is not advertised
     ConfigDef("transaction.two.phase.commit.enable", "bool", False),
     # compactlog's own settings (not Kafka's)

@@ -166,7 +166,7 @@ class AclBinding:
                                       _coerce(AclPermissionType, permission_type)))
 
     def __str__(self) -> str:
-        return f"{self.pattern} {self.entry}"
+        return f"(pattern={self.pattern}, entry={self.entry})"
 
 
 @dataclass(frozen=True, slots=True)
