@@ -40,8 +40,10 @@ def handle_describe_cluster(state: BrokerState, request):
                       "of type CONTROLLER")
     broker = build(module.DescribeClusterBroker, broker_id=state.node_id, host=state.advertised.host,
                    port=state.advertised.port, rack=None, is_fenced=False)
-    operations = (auth_helper.cluster_operations(state, request) if body.include_cluster_authorized_operations
+    operations = (CLUSTER_AUTHORIZED_OPERATIONS if body.include_cluster_authorized_operations
                   else OPERATIONS_NOT_REQUESTED)
+    if operations != OPERATIONS_NOT_REQUESTED:      # asked for: what the principal may do (0 without DESCRIBE)
+        operations = auth_helper.cluster_operations(state, request)
     return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
                  endpoint_type=ENDPOINT_BROKER, cluster_id=state.cluster_id, controller_id=state.node_id,
                  brokers=(broker,), cluster_authorized_operations=operations)

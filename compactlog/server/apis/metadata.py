@@ -17,7 +17,8 @@ from kio.schema.errors import ErrorCode
 from ...errors import CompactlogError, TopicError
 from ...storage import files
 from ..authorizer import auth_helper
-from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, ZERO_UUID, build, nested, response_class
+from ..messages import (CLUSTER_OPERATIONS, NO_THROTTLE, OPERATIONS_NOT_REQUESTED, ZERO_UUID, build, nested,
+                        response_class)
 from ..state import INTERNAL_TOPICS, BrokerState
 from .handler import THREAD, ApiHandler
 
@@ -77,8 +78,10 @@ def handle_metadata(state: BrokerState, request):
 
     brokers = (build(broker_cls, node_id=state.node_id, host=state.advertised.host,
                      port=state.advertised.port, rack=None),)
-    cluster_ops = auth_helper.cluster_operations(state, request) \
-        if getattr(body, "include_cluster_authorized_operations", False) else OPERATIONS_NOT_REQUESTED
+    cluster_ops = CLUSTER_OPERATIONS if getattr(body, "include_cluster_authorized_operations", False) \
+        else OPERATIONS_NOT_REQUESTED
+    if cluster_ops != OPERATIONS_NOT_REQUESTED:     # asked for: what the principal may do (0 without DESCRIBE)
+        cluster_ops = auth_helper.cluster_operations(state, request)
     return build(cls, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=state.cluster_id,
                  controller_id=state.node_id, topics=tuple(results),
                  cluster_authorized_operations=cluster_ops, error_code=ErrorCode.none)
