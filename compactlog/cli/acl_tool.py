@@ -56,6 +56,8 @@ def run(c, *, add, remove, list_, topic, group, transactional_id, cluster, patte
     if action == "add" and ptype not in (PatternType.LITERAL, PatternType.PREFIXED):
         fail(f"A '--resource-pattern-type' value of '{ptype.name}' is not valid when adding acls.", 2)
 
+    if cluster and ptype == PatternType.PREFIXED:
+        fail("--cluster is the one resource named kafka-cluster: it takes no --resource-pattern-type prefixed", 2)
     filters = _resource_filters(ptype, topic, group, transactional_id, cluster or idempotent)
     if not filters and action != "list":
         fail("You must provide at least one resource: --topic <topic> or --cluster or --group <group> or "
