@@ -12,15 +12,12 @@ before it is planned or before its swap, without error.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from dataclasses import dataclass, field
 
 from ..errors import CompactlogError
 from ..storage import files
 from ..storage.datadir import DataDir
 from ..storage.segment import LogSegment
-from .activity import cleaning_of, engine_of
 from .executor import InProcessExecutor, TaskFailure
 from .manager import CleanerManager, GrabbedLog
 from .plan import PartitionStatus, partition_status
@@ -217,15 +214,8 @@ class Cleaner:
         grabbed = self.manager.grab_filthiest_compacted_logs(now_ms, limit)
         if limit is None:
             grabbed.sort(key=lambda g: g.key)
-        if not grabbed:
-            return []
-        thread = threading.current_thread().name
-        activity = self.manager.activity
-        activity.started(thread, [g.key for g in grabbed], now_ms)
-        started = time.monotonic()
-        outcomes: list[PartitionOutcome] = []
         try:
-            outcomes = self._clean_grabbed(grabbed, now_ms)
+            outcomes = self._clean_grabbed(grabbed, now_ms) if grabbed else []
             for o in outcomes:
                 if o.error:
                     self.manager.mark_uncleanable(o.topic, o.partition, o.error, now_ms)
@@ -234,11 +224,6 @@ class Cleaner:
         finally:
             for g in grabbed:
                 self.manager.done_cleaning(*g.key)
-            elapsed = time.monotonic() - started
-            engine = engine_of(self.executor)
-            done = [c for c in (cleaning_of(o, started_ms=now_ms, duration_s=elapsed, engine=engine, thread=thread)
-                                for o in outcomes) if c is not None]
-            activity.ended(thread, done, now_ms + int(elapsed * 1000))
         return outcomes
 
     def _clean_grabbed(self, grabbed: list[GrabbedLog], now_ms: int) -> list[PartitionOutcome]:

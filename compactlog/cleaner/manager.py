@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..errors import TopicError
-from .activity import CleanerActivity
 from .plan import PartitionStatus, partition_status, select_logs
 
 IN_PROGRESS = "in progress"
@@ -76,8 +75,6 @@ class CleanerManager:
         self._states: dict[tuple[str, int], object] = {}          # IN_PROGRESS, ABORTED or Paused
         self._uncleanable: dict[tuple[str, int], Uncleanable] = {}
         self._checkpoint = datadir.cleaner_checkpoint
-        # the cleaner threads' states and the last cleanings, for the status page
-        self.activity = CleanerActivity()
 
     @classmethod
     def for_datadir(cls, datadir) -> "CleanerManager":

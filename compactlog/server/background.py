@@ -83,7 +83,6 @@ class Background:
             t = threading.Thread(target=self._cleaner_loop, args=(i,), daemon=True,
                                  name=f"kafka-log-cleaner-thread-{i}")
             self.threads.append(t)
-            self.manager.activity.register_thread(t.name)      # shown idle on the status page
         if threads:
             cleaner_log.info(f"Starting the log cleaner: {threads} thread(s), "
                              f"{getattr(self.executor.inner, 'name', 'executor')} executor")

@@ -4,9 +4,10 @@ What Kafka shows operators through JMX (``LogCleanerManager``'s dirty ratios and
 uncleanable partitions, ``LogCleaner``'s threads, ``Log``'s size and segment count) and through
 ``kafka-consumer-groups.sh --describe`` (lag), in one document, computed on request from what the
 broker holds in memory: the open logs (``DataDir.logs``) and their segment lists, the cleaning
-states and the recent cleanings of the data dir's ``CleanerManager``, the group coordinator's
-groups and committed offsets. No directory is listed; the one file read is the small cleaner
-checkpoint, which the cleaner keeps only on disk (its threads read it the same way).
+states of the data dir's ``CleanerManager``, the cleaner threads' health and recent cleanings
+(``Background.activity``, a ``cleaner.activity.CleanerActivity``), the group coordinator's groups
+and committed offsets. No directory is listed; the one file read is the small cleaner checkpoint,
+which the cleaner keeps only on disk (its threads read it the same way).
 
 Each compacted partition carries the ``PartitionStatus`` of ``compactlog cleaner status`` (the
 same decision the cleaner makes: ``cleaner.plan.partition_status``), so the live and the offline
@@ -16,7 +17,6 @@ commands print the same rows.
 from __future__ import annotations
 
 import math
-import threading
 import time
 
 from ...cleaner.manager import CleanerManager
@@ -84,17 +84,46 @@ def _partition(log, checkpoint: int | None, now_ms: int, manager: CleanerManager
     return row, status
 
 
-def _thread_rows(manager: CleanerManager | None) -> list[dict]:
-    if manager is None:
+RECENT_CLEANINGS = 20
+
+
+def _thread_rows(activity, manager, in_progress: list[str]) -> list[dict]:
+    """Each cleaner thread: alive or dead (since when, why, when it is restarted), and when it last
+    looked for work. Which partitions are being cleaned is known per data dir, not per thread:
+    with one thread they are its own."""
+    if activity is None:
         return []
-    alive = {t.name for t in threading.enumerate() if t.is_alive()}
+    threads = activity.threads()
+    looks = dict(getattr(manager, "selections", None) or {})
     rows = []
-    for t in manager.activity.threads():
-        running = t.name in alive
-        rows.append({"name": t.name, "alive": running,
-                     "state": "dead" if not running else "cleaning" if t.partitions else "idle",
-                     "partitions": [f"{tp}-{p}" for tp, p in t.partitions], "sinceMs": t.since_ms,
-                     "cleanings": t.cleanings, "lastEndedMs": t.last_ended_ms})
+    for name in sorted(threads):
+        h = threads[name]
+        dead = h.dead_since_ms is not None
+        one = len(threads) == 1
+        look = looks.get(name)
+        rows.append({"name": name, "alive": not dead,
+                     "state": "dead" if dead else ("cleaning" if in_progress else "idle") if one else "alive",
+                     "partitions": in_progress if one and not dead else [],
+                     "lastLookMs": look.time_ms if look is not None else None,
+                     "deadSinceMs": h.dead_since_ms, "lastError": h.last_error, "deaths": h.deaths,
+                     "restartAtMs": h.restart_at_ms})
+    return rows
+
+
+def _cleaning_rows(activity) -> list[dict]:
+    """The last cleanings, newest first: when, which partition, how it ended, what it removed."""
+    if activity is None:
+        return []
+    rows = []
+    for c in reversed(activity.recent()[-RECENT_CLEANINGS:]):
+        s = c.stats
+        rows.append({"topic": c.topic, "partition": c.partition, "endedMs": c.finished_ms, "result": c.result,
+                     "engine": c.engine, "thread": c.thread,
+                     "durationSeconds": round(s.elapsed_seconds, 6) if s is not None else None,
+                     "recordsRead": s.messages_read if s is not None else None,
+                     "recordsRemoved": max(s.messages_read - s.messages_written, 0) if s is not None else None,
+                     "removed": dict(s.removed) if s is not None else {},
+                     "bytesBefore": c.start_size, "bytesAfter": c.end_size, "error": c.error})
     return rows
 
 
@@ -122,8 +151,10 @@ def _groups(state, ends: dict[tuple[str, int], int]) -> dict:
     return {"loading": loaded is not None and not loaded.is_set(), "groups": groups}
 
 
-def status_data(state, now_ms: int | None = None) -> dict:
-    """The whole status document for ``state`` (a ``BrokerState``) at ``now_ms`` (default: now)."""
+def status_data(state, background=None, now_ms: int | None = None) -> dict:
+    """The whole status document for ``state`` (a ``BrokerState``) and its cleaner threads
+    (``background``: a ``server.background.Background``; None: no cleaner threads here) at
+    ``now_ms`` (default: now)."""
     now = _wall_ms() if now_ms is None else now_ms
     dd = state.datadir
     broker = dd.broker
@@ -164,6 +195,9 @@ def status_data(state, now_ms: int | None = None) -> dict:
     # Kafka's max-dirty-percent: over the logs with data (``cleaner status`` prints the same)
     ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
     uncleanable = manager.uncleanable_partitions() if manager is not None else {}
+    activity = getattr(background, "activity", None)
+    in_progress = sorted(f"{p['topic']}-{p['partition']}" for t in topics for p in t["partitions"]
+                         if p["cleaningState"] == "in progress")
     enabled = bool(broker.get("log.cleaner.enable") and broker.get("log.cleaner.threads") > 0)
     return {
         "version": FORMAT_VERSION,
@@ -175,10 +209,11 @@ def status_data(state, now_ms: int | None = None) -> dict:
             "threadsConfigured": broker.get("log.cleaner.threads") if enabled else 0,
             "backoffMs": broker.get("log.cleaner.backoff.ms"),
             "maxDirtyPercent": int(100 * max(_finite(r) for r in ratios)) if ratios else 0,
-            "threads": _thread_rows(manager),
+            "threads": _thread_rows(activity, manager, in_progress),
+            "inProgress": in_progress,
             "uncleanable": [{"topic": t, "partition": p, "reason": u.reason, "retryAtMs": u.retry_at_ms}
                             for (t, p), u in sorted(uncleanable.items())],
-            "recentCleanings": [c.to_dict() for c in manager.activity.recent()] if manager is not None else [],
+            "recentCleanings": _cleaning_rows(activity),
             "statuses": status_rows,
         },
         "topics": topics,

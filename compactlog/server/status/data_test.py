@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
+from types import SimpleNamespace
 
 from compactlog.cleaner.cleaner import Cleaner
 from compactlog.cleaner.executor import InProcessExecutor
@@ -32,6 +32,30 @@ def partition(doc, topic, p=0):
     return t, next(x for x in t["partitions"] if x["partition"] == p)
 
 
+class FakeActivity:
+    """The parts of ``Background.activity`` the status page reads."""
+
+    def __init__(self):
+        self.health = {}
+        self.cleanings = []
+
+    def threads(self):
+        return dict(self.health)
+
+    def recent(self):
+        return list(self.cleanings)
+
+
+class FakeBackground:
+    def __init__(self):
+        self.activity = FakeActivity()
+
+
+def health(dead_since_ms=None, last_error=None, deaths=0, restart_at_ms=None):
+    return SimpleNamespace(dead_since_ms=dead_since_ms, last_error=last_error, deaths=deaths,
+                           restart_at_ms=restart_at_ms)
+
+
 def test_segments_sections_and_checkpoint_before_and_after_a_clean(tmp_path):
     st = make_state(tmp_path)
     dd = st.datadir
@@ -42,7 +66,7 @@ def test_segments_sections_and_checkpoint_before_and_after_a_clean(tmp_path):
     fill(st.log("events", 1), 3)
     manager = CleanerManager.for_datadir(dd)
 
-    before = status_data(st, T0)
+    before = status_data(st, None, T0)
     json.dumps(before)          # JSON-able as it is
     topic, p = partition(before, "prices")
     assert topic["compacted"] and topic["cleanupPolicy"] == "compact" and topic["minCleanableDirtyRatio"] == 0.01
@@ -58,38 +82,56 @@ def test_segments_sections_and_checkpoint_before_and_after_a_clean(tmp_path):
     assert [s["topic"] for s in before["cleaner"]["statuses"]] == ["prices"]
     _, e = partition(before, "events", 1)
     assert not e["compacted"] and e["dirtyRatio"] is None and e["logEndOffset"] == 3
-    assert before["cleaner"]["recentCleanings"] == []
+    assert before["cleaner"]["recentCleanings"] == [] and before["cleaner"]["threads"] == []
 
-    outcomes = Cleaner(dd, InProcessExecutor(), manager).clean_filthiest(T0)
-    assert outcomes and outcomes[0].cleaned
-    after = status_data(st, T0 + 1)
+    (outcome,) = Cleaner(dd, InProcessExecutor(), manager).clean_filthiest(T0)
+    assert outcome.cleaned
+    after = status_data(st, None, T0 + 1)
     _, p = partition(after, "prices")
-    assert p["cleanerCheckpoint"] == outcomes[0].end_offset == p["firstDirtyOffset"]
+    assert p["cleanerCheckpoint"] == outcome.end_offset == p["firstDirtyOffset"]
     cleaned = [s for s in p["segments"] if s["cleaned"]]
     assert cleaned and all(s["endOffset"] <= p["cleanerCheckpoint"] for s in cleaned)
-    assert not p["segments"][-1]["cleaned"] and p["segments"][-1]["section"] == "active"
+    assert [s["section"] for s in p["segments"][len(cleaned):]] == ["active"]
     assert p["dirtyRatio"] == 0.0 and not p["eligible"]
-    (c,) = after["cleaner"]["recentCleanings"]
-    assert (c["topic"], c["partition"], c["result"], c["engine"]) == ("prices", 0, "cleaned", "in-process")
-    assert c["recordsRemoved"] > 0 and c["removed"] == {"superseded": c["recordsRemoved"]}
-    assert c["bytesAfter"] < c["bytesBefore"]
-    assert c["endOffset"] == p["cleanerCheckpoint"] and c["startedMs"] == T0
-    (thread,) = after["cleaner"]["threads"]
-    assert thread["name"] == threading.current_thread().name and thread["state"] == "idle"
-    assert thread["cleanings"] == 1
     dd.close()
 
 
-def test_threads_registered_dead_and_cleaning(tmp_path):
+def test_threads_and_recent_cleanings(tmp_path):
+    from compactlog.cleaner.stats import CleanerStats
     st = make_state(tmp_path)
+    st.datadir.create_topic("t", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+    bg = FakeBackground()
+    bg.activity.health = {"kafka-log-cleaner-thread-0": health()}
+    stats = CleanerStats(messages_read=10, messages_written=4, start_s=1.0, end_s=1.25, removed={"superseded": 6})
+    bg.activity.cleanings = [
+        SimpleNamespace(topic="t", partition=0, finished_ms=T0 - 10, result="ok", engine="local",
+                        thread="kafka-log-cleaner-thread-0", stats=stats, start_size=900, end_size=300, error=None),
+        SimpleNamespace(topic="t", partition=0, finished_ms=T0 - 5, result="failed", engine="spark",
+                        thread="kafka-log-cleaner-thread-0", stats=None, start_size=0, end_size=0, error="boom")]
+    doc = status_data(st, bg, T0)["cleaner"]
+    (thread,) = doc["threads"]
+    assert (thread["name"], thread["state"], thread["alive"], thread["partitions"]) == \
+        ("kafka-log-cleaner-thread-0", "idle", True, [])
+    failed, ok = doc["recentCleanings"]              # newest first
+    assert (failed["result"], failed["error"], failed["durationSeconds"], failed["recordsRemoved"]) == \
+        ("failed", "boom", None, None)
+    assert ok == {"topic": "t", "partition": 0, "endedMs": T0 - 10, "result": "ok", "engine": "local",
+                  "thread": "kafka-log-cleaner-thread-0", "durationSeconds": 0.25, "recordsRead": 10,
+                  "recordsRemoved": 6, "removed": {"superseded": 6}, "bytesBefore": 900, "bytesAfter": 300,
+                  "error": None}
+    # a partition being cleaned is the one thread's; a dead thread says since when and why
     manager = CleanerManager.for_datadir(st.datadir)
-    manager.activity.register_thread("kafka-log-cleaner-thread-0")      # no such thread runs
-    manager.activity.register_thread(threading.current_thread().name)
-    manager.activity.started(threading.current_thread().name, [("t", 3)], T0)
-    rows = {r["name"]: r for r in status_data(st, T0)["cleaner"]["threads"]}
-    assert rows["kafka-log-cleaner-thread-0"]["state"] == "dead"
-    me = rows[threading.current_thread().name]
-    assert me["state"] == "cleaning" and me["partitions"] == ["t-3"] and me["sinceMs"] == T0
+    fill(st.log("t", 0), 4)
+    st.log("t", 0).roll()
+    (grabbed,) = manager.grab_filthiest_compacted_logs(T0)      # marked in progress, as a cleaner thread's
+    doc = status_data(st, bg, T0)["cleaner"]
+    assert doc["inProgress"] == ["t-0"] and doc["threads"][0]["state"] == "cleaning"
+    assert doc["threads"][0]["partitions"] == ["t-0"]
+    bg.activity.health = {"kafka-log-cleaner-thread-0": health(T0 - 1000, "RuntimeError: x", 1, T0 + 1000)}
+    (thread,) = status_data(st, bg, T0)["cleaner"]["threads"]
+    assert (thread["state"], thread["alive"], thread["deadSinceMs"], thread["lastError"], thread["deaths"],
+            thread["restartAtMs"]) == ("dead", False, T0 - 1000, "RuntimeError: x", 1, T0 + 1000)
+    manager.done_cleaning(*grabbed.key)
     st.datadir.close()
 
 
@@ -102,7 +144,7 @@ def test_groups_with_lag(tmp_path):
     service = for_broker(st)
     service.load_now()
     service.commit_offsets("billing", -1, "", None, [CommitPartition("orders", 0, 4)])
-    groups = status_data(st, T0)["groups"]
+    groups = status_data(st, None, T0)["groups"]
     assert not groups["loading"]
     (g,) = groups["groups"]
     assert g["groupId"] == "billing" and g["lag"] == 6

@@ -57,9 +57,9 @@ th { font-size: 12px; color: var(--muted); font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .empty { color: var(--muted); font-style: italic; }
 .badge { display: inline-block; padding: 0 7px; border-radius: 9px; font-size: 12px; font-weight: 600; border: 1px solid currentColor; }
-.badge.ok, .badge.idle, .badge.cleaned, .badge.Stable { color: var(--good); }
-.badge.bad, .badge.dead, .badge.failed { color: var(--bad); }
-.badge.cleaning, .badge.aborted, .badge.warn { color: var(--cleanable); }
+.badge.ok, .badge.idle, .badge.alive, .badge.Stable { color: var(--good); }
+.badge.bad, .badge.dead, .badge.failed, dd.bad { color: var(--bad); }
+.badge.cleaning, .badge.discarded, .badge.warn { color: var(--cleanable); }
 .legend { display: flex; flex-wrap: wrap; gap: 16px; margin: 4px 0 10px; color: var(--muted); font-size: 13px; padding: 0; list-style: none; }
 .legend li { display: flex; align-items: center; gap: 6px; }
 .swatch { width: 22px; height: 12px; display: inline-block; border-radius: 2px; }
@@ -195,6 +195,8 @@ function details(id, summary, body, openByDefault) {
   return d;
 }
 
+const RESULT_TEXT = {ok: "cleaned", failed: "failed", discarded: "discarded (the log changed)"};
+const ENGINE_TEXT = {local: "in-process", spark: "Spark"};
 const SECTION_TEXT = {cleaned: "cleaned", cleanable: "dirty, cleanable", dirty: "dirty, not cleanable yet",
                       active: "active segment, dirty", log: "not compacted"};
 
@@ -313,20 +315,25 @@ function render(doc) {
     "cluster " + doc.broker.clusterId + " · " + (doc.broker.advertised || "") + " · data dir ",
     h("code", {}, doc.broker.dataDir), " · ", h("a", {href: JSON_URL}, "JSON"));
   const dead = c.threads.filter(t => !t.alive).length;
-  const lastClean = c.recentCleanings.length ? c.recentCleanings[0].endedMs : null;
+  const lastOk = c.recentCleanings.find(r => r.result === "ok");
+  const lastClean = lastOk ? lastOk.endedMs : null;
   const card = (label, value, cls) => h("div", {class: "card"}, h("dt", {}, label), h("dd", {class: cls}, value));
   put("cards",
     card("Cleaner", c.enabled ? "enabled" : "disabled"),
-    card("Threads", c.threads.length - dead + " running" + (dead ? ", " + dead + " dead" : "")),
+    card("Threads", c.threads.length - dead + " alive" + (dead ? ", " + dead + " dead" : ""), dead ? "bad" : ""),
+    card("Cleaning now", c.inProgress.length ? c.inProgress.join(", ") : "nothing"),
     card("max-dirty-percent", c.maxDirtyPercent + " %"),
     card("Uncleanable partitions", String(c.uncleanable.length)),
-    card("Last cleaning", ago(lastClean, now)));
+    card("Last successful cleaning", ago(lastClean, now)));
   put("threads", table(
-    [["Thread"], ["State"], ["Partitions"], ["Since"], ["Cleanings", "num"], ["Last finished"]],
+    [["Thread"], ["State"], ["Cleaning now"], ["Last looked for work"], ["Deaths", "num"], ["Last death"]],
     c.threads.map(t => h("tr", {"data-thread": t.name},
       h("td", {}, t.name), h("td", {}, h("span", {class: "badge " + t.state}, t.state)),
-      h("td", {}, t.partitions.join(", ") || "–"), h("td", {}, t.sinceMs ? ago(t.sinceMs, now) : "–"),
-      h("td", {class: "num"}, num(t.cleanings)), h("td", {}, ago(t.lastEndedMs, now)))),
+      h("td", {}, t.partitions.join(", ") || "–"), h("td", {}, t.lastLookMs ? ago(t.lastLookMs, now) : "–"),
+      h("td", {class: "num"}, num(t.deaths)),
+      h("td", {}, t.alive ? (t.lastError ? "restarted; last: " + t.lastError : "–")
+                          : "dead " + ago(t.deadSinceMs, now) + (t.lastError ? " (" + t.lastError + ")" : "") +
+                            (t.restartAtMs ? "; restarted " + (t.restartAtMs > now ? "in " + Math.ceil((t.restartAtMs - now) / 1000) + " s" : "soon") : "")))),
     c.enabled ? "No cleaner thread in this process." : "The cleaner is disabled (log.cleaner.enable=false or log.cleaner.threads=0)."));
   put("uncleanable", c.uncleanable.length ? h("div", {},
     h("h3", {style: "margin-top:14px"}, "Uncleanable partitions"),
@@ -344,14 +351,16 @@ function render(doc) {
 
   put("cleanings", table(
     [["When"], ["Partition"], ["Result"], ["Records removed", "num"], ["Bytes before → after"], ["Engine"], ["Duration", "num"], ["Thread"]],
-    c.recentCleanings.map(r => h("tr", {"data-cleaning": r.topic + "-" + r.partition},
+    c.recentCleanings.map(r => h("tr", {"data-cleaning": r.topic + "-" + r.partition, "data-result": r.result},
       h("td", {}, clockTime(r.endedMs), h("br"), h("small", {}, ago(r.endedMs, now))),
       h("td", {}, r.topic + "-" + r.partition),
-      h("td", {}, h("span", {class: "badge " + r.result}, r.result), r.error ? h("div", {class: "why"}, r.error) : ""),
-      h("td", {class: "num"}, num(r.recordsRemoved) + " of " + num(r.recordsRead),
+      h("td", {}, h("span", {class: "badge " + r.result}, RESULT_TEXT[r.result] || r.result),
+        r.error ? h("div", {class: "why"}, h("small", {}, r.error)) : ""),
+      h("td", {class: "num"}, r.recordsRemoved === null ? "–" : num(r.recordsRemoved) + " of " + num(r.recordsRead),
         Object.keys(r.removed).length ? h("div", {}, h("small", {}, Object.entries(r.removed).map(([k, v]) => k + " " + num(v)).join(", "))) : ""),
-      h("td", {}, r.result === "cleaned" ? bytes(r.bytesBefore) + " → " + bytes(r.bytesAfter) : "–"),
-      h("td", {}, r.engine), h("td", {class: "num"}, seconds(r.durationSeconds)), h("td", {}, r.thread))),
+      h("td", {}, r.result === "ok" ? bytes(r.bytesBefore) + " → " + bytes(r.bytesAfter) : "–"),
+      h("td", {}, ENGINE_TEXT[r.engine] || r.engine),
+      h("td", {class: "num"}, r.durationSeconds === null ? "–" : seconds(r.durationSeconds)), h("td", {}, r.thread))),
     "No cleaning since the broker started."));
 
   const groups = doc.groups.groups;

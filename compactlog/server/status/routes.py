@@ -21,14 +21,15 @@ class Response(NamedTuple):
     body: bytes
 
 
-def status_routes(state) -> dict[str, Callable[[], Response]]:
-    """path -> handler for a broker's ``state`` (a ``BrokerState``)."""
+def status_routes(state, background=None) -> dict[str, Callable[[], Response]]:
+    """path -> handler for a broker's ``state`` (a ``BrokerState``) and its cleaner threads
+    (``background``, a ``server.background.Background``)."""
     page = render_status_page().encode("utf-8")
 
     def html() -> Response:
         return Response(200, HTML_TYPE, page)
 
     def data() -> Response:
-        return Response(200, JSON_TYPE, json.dumps(status_data(state), separators=(",", ":")).encode("utf-8"))
+        return Response(200, JSON_TYPE, json.dumps(status_data(state, background), separators=(",", ":")).encode("utf-8"))
 
     return {"/": html, "/" + STATUS_JSON_PATH: data}
