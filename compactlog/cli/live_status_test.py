@@ -4,6 +4,7 @@ offline command prints a data dir's."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,8 +12,8 @@ from compactlog.cli.live_status import listener_url, status_url
 from compactlog.cli.main import main
 from compactlog.cli.remote import BrokerError
 from compactlog.server.state import BrokerState, Listener
-from compactlog.server.status.routes import status_routes
-from compactlog.server.status.testing import serving
+from compactlog.server.metrics.listener import HttpListener
+from compactlog.server.status.routes import register_status_page
 from compactlog.storage.datadir import DataDir
 
 
@@ -46,9 +47,15 @@ def live(tmp_path):
         log.append_records([b"c"], [b"4"] if p == 0 else [None])
     dd.open_log("plain", 0)
     state = BrokerState(dd, 0, "c", Listener("PLAINTEXT", "127.0.0.1", 9092))
-    with serving(status_routes(state)) as url:
-        yield dd, url
-    dd.close()
+    # the broker's own HTTP listener, its context as the broker's BrokerMetrics gives it
+    http = HttpListener("127.0.0.1", 0, context=SimpleNamespace(state=state, background=None))
+    register_status_page(http)
+    http.start()
+    try:
+        yield dd, http.url
+    finally:
+        http.stop()
+        dd.close()
 
 
 def test_live_rows_are_the_offline_rows(live, capsys):

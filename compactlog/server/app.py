@@ -32,6 +32,7 @@ from .dispatch import advertised_apis, dispatch_table
 from .metrics import BrokerMetrics
 from .metrics.health import NOT_RUNNING, RUNNING, SHUTTING_DOWN, shutdown_hold
 from .state import BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
+from .status.routes import register_status_page
 from .transport import BrokerServer, pid_cpu_seconds
 
 log = logging.getLogger("kafka.server.KafkaServer")
@@ -108,6 +109,9 @@ class Broker:
         # the metrics listener first: the probes answer (503) while the logs load
         metrics = self.metrics = BrokerMetrics.start(self.datadir, node_id=self.node_id, cluster_id=self.cluster_id,
                                                      listeners=self.listeners, advertised=self.advertised)
+        if metrics is not None and metrics.http is not None:
+            register_status_page(metrics.http)
+            log.info(f"Status page on {metrics.http.url}/ (its data: {metrics.http.url}/v1/status.json)")
         try:
             highest_pid = self.load_logs()
             self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],

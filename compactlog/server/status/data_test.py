@@ -151,3 +151,34 @@ def test_groups_with_lag(tmp_path):
     assert g["partitions"] == [{"topic": "orders", "partition": 0, "committedOffset": 4,
                                 "logEndOffset": 10, "lag": 6}]
     st.datadir.close()
+
+
+def test_routes_on_the_http_listener(tmp_path):
+    import urllib.error
+    import urllib.request
+    from compactlog.server.metrics.listener import HttpListener
+    from compactlog.server.status.routes import register_status_page
+    st = make_state(tmp_path)
+    st.create_topic("t", 1, {"cleanup.policy": "compact"})
+    context = SimpleNamespace(state=None, background=None)       # the broker is loading its logs
+    http = HttpListener("127.0.0.1", 0, context=context)
+    register_status_page(http)
+    http.start()
+    try:
+        with urllib.request.urlopen(http.url + "/") as r:
+            assert r.headers["Content-Type"] == "text/html; charset=utf-8"
+            page = r.read().decode()
+        assert page.startswith("<!doctype html>") and 'const JSON_URL = "v1/status.json"' in page
+        assert "http://" not in page.replace(".org/2000/svg", "") and "https://" not in page   # nothing external
+        try:
+            urllib.request.urlopen(http.url + "/v1/status.json")
+            raise AssertionError("no 503 while loading")
+        except urllib.error.HTTPError as e:
+            assert e.code == 503 and json.loads(e.read())["status"] == "booting"
+        context.state = st
+        with urllib.request.urlopen(http.url + "/v1/status.json") as r:
+            doc = json.loads(r.read())
+        assert [t["name"] for t in doc["topics"]] == ["t"] and doc["broker"]["clusterId"] == "cluster"
+    finally:
+        http.stop()
+        st.datadir.close()

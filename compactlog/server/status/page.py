@@ -379,6 +379,7 @@ async function refresh() {
   const status = document.getElementById("updated");
   try {
     const r = await fetch(JSON_URL, {cache: "no-store", headers: {"Accept": "application/json"}});
+    if (r.status === 503) throw new Error("the broker is starting: it is loading its logs");
     if (!r.ok) throw new Error("HTTP " + r.status);
     last = await r.json();
     render(last);

@@ -1,35 +1,41 @@
-"""The status page's two routes, for whatever HTTP listener serves them: ``/`` (the HTML page)
-and ``/v1/status.json`` (its data). Each handler takes no argument and returns a ``Response``;
-the JSON is computed on each request (``status_data``), in the listener's thread, never on the
-broker's event loop."""
+"""The status page on the broker's HTTP listener (``metrics.listener``): ``/`` serves the page,
+``/v1/status.json`` its data. ``register_status_page`` adds both to a ``metrics.HttpListener``,
+whose ``context`` (the broker's ``BrokerMetrics``) gives the ``state`` and ``background`` to read.
+
+Handlers run in the listener's threads, never on the Kafka listener's event loop; the data is
+computed per request (``status_data``: in memory, no directory scan). Until the broker has
+loaded its logs (no ``state`` yet) the data answers 503, which the page shows as "starting".
+"""
 
 from __future__ import annotations
 
-import json
-from typing import Callable, NamedTuple
-
+from ..metrics.listener import HttpResponse, json_response
 from .data import status_data
 from .page import STATUS_JSON_PATH, render_status_page
 
-JSON_TYPE = "application/json; charset=utf-8"
 HTML_TYPE = "text/html; charset=utf-8"
+PAGE_PATH = "/"
+DATA_PATH = "/" + STATUS_JSON_PATH
+
+_page: bytes | None = None
 
 
-class Response(NamedTuple):
-    status: int
-    content_type: str
-    body: bytes
+def page_route(request) -> HttpResponse:
+    global _page
+    if _page is None:
+        _page = render_status_page().encode("utf-8")
+    return HttpResponse(200, _page, HTML_TYPE)
 
 
-def status_routes(state, background=None) -> dict[str, Callable[[], Response]]:
-    """path -> handler for a broker's ``state`` (a ``BrokerState``) and its cleaner threads
-    (``background``, a ``server.background.Background``)."""
-    page = render_status_page().encode("utf-8")
+def data_route(request) -> HttpResponse:
+    context = request.context
+    state = getattr(context, "state", None)
+    if state is None:
+        return json_response(503, {"status": "booting", "message": "the broker is loading its logs"})
+    return json_response(200, status_data(state, getattr(context, "background", None)))
 
-    def html() -> Response:
-        return Response(200, HTML_TYPE, page)
 
-    def data() -> Response:
-        return Response(200, JSON_TYPE, json.dumps(status_data(state, background), separators=(",", ":")).encode("utf-8"))
-
-    return {"/": html, "/" + STATUS_JSON_PATH: data}
+def register_status_page(listener) -> None:
+    """Serve the page and its data on ``listener`` (a ``metrics.HttpListener``)."""
+    listener.register_route(PAGE_PATH, page_route)
+    listener.register_route(DATA_PATH, data_route)
