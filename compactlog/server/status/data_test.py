@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+from compactlog.cleaner.activity import CleanerActivity
 from compactlog.cleaner.cleaner import Cleaner
 from compactlog.cleaner.executor import InProcessExecutor
 from compactlog.cleaner.manager import CleanerManager
@@ -32,28 +33,11 @@ def partition(doc, topic, p=0):
     return t, next(x for x in t["partitions"] if x["partition"] == p)
 
 
-class FakeActivity:
-    """The parts of ``Background.activity`` the status page reads."""
-
-    def __init__(self):
-        self.health = {}
-        self.cleanings = []
-
-    def threads(self):
-        return dict(self.health)
-
-    def recent(self):
-        return list(self.cleanings)
-
-
 class FakeBackground:
+    """What the status page reads of ``server.background.Background``: its ``activity``."""
+
     def __init__(self):
-        self.activity = FakeActivity()
-
-
-def health(dead_since_ms=None, last_error=None, deaths=0, restart_at_ms=None):
-    return SimpleNamespace(dead_since_ms=dead_since_ms, last_error=last_error, deaths=deaths,
-                           restart_at_ms=restart_at_ms)
+        self.activity = CleanerActivity()
 
 
 def test_segments_sections_and_checkpoint_before_and_after_a_clean(tmp_path):
@@ -101,24 +85,24 @@ def test_threads_and_recent_cleanings(tmp_path):
     st = make_state(tmp_path)
     st.datadir.create_topic("t", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
     bg = FakeBackground()
-    bg.activity.health = {"kafka-log-cleaner-thread-0": health()}
+    name = "kafka-log-cleaner-thread-0"
+    bg.activity.thread_started(name)
     stats = CleanerStats(messages_read=10, messages_written=4, start_s=1.0, end_s=1.25, removed={"superseded": 6})
-    bg.activity.cleanings = [
-        SimpleNamespace(topic="t", partition=0, finished_ms=T0 - 10, result="ok", engine="local",
-                        thread="kafka-log-cleaner-thread-0", stats=stats, start_size=900, end_size=300, error=None),
-        SimpleNamespace(topic="t", partition=0, finished_ms=T0 - 5, result="failed", engine="spark",
-                        thread="kafka-log-cleaner-thread-0", stats=None, start_size=0, end_size=0, error="boom")]
+    ok = SimpleNamespace(topic="t", partition=0, cleaned=True, aborted=False, error=None, stats=stats,
+                         start_size=900, end_size=300)
+    failed = SimpleNamespace(topic="t", partition=0, cleaned=False, aborted=False, error="boom", stats=None,
+                             start_size=0, end_size=0)
+    bg.activity.record(name, [ok], "local", T0 - 10)
+    bg.activity.record(name, [failed], "spark", T0 - 5)
     doc = status_data(st, bg, T0)["cleaner"]
     (thread,) = doc["threads"]
-    assert (thread["name"], thread["state"], thread["alive"], thread["partitions"]) == \
-        ("kafka-log-cleaner-thread-0", "idle", True, [])
-    failed, ok = doc["recentCleanings"]              # newest first
-    assert (failed["result"], failed["error"], failed["durationSeconds"], failed["recordsRemoved"]) == \
+    assert (thread["name"], thread["state"], thread["alive"], thread["partitions"]) == (name, "idle", True, [])
+    newest, oldest = doc["recentCleanings"]
+    assert (newest["result"], newest["error"], newest["durationSeconds"], newest["recordsRemoved"]) == \
         ("failed", "boom", None, None)
-    assert ok == {"topic": "t", "partition": 0, "endedMs": T0 - 10, "result": "ok", "engine": "local",
-                  "thread": "kafka-log-cleaner-thread-0", "durationSeconds": 0.25, "recordsRead": 10,
-                  "recordsRemoved": 6, "removed": {"superseded": 6}, "bytesBefore": 900, "bytesAfter": 300,
-                  "error": None}
+    assert oldest == {"topic": "t", "partition": 0, "endedMs": T0 - 10, "result": "ok", "engine": "local",
+                      "thread": name, "durationSeconds": 0.25, "recordsRead": 10, "recordsRemoved": 6,
+                      "removed": {"superseded": 6}, "bytesBefore": 900, "bytesAfter": 300, "error": None}
     # a partition being cleaned is the one thread's; a dead thread says since when and why
     manager = CleanerManager.for_datadir(st.datadir)
     fill(st.log("t", 0), 4)
@@ -127,10 +111,11 @@ def test_threads_and_recent_cleanings(tmp_path):
     doc = status_data(st, bg, T0)["cleaner"]
     assert doc["inProgress"] == ["t-0"] and doc["threads"][0]["state"] == "cleaning"
     assert doc["threads"][0]["partitions"] == ["t-0"]
-    bg.activity.health = {"kafka-log-cleaner-thread-0": health(T0 - 1000, "RuntimeError: x", 1, T0 + 1000)}
+    bg.activity.thread_died(name, "RuntimeError: x", T0 - 1000, lambda deaths: 2000)
     (thread,) = status_data(st, bg, T0)["cleaner"]["threads"]
     assert (thread["state"], thread["alive"], thread["deadSinceMs"], thread["lastError"], thread["deaths"],
-            thread["restartAtMs"]) == ("dead", False, T0 - 1000, "RuntimeError: x", 1, T0 + 1000)
+            thread["restartAtMs"], thread["partitions"]) == ("dead", False, T0 - 1000, "RuntimeError: x", 1,
+                                                             T0 + 1000, [])
     manager.done_cleaning(*grabbed.key)
     st.datadir.close()
 
