@@ -33,8 +33,8 @@ COMMAND_TIMEOUT_S = 30
 # headless; no first-run work, no network of its own, no GPU, no sandbox (root in a container)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio",
-         "--remote-debugging-pipe"]
+         "--disable-extensions", "--disable-breakpad", "--disable-crash-reporter", "--disable-dev-shm-usage",
+         "--hide-scrollbars", "--mute-audio", "--remote-debugging-pipe"]
 
 
 class BrowserError(AssertionError):
