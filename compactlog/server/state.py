@@ -238,6 +238,7 @@ class BrokerState:
     apis: object = None                  # the advertised SupportedApis (set at start)
     groups: object = None                # the GroupCoordinatorService (set at start)
     transactions: object = None          # the TransactionCoordinatorService (set at start)
+    metrics: object = None               # the BrokerMetrics (server/metrics), None when not served
 
     @property
     def broker(self):

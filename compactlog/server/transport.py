@@ -46,8 +46,11 @@ class BrokerServer:
     """Listeners, connections and the worker pool of one broker."""
 
     def __init__(self, state: BrokerState, table: dict[int, Api], apis: SupportedApis,
-                 executor, *, max_request_size: int, idle_ms: int):
+                 executor, *, max_request_size: int, idle_ms: int, observer=None):
         self.state = state
+        # the RequestObserver (server/metrics/requests.py): told of each request's start, its
+        # answer and its end, and of each connection; None: nothing is measured
+        self.observer = observer
         self.table = table
         self.apis = apis
         self.executor = executor
@@ -138,6 +141,8 @@ class BrokerConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        if self.server.observer is not None:
+            self.server.observer.connection_opened(self)
         # the connection's task inherits this context: its handlers see the client's address
         CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
         self.task = asyncio.get_running_loop().create_task(self._serve())
@@ -161,6 +166,8 @@ class BrokerConnection(asyncio.Protocol):
         if self._can_write is not None and not self._can_write.done():
             self._can_write.set_result(None)
         self.server.connections.discard(self)
+        if self.server.observer is not None:
+            self.server.observer.connection_closed(self)
 
     def pause_writing(self) -> None:
         if self._can_write is None or self._can_write.done():
@@ -214,6 +221,16 @@ class BrokerConnection(asyncio.Protocol):
 
     async def _handle(self, request: Request) -> bool:
         """Handle one request and send its answer; False when the connection must close."""
+        observer = self.server.observer
+        if observer is None:
+            return await self._answer(request, None)
+        timer = observer.request_started(request)
+        try:
+            return await self._answer(request, timer)
+        finally:
+            observer.request_sent(timer)
+
+    async def _answer(self, request: Request, timer) -> bool:
         api = self.server.table.get(request.api_key)
         state = self.server.state
         body = None
@@ -223,9 +240,12 @@ class BrokerConnection(asyncio.Protocol):
             if api.mode == INLINE:
                 body = api.handler(state, request)
             elif api.mode == ASYNC:
-                body = await api.handler(state, request, self.server.run)
-            else:
+                body = await api.handler(state, request, self.server.run if timer is None
+                                         else timer.run(self.server.run))
+            elif timer is None:
                 body = await self.server.run(api.handler, state, request)
+            else:
+                body = await self.server.run(timer.in_worker, api.handler, state, request)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -238,6 +258,8 @@ class BrokerConnection(asyncio.Protocol):
             if not isinstance(declared, ApiHandler):
                 return False        # no error response to give: the connection closes
             body = declared.error_body(request, code, f"{type(e).__name__}: {e}")
+        if timer is not None:
+            self.server.observer.request_answered(timer, body)
         out = self.conn.send(request, body)
         if out is None:
             return True             # acks=0: nothing to send
