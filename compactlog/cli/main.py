@@ -31,6 +31,7 @@ def _register() -> None:
     from . import serve  # noqa: F401
     from . import consumer_groups  # noqa: F401
     from . import transactions  # noqa: F401
+    from . import acls  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:
