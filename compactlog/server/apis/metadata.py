@@ -51,8 +51,8 @@ def handle_metadata(state: BrokerState, request):
                     continue
             results.append(_requested_topic(state, cls, name, allow_auto, want_ops, ids))
 
-    brokers = (build(broker_cls, node_id=state.node_id, host=state.advertised.host,
-                     port=state.advertised.port, rack=None),)
+    me = state.advertised_for(request)
+    brokers = (build(broker_cls, node_id=state.node_id, host=me.host, port=me.port, rack=None),)
     cluster_ops = CLUSTER_OPERATIONS if getattr(body, "include_cluster_authorized_operations", False) \
         else OPERATIONS_NOT_REQUESTED
     return build(cls, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=state.cluster_id,
