@@ -42,12 +42,64 @@ class ClientLog(logging.Handler):
         return f" (last connection problem: {self.last})" if self.last else ""
 
 
-def admin_client(bootstrap: str):
+def admin_client(bootstrap: str, security: dict | None = None):
+    """confluent-kafka's AdminClient; ``security``: client settings (``client_config``)."""
     from confluent_kafka.admin import AdminClient
     # a Metadata request naming a topic must not create it (kafka-topics.sh and kcat -L ask about
     # topics that may not exist)
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": TIMEOUT_S * 1000,
-                        "allow.auto.create.topics": False, **ClientLog().config()})
+                        "allow.auto.create.topics": False, **(security or {}), **ClientLog().config()})
+
+
+# -- SCRAM users (DescribeUserScramCredentials, AlterUserScramCredentials) ----------------------------
+
+def describe_scram_users(bootstrap: str, users: list[str] | None,
+                         command_config: str | None) -> dict[str, list[tuple[int, int]]]:
+    """user -> [(mechanism type, iterations)]; a named user without credentials maps to []."""
+    from confluent_kafka import KafkaException
+    from .client_config import read_command_config
+    admin = admin_client(bootstrap, read_command_config(command_config))
+    out: dict[str, list[tuple[int, int]]] = {}
+    if users:
+        futures = admin.describe_user_scram_credentials(users)
+        for user, future in futures.items():
+            try:
+                description = future.result(timeout=TIMEOUT_S)
+            except KafkaException as e:
+                err = e.args[0] if e.args else e
+                if hasattr(err, "name") and err.name() == "RESOURCE_NOT_FOUND":
+                    out[user] = []
+                    continue
+                raise BrokerError(f"user {user!r}: {err.name() if hasattr(err, 'name') else ''}: "
+                                  f"{err.str() if hasattr(err, 'str') else err}") from None
+            out[user] = _infos(description)
+        return out
+    for user, description in sorted(result(admin.describe_user_scram_credentials(), "users").items()):
+        out[user] = _infos(description)
+    return out
+
+
+def _infos(description) -> list[tuple[int, int]]:
+    return sorted((int(i.mechanism.value), int(i.iterations)) for i in description.scram_credential_infos)
+
+
+def alter_scram_users(bootstrap: str, user: str, upserts: dict[str, dict], deletions: list[str],
+                      command_config: str | None) -> None:
+    """One request per mechanism (Kafka accepts one alteration per user and request); the client
+    salts the password, so only the salted form travels."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    from .client_config import read_command_config
+    admin = admin_client(bootstrap, read_command_config(command_config))
+    mechanism = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
+    alterations = [UserScramCredentialDeletion(user, mechanism[m]) for m in deletions]
+    alterations += [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism[m], o["iterations"]),
+                                                 o["password"].encode("utf-8"))
+                    for m, o in upserts.items()]
+    for alteration in alterations:
+        futures = admin.alter_user_scram_credentials([alteration])
+        for name, future in futures.items():
+            result(future, f"user {name!r}")
 
 
 def result(future, what: str):

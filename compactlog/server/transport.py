@@ -184,7 +184,8 @@ class BrokerConnection(asyncio.Protocol):
     def eof_received(self):
         self.eof = True
         self._data_ready.set()
-        return True         # keep the socket for the answers still owed
+        # keep the socket for the answers still owed (TLS cannot: a TLS close ends both ways)
+        return not self.tls
 
     def connection_lost(self, exc) -> None:
         self.lost = True
