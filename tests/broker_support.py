@@ -129,3 +129,12 @@ def wait_until(predicate, timeout: float = 30, interval: float = 0.1, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def free_port() -> int:
+    """A loopback port free at this moment, for a setting that must name its port (the broker
+    binds port 0 where it may: see ``Broker``)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -3,7 +3,8 @@ module starts on a free loopback port.
 
 Shell blocks run command by command through bash in a scratch directory (so the README's relative
 paths, ``build/broker-data`` included, land there), with ``compactlog`` the CLI under test; each
-command must exit 0. ``127.0.0.1:9092`` becomes the broker's address, and the README's absolute
+command must exit 0. ``127.0.0.1:9092`` becomes the broker's address, ``127.0.0.1:9644`` its HTTP
+listener's, and the README's absolute
 paths become directories prepared here: ``/backup/kafka-logs`` a data dir holding an ``orders``
 topic (two partitions, keyed records), ``/copy/kafka-logs`` a copy of it, ``/data/archive`` an empty
 data dir. The README's ``serve`` line is the broker this module started; commands that run until
@@ -17,6 +18,7 @@ left out here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -27,7 +29,7 @@ import time
 
 import pytest
 
-from broker_support import COMMAND, KCAT, Broker
+from broker_support import COMMAND, KCAT, Broker, free_port
 from test_readme_transactions import section_blocks as transactions_blocks
 
 pytest.importorskip("confluent_kafka")
@@ -72,7 +74,10 @@ def world(tmp_path_factory):
     shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{w}'" for w in COMMAND) + ' "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    broker = Broker(work / "build" / "broker-data").start()
+    # the README's HTTP listener, 127.0.0.1:9644, on a port free here (a named one: `cleaner status
+    # --bootstrap-server` reads it back from the broker's metrics.listener)
+    metrics_address = f"127.0.0.1:{free_port()}"
+    broker = Broker(work / "build" / "broker-data", {"metrics.listener": metrics_address}).start()
     try:
         backup, copy, archive = work / "backup-kafka-logs", work / "copy-kafka-logs", work / "archive"
         _cli(env, work, "--data-dir", backup, "topics", "create", "--topic", "orders", "--partitions", "2")
@@ -85,7 +90,7 @@ def world(tmp_path_factory):
         # what the README's Transactions section (run by its own module) leaves on the broker
         _cli(env, work, "topics", "create", "--bootstrap-server", broker.bootstrap, "--topic", "orders",
              "--partitions", "2")
-        subs = {"127.0.0.1:9092": broker.bootstrap, "/backup/kafka-logs": str(backup),
+        subs = {"127.0.0.1:9092": broker.bootstrap, "127.0.0.1:9644": metrics_address, "/backup/kafka-logs": str(backup),
                 "/copy/kafka-logs": str(copy), "/data/archive": str(archive)}
         yield {"work": work, "env": env, "broker": broker, "subs": subs}
     finally:
@@ -219,5 +224,10 @@ def _check_outputs(outputs: dict[str, str]) -> None:
         elif "configs --bootstrap-server" in command and "--describe --entity-type topics" in command:
             assert out.splitlines()[0] == "Dynamic configs for topic payments are:"
             assert any(x.startswith("  cleanup.policy=compact,delete sensitive=false") for x in out.splitlines())
+        elif command.startswith("compactlog cleaner status --bootstrap-server"):
+            assert "prices-0" in out and "prices-2" in out and "max-dirty-percent" in out, out
+        elif command.startswith("compactlog cleaner status --metrics-url"):
+            rows = [json.loads(line) for line in out.splitlines()]
+            assert {r["topic"] for r in rows[:-1]} >= {"prices", "__consumer_offsets"} and "maxDirtyPercent" in rows[-1]
         elif command.startswith("compactlog metadata"):
             assert "(controller)" in out and 'topic "payments" with 2 partitions:' in out

@@ -29,9 +29,12 @@ from .background import Background
 from .groups.service import for_broker as group_coordinator_for
 from .txn.service import for_broker as transaction_coordinator_for
 from .dispatch import advertised_apis, dispatch_table
+from .metrics import BrokerMetrics
+from .metrics.health import NOT_RUNNING, RUNNING, SHUTTING_DOWN, shutdown_hold
 from .security.credentials import CredentialCache
 from .security.listeners import DEFAULT_PROTOCOL_MAP, BrokerSecurity, parse_protocol_map
 from .state import BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
+from .status.routes import register_status_page
 from .transport import BrokerServer, pid_cpu_seconds
 
 log = logging.getLogger("kafka.server.KafkaServer")
@@ -92,6 +95,7 @@ class Broker:
         self.bound: list[tuple[str, int]] = []
         self.server: BrokerServer | None = None
         self.state: BrokerState | None = None
+        self.metrics: BrokerMetrics | None = None
 
     def load_logs(self) -> int:
         """Open (and so recover) every partition, as LogManager.loadLogs at start-up."""
@@ -110,16 +114,29 @@ class Broker:
 
     def run(self) -> int:
         """Serve until SIGINT/SIGTERM; the exit code."""
-        # TLS stores, SASL settings and the credentials file are checked before any log is opened
+        # TLS stores, SASL settings and the credentials file are checked before anything opens
         security = BrokerSecurity(self.datadir.broker.props, self.listeners,
                                   CredentialCache(self.datadir.path))
-        highest_pid = self.load_logs()
-        self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],
-                                 producer_ids=ProducerIdManager(self.datadir.path, highest_pid))
-        self.state.security = security
-        group_coordinator_for(self.state)
-        transaction_coordinator_for(self.state)
-        return asyncio.run(self._main())
+        # the metrics listener first: the probes answer (503) while the logs load
+        metrics = self.metrics = BrokerMetrics.start(self.datadir, node_id=self.node_id, cluster_id=self.cluster_id,
+                                                     listeners=self.listeners, advertised=self.advertised)
+        if metrics is not None and metrics.http is not None:
+            register_status_page(metrics.http)
+            log.info(f"Status page on {metrics.http.url}/ (its data: {metrics.http.url}/v1/status.json)")
+        try:
+            highest_pid = self.load_logs()
+            self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],
+                                     producer_ids=ProducerIdManager(self.datadir.path, highest_pid))
+            self.state.security = security
+            if metrics is not None:
+                metrics.attach(state=self.state)
+            group_coordinator_for(self.state)
+            transaction_coordinator_for(self.state)
+            return asyncio.run(self._main())
+        finally:
+            if metrics is not None:
+                metrics.lifecycle.set(NOT_RUNNING)
+                metrics.stop()
 
     async def _main(self) -> int:
         loop = asyncio.get_running_loop()
@@ -131,10 +148,12 @@ class Broker:
         state.apis = apis
         pool = ThreadPoolExecutor(broker.get("num.io.threads"),
                                   thread_name_prefix="data-plane-kafka-request-handler")
+        metrics = self.metrics
         server = self.server = BrokerServer(state, table, apis, pool,
                                             max_request_size=broker.get("socket.request.max.bytes"),
                                             idle_ms=broker.get("connections.max.idle.ms"),
-                                            security=state.security)
+                                            security=state.security,
+                                            observer=metrics.requests if metrics is not None else None)
         stop = asyncio.Event()
         # __consumer_offsets and __transaction_state partitions are marked loading before any
         # request can arrive; the transaction coordinator loads once the groups are loaded
@@ -159,12 +178,17 @@ class Broker:
             self.datadir.lock.note_broker_address(str(state.advertised).split("://", 1)[1])
         background = Background(state, make_executor(self.engine, self.spark_master))
         background.start()
+        if metrics is not None:
+            metrics.attach(server=server, pool=pool, loop=loop, background=background)
+            metrics.lifecycle.set(RUNNING)
 
         def on_signal(name: str) -> None:
             if stop.is_set():
                 log.info(f"[KafkaServer id={self.node_id}] {name} received again; already shutting down")
             else:
                 log.info(f"[KafkaServer id={self.node_id}] {name} received: shutting down")
+            if metrics is not None:
+                metrics.lifecycle.set(SHUTTING_DOWN)
             stop.set()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -176,6 +200,9 @@ class Broker:
             await stop.wait()
         finally:
             log.info(f"[KafkaServer id={self.node_id}] shutting down")
+            if metrics is not None:
+                metrics.lifecycle.set(SHUTTING_DOWN)
+                await shutdown_hold()
             state.groups.unload()           # parked JoinGroup/SyncGroup answer now
             await server.stop(SHUTDOWN_GRACE_S)
             await loop.run_in_executor(None, state.transactions.stop)

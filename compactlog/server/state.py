@@ -243,6 +243,7 @@ class BrokerState:
     apis: object = None                  # the advertised SupportedApis (set at start)
     groups: object = None                # the GroupCoordinatorService (set at start)
     transactions: object = None          # the TransactionCoordinatorService (set at start)
+    metrics: object = None               # the BrokerMetrics (server/metrics), None when not served
     security: object = None              # security.listeners.BrokerSecurity (set at start)
     # listener name -> its advertised endpoint: a client is told the endpoint of the listener its
     # request came on (security.md §1.1)

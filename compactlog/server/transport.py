@@ -64,9 +64,12 @@ class BrokerServer:
     """Listeners, connections and the worker pool of one broker."""
 
     def __init__(self, state: BrokerState, table: dict[int, Api], apis: SupportedApis,
-                 executor, *, max_request_size: int, idle_ms: int, security=None):
+                 executor, *, max_request_size: int, idle_ms: int, security=None, observer=None):
         self.state = state
         self.security = security          # security.listeners.BrokerSecurity, or None: all PLAINTEXT
+        # the RequestObserver (server/metrics/requests.py): told of each request's start, its
+        # answer and its end, and of each connection; None: nothing is measured
+        self.observer = observer
         self.table = table
         self.apis = apis
         self.executor = executor
@@ -167,6 +170,8 @@ class BrokerConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        if self.server.observer is not None:
+            self.server.observer.connection_opened(self)
         # the connection's task inherits this context: its handlers see the client's address
         CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
         if self.tls:
@@ -193,6 +198,8 @@ class BrokerConnection(asyncio.Protocol):
         if self._can_write is not None and not self._can_write.done():
             self._can_write.set_result(None)
         self.server.connections.discard(self)
+        if self.server.observer is not None:
+            self.server.observer.connection_closed(self)
 
     def pause_writing(self) -> None:
         if self._can_write is None or self._can_write.done():
@@ -256,6 +263,16 @@ class BrokerConnection(asyncio.Protocol):
 
     async def _handle(self, request: Request) -> bool:
         """Handle one request and send its answer; False when the connection must close."""
+        observer = self.server.observer
+        if observer is None:
+            return await self._respond(request, None)
+        timer = observer.request_started(request)
+        try:
+            return await self._respond(request, timer)
+        finally:
+            observer.request_sent(timer)
+
+    async def _respond(self, request: Request, timer) -> bool:
         api = self.server.table.get(request.api_key)
         state = self.server.state
         body = None
@@ -265,9 +282,12 @@ class BrokerConnection(asyncio.Protocol):
             if api.mode == INLINE:
                 body = api.handler(state, request)
             elif api.mode == ASYNC:
-                body = await api.handler(state, request, self.server.run)
-            else:
+                body = await api.handler(state, request, self.server.run if timer is None
+                                         else timer.run(self.server.run))
+            elif timer is None:
                 body = await self.server.run(api.handler, state, request)
+            else:
+                body = await self.server.run(timer.in_worker, api.handler, state, request)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -280,10 +300,24 @@ class BrokerConnection(asyncio.Protocol):
             if not isinstance(declared, ApiHandler):
                 return False        # no error response to give: the connection closes
             body = declared.error_body(request, code, f"{type(e).__name__}: {e}")
+        if timer is not None:
+            self.server.observer.request_answered(timer, body)
         return await self._answer(request, body)
 
+    async def _answer_observed(self, request: Request, body) -> bool:
+        """Send an answer made here (SASL steps), measured as a handled request is."""
+        observer = self.server.observer
+        if observer is None:
+            return await self._answer(request, body)
+        timer = observer.request_started(request)
+        try:
+            observer.request_answered(timer, body)
+            return await self._answer(request, body)
+        finally:
+            observer.request_sent(timer)
+
     async def _answer(self, request: Request, body) -> bool:
-        """Send a handler's answer; False when the connection must close."""
+        """Send an answer; False when the connection must close."""
         out = self.conn.send(request, body)
         if out is None:
             return True             # acks=0: nothing to send
@@ -416,7 +450,7 @@ class BrokerConnection(asyncio.Protocol):
         if action is sasl_steps.DISPATCH:
             return await self._handle(request)
         if action is sasl_steps.SEND:
-            return await self._answer(request, step.body)
+            return await self._answer_observed(request, step.body)
         if action is sasl_steps.SEND_RAW:
             self.transport.write(_SIZE.pack(len(step.token)) + step.token)
             return True
@@ -435,7 +469,7 @@ class BrokerConnection(asyncio.Protocol):
             if isinstance(declared, ApiHandler):
                 body = declared.error_body(request, step.error_code, step.message)
         if body is not None and request is not None and not self.lost:
-            await self._answer(request, body)
+            await self._answer_observed(request, body)
         return False
 
 

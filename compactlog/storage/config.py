@@ -164,6 +164,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     # cluster (v1 __transaction_state values, KIP-890 epoch rules for the coordinator's own aborts);
     # 0 and 1 for tests (v0 values at 0)
     ConfigDef("compactlog.transaction.version", "int", 2, check=between(0, 2)),
+    # the HTTP listener of /metrics and the health endpoints (server/metrics; empty: none)
+    ConfigDef("metrics.listener", "string", "127.0.0.1:9644"),
+    ConfigDef("metrics.listener.allow.non.loopback", "bool", False),
+    ConfigDef("metrics.partition.level", "bool", True),
 ]}
 
 

@@ -259,6 +259,12 @@ BROKER_DOCS = {
     "compactlog.cleaner.map": "Where the offset map is built: in one task, distributed, or chosen by size.",
     "compactlog.transaction.version": "Transaction protocol level of the coordinator (Kafka's "
                                       "transaction.version feature): 2, or 0 and 1 for tests.",
+    "metrics.listener": "host:port of the HTTP listener serving /metrics and the health endpoints "
+                        "(loopback by default; empty: no listener, no metrics).",
+    "metrics.listener.allow.non.loopback": "Whether metrics.listener may bind an address other than "
+                                           "loopback (the endpoint has no TLS or authentication).",
+    "metrics.partition.level": "Whether the per-partition metric series are served (false above a few "
+                               "thousand partitions).",
 }
 
 

@@ -129,8 +129,13 @@ def read_fetch(state: BrokerState, body, version: int,
                             else ErrorCode.unknown_leader_epoch
                         pr = PartitionRead(p.partition, code)
                     else:
-                        pr = read_partition(log, p.fetch_offset, min(p.partition_max_bytes, limit),
-                                            min_one, committed, zero_copy_min)
+                        try:
+                            pr = read_partition(log, p.fetch_offset, min(p.partition_max_bytes, limit),
+                                                min_one, committed, zero_copy_min)
+                        except Exception:
+                            if state.metrics is not None:       # FailedFetchRequestsPerSec
+                                state.metrics.topic_stats.fetch_failed(t.topic)
+                            raise
                 n = len(pr.records)
                 if n:
                     limit = max(0, limit - n)
@@ -159,7 +164,7 @@ async def handle_fetch(state: BrokerState, request, run):
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
     if max_wait <= 0 or body.min_bytes <= 0 or not keys:
         result = await _read(run, state, body, version)
-        return encode_result(request, result)
+        return _answer(state, request, result)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait
     event = asyncio.Event()
@@ -171,7 +176,7 @@ async def handle_fetch(state: BrokerState, request, run):
             remaining = deadline - loop.time()
             if result.bytes >= body.min_bytes or result.has_error or remaining <= 0 \
                     or state.closing.is_set():
-                return encode_result(request, result)
+                return _answer(state, request, result)
             result.close()
             if not event.is_set():
                 try:
@@ -180,6 +185,12 @@ async def handle_fetch(state: BrokerState, request, run):
                     pass
     finally:
         state.appends.unregister(keys, event)
+
+
+def _answer(state: BrokerState, request, result: FetchRead) -> EncodedResponse:
+    if state.metrics is not None:       # bytes out per topic and the error codes (BrokerTopicMetrics)
+        state.metrics.fetch_answered(result)
+    return encode_result(request, result)
 
 
 async def _read(run, state, body, version) -> FetchRead:

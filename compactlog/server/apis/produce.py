@@ -198,6 +198,7 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
     body = request.body
     acks = body.acks
     guard = None
+    stats = state.metrics.topic_stats if state.metrics is not None else None
     try:
         if txn is not None and verify:
             producer_id, epoch, sequence = txn
@@ -216,9 +217,15 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
                            f"min.insync.replicas={log.config.get('min.insync.replicas')}")
         info = log.append_as_leader(records, verification_guard=guard)
     except _Refused as r:
+        if stats is not None:
+            stats.append_failed(name, len(records))
         return _failed(p_cls, e_cls, index, r.code, r.message, r.record_errors, log)
     except CompactlogError as e:
+        if stats is not None:
+            stats.append_error(name, len(records), e)
         return _failed(p_cls, e_cls, index, e.kafka_error, str(e), getattr(e, "record_errors", ()), log)
+    if stats is not None:       # BrokerTopicMetrics, per batch (ReplicaManager.appendToLocalLog)
+        stats.appended(name, info.records, len(records), info.duplicate)
     if not info.duplicate:
         appended.append((name, index))
     append_time = info.max_timestamp if log.config.get("message.timestamp.type") == LOG_APPEND_TIME else None

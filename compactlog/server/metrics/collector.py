@@ -1,0 +1,196 @@
+"""The broker's state as metrics, read at scrape time: one collector, no second copy.
+
+Kafka registers gauges that read its objects when JMX asks (``UnifiedLog.newMetrics``,
+``ReplicaManager``, ``GroupMetadataManager``, ``KafkaServer``'s BrokerState); this collector does
+the same for everything the broker already holds: per partition (``kafka.log:type=Log``: size,
+segments, log start and end offsets; ``kafka.cluster:type=Partition``: replicas, ISR status, last
+stable offset lag) read under the partition's lock, the ``ReplicaManager`` counts and the
+single-node constants (metrics.md §4.5), the groups by state (under the coordinator's lock), the
+open transactions, the connections, the worker pool's queue, the event loop's and handler
+threads' idle ratios, the data dir's disk, and BrokerState. A deleted topic's partitions are no
+longer in ``DataDir.logs``, so their series are gone from the next scrape by themselves.
+
+``metrics.partition.level=false`` drops the per-partition families (the largest part of a scrape).
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ... import __version__
+from ..groups.classic_group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+
+
+def gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = None) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(name, doc, labels=list(labels or ()))
+    g.add_metric(list((labels or {}).values()), value)
+    return g
+
+
+def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+class PartitionReading:
+    __slots__ = ("topic", "partition", "size", "segments", "start", "end", "lso", "producers", "open_txns")
+
+
+def read_partitions(datadir) -> list[PartitionReading]:
+    """Every open partition's numbers, each read under its lock."""
+    out = []
+    for (topic, partition), log in sorted(list(datadir.logs.items())):
+        r = PartitionReading()
+        with log.lock:
+            if log.closed or log.deleted:
+                continue
+            segments = log.segments
+            r.topic, r.partition = topic, str(partition)
+            r.size = segments.size_in_bytes()
+            r.segments = len(segments)
+            r.start = log.log_start_offset
+            r.end = log.log_end_offset
+            r.lso = log.last_stable_offset
+            ps = log.producer_state
+            r.producers = len(ps.producers)
+            r.open_txns = len(ps.ongoing_txns)
+        out.append(r)
+    return out
+
+
+class BrokerStateCollector:
+    """Registered once per broker; ``metrics`` is the ``BrokerMetrics`` (state attached as the
+    broker starts: before the logs are loaded only BrokerState and the build are served)."""
+
+    def __init__(self, metrics):
+        self.metrics = metrics
+
+    def collect(self):
+        m = self.metrics
+        yield gauge("kafka_server_kafkaserver_brokerstate", "Kafka's BrokerState: 1 starting, 2 recovering, "
+                    "3 running, 7 shutting down", m.lifecycle.state)
+        yield gauge("compactlog_build_info", "The compactlog version serving", 1, {"version": __version__})
+        yield gauge("compactlog_uptime_seconds", "Seconds since the broker process started", m.lifecycle.uptime_s)
+        if m.datadir is not None:
+            yield from self._disk(m.datadir.path)
+        state = m.state
+        if state is None:
+            return
+        readings = read_partitions(state.datadir)
+        m.live_topics = {r.topic for r in readings}
+        yield from self._replica_manager(readings)
+        if m.partition_level:
+            yield from self._partitions(readings)
+        yield gauge("compactlog_transactions_ongoing", "Open transactions holding back partitions' last "
+                    "stable offset (and so the cleaner)", sum(r.open_txns for r in readings))
+        yield from self._groups(getattr(state, "groups", None))
+        yield from self._network()
+
+    # -- logs and partitions
+    def _partitions(self, readings):
+        fams = [
+            ("kafka_log_log_size", "Bytes of the partition's log segments", lambda r: r.size),
+            ("kafka_log_log_numlogsegments", "Segments of the partition", lambda r: r.segments),
+            ("kafka_log_log_logstartoffset", "The partition's log start offset", lambda r: r.start),
+            ("kafka_log_log_logendoffset", "The partition's log end offset", lambda r: r.end),
+            ("kafka_cluster_partition_laststableoffsetlag", "Log end offset minus last stable offset (open "
+             "transactions)", lambda r: r.end - r.lso),
+        ]
+        labels = ["topic", "partition"]
+        for name, doc, value in fams:
+            g = GaugeMetricFamily(name, doc, labels=labels)
+            for r in readings:
+                g.add_metric((r.topic, r.partition), value(r))
+            yield g
+        # one replica, which is the whole ISR: the values a real single-node Kafka reports
+        for name, doc, value in (("kafka_cluster_partition_replicascount", "Replicas (one node)", 1),
+                                 ("kafka_cluster_partition_underminisr", "Under min ISR (never: RF 1)", 0),
+                                 ("kafka_cluster_partition_atminisr", "At min ISR (always with RF 1, as Kafka "
+                                                                      "reports it)", 1)):
+            g = GaugeMetricFamily(name, doc, labels=labels)
+            for r in readings:
+                g.add_metric((r.topic, r.partition), value)
+            yield g
+
+    def _replica_manager(self, readings):
+        n = len(readings)
+        yield gauge("kafka_server_replicamanager_partitioncount", "Partitions on this node", n)
+        yield gauge("kafka_server_replicamanager_leadercount", "Partitions led by this node (all)", n)
+        yield gauge("kafka_server_replicamanager_atminisrpartitioncount", "Partitions at min ISR (all with "
+                    "one replica, as Kafka counts them)", n)
+        for name in ("underreplicatedpartitions", "underminisrpartitioncount", "offlinereplicacount",
+                     "reassigningpartitions"):
+            yield gauge(f"kafka_server_replicamanager_{name}", "Always 0 on one node", 0)
+        yield gauge("kafka_server_replicamanager_produceridcount", "Producer ids in the partitions' producer state",
+                    sum(r.producers for r in readings))
+        for name in ("isrshrinks", "isrexpands", "failedisrupdates"):
+            yield counter(f"kafka_server_replicamanager_{name}", "Always 0 on one node", 0)
+        yield gauge("kafka_controller_kafkacontroller_activecontrollercount", "This node answers as its own "
+                    "controller", 1)
+        yield gauge("kafka_controller_kafkacontroller_offlinepartitionscount", "Always 0 on one node", 0)
+        yield counter("kafka_controller_controllerstats_uncleanleaderelections", "Always 0 on one node", 0)
+        yield gauge("kafka_log_logmanager_offlinelogdirectorycount", "Data dirs offline after an I/O error", 0)
+
+    # -- groups (GroupMetadataManager's gauges, group-coordinator-metrics' counts)
+    def _groups(self, service):
+        if service is None:
+            return
+        by_state = dict.fromkeys((PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, EMPTY, DEAD), 0)
+        with service.lock:
+            shard = service.coordinator
+            for g in shard.groups.values():
+                by_state[g.state] = by_state.get(g.state, 0) + 1
+            offsets = shard.offset_manager.offsets
+            num_offsets = sum(len(parts) for by_topic in offsets.values() for parts in by_topic.values())
+            commits = shard.offset_manager.commits
+            expirations = shard.offset_manager.expired_offsets
+            rebalances = shard.group_manager.completed_rebalances
+        prefix = "kafka_coordinator_group_groupmetadatamanager_"
+        yield gauge(prefix + "numgroups", "Groups", sum(by_state.values()))
+        yield gauge(prefix + "numoffsets", "Committed offsets: (group, partition) pairs", num_offsets)
+        for state, name in ((PREPARING_REBALANCE, "numgroupspreparingrebalance"),
+                            (COMPLETING_REBALANCE, "numgroupscompletingrebalance"), (STABLE, "numgroupsstable"),
+                            (EMPTY, "numgroupsempty"), (DEAD, "numgroupsdead")):
+            yield gauge(prefix + name, f"Groups in state {state}", by_state[state])
+        yield counter("compactlog_group_offset_commits", "Offsets committed (offset-commit-count)", commits)
+        yield counter("compactlog_group_offset_expirations", "Offsets expired (offset-expiration-count)",
+                      expirations)
+        yield counter("compactlog_group_completed_rebalances", "Rebalances completed "
+                      "(group-completed-rebalance-count)", rebalances)
+
+    # -- connections, queues, idle ratios
+    def _network(self):
+        m = self.metrics
+        server = m.server
+        if server is not None:
+            g = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count", "Open client connections",
+                                  labels=["listener", "networkProcessor"])
+            counts = dict.fromkeys(m.listener_names(), 0)
+            for c in list(server.connections):
+                name = m.listener_of(c)
+                counts[name] = counts.get(name, 0) + 1
+            for name, n in counts.items():
+                g.add_metric((name, "0"), n)
+            yield g
+        queue = getattr(getattr(m.pool, "_work_queue", None), "qsize", lambda: 0)()
+        yield gauge("kafka_network_requestchannel_requestqueuesize", "Work waiting for a request handler thread",
+                    queue)
+        loop_idle, handler_idle = m.loop_probe.idle_ratios() if m.loop_probe is not None else (1.0, 1.0)
+        yield gauge("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent", "Fraction of the "
+                    "request handler threads' time idle over the last minute (0-1)", handler_idle)
+        yield gauge("kafka_network_socketserver_networkprocessoravgidle_percent", "Fraction of the event loop's "
+                    "time idle over the last minute (0-1)", loop_idle)
+        yield gauge("kafka_network_socketserver_expiredconnectionskilledcount", "Connections closed at their "
+                    "credential's expiry (KIP-368)", 0)
+
+    def _disk(self, path: str):
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            return
+        yield gauge("compactlog_storage_disk_free_bytes", "Free bytes on the data dir's file system",
+                    st.f_bavail * st.f_frsize)
+        yield gauge("compactlog_storage_disk_total_bytes", "Size of the data dir's file system",
+                    st.f_blocks * st.f_frsize)
+
