@@ -19,6 +19,7 @@ from broker_support import COMMAND, Broker
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret"}
 P12_PASSWORD = "p12-secret"
 _PORTS = re.compile(r"Awaiting socket connections on ([0-9.]+):([0-9]+)\.")
+_METRICS = re.compile(r"Metrics listener on (http://[0-9.]+:[0-9]+):")
 
 
 def _name(**parts):
@@ -134,6 +135,19 @@ class SecureBroker(Broker):
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.ports[name]}"
+
+    def metric(self, name: str, **labels) -> float:
+        """One sample of the broker's /metrics (started with ``metrics.listener=127.0.0.1:0``)."""
+        import urllib.request
+        from prometheus_client.parser import text_string_to_metric_families
+        url = _METRICS.findall(self.log_text())[-1]
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return sample.value
+        raise KeyError(f"no sample {name} {labels} in /metrics")
 
 
 __all__ = ["COMMAND", "PASSWORDS", "P12_PASSWORD", "SecureBroker", "add_scram_users", "make_pki",

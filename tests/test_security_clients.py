@@ -51,7 +51,7 @@ def broker(tmp_path_factory, pki):
         "listener.name.sasl_ssl.plain.sasl.jaas.config":
             'org.apache.kafka.common.security.plain.PlainLoginModule required user_carol="carol-secret";',
         "num.partitions": "1", "group.initial.rebalance.delay.ms": "0",
-        "offsets.topic.num.partitions": "1"})
+        "offsets.topic.num.partitions": "1", "metrics.listener": "127.0.0.1:0"})
     with SecureBroker(data, overrides) as b:
         b.pki = pki
         yield b
@@ -242,8 +242,26 @@ def _failures(broker) -> int:
     return broker.log_text().count("Failed authentication with")
 
 
+FAILED = "kafka_server_socket_server_metrics_failed_authentication_total"
+SUCCEEDED = "kafka_server_socket_server_metrics_successful_authentication_total"
+
+
+def test_authentication_counters_and_certificate_expiry(broker):
+    """After the round trips: every listener counted its authentications; the TLS listeners
+    report their stores' earliest notAfter (the test certificates: 30 days from now)."""
+    assert AdminClient({"bootstrap.servers": broker.address("PLAINTEXT")}).list_topics(timeout=20).topics
+    for listener in ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL"):
+        assert broker.metric(SUCCEEDED, listener=listener) > 0, listener
+    in_30_days = time.time() + 30 * 86400
+    for listener, kind in (("SSL", "keystore"), ("MTLS", "keystore"), ("MTLS", "truststore"),
+                           ("SASL_SSL", "keystore")):
+        when = broker.metric("compactlog_tls_certificate_expiry_timestamp_seconds", listener=listener, kind=kind)
+        assert abs(when - in_30_days) < 86400, (listener, kind)
+
+
 def test_wrong_password_and_unknown_user_each_client(broker):             # A7, A8
     before = _failures(broker)
+    counted = broker.metric(FAILED, listener="SASL_SSL")
     mode = "SASL_SSL/SCRAM-SHA-256"
     generic = "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
     for user, password in (("alice", "wrong-password"), ("mallory", "wrong-password")):
@@ -275,6 +293,8 @@ def test_wrong_password_and_unknown_user_each_client(broker):             # A7, 
     with pytest.raises(KPError):
         KafkaProducer(**kafka_python_conf(broker, mode, "alice", "wrong-password"), bootstrap_timeout_ms=2000)
     assert _failures(broker) > before
+    # each refused attempt is counted: both librdkafka producers, kcat twice, aiokafka, kafka-python
+    assert broker.metric(FAILED, listener="SASL_SSL") - counted >= 4 + (2 if KCAT else 0)
 
 
 def test_plain_users_from_jaas_on_their_listener_only(broker):
@@ -300,6 +320,7 @@ def test_mechanism_not_enabled(broker, tmp_path):                         # A9
 
 def test_plaintext_client_on_a_tls_port_and_bad_certificates(broker):   # A3, A4
     before = _failures(broker)
+    counted = broker.metric(FAILED, listener="SSL"), broker.metric(FAILED, listener="MTLS")
     admin = AdminClient({"bootstrap.servers": broker.address("SSL"), "socket.timeout.ms": 1000})
     with pytest.raises(confluent_kafka.KafkaException):
         admin.list_topics(timeout=1)
@@ -321,6 +342,8 @@ def test_plaintext_client_on_a_tls_port_and_bad_certificates(broker):   # A3, A4
     log = broker.log_text()
     assert _failures(broker) >= before + 4
     assert "SSL handshake failed" in log and "certificate has expired" in log
+    assert broker.metric(FAILED, listener="SSL") >= counted[0] + 1          # the plaintext client
+    assert broker.metric(FAILED, listener="MTLS") == counted[1] + 3        # none, expired, foreign
 
 
 # -- SCRAM credentials through the broker (C1-C6) and the users command ---------------------------------

@@ -43,7 +43,8 @@ def broker(tmp_path_factory):
         "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
-        "num.partitions": "1", "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1"})
+        "num.partitions": "1", "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
+        "metrics.listener": "127.0.0.1:0"})
     with SecureBroker(data, overrides) as b:
         yield b
     assert "Traceback" not in b.log_text()
@@ -149,7 +150,15 @@ def _authenticate_plain(sock, user, password, correlation_id=1):
     return response(read_frame(sock), 36, 2)
 
 
+REAUTHENTICATED = "kafka_server_socket_server_metrics_successful_reauthentication_total"
+REAUTH_FAILED = "kafka_server_socket_server_metrics_failed_reauthentication_total"
+AUTH_FAILED = "kafka_server_socket_server_metrics_failed_authentication_total"
+EXPIRED = "kafka_network_socketserver_expiredconnectionskilledcount"
+
+
 def test_reauthentication_on_the_wire(broker):                            # KIP-368, A18
+    counts = broker.metric(REAUTHENTICATED, listener="REAUTH"), broker.metric(REAUTH_FAILED, listener="REAUTH")
+    expired = broker.metric(EXPIRED)
     with connect(broker, "REAUTH") as same, connect(broker, "REAUTH") as other, \
             connect(broker, "REAUTH") as idle, connect(broker, "REAUTH") as early:
         for s in (same, other, idle, early):
@@ -173,6 +182,9 @@ def test_reauthentication_on_the_wire(broker):                            # KIP-
         same.sendall(frame(3, 12, metadata(), 5))           # re-authenticated: still served
         assert response(read_frame(same), 3, 12).brokers
     assert "Disconnecting expired channel" in broker.log_text()
+    assert (broker.metric(REAUTHENTICATED, listener="REAUTH"), broker.metric(REAUTH_FAILED, listener="REAUTH")) \
+        == (counts[0] + 1, counts[1] + 1)
+    assert broker.metric(EXPIRED) == expired + 1
 
 
 FUZZ_SEED = 19
@@ -257,6 +269,7 @@ def test_fuzzed_frames_before_authentication(broker):
             t.join(120)
         assert not any(t.is_alive() for t in workers)
 
+    failed = broker.metric(AUTH_FAILED, listener="SASL_PLAINTEXT")
     run_all(cases[:160])            # warm up: first allocations, the worker pool, caches
     before = _rss_kb(broker.pid)
     run_all(cases[160:])
@@ -267,6 +280,8 @@ def test_fuzzed_frames_before_authentication(broker):
         assert _authenticate_plain(s, "alice", PASSWORDS["alice"]).error_code == 0
     log = broker.log_text()
     assert "invalid receive size" in log and "Traceback" not in log
+    # every oversized prefix and every refused token is a failed authentication
+    assert broker.metric(AUTH_FAILED, listener="SASL_PLAINTEXT") - failed >= len(cases) // 2
 
 
 # -- re-authentication with the clients: kafka-python and confluent-kafka re-authenticate on the
@@ -369,6 +384,7 @@ def _confluent_loop(broker):
 
 def test_clients_that_reauthenticate(broker):                             # A16
     expired = broker.log_text().count("Disconnecting expired channel")
+    reauthenticated = broker.metric(REAUTHENTICATED, listener="REAUTH")
     results = {}
 
     def run(name, loop):
@@ -390,6 +406,7 @@ def test_clients_that_reauthenticate(broker):                             # A16
     assert results["kafka-python"][2] >= 2          # one connection authenticated twice or more
     assert results["confluent-kafka"][2] >= 1
     assert broker.log_text().count("Disconnecting expired channel") == expired
+    assert broker.metric(REAUTHENTICATED, listener="REAUTH") - reauthenticated >= 3
 
 
 def test_aiokafka_is_disconnected_at_expiry_and_goes_on(broker):          # A17
@@ -398,6 +415,7 @@ def test_aiokafka_is_disconnected_at_expiry_and_goes_on(broker):          # A17
             "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
             "sasl_plain_password": PASSWORDS["alice"]}
     before = broker.log_text().count("Disconnecting expired channel")
+    expired = broker.metric(EXPIRED)
 
     async def run():
         p = AIOKafkaProducer(**conf)
@@ -427,3 +445,4 @@ def test_aiokafka_is_disconnected_at_expiry_and_goes_on(broker):          # A17
     sent, got = asyncio.run(asyncio.wait_for(run(), 60))
     assert sent > 5 and set(got) >= {b"%d" % x for x in range(sent)}
     assert broker.log_text().count("Disconnecting expired channel") > before
+    assert broker.metric(EXPIRED) > expired

@@ -222,6 +222,8 @@ class BrokerConnection(asyncio.Protocol):
         try:
             if self.tls and not await self._start_tls():
                 return
+            if self.security is not None and self.security.protocol == "PLAINTEXT":
+                self.security.stats.successful_authentication += 1      # as Kafka's Selector counts it
             if self.security is not None and self.security.uses_sasl:
                 self._start_sasl()
             while not self.lost:
