@@ -213,8 +213,12 @@ class BrokerSecurity:
         for m in mechanisms:
             sec.reauth_ms[m] = max(0, settings.integer("connections.max.reauth.ms", m))
         if PLAIN in mechanisms:
-            jaas = settings.props.get(f"{settings.prefix}plain.sasl.jaas.config")
-            sec.plain_users = parse_plain_jaas(jaas) if jaas is not None else {}
+            setting = f"{settings.prefix}plain.sasl.jaas.config"
+            jaas = settings.props.get(setting)
+            try:
+                sec.plain_users = parse_plain_jaas(jaas) if jaas is not None else {}
+            except ConfigError as e:        # the message names no value: it may hold passwords
+                raise ConfigError(f"{where}: {setting}: {e}") from None
             if sec.protocol == "SASL_PLAINTEXT":
                 log.warning(f"{where}: PLAIN sends passwords in clear on this listener; enable it on "
                             f"SASL_SSL listeners only")
