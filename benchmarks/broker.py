@@ -7,7 +7,16 @@ values), the broker's CPU seconds per million records (utime + stime from /proc/
 produce latency p50/p99 at a fixed 20,000 records/s (confluent-kafka, delivery reports). Printed
 beside the in-memory asyncio baseline measured for wire-protocol.md §8.
 
+With ``--security ssl,sasl_ssl`` one broker gets a PLAINTEXT listener beside an SSL and a SASL_SSL
+one (certificates made for the run, a SCRAM user in its data dir) and each protocol produces
+(acks=1) and consumes the same records in the same run, in rounds that rotate the order (medians
+reported, a shared machine's noise spread over all): records/s, broker CPU per million records,
+and each protocol's share of PLAINTEXT's records/s against issue 19's targets (SASL_SSL consume
+>= 50 %, produce >= 70 %). TLS answers Fetch with pread and encryption on the event loop instead
+of sendfile, so consume pays the most.
+
     .venv/bin/python benchmarks/broker.py [--records N] [--partitions 1,4] [--tool kcat|confluent]
+    .venv/bin/python benchmarks/broker.py --security ssl,sasl_ssl [--mechanism SCRAM-SHA-512] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -31,6 +40,9 @@ VALUE_BYTES = 100
 BASELINE = {"produce": "about 0.5M records/s (kcat defaults, 0.40-0.43 CPU s per M)",
             "consume": "about 1M records/s (kcat)"}
 TARGETS = {"produce": 400_000, "consume": 800_000, "cpu_per_m": 1.5, "p99_ms": 20.0}
+# share of PLAINTEXT's records/s each protocol should keep (issue 19); SSL is held to SASL_SSL's
+SECURITY_TARGETS = {"produce": 0.70, "consume": 0.50}
+SCRAM_USER, SCRAM_PASSWORD = "bench", "bench-secret"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -65,12 +77,13 @@ def kcat_produce(bootstrap, topic, path, extra) -> None:
         raise RuntimeError(f"kcat -P failed: {r.stderr.decode()[-2000:]}")
 
 
-def kcat_consume(bootstrap, topic, n) -> None:
+def kcat_consume(bootstrap, topic, n, extra=()) -> None:
     # kcat -e exits only once its last long-poll fetch returns (librdkafka's destroy waits for the
     # request in flight, against Kafka too): fetch.wait.max.ms=10 keeps that idle wait (500 ms by
     # default) out of the read's time; while data flows no fetch waits either way
     r = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-o", "beginning", "-q",
-                        "-f", "%o\n", "-X", "fetch.message.max.bytes=4194304", "-X", "fetch.wait.max.ms=10"],
+                        "-f", "%o\n", "-X", "fetch.message.max.bytes=4194304", "-X", "fetch.wait.max.ms=10",
+                        *extra],
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
     if r.returncode != 0:
         raise RuntimeError(f"kcat -C failed: {r.stderr.decode()[-2000:]}")
@@ -93,9 +106,10 @@ def confluent_produce(bootstrap, topic, path, conf) -> None:
         raise RuntimeError("confluent-kafka could not deliver every record")
 
 
-def confluent_consume(bootstrap, topic, n, partitions) -> None:
+def confluent_consume(bootstrap, topic, n, partitions, conf=None) -> None:
     from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                  **(conf or {})})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = 0
     deadline = time.monotonic() + 600
@@ -129,6 +143,8 @@ def latency(bootstrap, topic, rate=20_000, seconds=5.0) -> tuple[float, float, i
 
 
 def run(args) -> None:
+    if args.security:
+        return run_security(args)
     tool = args.tool or ("kcat" if shutil.which("kcat") else "confluent")
     n = args.records
     mb = n * (KEY_BYTES + VALUE_BYTES) / 1e6
@@ -183,6 +199,110 @@ def run(args) -> None:
           f"p99 <= {TARGETS['p99_ms']:.0f} ms")
 
 
+def client_conf(protocol: str, pki: str, mechanism: str) -> dict:
+    """librdkafka settings for a protocol, as a user writes them (security.md §11)."""
+    conf = {"security.protocol": protocol}
+    if "SSL" in protocol:
+        conf["ssl.ca.location"] = os.path.join(pki, "ca.pem")
+    if protocol.startswith("SASL"):
+        conf.update({"sasl.mechanism": mechanism, "sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD})
+    return conf
+
+
+def run_security(args) -> None:
+    from security_support import SecureBroker, add_scram_users, make_pki, security_overrides
+    tool = args.tool or ("kcat" if shutil.which("kcat") else "confluent")
+    protocols = ["PLAINTEXT"] + [p.strip().upper() for p in args.security.split(",") if p.strip()]
+    unknown = [p for p in protocols if p not in ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")]
+    if unknown:
+        raise SystemExit(f"--security: {', '.join(unknown)} is not one of ssl, sasl_ssl, sasl_plaintext")
+    n = args.records
+    mb = n * (KEY_BYTES + VALUE_BYTES) / 1e6
+    work = tempfile.mkdtemp(prefix="compactlog-broker-bench-")
+    data = os.path.join(work, "data")
+    inp = os.path.join(work, "input.txt")
+    make_input(inp, n)
+    pki = make_pki(os.path.join(work, "pki"))
+    # PLAIN logins are checked against the SCRAM store too
+    add_scram_users(data, {SCRAM_USER: SCRAM_PASSWORD},
+                    mechanisms=(args.mechanism if args.mechanism != "PLAIN" else "SCRAM-SHA-256",))
+    listeners = ",".join(f"{p}://127.0.0.1:0" for p in protocols)
+    overrides = security_overrides(pki, listeners, **{"sasl.enabled.mechanisms": args.mechanism,
+                                                      "num.partitions": "1", "log.cleaner.enable": "false"})
+    print(f"compactlog serve security benchmark: {n:,} records ({KEY_BYTES}-byte keys, {VALUE_BYTES}-byte "
+          f"values, {mb:.0f} MB), client: {tool}, SASL mechanism {args.mechanism}, TLS "
+          f"{ssl_version()}; the same broker, one listener per protocol")
+    broker = SecureBroker(data, overrides).start()
+    # (protocol, partitions, produce|consume) -> per round (records/s, broker CPU s per M records)
+    results: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
+    try:
+        plain = broker.address("PLAINTEXT")
+        for parts in args.partitions:
+            for round_ in range(args.rounds):
+                # each round in another order: a slower moment of a shared machine hits each in turn
+                for protocol in protocols[round_ % len(protocols):] + protocols[:round_ % len(protocols)]:
+                    conf = client_conf(protocol, pki, args.mechanism)
+                    extra = [x for k, v in conf.items() for x in ("-X", f"{k}={v}")]
+                    bootstrap = broker.address(protocol)
+                    topic = f"bench-{parts}-{protocol.lower()}-{round_}"
+                    _create_topic(plain, topic, parts)
+                    cpu0, t0 = cpu_seconds(broker.pid), time.perf_counter()
+                    if tool == "kcat":
+                        kcat_produce(bootstrap, topic, inp, ["-X", "acks=1", *extra])
+                    else:
+                        confluent_produce(bootstrap, topic, inp, {"acks": "1", **conf})
+                    wall, cpu = time.perf_counter() - t0, cpu_seconds(broker.pid) - cpu0
+                    if _stored(plain, topic, parts) != n:
+                        raise RuntimeError(f"{topic}: not every record was stored")
+                    results.setdefault((protocol, parts, "produce"), []).append((n / wall, cpu / (n / 1e6)))
+                    cpu0, t0 = cpu_seconds(broker.pid), time.perf_counter()
+                    if tool == "kcat":
+                        kcat_consume(bootstrap, topic, n, extra)
+                    else:
+                        confluent_consume(bootstrap, topic, n, parts, conf)
+                    wall, cpu = time.perf_counter() - t0, cpu_seconds(broker.pid) - cpu0
+                    results.setdefault((protocol, parts, "consume"), []).append((n / wall, cpu / (n / 1e6)))
+                    _delete_topic(plain, topic)
+            for what in ("produce", "consume"):
+                for protocol in protocols:
+                    rps, cpu = _median(results[(protocol, parts, what)])
+                    print(_fmt((f"{what} {protocol}", parts, rps, mb * rps / n, cpu)), flush=True)
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"(medians of {args.rounds} rounds) share of PLAINTEXT's records/s, and broker CPU per M records "
+          f"against PLAINTEXT's (targets: produce >= {SECURITY_TARGETS['produce']:.0%}, consume >= "
+          f"{SECURITY_TARGETS['consume']:.0%} of the records/s):")
+    for parts in args.partitions:
+        for protocol in protocols[1:]:
+            cells = []
+            for what in ("produce", "consume"):
+                rps, cpu = _median(results[(protocol, parts, what)])
+                base_rps, base_cpu = _median(results[("PLAINTEXT", parts, what)])
+                share = rps / base_rps
+                verdict = "ok" if share >= SECURITY_TARGETS[what] else "BELOW TARGET"
+                cells.append(f"{what} {share:6.1%} ({verdict}), CPU x{cpu / base_cpu if base_cpu else float('nan'):.1f}")
+            print(f"  {protocol:<15} {parts} partition(s): {'   '.join(cells)}")
+
+
+def _median(samples: list[tuple[float, float]]) -> tuple[float, float]:
+    rps = sorted(x for x, _ in samples)
+    cpu = sorted(y for _, y in samples)
+    return rps[len(rps) // 2], cpu[len(cpu) // 2]
+
+
+def _delete_topic(bootstrap, topic) -> None:
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.delete_topics([topic]).values():
+        f.result(30)
+
+
+def ssl_version() -> str:
+    import ssl
+    return ssl.OPENSSL_VERSION
+
+
 def _stored(bootstrap, topic, partitions) -> int:
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check"})
@@ -212,6 +332,11 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4])
     ap.add_argument("--tool", choices=["kcat", "confluent"], default=None)
+    ap.add_argument("--security", default="", help="ssl, sasl_ssl or both (comma-separated): run each "
+                    "beside PLAINTEXT on one broker and compare")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of --security (medians are reported)")
+    ap.add_argument("--mechanism", default="SCRAM-SHA-512", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                    help="the SASL mechanism of --security sasl_ssl")
     run(ap.parse_args())
 
 
