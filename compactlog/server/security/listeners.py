@@ -95,6 +95,25 @@ class ListenerSettings:
             raise ConfigError(f"invalid value {raw!r} for configuration {name}: not a number") from None
 
 
+# Java classes that decide how Kafka authenticates clients: compactlog cannot load them, and
+# running without them would let in clients they were meant to refuse (or name principals
+# differently). The inter-broker login classes are left to the unused-setting warning.
+JAVA_CLASS_SETTINGS = ("principal.builder.class", "sasl.server.callback.handler.class", "ssl.engine.factory.class")
+DEFAULT_PRINCIPAL_BUILDER = "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
+
+
+def _refuse_java_classes(props: dict[str, str]) -> None:
+    for name, value in props.items():
+        # the bare name or a listener-prefixed one (listener.name.<l>.[<mechanism>.]<setting>)
+        matched = next((s for s in JAVA_CLASS_SETTINGS if name == s or name.endswith("." + s)), None)
+        if matched is None or not str(value).strip():
+            continue
+        if matched == "principal.builder.class" and value.strip() == DEFAULT_PRINCIPAL_BUILDER:
+            continue
+        raise ConfigError(f"{name}: a Java class ({value.strip()}) cannot be loaded by compactlog; remove the "
+                          f"setting (principals come from ssl.principal.mapping.rules and the SASL user name)")
+
+
 class AuthenticationStats:
     """Kafka's per-listener socket-server counters for authentication (``Selector.SelectorMetrics``):
     failed TLS handshakes count as failed authentications."""
@@ -149,6 +168,7 @@ class BrokerSecurity:
             raise ConfigError("sasl.server.max.receive.size must be at least 1")
         # keys the made-up credential of unknown SCRAM users (stable for this process only)
         self._unknown_user_secret = secrets.token_bytes(32)
+        _refuse_java_classes(props)
         if props.get("sasl.jaas.config") is not None:
             log.warning("sasl.jaas.config without a listener prefix is ignored on a broker, as Kafka ignores "
                         "it; use listener.name.<listener>.<mechanism>.sasl.jaas.config")

@@ -70,6 +70,18 @@ def test_sasl_start_up_checks(tmp_path, props, words):
     assert str(e.value).startswith("listener SASL_PLAINTEXT (SASL_PLAINTEXT): ") and words in str(e.value)
 
 
+@pytest.mark.parametrize("name, value", [
+    ("principal.builder.class", "com.example.MyPrincipalBuilder"),
+    ("listener.name.sasl_ssl.scram-sha-256.sasl.server.callback.handler.class", "com.example.Handler"),
+])
+def test_java_classes_are_refused(tmp_path, name, value):
+    with pytest.raises(ConfigError, match=f"{name}: a Java class .* cannot be loaded"):
+        security(tmp_path, "PLAINTEXT://127.0.0.1:0", **{name: value})
+    # Kafka's own default builder is what compactlog does anyway
+    security(tmp_path, "PLAINTEXT://127.0.0.1:0", **{
+        "principal.builder.class": "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"})
+
+
 def test_tls_listener_without_key_store_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="listener SSL: a TLS listener needs a key store"):
         security(tmp_path, "SSL://127.0.0.1:0")
