@@ -259,6 +259,17 @@ def test_concurrent_fetches_over_tls_read_their_own_bytes(broker):
         assert out.split(b"\n")[:-1] == expected, err.decode()[-2000:]
 
 
+def test_describe_configs_masks_the_secret_settings(broker):                # §12.4
+    from confluent_kafka.admin import ConfigResource
+    admin = AdminClient(rdkafka_conf(broker, "SASL_SSL/SCRAM-SHA-512", "admin"))
+    configs = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "0")])
+    entries = next(iter(configs.values())).result(30)
+    jaas = entries["listener.name.sasl_ssl.plain.sasl.jaas.config"]
+    assert jaas.value is None and jaas.is_sensitive
+    assert entries["sasl.enabled.mechanisms"].value == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    assert "carol-secret" not in repr({k: v.value for k, v in entries.items()})
+
+
 # -- refusals ------------------------------------------------------------------------------------
 
 def _failures(broker) -> int:
