@@ -73,7 +73,10 @@ def client_settings(props: dict[str, str], where: str = "--command-config") -> d
                 out["ssl.key.password"] = props["ssl.key.password"]
     if props.get("ssl.endpoint.identification.algorithm", None) == "":
         out["ssl.endpoint.identification.algorithm"] = "none"
+    translated = {"ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.location"}
     for k, v in props.items():
+        if k in translated:
+            continue            # handled above, by the store's type
         if k in _PASS_THROUGH and k not in out and not (k == "ssl.endpoint.identification.algorithm" and v == ""):
             out[k] = v
         elif k not in _PASS_THROUGH and k not in _DROPPED and not k.startswith(("ssl.", "sasl.")):
