@@ -297,3 +297,14 @@ def test_global_options_after_the_subcommand_and_misspelt_names(broker, tmp_path
     err = one_error(cli("topics", "create", "--bootstrap-server", broker.bootstrap, "--topic", "u",
                         "--config", "segmnt.bytes=100000"))
     assert "Unknown topic config name: segmnt.bytes (did you mean segment.bytes?)" in err
+
+
+def test_acls_through_a_broker_without_an_authorizer_say_so(broker):
+    # librdkafka reports an empty ACL list for DescribeAcls' SECURITY_DISABLED: the tool checks
+    for args in (["--list"], ["--add", "--allow-principal", "User:alice", "--topic", "t"]):
+        r = cli("acls", "--bootstrap-server", broker.bootstrap, *args)
+        assert r.returncode == 1 and r.stdout == ""
+        assert one_error(r) == ("error: DescribeAcls: SECURITY_DISABLED: No Authorizer is configured on the broker "
+                                "(set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer)")
+    r = cli("acls", "--bootstrap-server", broker.bootstrap, "--remove", "--topic", "t", "--force")
+    assert r.returncode == 1 and "SECURITY_DISABLED" in one_error(r)

@@ -144,5 +144,5 @@ def test_the_security_section_runs_as_written(scratch):
     for secret in PASSWORDS:
         assert secret not in log
     # the credential file holds salted credentials only
-    stored = (scratch["work"] / "build" / "secure-data" / "compactlog.scram-credentials.json").read_text()
+    stored = (scratch["work"] / "build" / "sasl-data" / "compactlog.scram-credentials.json").read_text()
     assert "alice" in stored and not any(secret in stored for secret in PASSWORDS)

@@ -32,6 +32,7 @@ def _register() -> None:
     from . import users  # noqa: F401
     from . import consumer_groups  # noqa: F401
     from . import transactions  # noqa: F401
+    from . import acls  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

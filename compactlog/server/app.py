@@ -25,6 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ..spark.executor import make_executor
 from ..errors import CompactlogError, ConfigError
 from ..storage.datadir import DataDir
+from .authorizer import auth_helper
+from .authorizer.standard import authorizer_for
+from .authorizer.store import AclStore
 from .background import Background
 from .groups.service import for_broker as group_coordinator_for
 from .txn.service import for_broker as transaction_coordinator_for
@@ -92,6 +95,9 @@ class Broker:
         self.listeners, self.advertised = broker_listeners(broker)
         node_id = broker.get("node.id") if node_id_explicit else None
         self.node_id, self.cluster_id = load_identity(datadir.path, node_id)
+        # checked and loaded before any listener opens (Kafka's authorizer refuses requests until
+        # its ACLs are loaded); None: no authorizer, every request is allowed
+        self.authorizer = authorizer_for(broker, AclStore(datadir.path), self.node_id)
         self.bound: list[tuple[str, int]] = []
         self.server: BrokerServer | None = None
         self.state: BrokerState | None = None
@@ -132,11 +138,31 @@ class Broker:
                 metrics.attach(state=self.state)
             group_coordinator_for(self.state)
             transaction_coordinator_for(self.state)
+            self.state.authorizer = self.authorizer         # before any listener opens
+            if self.authorizer is not None:
+                self._log_authorizer()
             return asyncio.run(self._main())
         finally:
             if metrics is not None:
                 metrics.lifecycle.set(NOT_RUNNING)
                 metrics.stop()
+
+    def _log_authorizer(self) -> None:
+        a = self.authorizer
+        logging.getLogger("kafka.authorizer.StandardAuthorizer").info(
+            f"[StandardAuthorizer {self.node_id}] Initialized with {len(a.acl_set)} acl(s); super users: "
+            f"{', '.join(sorted(a.super_users)) or 'none'}; allow.everyone.if.no.acl.found="
+            f"{'true' if a.allow_if_no_acl else 'false'}")
+        if not a.super_users and not len(a.acl_set) and not a.allow_if_no_acl:
+            log.warning("An authorizer with neither super users nor ACLs denies every request: set super.users "
+                        "(User:admin) or add ACLs with `compactlog acls --add` while the broker is stopped")
+        if auth_helper.principal_from_client_id:
+            log.warning(f"{auth_helper.TEST_PRINCIPAL_ENV}=1: a PLAINTEXT client is the principal its client.id "
+                        f"names (a test seam): any client can claim any principal")
+        for listener in self.listeners:
+            if listener.name == "PLAINTEXT" and listener.host not in ("127.0.0.1", "localhost", "::1"):
+                log.warning(f"Listener {listener} authenticates nobody: its clients are all User:ANONYMOUS to "
+                            f"the authorizer")
 
     async def _main(self) -> int:
         loop = asyncio.get_running_loop()

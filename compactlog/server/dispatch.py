@@ -3,7 +3,8 @@
 Kafka routes each request in ``KafkaApis.handle``, enables versions in ``ApiKeys`` and answers a
 failed request with the request class's ``getErrorResponse``: three places to keep in step. Here
 each API declares all of it once, in its own module (``apis/*.py``, ``groups/handlers.py`` for
-the group APIs and FindCoordinator, ``txn/handlers.py`` for the transaction APIs), as Redpanda's
+the group APIs and FindCoordinator, ``txn/handlers.py`` for the transaction APIs, ``apis/acls.py``
+for the ACL admin APIs), as Redpanda's
 handlers do; this module only collects the
 declarations. ``dispatch_table`` is what the transport runs (API key -> handler and where it
 runs); ``advertised_apis`` is the ApiVersions table restricted to the APIs that have a handler,
@@ -12,6 +13,7 @@ so a client is never offered an API this broker cannot answer.
 
 from __future__ import annotations
 
+from .apis.acls import ACL_APIS
 from .apis.api_versions import API_VERSIONS
 from .apis.cluster import DESCRIBE_CLUSTER, DESCRIBE_LOG_DIRS
 from .apis.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
@@ -45,7 +47,7 @@ SECURITY_APIS: tuple[ApiHandler, ...] = (
 )
 """SASL and the SCRAM credential APIs (security.md §9), advertised on every listener as Kafka's."""
 
-DECLARED_APIS: tuple[ApiHandler, ...] = BROKER_APIS + GROUP_APIS + TXN_APIS + SECURITY_APIS
+DECLARED_APIS: tuple[ApiHandler, ...] = BROKER_APIS + GROUP_APIS + TXN_APIS + SECURITY_APIS + ACL_APIS
 
 _BY_KEY = {a.key: a for a in DECLARED_APIS}
 if len(_BY_KEY) != len(DECLARED_APIS):

@@ -240,6 +240,7 @@ class BrokerState:
     producer_ids: ProducerIdManager | None = None
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("kafka.server.KafkaApis"))
     closing: threading.Event = field(default_factory=threading.Event)
+    authorizer: object = None            # the StandardAuthorizer, or None: everything is allowed
     apis: object = None                  # the advertised SupportedApis (set at start)
     groups: object = None                # the GroupCoordinatorService (set at start)
     transactions: object = None          # the TransactionCoordinatorService (set at start)

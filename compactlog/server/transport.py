@@ -33,6 +33,7 @@ descriptor that shares its file position with every other fetch of the segment.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import io
 import logging
 import os
@@ -84,8 +85,9 @@ class BrokerServer:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def run(self, fn: Callable, *args):
-        """Run ``fn(*args)`` in a worker thread; an awaitable."""
-        return self._loop.run_in_executor(self.executor, fn, *args)
+        """Run ``fn(*args)`` in a worker thread, in the calling task's context (the connection's
+        client address: ``state.CLIENT_HOST``); an awaitable."""
+        return self._loop.run_in_executor(self.executor, contextvars.copy_context().run, fn, *args)
 
     async def start(self, listeners) -> list[tuple[str, int]]:
         self._loop = asyncio.get_running_loop()

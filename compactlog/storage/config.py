@@ -150,6 +150,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("transactional.id.expiration.ms", "int", 604800000, check=at_least(1)),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, check=at_least(1)),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, check=at_least(1)),
+    # authorization (StandardAuthorizer; server/authorizer/): off unless authorizer.class.name is set
+    ConfigDef("authorizer.class.name", "string", ""),
+    ConfigDef("super.users", "string", ""),
+    ConfigDef("allow.everyone.if.no.acl.found", "bool", False),
     # KIP-939 (two-phase commit) is not offered: InitProducerId v6 is not advertised
     ConfigDef("transaction.two.phase.commit.enable", "bool", False),
     # compactlog's own settings (not Kafka's)

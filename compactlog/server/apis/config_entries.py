@@ -250,6 +250,11 @@ BROKER_DOCS = {
                                                                    "past their timeout, which are aborted.",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "Interval between checks for expired "
                                                                   "transactional ids.",
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on; empty "
+                             "(the default) allows every request.",
+    "super.users": "Principals allowed everything whatever the ACLs say, separated by ';' (User:admin).",
+    "allow.everyone.if.no.acl.found": "Whether a resource no ACL matches is open to everyone (else only "
+                                      "super users may use it).",
     "transaction.two.phase.commit.enable": "Two-phase commit (KIP-939); not offered.",
     "compactlog.spark.master": "Spark master for large cleaning rounds.",
     "compactlog.spark.local.dir": "Spark's scratch directory.",

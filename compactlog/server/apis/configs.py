@@ -11,6 +11,11 @@ broker that receives the request and the controller:
   existence of the topic.
 * ``ConfigHelper.describeConfigs``: DescribeConfigs (the entries: ``config_entries.py``).
 
+Authorization (``ConfigHelper``, ``ControllerApis.authorizeAlterResource``): describing needs
+DESCRIBE_CONFIGS and altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED) or on the
+cluster for a broker resource (else CLUSTER_AUTHORIZATION_FAILED); a refused resource is answered
+without any of its configs.
+
 Where compactlog differs, on purpose: broker resources have no dynamic configs, so AlterConfigs
 and IncrementalAlterConfigs refuse every broker setting the way Kafka refuses its non-dynamic
 ones, and the cluster-default resource (empty name) is described as empty; BROKER_LOGGER (log4j
@@ -25,6 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError
 from ...storage.config import TOPIC_CONFIGS, kafka_string
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
 from .config_entries import SOURCE_DEFAULT, ConfigEntry, broker_config_entries, topic_config_entries
@@ -37,6 +43,24 @@ RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 _RESOURCE_NAMES = {1: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS",
                    32: "GROUP"}
+
+# the resource each config resource type is authorized on, and the error when it is not
+_AUTHORIZED_ON = {RESOURCE_TOPIC: (auth_helper.TOPIC, ErrorCode.topic_authorization_failed),
+                  32: (auth_helper.GROUP, ErrorCode.group_authorization_failed)}
+_ON_CLUSTER = (auth_helper.CLUSTER, ErrorCode.cluster_authorization_failed)     # BROKER, BROKER_LOGGER, CLIENT_METRICS
+
+
+def _refused_by_acls(state: BrokerState, request, resource, operation) -> Refused | None:
+    """The refusal of a config resource whose ``operation`` the principal may not do, or None."""
+    if not auth_helper.enabled(state) or resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER,
+                                                                        RESOURCE_BROKER_LOGGER, 16, 32):
+        return None
+    kind, code = _AUTHORIZED_ON.get(resource.resource_type, _ON_CLUSTER)
+    name = auth_helper.CLUSTER_NAME if kind == auth_helper.CLUSTER else resource.resource_name
+    if auth_helper.authorize(state, request, operation, kind, name):
+        return None
+    return Refused(code, auth_helper.DENIED_MESSAGE[code])
+
 
 # AlterConfigOp.OpType
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -72,6 +96,9 @@ def handle_describe_configs(state: BrokerState, request):
     results = []
     for resource in body.resources:
         try:
+            refused = _refused_by_acls(state, request, resource, auth_helper.DESCRIBE_CONFIGS)
+            if refused is not None:
+                raise refused
             entries = _describe_resource(state, resource)
             code, message = ErrorCode.none, None
         except Refused as r:
@@ -225,6 +252,8 @@ def _alter_configs(state: BrokerState, request, *, incremental: bool):
     with state.metadata_lock:
         for i, r in enumerate(body.resources):
             error = refused.get(i)
+            if error is None:
+                error = _refused_by_acls(state, request, r, auth_helper.ALTER_CONFIGS)
             if error is None and r.resource_type == RESOURCE_TOPIC:
                 try:
                     _check_topic_resource(r.resource_name)

@@ -3,20 +3,29 @@ Kafka's ``KafkaApis.handleDescribeUserScramCredentialsRequest`` (``ScramImage.de
 ``ControllerApis.handleAlterUserScramCredentials`` (``ScramControlManager.alterCredentials``),
 over the data dir's credential file (``security/credentials.py``). The client salts the password;
 the broker stores StoredKey and ServerKey computed from it, never the salted password itself, and
-logs neither (the request body is redacted in the transport's error log).
+logs neither (the request body is redacted in the transport's error log). With an authorizer,
+describing needs DESCRIBE on the cluster and altering ALTER (``CLUSTER_AUTHORIZATION_FAILED``: the
+top-level error, or every user's).
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from ..messages import NO_THROTTLE, build, nested, response_types
+from ..authorizer import auth_helper
+from ..messages import NO_THROTTLE, build, nested, response_class, response_types
 from ..security.credentials import Deletion, Upsertion
 from ..state import BrokerState
 from .handler import THREAD, ApiHandler
 
 
+CLUSTER_DENIED = auth_helper.DENIED_MESSAGE[ErrorCode.cluster_authorization_failed]
+
+
 def handle_describe_user_scram_credentials(state: BrokerState, request):
+    if not auth_helper.authorize_cluster(state, request, auth_helper.DESCRIBE):
+        return describe_error(request.body, response_class(request), ErrorCode.cluster_authorization_failed,
+                              CLUSTER_DENIED)
     cls, module = response_types(request)
     users = request.body.users
     names = None if users is None else [u.name for u in users]
@@ -29,8 +38,10 @@ def handle_describe_user_scram_credentials(state: BrokerState, request):
 
 
 def handle_alter_user_scram_credentials(state: BrokerState, request):
-    cls, module = response_types(request)
     body = request.body
+    if not auth_helper.authorize_cluster(state, request, auth_helper.ALTER):
+        return alter_error(body, response_class(request), ErrorCode.cluster_authorization_failed, CLUSTER_DENIED)
+    cls, module = response_types(request)
     results = state.security.credentials.alter(
         [Deletion(d.name, int(d.mechanism)) for d in body.deletions],
         [Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
