@@ -48,6 +48,11 @@ def broker(tmp_path_factory, pki):
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
                                           "SASL_SSL:SASL_SSL",
         "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^.*CN=([^,]+).*$/$1/L,DEFAULT",
+        # an authorizer that lets everyone in where no ACL names the resource: the matrix runs as
+        # without one, and one topic's ACLs show which principal each listener gave its client
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
         "sasl.enabled.mechanisms": ",".join(MECHANISMS),
         "listener.name.sasl_ssl.plain.sasl.jaas.config":
             'org.apache.kafka.common.security.plain.PlainLoginModule required user_carol="carol-secret";',
@@ -268,6 +273,36 @@ def test_describe_configs_masks_the_secret_settings(broker):                # §
     assert jaas.value is None and jaas.is_sensitive
     assert entries["sasl.enabled.mechanisms"].value == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     assert "carol-secret" not in repr({k: v.value for k, v in entries.items()})
+
+
+def test_principals_from_certificates_and_sasl_reach_the_authorizer(broker):
+    """The mTLS client's certificate (``...CN=alice``, mapped by the listener's rule) and the SCRAM
+    user alice are the same principal, User:alice; a TLS client without a certificate is
+    User:ANONYMOUS. An ACL for User:alice on a topic lets in the first two only."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+    topic = "alice-only"
+    admin = AdminClient({"bootstrap.servers": broker.address("PLAINTEXT")})
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(30)
+    acl = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                     AclOperation.ALL, AclPermissionType.ALLOW)
+    for f in admin.create_acls([acl]).values():
+        f.result(30)
+
+    def produce(mode):
+        failed = []
+        p = Producer({**rdkafka_conf(broker, mode), "message.timeout.ms": 10000})
+        p.produce(topic, b"from " + mode.encode(), on_delivery=lambda err, msg: err and failed.append(err))
+        p.flush(20)
+        return failed
+
+    assert produce("MTLS") == [] and produce("SASL_SSL/SCRAM-SHA-256") == []
+    refused = produce("SSL")
+    assert refused and refused[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    log = broker.log_text()
+    assert f"Principal = User:ANONYMOUS is Denied operation = DESCRIBE from host = 127.0.0.1 on resource = " \
+           f"Topic:LITERAL:{topic}" in log                  # its Metadata does not show the topic
+    assert f"Principal = User:alice is Denied" not in log
 
 
 # -- refusals ------------------------------------------------------------------------------------

@@ -44,7 +44,10 @@ def broker(tmp_path_factory):
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
         "num.partitions": "1", "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
-        "metrics.listener": "127.0.0.1:0"})
+        "metrics.listener": "127.0.0.1:0",
+        # alice and bob run the clients; admin is an authenticated user with no rights
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:alice;User:bob"})
     with SecureBroker(data, overrides) as b:
         yield b
     assert "Traceback" not in b.log_text()
@@ -148,6 +151,47 @@ def _authenticate_plain(sock, user, password, correlation_id=1):
     assert response(read_frame(sock), 17, 1).error_code == 0
     sock.sendall(frame(36, 2, request_schema(36, 2)(auth_bytes=f"\0{user}\0{password}".encode()), correlation_id + 1))
     return response(read_frame(sock), 36, 2)
+
+
+def test_scram_apis_need_the_cluster_permissions(broker):                  # C6
+    """SASL principals reach the authorizer: admin (no ACL) may neither list nor change credentials,
+    nor write a topic; alice (a super user) may. (DescribeUserScramCredentials is asked with
+    kafka-python: librdkafka 2.16 crashes on the top-level error Kafka answers it with.)"""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    from kafka import KafkaAdminClient
+    from kafka.errors import ClusterAuthorizationFailedError
+
+    def conf(user):
+        return {"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": PASSWORDS[user]}
+
+    def kafka_python_admin(user):
+        return KafkaAdminClient(bootstrap_servers=broker.address("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                                sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=user,
+                                sasl_plain_password=PASSWORDS[user])
+
+    kp = kafka_python_admin("admin")
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            kp.describe_user_scram_credentials()
+    finally:
+        kp.close()
+    upsert = UserScramCredentialUpsertion("mallory", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"m")
+    admin = AdminClient(conf("admin"))          # kept: a dropped client cancels its futures
+    with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED"):
+        admin.alter_user_scram_credentials([upsert])["mallory"].result(20)
+    failed = []
+    p = Producer({**conf("admin"), "message.timeout.ms": 10000})
+    p.produce("c6-topic", b"x", on_delivery=lambda err, msg: err and failed.append(err))
+    p.flush(20)
+    assert failed and failed[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    kp = kafka_python_admin("alice")
+    try:
+        described = str(kp.describe_user_scram_credentials())
+    finally:
+        kp.close()
+    assert all(u in described for u in ("alice", "bob", "admin")) and "mallory" not in described
 
 
 REAUTHENTICATED = "kafka_server_socket_server_metrics_successful_reauthentication_total"
