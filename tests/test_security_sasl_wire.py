@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from broker_support import run_cli  # noqa: F401  (marks the module: it starts a broker)
+from broker_support import run_cli
 from security_support import PASSWORDS, SecureBroker, add_scram_users, make_pki, security_overrides
 
 pytest.importorskip("cryptography")
@@ -192,6 +192,16 @@ def test_scram_apis_need_the_cluster_permissions(broker):                  # C6
     finally:
         kp.close()
     assert all(u in described for u in ("alice", "bob", "admin")) and "mallory" not in described
+    # compactlog users through the broker as admin: Kafka's error, exit 1, no crash
+    props = os.path.join(os.path.dirname(broker.data_dir), "admin.properties")
+    with open(props, "w") as f:
+        f.write("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" "
+                f"password=\"{PASSWORDS['admin']}\";\n")
+    r = run_cli(broker.data_dir, "users", "--bootstrap-server", broker.address("SASL_PLAINTEXT"),
+                "--command-config", props, "--describe")
+    assert r.returncode == 1 and "ClusterAuthorizationFailedError" in r.stderr.decode(), r.stderr.decode()
+    assert PASSWORDS["admin"] not in r.stderr.decode()
 
 
 REAUTHENTICATED = "kafka_server_socket_server_metrics_successful_reauthentication_total"

@@ -52,3 +52,14 @@ def test_read_command_config(tmp_path):
     f = tmp_path / "client.properties"
     f.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={JAAS}\n")
     assert read_command_config(str(f))["sasl.username"] == "alice"
+
+
+def test_kafka_python_settings():
+    from compactlog.cli.client_config import kafka_python_settings
+    conf = client_settings({"security.protocol": "sasl_ssl", "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": JAAS,
+                            "ssl.truststore.location": "ca.pem", "ssl.endpoint.identification.algorithm": ""})
+    assert kafka_python_settings(conf) == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
+        "sasl_plain_password": 'pa"ss-secret', "ssl_cafile": "ca.pem", "ssl_check_hostname": False}
+    with pytest.raises(ConfigError, match="PKCS12"):
+        kafka_python_settings(client_settings({"ssl.keystore.location": "c.p12", "ssl.keystore.password": "p"}))

@@ -55,32 +55,34 @@ def admin_client(bootstrap: str, security: dict | None = None):
 
 def describe_scram_users(bootstrap: str, users: list[str] | None,
                          command_config: str | None) -> dict[str, list[tuple[int, int]]]:
-    """user -> [(mechanism type, iterations)]; a named user without credentials maps to []."""
-    from confluent_kafka import KafkaException
-    from .client_config import read_command_config
-    admin = admin_client(bootstrap, read_command_config(command_config))
+    """user -> [(mechanism type, iterations)]; a named user without credentials maps to [].
+    Asked through kafka-python: librdkafka 2.16 crashes the process on the top-level error
+    (CLUSTER_AUTHORIZATION_FAILED) Kafka answers this request with."""
+    from kafka.errors import KafkaError, for_code
+    from kafka.protocol.admin import DescribeUserScramCredentialsRequest
+    from .client_config import kafka_python_settings, read_command_config
+    client = _kafka_python_admin(bootstrap, kafka_python_settings(read_command_config(command_config)))
+    try:
+        request = DescribeUserScramCredentialsRequest(users=None if not users else [(u,) for u in dict.fromkeys(users)])
+        response = client._manager.run(client._manager.send, request)
+    except KafkaError as e:
+        raise BrokerError(f"{bootstrap}: {type(e).__name__}: {e}") from None
+    finally:
+        client.close()
+    if response.error_code:
+        raise BrokerError(f"{for_code(response.error_code).__name__}: {response.error_message or ''}".rstrip(": "))
     out: dict[str, list[tuple[int, int]]] = {}
-    if users:
-        futures = admin.describe_user_scram_credentials(users)
-        for user, future in futures.items():
-            try:
-                description = future.result(timeout=TIMEOUT_S)
-            except KafkaException as e:
-                err = e.args[0] if e.args else e
-                if hasattr(err, "name") and err.name() == "RESOURCE_NOT_FOUND":
-                    out[user] = []
-                    continue
-                raise BrokerError(f"user {user!r}: {err.name() if hasattr(err, 'name') else ''}: "
-                                  f"{err.str() if hasattr(err, 'str') else err}") from None
-            out[user] = _infos(description)
-        return out
-    for user, description in sorted(result(admin.describe_user_scram_credentials(), "users").items()):
-        out[user] = _infos(description)
-    return out
+    for r in response.results:
+        if r.error_code == RESOURCE_NOT_FOUND:
+            out[r.user] = []
+        elif r.error_code:
+            raise BrokerError(f"user {r.user!r}: {for_code(r.error_code).__name__}: {r.error_message or ''}")
+        else:
+            out[r.user] = sorted((int(i.mechanism), int(i.iterations)) for i in r.credential_infos)
+    return dict(sorted(out.items())) if not users else {u: out.get(u, []) for u in users}
 
 
-def _infos(description) -> list[tuple[int, int]]:
-    return sorted((int(i.mechanism.value), int(i.iterations)) for i in description.scram_credential_infos)
+RESOURCE_NOT_FOUND = 91
 
 
 def alter_scram_users(bootstrap: str, user: str, upserts: dict[str, dict], deletions: list[str],
@@ -237,11 +239,12 @@ def unknown_name_hint(message: str, names: list[str], resource_type: str) -> str
 
 # -- the brokers' cluster-wide default (resource name ""), which confluent-kafka's binding refuses --
 
-def _kafka_python_admin(bootstrap: str):
+def _kafka_python_admin(bootstrap: str, security: dict | None = None):
+    """kafka-python's admin client; ``security``: its settings (``client_config.kafka_python_settings``)."""
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
     try:
-        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
+        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000, **(security or {}))
     except KafkaError as e:
         raise BrokerError(f"{bootstrap}: cannot connect: {e}") from None
 
