@@ -193,9 +193,10 @@ def test_configs_through_the_broker_and_on_its_data_dir_agree(broker, tmp_path):
     assert ok(cli("configs", "--data-dir", broker.data_dir, "--describe", "--topic", "cfg")) == through
     assert ok(cli("configs", "--data-dir", broker.data_dir, "--describe", "--topic", "cfg", "--all")) == \
         ok(cli("configs", "--bootstrap-server", b, "--describe", "--topic", "cfg", "--all"))
-    # the broker's own listener comes from its command line (--override), not the data dir
+    # the broker's own listeners (Kafka's and the metrics one) come from its command line
+    # (--override), not the data dir
     def settings(text: str) -> list[str]:
-        return [x for x in text.splitlines() if not x.startswith("  listeners=")]
+        return [x for x in text.splitlines() if not x.startswith(("  listeners=", "  metrics.listener="))]
     assert settings(ok(cli("configs", "--data-dir", broker.data_dir, "--describe", "--broker", "0", "--all"))) == \
         settings(ok(cli("configs", "--bootstrap-server", b, "--describe", "--broker", "0", "--all")))
     err = one_error(cli("configs", "--bootstrap-server", b, "--alter", "--topic", "cfg", "--delete-config", "segment.ms"))

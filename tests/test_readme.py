@@ -12,8 +12,9 @@ stopped (``cleaner run``, ``consume --follow``) must still be running after a fe
 on ^C. Python blocks run in a subprocess. A block preceded by ``<!-- readme-test: skip (why) -->``
 is skipped (used for what needs a cluster or builds the project), a ``text`` block is a picture;
 the "Transactions" section's
-blocks are run by ``test_readme_transactions.py`` and the "Access control (ACLs)" section's by
-``test_readme_acls.py`` (their brokers need settings of their own), and are left out here.
+blocks are run by ``test_readme_transactions.py``, the "Security: TLS and SASL" section's by
+``test_readme_security.py`` and the "Access control (ACLs)" section's by ``test_readme_acls.py``
+(their brokers need settings of their own), and are left out here.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import pytest
 
 from broker_support import COMMAND, KCAT, Broker, free_port
 from test_readme_acls import section_blocks as acls_blocks
+from test_readme_security import section_blocks as security_blocks
 from test_readme_transactions import section_blocks as transactions_blocks
 
 pytest.importorskip("confluent_kafka")
@@ -45,9 +47,9 @@ STOP_TIMEOUT_S = 60
 
 
 def readme_blocks() -> list[tuple[int, str, str, str | None]]:
-    """(line, language, code, readme-test mark) of every block outside the Transactions section."""
+    """(line, language, code, readme-test mark) of every block outside the sections run elsewhere."""
     text = open(README, encoding="utf-8").read()
-    elsewhere = set(transactions_blocks()) | set(acls_blocks())
+    elsewhere = set(transactions_blocks()) | set(security_blocks()) | set(acls_blocks())
     out = []
     for m in BLOCK.finditer(text):
         if (m.group("lang"), m.group("code")) in elsewhere:
@@ -59,10 +61,11 @@ def readme_blocks() -> list[tuple[int, str, str, str | None]]:
 BLOCKS = readme_blocks()
 
 
-def test_the_transactions_section_is_run_elsewhere():
+def test_the_sections_with_brokers_of_their_own_are_run_elsewhere():
     text = open(README, encoding="utf-8").read()
-    assert len(BLOCK.findall(text)) == len(BLOCKS) + len(transactions_blocks()) + len(acls_blocks())
-    assert len(transactions_blocks()) >= 4
+    assert len(BLOCK.findall(text)) == (len(BLOCKS) + len(transactions_blocks()) + len(security_blocks())
+                                        + len(acls_blocks()))
+    assert len(transactions_blocks()) >= 4 and len(security_blocks()) >= 5
 
 
 @pytest.fixture(scope="module")

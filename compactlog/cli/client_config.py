@@ -73,9 +73,35 @@ def client_settings(props: dict[str, str], where: str = "--command-config") -> d
                 out["ssl.key.password"] = props["ssl.key.password"]
     if props.get("ssl.endpoint.identification.algorithm", None) == "":
         out["ssl.endpoint.identification.algorithm"] = "none"
+    translated = {"ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.location"}
     for k, v in props.items():
+        if k in translated:
+            continue            # handled above, by the store's type
         if k in _PASS_THROUGH and k not in out and not (k == "ssl.endpoint.identification.algorithm" and v == ""):
             out[k] = v
         elif k not in _PASS_THROUGH and k not in _DROPPED and not k.startswith(("ssl.", "sasl.")):
             out[k] = v
+    return out
+
+
+# librdkafka's settings -> kafka-python's, for the requests only kafka-python sends
+_KAFKA_PYTHON = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+                 "sasl.mechanisms": "sasl_mechanism", "sasl.username": "sasl_plain_username",
+                 "sasl.password": "sasl_plain_password", "ssl.ca.location": "ssl_cafile",
+                 "ssl.certificate.location": "ssl_certfile", "ssl.key.location": "ssl_keyfile",
+                 "ssl.key.password": "ssl_password", "client.id": "client_id"}
+
+
+def kafka_python_settings(conf: dict[str, str]) -> dict:
+    """kafka-python's admin client settings for the librdkafka settings ``client_settings`` made."""
+    out: dict = {}
+    for k, v in conf.items():
+        if k in _KAFKA_PYTHON:
+            out[_KAFKA_PYTHON[k]] = v.upper() if k in ("security.protocol",) else v
+        elif k == "ssl.endpoint.identification.algorithm":
+            out["ssl_check_hostname"] = v.lower() not in ("none", "")
+        elif k in ("ssl.keystore.location", "ssl.ca.pem"):
+            raise ConfigError(f"--command-config: {'a PKCS12 key store' if k == 'ssl.keystore.location' else 'an inline trust store'} "
+                              f"cannot be used for this request (kafka-python); use PEM files (ssl.keystore.type=PEM, "
+                              f"ssl.truststore.location)")
     return out

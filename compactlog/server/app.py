@@ -34,6 +34,8 @@ from .txn.service import for_broker as transaction_coordinator_for
 from .dispatch import advertised_apis, dispatch_table
 from .metrics import BrokerMetrics
 from .metrics.health import NOT_RUNNING, RUNNING, SHUTTING_DOWN, shutdown_hold
+from .security.credentials import CredentialCache
+from .security.listeners import DEFAULT_PROTOCOL_MAP, BrokerSecurity, parse_protocol_map
 from .state import BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
 from .status.routes import register_status_page
 from .transport import BrokerServer, pid_cpu_seconds
@@ -62,11 +64,17 @@ def configure_logging(log_file: str | None = None, level: int = logging.INFO) ->
 
 
 def broker_listeners(broker) -> tuple[list[Listener], list[Listener]]:
-    """(listeners, advertised listeners), checked; advertised defaults to listeners."""
-    listeners = parse_listeners(broker.get("listeners"), "listeners")
+    """(listeners, advertised listeners), checked; one advertised endpoint per listener, in the
+    listeners' order: the one ``advertised.listeners`` names, else the listener's own address."""
+    protocols = parse_protocol_map(broker.props.get("listener.security.protocol.map") or DEFAULT_PROTOCOL_MAP)
+    listeners = parse_listeners(broker.get("listeners"), "listeners", protocols)
     raw = broker.get("advertised.listeners")
-    advertised = parse_listeners(raw, "advertised.listeners") if raw else \
-        [Listener(x.name, x.host, x.port) for x in listeners]
+    named = {a.name: a for a in parse_listeners(raw, "advertised.listeners", protocols)} if raw else {}
+    for name in named:
+        if not any(x.name == name for x in listeners):
+            raise ConfigError(f"invalid value {raw!r} for configuration advertised.listeners: listener "
+                              f"{name} is not in listeners ({broker.get('listeners')})")
+    advertised = [named.get(x.name) or Listener(x.name, x.host, x.port, x.protocol) for x in listeners]
     for a in advertised:
         if a.host in ("0.0.0.0", "::"):
             raise ConfigError(f"invalid value {raw or broker.get('listeners')!r} for configuration "
@@ -112,6 +120,9 @@ class Broker:
 
     def run(self) -> int:
         """Serve until SIGINT/SIGTERM; the exit code."""
+        # TLS stores, SASL settings and the credentials file are checked before anything opens
+        security = BrokerSecurity(self.datadir.broker.props, self.listeners,
+                                  CredentialCache(self.datadir.path))
         # the metrics listener first: the probes answer (503) while the logs load
         metrics = self.metrics = BrokerMetrics.start(self.datadir, node_id=self.node_id, cluster_id=self.cluster_id,
                                                      listeners=self.listeners, advertised=self.advertised)
@@ -122,6 +133,7 @@ class Broker:
             highest_pid = self.load_logs()
             self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],
                                      producer_ids=ProducerIdManager(self.datadir.path, highest_pid))
+            self.state.security = security
             if metrics is not None:
                 metrics.attach(state=self.state)
             group_coordinator_for(self.state)
@@ -166,6 +178,7 @@ class Broker:
         server = self.server = BrokerServer(state, table, apis, pool,
                                             max_request_size=broker.get("socket.request.max.bytes"),
                                             idle_ms=broker.get("connections.max.idle.ms"),
+                                            security=state.security,
                                             observer=metrics.requests if metrics is not None else None)
         stop = asyncio.Event()
         # __consumer_offsets and __transaction_state partitions are marked loading before any
@@ -181,10 +194,11 @@ class Broker:
             where = ", ".join(str(x) for x in self.listeners)
             raise CompactlogError(f"cannot listen on {where}: {e.strerror or e}") from None
         self.bound = bound
-        for a, listener in zip(self.advertised, self.listeners):
+        for a, listener, (_, port) in zip(self.advertised, self.listeners, server.bound_by_listener):
             if a.port == 0:         # port 0: advertise the port the system chose
-                a.port = next(p for h, p in bound) if listener.port == 0 else listener.port
+                a.port = port if listener.port == 0 else listener.port
         state.advertised = self.advertised[0]
+        state.advertised_listeners = {a.name: a for a in self.advertised}
         if self.datadir.lock is not None:
             # a writer the lock refuses can then say to go through this broker
             self.datadir.lock.note_broker_address(str(state.advertised).split("://", 1)[1])

@@ -25,12 +25,14 @@ from .apis.list_offsets import LIST_OFFSETS
 from .apis.metadata import METADATA
 from .apis.produce import PRODUCE
 from .apis.records import DELETE_RECORDS
+from .apis.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from .apis.scram_credentials import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from .apis.topics import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
 from .groups.handlers import GROUP_APIS
 from .txn.handlers import TXN_APIS
 from .versions import SupportedApis
 
-__all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "TXN_APIS", "advertised_apis",
+__all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "SECURITY_APIS", "TXN_APIS", "advertised_apis",
            "dispatch_table", "error_response"]
 
 BROKER_APIS: tuple[ApiHandler, ...] = (
@@ -40,7 +42,12 @@ BROKER_APIS: tuple[ApiHandler, ...] = (
 )
 """The data-plane and admin APIs (wire-protocol.md §2.1), Produce first."""
 
-DECLARED_APIS: tuple[ApiHandler, ...] = BROKER_APIS + GROUP_APIS + TXN_APIS + ACL_APIS
+SECURITY_APIS: tuple[ApiHandler, ...] = (
+    SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
+)
+"""SASL and the SCRAM credential APIs (security.md §9), advertised on every listener as Kafka's."""
+
+DECLARED_APIS: tuple[ApiHandler, ...] = BROKER_APIS + GROUP_APIS + TXN_APIS + SECURITY_APIS + ACL_APIS
 
 _BY_KEY = {a.key: a for a in DECLARED_APIS}
 if len(_BY_KEY) != len(DECLARED_APIS):

@@ -38,8 +38,9 @@ def handle_describe_cluster(state: BrokerState, request):
         return failed(ErrorCode.invalid_request, ErrorCode.mismatched_endpoint_type,
                       "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
                       "of type CONTROLLER")
-    broker = build(module.DescribeClusterBroker, broker_id=state.node_id, host=state.advertised.host,
-                   port=state.advertised.port, rack=None, is_fenced=False)
+    me = state.advertised_for(request)
+    broker = build(module.DescribeClusterBroker, broker_id=state.node_id, host=me.host,
+                   port=me.port, rack=None, is_fenced=False)
     operations = (CLUSTER_AUTHORIZED_OPERATIONS if body.include_cluster_authorized_operations
                   else OPERATIONS_NOT_REQUESTED)
     if operations != OPERATIONS_NOT_REQUESTED:      # asked for: what the principal may do (0 without DESCRIBE)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ...storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, kafka_string
 from ...storage.kafka_names import KAFKA_BROKER_SETTINGS
+from ..security.redaction import is_secret_setting
 from ..state import BrokerState
 
 # DescribeConfigsResponse.ConfigSource
@@ -101,6 +102,8 @@ def topic_config_entries(state: BrokerState, topic: str) -> list[ConfigEntry]:
 def _is_sensitive(name: str, kind: str | None) -> bool:
     # KafkaConfig.maybeSensitive: a PASSWORD setting, or one whose type is not known; compactlog
     # knows Kafka's names but not their types, so a known name is shown unless it holds a secret
+    if is_secret_setting(name):
+        return True
     if kind is not None:
         return False
     if name not in KAFKA_BROKER_SETTINGS and not name.startswith("listener.name."):
@@ -202,6 +205,22 @@ BROKER_DOCS = {
     "socket.request.max.bytes": "Largest request accepted; a larger one closes the connection.",
     "connections.max.idle.ms": "Idle time after which a connection is closed.",
     "num.io.threads": "Threads that handle requests.",
+    "listener.security.protocol.map": "Security protocol of each listener name, as NAME:PROTOCOL pairs.",
+    "sasl.enabled.mechanisms": "SASL mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+    "sasl.server.max.receive.size": "Largest frame accepted before a client is authenticated.",
+    "connections.max.reauth.ms": "Session lifetime of a SASL connection; 0 means sessions never expire.",
+    "connection.failed.authentication.delay.ms": "Delay of the answer and close after a failed "
+                                                 "authentication.",
+    "ssl.client.auth": "Whether TLS clients must (required), may (requested) or need not (none) present "
+                       "a certificate.",
+    "ssl.keystore.type": "Format of the key store: PEM or PKCS12 (JKS is not readable here).",
+    "ssl.keystore.location": "File holding the broker's private key and certificate chain.",
+    "ssl.truststore.type": "Format of the trust store: PEM or PKCS12.",
+    "ssl.truststore.location": "File of the CA certificates client certificates are checked against.",
+    "ssl.enabled.protocols": "TLS versions accepted: TLSv1.2, TLSv1.3.",
+    "ssl.cipher.suites": "TLS 1.2 cipher suites allowed, by their Java names; empty allows the defaults.",
+    "ssl.principal.mapping.rules": "How a client certificate's subject becomes a user name (DEFAULT or "
+                                   "RULE:pattern/replacement/[LU]).",
     "group.min.session.timeout.ms": "Shortest session timeout a group member may ask for.",
     "group.max.session.timeout.ms": "Longest session timeout a group member may ask for.",
     "group.initial.rebalance.delay.ms": "How long the first rebalance of an empty group waits for more "

@@ -76,8 +76,8 @@ def handle_metadata(state: BrokerState, request):
             else:
                 results.append(_requested_topic(state, request, cls, name, allow_auto, ops, ids))
 
-    brokers = (build(broker_cls, node_id=state.node_id, host=state.advertised.host,
-                     port=state.advertised.port, rack=None),)
+    me = state.advertised_for(request)
+    brokers = (build(broker_cls, node_id=state.node_id, host=me.host, port=me.port, rack=None),)
     cluster_ops = CLUSTER_OPERATIONS if getattr(body, "include_cluster_authorized_operations", False) \
         else OPERATIONS_NOT_REQUESTED
     if cluster_ops != OPERATIONS_NOT_REQUESTED:     # asked for: what the principal may do (0 without DESCRIBE)

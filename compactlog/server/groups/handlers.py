@@ -90,7 +90,7 @@ def handle_find_coordinator(state: BrokerState, request):
     body = request.body
     cls = response_class(request)
     key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
-    me = state.advertised
+    me = state.advertised_for(request)
     if request.api_version >= 4:
         c_cls = nested(cls, "Coordinator")
         out = []

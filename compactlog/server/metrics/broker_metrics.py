@@ -194,7 +194,10 @@ class BrokerMetrics:
         return [x.name for x in self.listeners]
 
     def listener_of(self, connection) -> str:
-        """The listener a client connection came in on (by the local port)."""
+        """The listener a client connection came in on (its own name, else by the local port)."""
+        named = getattr(getattr(connection, "security", None), "name", None)
+        if named:
+            return named
         transport = getattr(connection, "transport", None)
         sockname = transport.get_extra_info("sockname") if transport is not None else None
         port = sockname[1] if sockname else None

@@ -126,8 +126,34 @@ class BrokerStateCollector:
                     "request handler threads' time idle over the last minute (0-1)", handler_idle)
         yield gauge("kafka_network_socketserver_networkprocessoravgidle_percent", "Fraction of the event loop's "
                     "time idle over the last minute (0-1)", loop_idle)
+        security = getattr(m.state, "security", None)
+        listeners = security.listeners.values() if security is not None else ()
         yield gauge("kafka_network_socketserver_expiredconnectionskilledcount", "Connections closed at their "
-                    "credential's expiry (KIP-368)", 0)
+                    "credential's expiry (KIP-368)", sum(x.stats.expired_connections_killed for x in listeners))
+        yield from self._security(listeners)
+
+    def _security(self, listeners):
+        """Each listener's authentication counters (Kafka's Selector metrics: a failed TLS handshake
+        is a failed authentication) and its TLS stores' earliest expiry (security.md, metrics.md 4.6)."""
+        prefix = "kafka_server_socket_server_metrics_"
+        for stat, doc in (("successful_authentication", "Connections authenticated (TLS or SASL)"),
+                          ("failed_authentication", "Failed authentications, failed TLS handshakes included"),
+                          ("successful_reauthentication", "SASL re-authentications (KIP-368) that succeeded"),
+                          ("failed_reauthentication", "SASL re-authentications (KIP-368) that failed")):
+            c = CounterMetricFamily(prefix + stat, doc, labels=["listener"])
+            for x in listeners:
+                c.add_metric((x.name,), getattr(x.stats, stat))
+            yield c
+        g = GaugeMetricFamily("compactlog_tls_certificate_expiry_timestamp_seconds", "Earliest notAfter of a TLS "
+                              "listener's key store or trust store (UNIX seconds)", labels=["listener", "kind"])
+        for x in listeners:
+            tls = x.tls
+            if tls is None:
+                continue
+            for kind, when in (("keystore", tls.keystore_not_after), ("truststore", tls.truststore_not_after)):
+                if when is not None:
+                    g.add_metric((x.name, kind), when)
+        yield g
 
     def _disk(self, path: str):
         try:
