@@ -1,7 +1,7 @@
 """``consume --bootstrap-server``: kafka-console-consumer.sh through a broker, with confluent-kafka's
 Consumer (librdkafka); the same output as the offline ``consume`` (``--property print.*``, kcat's
-``--format``, JSON lines) and the same end: at the end of every partition read (as ``kcat -e``)
-unless ``--follow`` or ``--timeout-ms``.
+``--format``, JSON lines: ``record_format.py``) and the same end: at the end of every partition
+read (as ``kcat -e``) unless ``--follow`` or ``--timeout-ms``.
 
 As the console consumer: with ``--group``, the topic is subscribed in that group (the group's
 committed offsets first, then ``--from-beginning``'s earliest or the end), or with ``--partition``
@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 import time
 
+from .record_format import TextFormat, formatted_line, json_record
 from .remote import TIMEOUT_S, BrokerError, ClientLog
 
 UNUSED_GROUP = "compactlog-console-consumer"     # librdkafka wants a group.id; never joined nor committed
@@ -188,7 +189,6 @@ def _print_messages(consumer, bootstrap: str, assigned: set[int], commit: bool, 
 
 def _renderer(output_format: str, fmt):
     """message -> the bytes printed for it."""
-    from .consume import TextFormat, formatted_line, json_record
     if output_format == "jsonl":
         return lambda m: json_record(m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value(),
                                      m.headers())

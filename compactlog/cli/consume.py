@@ -1,6 +1,6 @@
 """``consume``: kafka-console-consumer.sh over a data dir; prints and exits at the end of the log
-(through a broker with ``--bootstrap-server``: ``broker_consume.py``; kcat's ``-f`` output with
-``--format``: ``kcat_format.py``).
+(through a broker with ``--bootstrap-server``: ``broker_consume.py``; the text and JSON lines
+printed for a record: ``record_format.py``; kcat's ``-f`` output with ``--format``: ``kcat_format.py``).
 
 Read-only: partitions are read through ``storage.reader.PartitionReader`` (no log loader, no
 recovery, no snapshot, no clean-shutdown marker), so consuming never changes the data dir. Every
@@ -13,11 +13,9 @@ files exactly as a Kafka fetch collects them. Transaction markers are never prin
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from typing import Iterator
 
 import typer
@@ -26,31 +24,10 @@ from ..errors import TopicError
 from ..storage import files
 from ..storage.config import parse_assignments
 from ..storage.isolation import ISOLATION_LEVELS
-from .common import closed_pipe_is_success, context, fail, headers_json, put_bytes
+from .common import closed_pipe_is_success, context, fail
 from .apps import app
 from .progress import partition_log_bytes, progress
-
-# kafka-console-consumer's DefaultMessageFormatter properties and their defaults
-TEXT_PROPERTIES = {"print.timestamp": "false", "print.key": "false", "print.value": "true",
-                   "print.partition": "false", "print.offset": "false", "print.headers": "false",
-                   "key.separator": "\t", "line.separator": "\n", "headers.separator": ",",
-                   "headers.key.separator": ":", "null.literal": "null"}
-BOOL_PROPERTIES = [k for k in TEXT_PROPERTIES if k.startswith("print.")]
-
-
-@dataclass(frozen=True)
-class TextFormat:
-    print_timestamp: bool
-    print_key: bool
-    print_value: bool
-    print_partition: bool
-    print_offset: bool
-    print_headers: bool
-    key_separator: bytes
-    line_separator: bytes
-    headers_separator: bytes
-    headers_key_separator: bytes
-    null_literal: bytes
+from .record_format import TextFormat, formatted_line, json_record, text_format
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -263,22 +240,6 @@ def _partitions(c, topic: str, partition: int | None) -> tuple[str, list[int]]:
     return root, parts
 
 
-def text_format(props: dict[str, str]) -> TextFormat:
-    unknown = sorted(set(props) - set(TEXT_PROPERTIES))
-    if unknown:
-        fail(f"--property {unknown[0]}: unknown property (known: {', '.join(TEXT_PROPERTIES)})")
-    p = {**TEXT_PROPERTIES, **props}
-    for name in BOOL_PROPERTIES:
-        if p[name].strip().lower() not in ("true", "false"):
-            fail(f"--property {name}={p[name]}: expected true or false")
-    flag = {name: p[name].strip().lower() == "true" for name in BOOL_PROPERTIES}
-    enc = (lambda s: s.encode("utf-8"))
-    return TextFormat(flag["print.timestamp"], flag["print.key"], flag["print.value"],
-                      flag["print.partition"], flag["print.offset"], flag["print.headers"],
-                      enc(p["key.separator"]), enc(p["line.separator"]), enc(p["headers.separator"]),
-                      enc(p["headers.key.separator"]), enc(p["null.literal"]))
-
-
 # -- one partition --------------------------------------------------------------------------------
 
 def partition_output(pdir: str, topic: str, partition: int, start: StartSpec, isolation_level: str,
@@ -322,36 +283,12 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartSpec, is
         typer.echo(f"note: {note}", err=True)
 
 
-# -- formatting -----------------------------------------------------------------------------------
+# -- a data-dir record's fields for the formatter -------------------------------------------------
 
 def text_line(fmt: TextFormat, partition: int, batch, r) -> bytes:
     """kafka-console-consumer's DefaultMessageFormatter: the chosen columns, key.separator between."""
     return formatted_line(fmt, partition, r.offset, _timestamp_text(batch, r.timestamp) if fmt.print_timestamp
                           else "", r.key, r.value, r.headers)
-
-
-def formatted_line(fmt: TextFormat, partition: int, offset: int, timestamp_text: str, key: bytes | None,
-                   value: bytes | None, headers) -> bytes:
-    """One record as DefaultMessageFormatter prints it; ``timestamp_text`` is ``CreateTime:ms``,
-    ``LogAppendTime:ms`` or ``NO_TIMESTAMP``."""
-    cols = []
-    if fmt.print_timestamp:
-        cols.append(timestamp_text.encode("ascii"))
-    if fmt.print_partition:
-        cols.append(b"Partition:%d" % partition)
-    if fmt.print_offset:
-        cols.append(b"Offset:%d" % offset)
-    if fmt.print_headers:
-        cols.append(fmt.headers_separator.join(
-            h[0].encode("utf-8") + fmt.headers_key_separator + (fmt.null_literal if h[1] is None else h[1])
-            for h in headers) if headers else b"NO_HEADERS")
-    if fmt.print_key:
-        cols.append(fmt.null_literal if key is None else key)
-    if fmt.print_value:
-        cols.append(fmt.null_literal if value is None else value)
-    if not cols:
-        return b""
-    return fmt.key_separator.join(cols) + fmt.line_separator
 
 
 def _timestamp_text(batch, ts: int) -> str:
@@ -363,12 +300,3 @@ def _timestamp_text(batch, ts: int) -> str:
 
 def json_line(topic: str, partition: int, r) -> bytes:
     return json_record(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
-
-
-def json_record(topic: str, partition: int, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
-                headers) -> bytes:
-    d = {"topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp}
-    put_bytes(d, "key", key)
-    put_bytes(d, "value", value)
-    d["headers"] = headers_json(headers or ())
-    return (json.dumps(d) + "\n").encode("utf-8")
