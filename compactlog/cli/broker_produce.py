@@ -1,14 +1,15 @@
 """``produce --bootstrap-server``: kafka-console-producer.sh through a broker, with confluent-kafka's
 Producer (librdkafka).
 
-Lines are read and parsed as the offline ``produce`` reads them (``--property parse.key=true``,
-``key.separator``, ``null.marker``, headers, or JSON lines), a chunk at a time: a line that does not
-parse stops the command before anything of its chunk is sent. Records go where Kafka's Java producer
-sends them (``partitioner=murmur2_random``: murmur2 of the key, a sticky partition without one),
-with the console producer's defaults: ``acks=all`` (``--request-required-acks``) and, as Java's
-producer since Kafka 3.0, idempotence when acks is all. ``--producer-property K=V`` passes any
-librdkafka setting (``linger.ms``, ``enable.idempotence``, ...). The first record the broker refuses
-stops the reading; what was sent before it is delivered, and the command exits 1 naming the line.
+Lines are read and parsed as the offline ``produce`` reads them (``produce_input.py``: ``--property
+parse.key=true``, ``key.separator``, ``null.marker``, headers, or JSON lines), a chunk at a time: a
+line that does not parse stops the command before anything of its chunk is sent. Records go where
+Kafka's Java producer sends them (``partitioner=murmur2_random``: murmur2 of the key, a sticky
+partition without one), with the console producer's defaults: ``acks=all``
+(``--request-required-acks``) and, as Java's producer since Kafka 3.0, idempotence when acks is
+all. ``--producer-property K=V`` passes any librdkafka setting (``linger.ms``,
+``enable.idempotence``, ...). The first record the broker refuses stops the reading; what was sent
+before it is delivered, and the command exits 1 naming the line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 
 import typer
 
+from .produce_input import input_chunks, parse_records
 from .remote import TIMEOUT_S, BrokerError, ClientLog
 
 # kafka-console-producer's --request-required-acks values -> librdkafka's acks
@@ -63,7 +65,6 @@ class _Deliveries:
 
 def produce_through_broker(bootstrap: str, topic: str, input_format: str, fmt, conf: dict, verbose: bool) -> None:
     from confluent_kafka import KafkaException, Producer
-    from .produce import input_chunks, parse_records
     log = ClientLog()
     try:
         producer = Producer({**conf, **log.config()})
