@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .configs import Entity, Entry, _header, _shown
+from .config_entries import Entity, Entry, section_header, shown_entries
 from .remote import BrokerError, admin_client, alter_configs, alter_default_broker_configs, config_entries, \
     default_broker_entries, result, source_name, topic_partitions
 
@@ -38,7 +38,8 @@ def describe_through_broker(bootstrap: str, entity: Entity, all_: bool) -> list[
             names = [entity.name]
         else:
             names = ids + [""]
-    return [(_header(entity.kind, n, all_), _shown(_entries(admin, entity, n, bootstrap), entity.kind, n, all_))
+    return [(section_header(entity.kind, n, all_),
+             shown_entries(_entries(admin, entity, n, bootstrap), entity.kind, n, all_))
             for n in names]
 
 
@@ -46,8 +47,8 @@ def alter_through_broker(bootstrap: str, entity: Entity, changes: dict[str, str]
     admin = admin_client(bootstrap)
     if removals:
         # as Kafka's tool: a config to delete must be one the entity has (a dynamic one)
-        dynamic = {e.name for e in _shown(_entries(admin, entity, entity.name, bootstrap), entity.kind, entity.name,
-                                          False)}
+        dynamic = {e.name for e in shown_entries(_entries(admin, entity, entity.name, bootstrap), entity.kind,
+                                                 entity.name, False)}
         invalid = [n for n in removals if n not in dynamic]
         if invalid:
             raise BrokerError(f"Invalid config(s): {','.join(invalid)}")

@@ -1,5 +1,6 @@
 """``configs``: kafka-configs.sh for topics and brokers, through a broker (``--bootstrap-server``:
-DescribeConfigs and IncrementalAlterConfigs with confluent-kafka's AdminClient) or on a data dir.
+DescribeConfigs and IncrementalAlterConfigs with confluent-kafka's AdminClient, in
+``broker_configs.py``) or on a data dir; either side's entries are printed by ``config_entries.py``.
 
 Kafka's options and output (ConfigCommand): ``--describe [--all]`` prints ``Dynamic configs for
 topic T are:`` (or ``All configs ...``, ``Default configs for brokers in the cluster are:``) and one
@@ -22,48 +23,22 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 import typer
 
 from ..errors import ConfigError, TopicError
 from .apps import app
 from .common import context, fail
+from .config_entries import Entity, Entry, section_header, shown_entries
 
 ENTITY_TYPES = ("topics", "brokers")
 RESOURCE = {"topics": "topic", "brokers": "broker"}
-DYNAMIC_SOURCE = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG"}
-DEFAULT_BROKER_SOURCE = "DYNAMIC_DEFAULT_BROKER_CONFIG"
 SOURCE_NAMES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
                 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
 
 # ConfigCommand.parseConfigsToBeAdded: commas and '=' outside square brackets separate
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
 _KEY = re.compile(r"[$a-zA-Z0-9._-]*")
-
-
-@dataclass
-class Entry:
-    """One described config, from the broker or from the data dir."""
-    name: str
-    value: str | None
-    source: str
-    sensitive: bool
-    synonyms: list[tuple[str, str, str | None]]      # (source, name, value)
-
-    def line(self) -> str:
-        syn = ", ".join(f"{s}:{n}={_java(v)}" for s, n, v in self.synonyms)
-        return f"  {self.name}={_java(self.value)} sensitive={'true' if self.sensitive else 'false'} synonyms={{{syn}}}"
-
-
-def _java(value) -> str:
-    return "null" if value is None else str(value)
-
-
-@dataclass
-class Entity:
-    kind: str                # topics or brokers
-    name: str | None         # None: every entity of the kind; "": the brokers' default
 
 
 @app.command("configs")
@@ -108,7 +83,7 @@ def configs_cmd(ctx: typer.Context,
         return
     if all_:
         fail("--all goes with --describe", 2)
-    changes = _configs_to_add(add_config, add_config_file)
+    changes = configs_to_add(add_config, add_config_file)
     removals = [n.strip() for item in delete_config or () for n in item.split(",") if n.strip()]
     if not changes and not removals:
         fail("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter", 2)
@@ -156,7 +131,7 @@ def _entity(entity_type, entity_name, entity_default, topic, broker, broker_defa
     return Entity(kind, name)
 
 
-def _configs_to_add(add_config: list[str] | None, path: str | None) -> dict[str, str]:
+def configs_to_add(add_config: list[str] | None, path: str | None) -> dict[str, str]:
     """ConfigCommand.parseConfigsToBeAdded."""
     if add_config and path:
         fail("Only one of --add-config or --add-config-file must be specified", 2)
@@ -206,7 +181,8 @@ def _describe_offline(c, entity: Entity, all_: bool) -> list[tuple[str, list[Ent
                 return [(f"The topic '{entity.name}' doesn't exist and doesn't have dynamic config.", [])]
             for name in [entity.name] if entity.name is not None else dd.topics():
                 entries = [entry_of(e) for e in topic_config_entries(node, name)]
-                sections.append((_header(entity.kind, name, all_), _shown(entries, entity.kind, name, all_)))
+                sections.append((section_header(entity.kind, name, all_),
+                                 shown_entries(entries, entity.kind, name, all_)))
             return sections
         node_id = node_id_of(dd.path, dd.broker)
         names = [entity.name] if entity.name is not None else [str(node_id), ""]
@@ -214,22 +190,8 @@ def _describe_offline(c, entity: Entity, all_: bool) -> list[tuple[str, list[Ent
             if name not in ("", str(node_id)):
                 return [(f"The broker '{name}' doesn't exist and doesn't have dynamic config.", [])]
             entries = [] if name == "" else [entry_of(e) for e in broker_config_entries(node)]
-            sections.append((_header(entity.kind, name, all_), _shown(entries, entity.kind, name, all_)))
+            sections.append((section_header(entity.kind, name, all_), shown_entries(entries, entity.kind, name, all_)))
     return sections
-
-
-def _header(kind: str, name: str, all_: bool) -> str:
-    if name == "":
-        return f"Default configs for {kind} in the cluster are:"
-    return f"{'All' if all_ else 'Dynamic'} configs for {kind[:-1]} {name} are:"
-
-
-def _shown(entries: list[Entry], kind: str, name: str, all_: bool) -> list[Entry]:
-    """ConfigCommand.getResourceConfig: the dynamic entries (all of them with --all), by name."""
-    if not all_:
-        source = DEFAULT_BROKER_SOURCE if kind == "brokers" and name == "" else DYNAMIC_SOURCE[kind]
-        entries = [e for e in entries if e.source == source]
-    return sorted(entries, key=lambda e: e.name)
 
 
 def node_id_of(path: str, broker) -> int:

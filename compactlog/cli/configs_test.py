@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import typer
 
-from .configs import _configs_to_add
+from .configs import configs_to_add
 from .server_properties import alter_server_properties
 
 
@@ -17,13 +17,13 @@ from .server_properties import alter_server_properties
     ("ssl.endpoint.identification.algorithm=", {"ssl.endpoint.identification.algorithm": ""}),
 ])
 def test_add_config(text, expected):
-    assert _configs_to_add([text], None) == expected
+    assert configs_to_add([text], None) == expected
 
 
 @pytest.mark.parametrize("text", ["a", "a=1,b", "a=1=2", "bad key=1"])
 def test_add_config_refused(text):
     with pytest.raises(typer.Exit):
-        _configs_to_add([text], None)
+        configs_to_add([text], None)
 
 
 def test_server_properties_rewrite_keeps_comments_order_and_continuations(tmp_path):

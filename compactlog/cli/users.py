@@ -99,9 +99,9 @@ def _mechanisms(names: list[str]) -> list[str]:
 
 def _upsertions(add_config: list[str] | None) -> dict[str, dict]:
     """mechanism -> {iterations, password}: ConfigCommand's SCRAM syntax."""
-    from .configs import _configs_to_add
+    from .configs import configs_to_add
     out: dict[str, dict] = {}
-    for mechanism, value in _configs_to_add(add_config, None).items():
+    for mechanism, value in configs_to_add(add_config, None).items():
         (mechanism,) = _mechanisms([mechanism])
         options: dict = {}
         for item in (x for x in value.split(",") if x.strip()):
