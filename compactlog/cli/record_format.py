@@ -1,7 +1,7 @@
 """How ``consume`` prints a record, offline or through a broker: kafka-console-consumer's text
-output (Kafka's ``DefaultMessageFormatter`` and its ``--property print.*`` switches) and compactlog's
-JSON lines. Both sources hand over the same fields (partition, offset, timestamp, key, value,
-headers), so the bytes printed for a record do not depend on where it was read from.
+output (Kafka's ``DefaultMessageFormatter`` and its ``--property print.*`` switches) and
+compactlog's JSON lines. Both sources hand over the same fields (partition, offset, timestamp, key,
+value, headers), so the bytes printed for a record do not depend on where it was read from.
 """
 
 from __future__ import annotations
