@@ -26,7 +26,6 @@ clients send full requests.
 from __future__ import annotations
 
 import asyncio
-import os
 import struct
 from dataclasses import dataclass
 
@@ -99,7 +98,7 @@ def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: b
             pr.aborted = []
         if span.length:
             if span.length >= zero_copy_min:
-                pr.records = FileRegion(os.dup(span.file.fd), span.position, span.length)
+                pr.records = FileRegion(span.file.dup(), span.position, span.length)
             else:
                 pr.records = span.read()
             if committed:
