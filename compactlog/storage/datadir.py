@@ -79,12 +79,13 @@ def _delete_dir_name(topic: str, partition: int) -> str:
     return topic[:255 - len(suffix)] + suffix
 
 
-def _readable(checkpoint: OffsetCheckpointFile) -> dict:
+def _readable(checkpoint: OffsetCheckpointFile, *, cached: bool = False) -> dict:
     """The checkpoint's entries, or none when it is unreadable: as Kafka's LogManager, an unreadable
     recovery-point file means "recover everything" and an unreadable log-start file "use the first
-    segment" (the file is rewritten at the next checkpoint)."""
+    segment" (the file is rewritten at the next checkpoint). ``cached``: the shared parse, read
+    only (``OffsetCheckpointFile.read_cached``)."""
     try:
-        return checkpoint.read()
+        return checkpoint.read_cached() if cached else checkpoint.read()
     except StorageError:
         return {}
 
@@ -545,6 +546,11 @@ class DataDir:
                 shutil.rmtree(target)
 
     # -- logs
+    def had_clean_shutdown(self) -> bool:
+        """Whether the last writer left the clean-shutdown marker (a writer consumes it here, as
+        Kafka's LogManager deletes it at start: a crash from now on is an unclean shutdown)."""
+        return self._clean_shutdown()
+
     def _clean_shutdown(self) -> bool:
         if self._had_clean_shutdown is None:
             marker = os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE)
@@ -569,8 +575,8 @@ class DataDir:
             elif self.writable and partition not in self._partition_dirs().get(topic, ()):
                 self._dirs_added(topic, [partition])    # made beside this writer: in its map from now on
             clean = self._clean_shutdown()
-            recovery = _readable(self.recovery_checkpoint).get(key, 0) if not clean else 0
-            log_start = _readable(self.log_start_checkpoint).get(key, 0)
+            recovery = _readable(self.recovery_checkpoint, cached=True).get(key, 0) if not clean else 0
+            log_start = _readable(self.log_start_checkpoint, cached=True).get(key, 0)
             from .log import Log      # the record codec's numba kernels: not for metadata-only commands
             log = Log(pdir, self.topic_config(topic), clock=self.clock, recovery_point=recovery,
                       log_start_offset=log_start, had_clean_shutdown=clean,
