@@ -89,7 +89,7 @@ class CleanerManager:
 
     # -- the cleaner checkpoint
     def all_cleaner_checkpoints(self) -> dict[tuple[str, int], int]:
-        return self._checkpoint.read()
+        return dict(self._checkpoint.read_cached())
 
     def update_checkpoints(self, changes: dict[tuple[str, int], int]) -> None:
         if changes:
@@ -113,13 +113,22 @@ class CleanerManager:
             skip = set(self._states) | self._backing_off(now_ms)
         checkpoints = self.all_cleaner_checkpoints()
         seen: list[GrabbedLog] = []
+        compacted: dict[str, bool] = {}
+        # the data dir's cached partition map; a topic that is not compacted is skipped on its
+        # config alone, before any of its logs is opened (a broker opens logs on first use)
         for key in self.datadir.all_partitions():
             if key in skip:
                 continue
+            topic = key[0]
+            if topic not in compacted:
+                config = self.datadir.topic_config(topic)
+                compacted[topic] = bool(config.compact and getattr(config, "known", True))
+            if not compacted[topic]:
+                continue
             try:
                 log = self.datadir.open_log(*key)
-            except TopicError:          # deleted since it was listed
-                continue
+            except (TopicError, FileNotFoundError):
+                continue                # deleted since it was listed: skipped quietly
             if not log.config.compact or not getattr(log.config, "known", True):
                 continue
             # under the partition lock: appends, retention and other cleaner threads change the

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -29,7 +30,7 @@ from .background import Background
 from .groups.service import for_broker as group_coordinator_for
 from .txn.service import for_broker as transaction_coordinator_for
 from .dispatch import advertised_apis, dispatch_table
-from .state import BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
+from .state import PRODUCER_ID_FILE, BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
 from .transport import BrokerServer, pid_cpu_seconds
 
 log = logging.getLogger("kafka.server.KafkaServer")
@@ -86,9 +87,19 @@ class Broker:
         self.state: BrokerState | None = None
 
     def load_logs(self) -> int:
-        """Open (and so recover) every partition, as LogManager.loadLogs at start-up."""
+        """Kafka's LogManager.loadLogs, where it has work: after an unclean shutdown (or on a dir
+        no broker has served yet) every partition is opened, which recovers what lies past its
+        recovery point; after a clean one nothing is read now and each log is opened on first use
+        (a request, the cleaner, retention), so that start-up does not grow with the partition
+        count. The highest producer id found in the logs (-1 when none were opened)."""
         started = time.monotonic()
         dd = self.datadir
+        manager_log = logging.getLogger("kafka.log.LogManager")
+        ids_known = os.path.exists(os.path.join(dd.path, PRODUCER_ID_FILE))
+        if dd.had_clean_shutdown() and ids_known:
+            manager_log.info(f"Skipping log recovery after a clean shutdown of {dd.path}: "
+                             f"{len(dd.all_partitions())} log(s) are opened on first use")
+            return -1
         highest_pid = -1
         n = 0
         for topic, partition in dd.all_partitions():
@@ -96,8 +107,8 @@ class Broker:
             if lg.producer_state.producers:
                 highest_pid = max(highest_pid, max(lg.producer_state.producers))
             n += 1
-        logging.getLogger("kafka.log.LogManager").info(
-            f"Loaded {n} log(s) from {dd.path} in {1000 * (time.monotonic() - started):.0f} ms")
+        manager_log.info(f"Loaded {n} log(s) from {dd.path} in "
+                         f"{1000 * (time.monotonic() - started):.0f} ms")
         return highest_pid
 
     def run(self) -> int:
