@@ -27,6 +27,7 @@ from ...errors import CompactlogError
 from ...storage.config import TOPIC_CONFIGS, kafka_string
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
+from ..wire_errors import admin_error
 from .config_entries import SOURCE_DEFAULT, ConfigEntry, broker_config_entries, topic_config_entries
 from .handler import THREAD, ApiHandler, Refused
 from .topic_validation import topic_name_error, validate_topic_configs
@@ -238,7 +239,7 @@ def _alter_configs(state: BrokerState, request, *, incremental: bool):
                     error = e
                 except (CompactlogError, OSError) as e:
                     state.logger.error(f"{what} on {r.resource_name} failed: {e}")
-                    error = Refused(ErrorCode.unknown_server_error)
+                    error = Refused(*admin_error(e, state.datadir.path))
             responses.append(module.AlterConfigsResourceResponse(
                 error_code=error.code if error else ErrorCode.none, error_message=error.message if error else None,
                 resource_type=r.resource_type, resource_name=r.resource_name))

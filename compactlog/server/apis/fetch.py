@@ -31,12 +31,13 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from ...errors import OffsetOutOfRangeError
+from ...errors import CompactlogError, OffsetOutOfRangeError
 from ...record.varint import encode_uvarint
 from ...storage.isolation import last_fetchable_offset
 from ..messages import NO_THROTTLE, READ_COMMITTED, build, nested
 from ..protocol import EncodedResponse, FileRegion
 from ..state import BrokerState
+from ..wire_errors import partition_error
 from .handler import ASYNC, ApiHandler
 
 # below this many bytes a partition's records are read into memory; from it on they are sent
@@ -107,6 +108,18 @@ def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: b
     return pr
 
 
+def _read_one(state: BrokerState, topic: str, p, max_bytes: int, min_one: bool, committed: bool,
+              zero_copy_min: int) -> PartitionRead:
+    log = state.log(topic, p.partition)
+    if log is None:
+        return PartitionRead(p.partition, ErrorCode.unknown_topic_or_partition)
+    current = getattr(p, "current_leader_epoch", -1)
+    if current != -1 and current != log.leader_epoch:
+        code = ErrorCode.fenced_leader_epoch if current < log.leader_epoch else ErrorCode.unknown_leader_epoch
+        return PartitionRead(p.partition, code)
+    return read_partition(log, p.fetch_offset, max_bytes, min_one, committed, zero_copy_min)
+
+
 def read_fetch(state: BrokerState, body, version: int,
                zero_copy_min: int = ZERO_COPY_MIN_BYTES) -> FetchRead:
     """One pass over the requested partitions in request order (KIP-74 limits)."""
@@ -118,18 +131,13 @@ def read_fetch(state: BrokerState, body, version: int,
         for t in body.topics:
             parts = []
             for p in t.partitions:
-                log = state.log(t.topic, p.partition)
-                if log is None:
-                    pr = PartitionRead(p.partition, ErrorCode.unknown_topic_or_partition)
-                else:
-                    current = getattr(p, "current_leader_epoch", -1)
-                    if current != -1 and current != log.leader_epoch:
-                        code = ErrorCode.fenced_leader_epoch if current < log.leader_epoch \
-                            else ErrorCode.unknown_leader_epoch
-                        pr = PartitionRead(p.partition, code)
-                    else:
-                        pr = read_partition(log, p.fetch_offset, min(p.partition_max_bytes, limit),
-                                            min_one, committed, zero_copy_min)
+                try:
+                    pr = _read_one(state, t.topic, p, min(p.partition_max_bytes, limit), min_one, committed,
+                                   zero_copy_min)
+                except (CompactlogError, OSError) as e:
+                    # this partition's files failed; the others are still read (ReplicaManager)
+                    state.logger.error(f"Fetch from {t.topic}-{p.partition} failed: {e}")
+                    pr = PartitionRead(p.partition, partition_error(e, state.datadir.path)[0])
                 n = len(pr.records)
                 if n:
                     limit = max(0, limit - n)

@@ -38,6 +38,7 @@ from ...record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, COMPRESSI
 from ..messages import NO_THROTTLE, build, nested, response_class
 from ..state import ADMIN_CLIENT_ID, INTERNAL_TOPICS, BrokerState
 from ..txn_verification import verification_enabled, verify_partition
+from ..wire_errors import is_storage_failure, partition_error
 from .handler import THREAD, ApiHandler
 
 LOG_APPEND_TIME = "LogAppendTime"
@@ -170,6 +171,9 @@ def handle_produce(state: BrokerState, request):
             except _Refused as r:
                 slots.append(_failed(p_cls, e_cls, pd.index, r.code, r.message, r.record_errors, log))
                 continue
+            except (CompactlogError, OSError) as e:     # the log could not be opened
+                slots.append(_storage_failed(state, p_cls, e_cls, topic.name, pd.index, e))
+                continue
             txn = transactional_producer(pd.records, attributes)
             if txn is not None:
                 producers.add(txn[:2])
@@ -217,14 +221,25 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
         info = log.append_as_leader(records, verification_guard=guard)
     except _Refused as r:
         return _failed(p_cls, e_cls, index, r.code, r.message, r.record_errors, log)
-    except CompactlogError as e:
-        return _failed(p_cls, e_cls, index, e.kafka_error, str(e), getattr(e, "record_errors", ()), log)
+    except (CompactlogError, OSError) as e:
+        if is_storage_failure(e):
+            return _storage_failed(state, p_cls, e_cls, name, index, e)
+        code, message = partition_error(e, state.datadir.path)
+        return _failed(p_cls, e_cls, index, code, message, getattr(e, "record_errors", ()), log)
     if not info.duplicate:
         appended.append((name, index))
     append_time = info.max_timestamp if log.config.get("message.timestamp.type") == LOG_APPEND_TIME else None
     return build(p_cls, index=index, error_code=ErrorCode.none, base_offset=info.first_offset,
                  log_append_time=_datetime(append_time), log_start_offset=log.log_start_offset,
                  record_errors=(), error_message=None)
+
+
+def _storage_failed(state: BrokerState, p_cls, e_cls, topic: str, index: int, e: BaseException):
+    """A partition whose files failed (a full disk, an I/O error): KAFKA_STORAGE_ERROR, logged
+    with its paths, answered without them."""
+    state.logger.error(f"Produce to {topic}-{index} failed: {e}")
+    code, message = partition_error(e, state.datadir.path)
+    return _failed(p_cls, e_cls, index, code, message, (), None)
 
 
 def _failed(p_cls, e_cls, index, code, message, record_errors, log):
