@@ -187,9 +187,32 @@ class Background:
     def _logs(self):
         return [log for log in list(self.datadir.logs.values()) if not log.closed]
 
+    def _retention_logs(self) -> list:
+        """The logs retention may delete from: every open one, and each not opened since start
+        whose topic deletes by size or time (opened now, as Kafka's LogManager has every log
+        loaded; a log start offset only moves in an open log)."""
+        dd = self.datadir
+        opened = dd.logs
+        by_topic: dict[str, bool] = {}
+        out = []
+        for key in dd.all_partitions():
+            log = opened.get(key)
+            if log is None:
+                topic = key[0]
+                if topic not in by_topic:
+                    config = dd.topic_config(topic)
+                    by_topic[topic] = bool(config.delete and getattr(config, "known", True) and
+                                           (config.get("retention.ms") >= 0 or config.get("retention.bytes") >= 0))
+                if not by_topic[topic]:
+                    continue
+                log = self.state.log(*key)
+            if log is not None and not log.closed:
+                out.append(log)
+        return out
+
     def _retention(self, now: int) -> None:
         total = 0
-        for log in self._logs():
+        for log in self._retention_logs():
             try:
                 total += self.datadir.delete_old_segments(log)
             except Exception:
