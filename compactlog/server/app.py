@@ -115,6 +115,10 @@ class Broker:
 
     def run(self) -> int:
         """Serve until SIGINT/SIGTERM; the exit code."""
+        dropped = getattr(self.datadir.broker, "dropped_dynamic", [])
+        if dropped:
+            # DynamicBrokerConfig.removeInvalidConfigs: logged, and the broker starts without them
+            log.error(f"Dynamic broker configs with invalid values are ignored: {', '.join(dropped)}")
         highest_pid = self.load_logs()
         self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],
                                  producer_ids=ProducerIdManager(self.datadir.path, highest_pid))

@@ -65,10 +65,14 @@ SERVER_PROPERTIES = "server.properties"
 
 
 def load_broker_config(data_dir: str, overrides: dict[str, str] | None = None) -> BrokerConfig:
+    """server.properties and ``overrides`` (the static settings, validated), under the dynamic
+    configs the broker's config APIs keep in the data dir (storage/dynamic_config.py)."""
     props = read_properties(os.path.join(data_dir, SERVER_PROPERTIES))
     props.update(overrides or {})
-    broker = BrokerConfig(props)
-    broker.validate()
+    BrokerConfig(props).validate()
+    from .dynamic_config import load_dynamic_layers
+    broker, dropped = load_dynamic_layers(props, data_dir)
+    broker.dropped_dynamic = dropped
     return broker
 
 
@@ -340,6 +344,17 @@ class DataDir:
             for pdir in made:
                 shutil.rmtree(pdir, ignore_errors=True)
             raise
+
+    def reconfigure_broker(self, broker: BrokerConfig) -> None:
+        """New broker settings at run time (a dynamic broker config changed): every open log
+        without an override of a topic config takes the new default at once, as Kafka's
+        DynamicLogConfig.reconfigure updates every log."""
+        with self._logs_guard:
+            self.broker = broker
+            expiration = broker.get("producer.id.expiration.ms")
+            for (topic, _), log in self.logs.items():
+                log.config = self.topic_config(topic)
+                log.producer_state.expiration_ms = expiration
 
     def alter_topic(self, topic: str, set_configs: dict[str, str] | None = None,
                     delete_configs: list[str] | None = None) -> LogConfig:
