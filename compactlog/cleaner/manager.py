@@ -113,6 +113,7 @@ class CleanerManager:
             skip = set(self._states) | self._backing_off(now_ms)
         checkpoints = self.all_cleaner_checkpoints()
         seen: list[GrabbedLog] = []
+        logs = {}
         compacted: dict[str, bool] = {}
         # the data dir's cached partition map; a topic that is not compacted is skipped on its
         # config alone, before any of its logs is opened (a broker opens logs on first use)
@@ -139,6 +140,7 @@ class CleanerManager:
                 log.producer_state.remove_expired(now_ms)
                 seen.append(GrabbedLog(partition_status(log, checkpoints.get(key), now_ms),
                                        log.structure_epoch))
+                logs[key] = log
         broker = self.datadir.broker
         enabled = broker.get("log.cleaner.enable") and broker.get("log.cleaner.threads") > 0
         by_key = {g.key: g for g in seen}
@@ -148,6 +150,10 @@ class CleanerManager:
             for st in select_logs([g.status for g in seen]) if enabled else []:
                 key = (st.topic, st.partition)
                 if key in self._states or key in backing_off:     # taken meanwhile
+                    continue
+                if logs[key].deleted:
+                    # its topic was deleted since it was looked at (the deletion paused, deleted
+                    # and resumed it meanwhile): skipped quietly
                     continue
                 self._states[key] = IN_PROGRESS
                 grabbed.append(by_key[key])
