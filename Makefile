@@ -11,10 +11,13 @@ export COMPACTLOG_SPARK_LOCAL_DIR ?= $(CURDIR)/build/spark-local
 
 venv: $(STAMP)
 
+# the numba kernels are compiled once here (cached beside the sources), so that no command pays
+# for it later: `python -m compactlog.warmup` runs every command's kernels on a scratch dir
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m compactlog.warmup
 	touch $(STAMP)
 
 demo: $(STAMP)

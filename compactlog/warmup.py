@@ -99,7 +99,8 @@ def _run(args: list[str], stdin: bytes | None, env: dict, *, check: bool) -> tup
     err = proc.stderr.decode("utf-8", "replace")
     if proc.returncode != 0:
         raise RuntimeError(f"warm-up step failed ({' '.join(args[2:6])} ...): exit {proc.returncode}\n{err[-2000:]}")
-    compiled = check and "data saved to" in err
+    # numba's cache debugging prints on stdout: "data saved to" means a kernel was compiled
+    compiled = check and b"data saved to" in proc.stdout + proc.stderr
     return err, took, compiled
 
 
