@@ -136,8 +136,12 @@ class IndexFile:
     def _write_entry(self, entry: tuple[int, int]) -> None:
         pos = len(self._entries) * self.entry_size
         if not self.read_only:
-            with self._writing() as fd:
-                os.pwrite(fd, self._encode(entry), pos)
+            try:
+                with self._writing() as fd:
+                    os.pwrite(fd, self._encode(entry), pos)
+            except BaseException:
+                self._disk_length = -1          # unknown: the next resize sets it
+                raise
             self._disk_length = max(self._disk_length, pos + self.entry_size)
         self._entries.append(entry)
         self.length = max(self.length, pos + self.entry_size)

@@ -117,9 +117,14 @@ class FileRecords:
     def append(self, data) -> int:
         self._writable()
         n = len(data)
-        with self._use() as fd:
-            written = os.pwrite(fd, data, self.size)
+        try:
+            with self._use() as fd:
+                written = os.pwrite(fd, data, self.size)
+        except BaseException:
+            self._disk_size = -1        # some bytes may have landed past size: trim must look
+            raise
         if written != n:
+            self._disk_size = -1
             raise StorageError(f"{self.path}: short write ({written} of {n} bytes)")
         self.size += n
         self._disk_size = max(self._disk_size, self.size)
