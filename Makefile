@@ -7,7 +7,13 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export COMPACTLOG_SPARK_LOCAL_DIR ?= $(CURDIR)/build/spark-local
 
-.PHONY: demo test test-fast venv clean-build bench
+# the stream processors the transaction tests run (Quix Streams, Faust) live in a virtualenv of
+# their own: quixstreams pins confluent-kafka<2.13, compactlog needs >=2.16
+APPS_VENV := .venv-apps
+APPS_STAMP := $(APPS_VENV)/.installed
+APPS_REQUIREMENTS := tests/apps/requirements.txt
+
+.PHONY: demo test test-fast venv apps-venv clean-build bench
 
 venv: $(STAMP)
 
@@ -20,13 +26,29 @@ $(STAMP): pyproject.toml
 	$(PY) -m compactlog.warmup
 	touch $(STAMP)
 
+# built once (the stamp); when it cannot be built, `make test` goes on and the app tests skip, saying
+# why (the reason is kept in $(APPS_VENV)/.failed)
+apps-venv: $(APPS_STAMP)
+
+$(APPS_STAMP): $(APPS_REQUIREMENTS)
+	@rm -f $(APPS_VENV)/.failed
+	@if $(PYTHON) -m venv $(APPS_VENV) \
+	    && $(APPS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	       -r $(APPS_REQUIREMENTS) > $(APPS_VENV)/.pip.log 2>&1; then \
+	    touch $(APPS_STAMP); \
+	else \
+	    mkdir -p $(APPS_VENV); \
+	    { echo "python -m venv $(APPS_VENV), then pip install -r $(APPS_REQUIREMENTS), failed:"; tail -5 $(APPS_VENV)/.pip.log 2>/dev/null; echo; } > $(APPS_VENV)/.failed; \
+	    echo "note: $(APPS_VENV) could not be built; the Quix Streams and Faust tests will be skipped" >&2; \
+	fi
+
 demo: $(STAMP)
 	$(PY) -m compactlog.demo --data-dir build/demo-data
 
 # the whole suite on two workers (pytest-xdist; each test file stays on one worker, so a module's
 # SparkSession and broker are started once)
 TEST_WORKERS ?= 2
-test: $(STAMP)
+test: $(STAMP) $(APPS_STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # the lane to run while working (under 90 s): no Spark, no broker subprocess, no corpus, nothing

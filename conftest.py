@@ -26,10 +26,11 @@ BROKER_MODULES = {
     "test_broker_admin", "test_broker_clients", "test_broker_compaction", "test_broker_fuzz",
     "test_broker_lifecycle", "test_broker_transactions", "test_cli_tools", "test_groups_cli",
     "test_groups_cli_more", "test_groups_clients", "test_groups_restart", "test_demo",
-    "test_transactions_cli", "test_readme_transactions",
+    "test_transactions_cli", "test_readme_transactions", "test_readme", "test_cli_console_broker",
+    "test_txn_quix", "test_txn_faust", "test_readers_beside_a_broker",
 }
 SPARK_MODULES = {"test_spark_datasource", "test_spark_sink", "test_spark_streaming", "test_cluster",
-                 "test_snapshot", "test_engine_choice"}
+                 "test_snapshot", "test_engine_choice", "test_readme"}
 CORPUS_MODULES = {"test_corpus", "test_corpus_cli", "test_read_only", "test_kcompare_dump"}
 # modules made of subprocesses, kill -9 trials or long randomized rounds
 SLOW_MODULES = {
@@ -45,13 +46,35 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{name}: {what}")
 
 
+# a module that imports one of these starts a broker subprocess
+BROKER_HELPERS = ("broker_support", "apps_support", "txn_tools_support", "txn_support", "test_txn_conformance_crash")
+
+
+def _starts_a_broker(module) -> bool:
+    source = getattr(module, "__file__", None)
+    if not source:
+        return False
+    cached = _SOURCE_CACHE.get(source)
+    if cached is None:
+        try:
+            with open(source, encoding="utf-8") as f:
+                text = f.read()
+        except OSError:
+            text = ""
+        cached = _SOURCE_CACHE[source] = any(h in text for h in BROKER_HELPERS)
+    return cached
+
+
+_SOURCE_CACHE: dict[str, bool] = {}
+
+
 def lanes_of(item) -> set[str]:
     module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
     fixtures = set(getattr(item, "fixturenames", ()))
     lanes = set()
     if "spark" in fixtures or module in SPARK_MODULES or "[spark" in item.name or "on_spark" in item.name:
         lanes.add("spark")
-    if module in BROKER_MODULES:
+    if module in BROKER_MODULES or _starts_a_broker(getattr(item, "module", None)):
         lanes.add("broker")
     if "corpus_dir" in fixtures or module in CORPUS_MODULES:
         lanes.add("corpus")

@@ -107,7 +107,7 @@ class BackgroundBroker:
 def create_topic(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     say(f"\n>>> AdminClient.create_topics([NewTopic('{TOPIC}', 1, config={TOPIC_CONFIGS})])")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})   # no info line at destroy
     futures = admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1,
                                             config=TOPIC_CONFIGS)])
     futures[TOPIC].result(timeout=30)

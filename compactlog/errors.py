@@ -189,16 +189,28 @@ class StorageError(CompactlogError):
     kafka_error_name = "kafka_storage_error"
 
 
+class LogChangedError(StorageError):
+    """A read-only reader could not hold one consistent state of a partition: a writer beside it
+    (a broker's cleaner or retention) kept swapping or deleting the segment files it needed. The
+    read stops rather than return records of two states of the log; running it again reads one."""
+
+
 class DataDirLockedError(StorageError):
     """Another writer (a compactlog process or a Kafka broker) holds the data dir's ``.lock``."""
 
     kafka_error_name = "unknown_server_error"
 
-    def __init__(self, data_dir: str, pid: int | None, holder: str):
+    def __init__(self, data_dir: str, pid: int | None, holder: str, *, bootstrap: str | None = None):
         self.data_dir = data_dir
         self.pid = pid
         self.holder = holder
+        self.bootstrap = bootstrap      # the address of the broker that holds it, when it said
         who = f"pid {pid} ({holder})" if pid is not None else holder
+        if bootstrap:
+            super().__init__(f"{data_dir}: the data directory is locked by another writer, {who}, a broker "
+                             f"listening on {bootstrap}; write through it (--bootstrap-server {bootstrap}) "
+                             f"or stop it first (read-only commands work meanwhile)")
+            return
         super().__init__(f"{data_dir}: the data directory is locked by another writer, {who}; "
                          f"stop it or wait for it to finish before running a command that writes "
                          f"(read-only commands work meanwhile)")

@@ -27,6 +27,9 @@ def test_help_imports_nothing_heavy():
     assert loaded_by("--help") == []
     assert loaded_by("topics", "--help") == []
     assert loaded_by("transactions", "--help") == []
+    assert loaded_by("configs", "--help") == []
+    assert loaded_by("metadata", "--help") == []
+    assert loaded_by("consume", "--help", "--data-dir", "/nowhere") == []
 
 
 def test_topics_list_imports_nothing_heavy(tmp_path):

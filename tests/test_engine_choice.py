@@ -93,7 +93,7 @@ def test_clean_reports_the_engine_in_json_and_the_run_log(cli, tmp_path):
     for o in cleaned:
         assert o["engine"] == "in-process"
         assert o["engineReason"].startswith("0.0 MB to rewrite in 2 partition(s): ~0.0 s in this process vs ~")
-    with open(os.path.join(root, "logs", "log-cleaner.log")) as f:
+    with open(os.path.join(root + ".logs", "log-cleaner.log")) as f:
         log = f.read()
     assert "Engine: in-process (0.0 MB to rewrite in 2 partition(s)" in log
     with DataDir(root, clock=lambda: NOW - 5_000, writable=True) as dd:
@@ -103,3 +103,33 @@ def test_clean_reports_the_engine_in_json_and_the_run_log(cli, tmp_path):
     assert r.code == 0, r.err
     outs = [json.loads(line) for line in r.out.splitlines()]
     assert {(o["engine"], o["engineReason"]) for o in outs if o["engine"]} == {("in-process", "--engine local")}
+
+
+def test_missing_java_is_one_line_before_anything_runs(tmp_path):
+    """``--engine spark`` (and ``cleaner run``, Spark by default) without a Java: one line and exit 1
+    before the data dir is touched, not PySpark's JAVA_GATEWAY_EXITED as an internal error (70)."""
+    import shutil
+    import subprocess
+    import sys
+    root = str(tmp_path / "data")
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "data", "kafka-vectors",
+                                 "mscaldas2012+kafka-connect-spooldir", "kafka-data"), root)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(empty)
+    line = "error: Java 17+ not found (JAVA_HOME or java on PATH): the Spark engine needs it; use --engine local"
+    for args in (["clean", "--engine", "spark", "--force", "--topic", "docker-connect-configs"],
+                 ["cleaner", "run", "--iterations", "1"],
+                 ["snapshot", "--topic", "docker-connect-configs", "--out", str(tmp_path / "out"),
+                  "--engine", "spark"]):
+        before = sorted(os.listdir(root))
+        p = subprocess.run([sys.executable, "-m", "compactlog", "--data-dir", root, *args], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1, (args, p.stderr)
+        assert p.stderr.strip() == line, (args, p.stderr)
+        assert sorted(os.listdir(root)) == before
+    env["JAVA_HOME"] = str(tmp_path / "no-jdk")       # set, but holding no java: same line
+    p = subprocess.run([sys.executable, "-m", "compactlog", "--data-dir", root, "clean", "--engine", "spark"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stderr.strip()) == (1, line)

@@ -17,7 +17,7 @@ def test_clean_force_with_configs_on_a_kafka_written_dir(tmp_path, capsys):
     d = str(tmp_path / "d")
     shutil.copytree(CONNECT, d)
     code = main(["--data-dir", d, "clean", "--force", "--roll", "--engine", "local", "--now-ms", str(NOW),
-                 "--config", "cleanup.policy=compact", "--json"])
+                 "--config", "cleanup.policy=compact", "--all-topics", "--json"])
     assert code == 0
     out = {o["topic"]: o for o in map(json.loads, capsys.readouterr().out.splitlines())}
     # the README of the fixture: 39 distinct keys in the configs topic, 20 in the status topic
@@ -58,10 +58,212 @@ def test_cleaner_run_cleans_and_logs_in_kafka_format(tmp_path, capsys):
             log.append_records([b"c"], [b"4"])
     assert main(["--data-dir", d, "--override", "log.cleaner.backoff.ms=10", "cleaner", "run",
                  "--engine", "local", "--iterations", "2"]) == 0
-    with open(os.path.join(d, "logs", "log-cleaner.log")) as f:
+    with open(os.path.join(d + ".logs", "log-cleaner.log")) as f:
         text = f.read()
     assert "Log cleaner thread 0 cleaned log t-0 (dirty section = [0, 3])" in text
     assert "Log cleaner thread 0 cleaned log t-1 (dirty section = [0, 3])" in text
     assert "(kafka.log.LogCleaner)" in text
     with DataDir(d, writable=True) as dd:
         assert dd.cleaner_checkpoint.read() == {("t", 0): 3, ("t", 1): 3}
+
+
+# --- offline compaction that cannot surprise (issue 17) ----------------------------------------
+
+BHEEM = os.path.join(HERE, "data", "kafka-vectors", "Bheem6005+kafka", "kafka-logs")
+OFFLINE = ["clean", "--force", "--roll", "--engine", "local", "--now-ms", str(NOW), "--config", "cleanup.policy=compact"]
+
+
+def kafka_copy(tmp_path, src=BHEEM) -> str:
+    d = str(tmp_path / "d")
+    shutil.copytree(src, d)
+    return d
+
+
+def records(d, topic, capsys):
+    capsys.readouterr()
+    assert main(["--data-dir", d, "consume", "--topic", topic, "--from-beginning", "--output-format", "jsonl"]) == 0
+    return [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+
+
+def test_config_without_topic_is_refused_naming_the_topics(tmp_path, capsys):
+    from storage_support import tree_state
+    d = kafka_copy(tmp_path)
+    before = tree_state(tmp_path)
+    assert main(["--data-dir", d, *OFFLINE]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("error: --config without --topic would apply to every topic of ")
+    assert "(2: __consumer_offsets, cities)" in err and "--topic" in err and "--all-topics" in err
+    assert tree_state(tmp_path) == before
+
+
+def test_a_keyless_topic_is_not_emptied_unasked(tmp_path, capsys):
+    """The reproduction: cities (11 records, all without a key, never compacted) was emptied with
+    exit 0. Now the run is refused before anything is written, with the count per partition."""
+    from storage_support import tree_state
+    d = kafka_copy(tmp_path)
+    before = tree_state(tmp_path)
+    assert main(["--data-dir", d, *OFFLINE, "--all-topics"]) == 1
+    err = capsys.readouterr().err
+    assert "cities-0: 11 of 11 records have no key (offsets [0, 11))" in err
+    assert err.splitlines()[-1].startswith("error: refused: 11 records without a key in 1 partition(s)")
+    assert "--drop-keyless" in err and "nothing was written" in err
+    assert tree_state(tmp_path) == before, "a refused run writes nothing (not even the lock or index files)"
+    assert main(["--data-dir", d, *OFFLINE, "--all-topics", "--json"]) == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line) == {"topic": "cities", "partition": 0, "start": 0, "end": 11, "records": 11,
+                                "keyless": 11, "refused": "keyless records"}
+    # named topics: only they are reached; cities stays as it was, byte for byte
+    assert main(["--data-dir", d, *OFFLINE, "--topic", "__consumer_offsets", "--json"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["messagesWritten"] == 1
+    with open(os.path.join(BHEEM, "cities-0", "00000000000000000000.log"), "rb") as a, \
+            open(os.path.join(d, "cities-0", "00000000000000000000.log"), "rb") as b:
+        assert a.read() == b.read()
+    assert not [n for n in os.listdir(os.path.join(d, "cities-0")) if n != "00000000000000000000.log"]
+    assert len(records(d, "cities", capsys)) == 11
+    # asked for: the keyless records go, and the summary says so
+    assert main(["--data-dir", d, *OFFLINE, "--topic", "cities", "--drop-keyless"]) == 0
+    out = capsys.readouterr().out
+    assert "cleaned log cities-0" in out and "Found 11 invalid messages" in out
+    assert records(d, "cities", capsys) == []
+
+
+def test_a_topic_configured_compacted_keeps_kafkas_semantics(tmp_path, capsys):
+    """Only a topic that this run's --config alone compacts is guarded: a topic configured with
+    cleanup.policy=compact is cleaned as Kafka's cleaner would (keyless records are invalid)."""
+    d = kafka_copy(tmp_path)
+    assert main(["--data-dir", d, "topics", "alter", "--topic", "cities", "--config", "cleanup.policy=compact"]) == 0
+    capsys.readouterr()
+    assert main(["--data-dir", d, "clean", "--force", "--roll", "--engine", "local", "--now-ms", str(NOW),
+                 "--topic", "cities", "--config", "min.cleanable.dirty.ratio=0.01", "--json"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["invalidMessagesRead"] == 11
+
+
+def _preview_and_clean(tmp_path, capsys, src, extra):
+    from storage_support import tree_state
+    d = kafka_copy(tmp_path, src)
+    before = tree_state(tmp_path)
+    assert main(["--data-dir", d, *OFFLINE, *extra, "--dry-run", "--json"]) == 0
+    previews = {(p["topic"], p["partition"]): p for p in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert tree_state(tmp_path) == before, "a dry run writes nothing, next to the data dir neither"
+    assert main(["--data-dir", d, *OFFLINE, *extra, "--json"]) == 0
+    cleaned = {(o["topic"], o["partition"]): o for o in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert previews.keys() == cleaned.keys()
+    for key, o in cleaned.items():
+        p = previews[key]
+        assert p["wouldClean"] == o["cleaned"], key
+        if o["cleaned"]:
+            assert (p["recordsRead"], p["recordsKept"], p["bytesRead"], p["bytesKept"]) == \
+                   (o["messagesRead"], o["messagesWritten"], o["bytesRead"], o["bytesWritten"]), key
+            assert p["removed"] == o["removed"], key
+            assert p["dirtyRange"] == [o["firstDirtyOffset"], o["endOffset"]], key
+    return previews
+
+
+def test_dry_run_shows_what_the_clean_removes_and_writes_nothing(tmp_path, capsys):
+    previews = _preview_and_clean(tmp_path / "a", capsys, BHEEM, ["--all-topics", "--drop-keyless"])
+    cities = previews[("cities", 0)]
+    assert (cities["recordsRemoved"], cities["bytesRemoved"], cities["removed"]) == (11, 759, {"keyless": 11})
+    previews = _preview_and_clean(tmp_path / "b", capsys, CONNECT, ["--all-topics"])
+    configs = previews[("docker-connect-configs", 0)]
+    assert configs["recordsKept"] == 39 and configs["removed"]["superseded"] == 54 - 39
+
+
+def test_dry_run_text_names_each_partition_and_the_refusal(tmp_path, capsys):
+    d = kafka_copy(tmp_path)
+    assert main(["--data-dir", d, *OFFLINE, "--all-topics", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"dry run at {NOW}: nothing is written (active segments as after --roll)")
+    assert ("cities-0: cleaning [0, 11) would remove 11 of 11 records (759 of 820 bytes): 0 superseded, "
+            "0 tombstones, 11 keyless, 0 aborted") in out
+    assert any(line.startswith("__consumer_offsets-0: cleaning [0, 2) would remove 1 of 2 records") for line in out)
+    assert out[-1].startswith("the clean would be refused: 11 records without a key in cities")
+    assert os.listdir(tmp_path) == ["d"]
+
+
+def test_explain_previews_a_config_for_one_run(tmp_path, capsys):
+    from storage_support import tree_state
+    d = kafka_copy(tmp_path)
+    before = tree_state(tmp_path)
+    assert main(["--data-dir", d, "explain", "--topic", "cities", "--config", "cleanup.policy=compact",
+                 "--now-ms", str(NOW)]) == 0
+    out = capsys.readouterr().out
+    assert "not eligible: active segment" in out and "`explain --roll` shows what `clean --roll` would do" in out
+    assert main(["--data-dir", d, "explain", "--topic", "cities", "--config", "cleanup.policy=compact",
+                 "--roll", "--now-ms", str(NOW)]) == 0
+    out = capsys.readouterr().out
+    assert "cities-0 at %d (as after --roll):" % NOW in out
+    assert "would remove 11 of 11 records (759 of 820 bytes): 0 superseded, 0 tombstones, 11 keyless" in out
+    assert "`clean --config` refuses this partition unless --drop-keyless is given" in out
+    assert main(["--data-dir", d, "explain", "--topic", "cities", "--config", "cleanup.policy=compact",
+                 "--roll", "--now-ms", str(NOW), "--json"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()       # no --partition: one line per partition
+    ex = json.loads(line)
+    assert ex["removed"] == {"keyless": 11} and ex["refusedWithoutDropKeyless"] and ex["rolled"]
+    assert tree_state(tmp_path) == before
+
+
+def test_the_run_log_is_never_inside_the_data_dir(tmp_path, capsys):
+    d = kafka_copy(tmp_path, CONNECT)
+    assert main(["--data-dir", d, *OFFLINE, "--all-topics"]) == 0
+    assert not os.path.exists(os.path.join(d, "logs"))
+    with open(d + ".logs/log-cleaner.log") as f:
+        assert "cleaned log docker-connect-configs-0" in f.read()
+    capsys.readouterr()
+    assert main(["--data-dir", d, "verify"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("ok: 2 partition(s), ")
+    # where the user says; inside the data dir is refused before anything runs
+    d2 = kafka_copy(tmp_path / "2", CONNECT)
+    assert main(["--data-dir", d2, *OFFLINE, "--all-topics", "--log-dir", str(tmp_path / "elsewhere")]) == 0
+    assert os.path.exists(tmp_path / "elsewhere" / "log-cleaner.log") and not os.path.exists(d2 + ".logs")
+    d3 = kafka_copy(tmp_path / "3", CONNECT)
+    assert main(["--data-dir", d3, "--override", f"compactlog.cleaner.log.dir={tmp_path / 'by-setting'}",
+                 *OFFLINE, "--all-topics"]) == 0
+    assert os.path.exists(tmp_path / "by-setting" / "log-cleaner.log")
+    capsys.readouterr()
+    assert main(["--data-dir", d, *OFFLINE, "--all-topics", "--log-dir", os.path.join(d, "logs")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --log-dir {d}/logs is inside the data dir {d}: Kafka's loader refuses")
+    assert not os.path.exists(os.path.join(d, "logs"))
+
+
+def test_an_old_run_log_inside_the_data_dir_is_left_alone_and_named_by_verify(tmp_path, capsys):
+    d = kafka_copy(tmp_path, CONNECT)
+    os.makedirs(os.path.join(d, "logs"))
+    with open(os.path.join(d, "logs", "log-cleaner.log"), "w") as f:
+        f.write("[2025-01-01 00:00:00,000] INFO old (kafka.log.LogCleaner)\n")
+    assert main(["--data-dir", d, *OFFLINE, "--all-topics"]) == 0
+    with open(os.path.join(d, "logs", "log-cleaner.log")) as f:
+        assert f.read().count("\n") == 1          # left as it was
+    capsys.readouterr()
+    assert main(["--data-dir", d, "verify"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    (line,) = [x for x in out if x.startswith(os.path.join(d, "logs") + ":")]
+    assert "a directory Kafka's loader refuses" in line and "run log of an earlier compactlog" in line
+    assert f"{os.path.realpath(d)}.logs" in line and "move it out" in line
+    assert out[-1].endswith(": 1 problem(s)")     # nothing that --repair could do
+
+
+def test_verify_of_a_kafka_dir_without_indexes_is_healthy_with_a_note(tmp_path, capsys):
+    d = kafka_copy(tmp_path)
+    assert main(["--data-dir", d, "verify"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"note: {d}/__consumer_offsets-0/00000000000000000000.index: offset index is missing: "
+                      f"Kafka rebuilds it when it loads the log, and `compactlog verify --repair` rebuilds it now")
+    assert out[-1] == "ok: 2 partition(s), 2 segment(s), 13 records checked, no problems (2 note(s) above)"
+    # a flipped byte: the summary counts it and names the repair
+    path = os.path.join(d, "cities-0", "00000000000000000000.log")
+    with open(path, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 1]))
+    assert main(["--data-dir", d, "verify"]) == 1
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("2 partition(s), 2 segment(s), 13 records checked: 2 problem(s) (2 note(s) above); "
+                           "`compactlog verify --repair` repairs 2 of them")
+    assert main(["--data-dir", d, "verify", "--json"]) == 1
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert summary == {"partitions": 2, "segments": 2, "records": 13, "problems": 2, "notes": 2, "repairable": 2}

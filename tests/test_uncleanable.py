@@ -81,6 +81,6 @@ def test_cleaner_run_retries_an_uncleanable_partition_after_the_backoff(tmp_path
     now[0] = T0 + 15000
     service.run_once(log)                              # retried, fails again, new retry time
     assert retry_times(service) == {("t", 0): T0 + 30000}
-    text = open(os.path.join(tmp_path, "logs", "log-cleaner.log")).read()
+    text = open(os.path.join(f"{tmp_path}.logs", "log-cleaner.log")).read()
     assert text.count("Marking its partition (t-0) as uncleanable") == 2
     dd.close()

@@ -89,8 +89,11 @@ class _Round:
         self.checkpoint_updates.pop((out.topic, out.partition), None)   # the log is being changed
 
 
-def compacted_partitions(datadir: DataDir, topic: str | None = None, partition: int | None = None):
-    by_topic = {topic: datadir.partitions(topic)} if topic else datadir.partition_map()
+def compacted_partitions(datadir: DataDir, topic=None, partition: int | None = None):
+    """(topic, partition) of ``topic`` (a name or a list of names; every topic when None or
+    empty), or only ``partition`` of it; a topic or partition that does not exist is an error."""
+    names = [topic] if isinstance(topic, str) else list(topic or ())
+    by_topic = {t: datadir.partitions(t) for t in dict.fromkeys(names)} if names else datadir.partition_map()
     out = []
     for t, parts in by_topic.items():
         if partition is not None:
@@ -163,7 +166,7 @@ class Cleaner:
         self.executor = executor or InProcessExecutor()
         self.manager = manager or CleanerManager.for_datadir(datadir)
 
-    def statuses(self, now_ms: int, topic: str | None = None, partition: int | None = None) -> list[PartitionStatus]:
+    def statuses(self, now_ms: int, topic=None, partition: int | None = None) -> list[PartitionStatus]:
         checkpoints = self.manager.all_cleaner_checkpoints()
         out = []
         for t, p in compacted_partitions(self.datadir, topic, partition):
@@ -175,10 +178,11 @@ class Cleaner:
                 out.append(partition_status(log, checkpoints.get((t, p)), now_ms))
         return out
 
-    def run(self, now_ms: int, *, topic: str | None = None, partition: int | None = None,
-            force: bool = False) -> list[PartitionOutcome]:
+    def run(self, now_ms: int, *, topic=None, partition: int | None = None, force: bool = False,
+            refuse_keyless=frozenset()) -> list[PartitionOutcome]:
         """One cleaner run at ``now_ms`` (``clean``): every eligible partition cleaned once; what
-        happened to every compacted partition."""
+        happened to every compacted partition. ``topic``: a name or a list of names (None: every
+        topic). A partition in ``refuse_keyless`` fails rather than lose a record without a key."""
         statuses = self.statuses(now_ms, topic, partition)
         round_ = _Round()
         enabled = self.datadir.broker.get("log.cleaner.enable") and self.datadir.broker.get("log.cleaner.threads") > 0
@@ -195,7 +199,9 @@ class Cleaner:
                 continue
             log = self.datadir.open_log(st.topic, st.partition)
             with log.lock:
-                self._plan(round_, log, out, now_ms)
+                plan = self._plan(round_, log, out, now_ms)
+            if (st.topic, st.partition) in refuse_keyless:
+                plan.extra["refuse_keyless"] = True
         self._execute(round_)
         return [round_.outcomes[(s.topic, s.partition)] for s in statuses]
 
@@ -248,13 +254,15 @@ class Cleaner:
         self._execute(round_)
         return [round_.outcomes[g.key] for g in grabbed]
 
-    def _plan(self, round_: "_Round", log, out: PartitionOutcome, now_ms: int) -> None:
+    def _plan(self, round_: "_Round", log, out: PartitionOutcome, now_ms: int) -> PartitionCleanPlan:
         """Under the log's lock: the plan of one partition's clean, and the epoch it was made at."""
         discard_cleaned_files(log.dir)
         # the cleaned range's size, as Kafka's "Start size" (the active segment keeps growing)
         out.start_size = _size_below(log, out.status.first_uncleanable)
-        round_.plans.append(make_plan(self.datadir, log, out.status, now_ms))
+        plan = make_plan(self.datadir, log, out.status, now_ms)
+        round_.plans.append(plan)
         round_.planned_epochs[(out.topic, out.partition)] = log.structure_epoch
+        return plan
 
     def _execute(self, round_: "_Round") -> None:
         """Run the planned tasks, swap each result in, and write the cleaner checkpoint once."""

@@ -2,6 +2,8 @@
 
 ``explain`` runs the real round in dry-run mode (same map, same rules, nothing written) and
 collects, per reason, what would be removed, plus every tombstone and marker that would stay.
+``clean --dry-run`` is this for every partition a clean would touch; with ``roll`` the round is
+planned on the log as ``clean --roll`` would leave it (``rolled_view``), still writing nothing.
 """
 
 from __future__ import annotations
@@ -10,8 +12,13 @@ from dataclasses import asdict, dataclass, field
 
 from ..record.control import CONTROL_TYPE_NAMES
 from .cleaner import Cleaner, make_plan
-from .plan import PartitionStatus, log_to_clean
+from .plan import PartitionStatus, log_to_clean, partition_status
+from .rolled_view import as_rolled
 from .task import clean_partition
+
+# the removal reasons a preview names, in order ("discarded": a whole aborted batch; "marker": a
+# transaction marker past its delete horizon)
+REASONS = ("superseded", "tombstone-expired", "keyless", "aborted", "marker", "discarded")
 
 
 @dataclass
@@ -39,13 +46,38 @@ class Explanation:
     removed: dict = field(default_factory=dict)
     retained: list[RetainedItem] = field(default_factory=list)
     dirty_range: tuple | None = None
+    bytes_read: int = 0
+    bytes_kept: int = 0
+    rolled: bool = False         # planned as after ``clean --roll``
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def previewed(self) -> bool:
+        """Whether a round was run (dry): eligible, or what a forced clean would do."""
+        return self.dirty_range is not None
 
     def to_dict(self) -> dict:
         return {"topic": self.topic, "partition": self.partition, "nowMs": self.now_ms,
                 "status": self.status.to_dict(), "wouldClean": self.would_clean, "forced": self.forced,
-                "dirtyRange": self.dirty_range, "recordsRead": self.records_read,
-                "recordsKept": self.records_kept, "removed": self.removed,
+                "rolled": self.rolled, "dirtyRange": self.dirty_range, "recordsRead": self.records_read,
+                "recordsKept": self.records_kept, "recordsRemoved": self.records_read - self.records_kept,
+                "bytesRead": self.bytes_read, "bytesKept": self.bytes_kept,
+                "bytesRemoved": self.bytes_read - self.bytes_kept, "removed": self.removed,
                 "retained": [r.to_dict() for r in self.retained]}
+
+    def removal_text(self) -> str:
+        """``would remove R of N records (B of M bytes): 3 superseded, 0 tombstones, ...``."""
+        counts = ", ".join(f"{self.removed.get(r, 0)} {_REASON_WORDS[r]}" for r in REASONS
+                           if r in ("superseded", "tombstone-expired", "keyless", "aborted") or self.removed.get(r))
+        return (f"would remove {self.records_read - self.records_kept} of {self.records_read} records "
+                f"({self.bytes_read - self.bytes_kept} of {self.bytes_read} bytes): {counts}")
+
+
+_REASON_WORDS = {"superseded": "superseded", "tombstone-expired": "tombstones", "keyless": "keyless",
+                 "aborted": "aborted", "marker": "markers", "discarded": "in discarded batches"}
 
 
 def _key_text(key: bytes | None) -> str | None:
@@ -86,16 +118,26 @@ class _Collector:
         self.items.append(RetainedItem(name, header.base_offset, None, horizon, note))
 
 
-def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int) -> Explanation:
-    (status,) = cleaner.statuses(now_ms, topic, partition)
-    ex = Explanation(topic, partition, now_ms, status, status.eligible, False)
+def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int, *,
+                      roll: bool = False, simulate_force: bool = True) -> Explanation:
+    """What a clean at ``now_ms`` would do to one partition (with ``roll``: a clean after
+    ``--roll``); when it is not eligible, what ``clean --force`` would do (unless not
+    ``simulate_force``). Writes nothing."""
+    log = cleaner.datadir.open_log(topic, partition)
+    checkpoint = cleaner.manager.all_cleaner_checkpoints().get((topic, partition))
+    with log.lock:
+        log.producer_state.remove_expired(now_ms)
+        view = as_rolled(log) if roll else log
+        status = partition_status(view, checkpoint, now_ms)
+    ex = Explanation(topic, partition, now_ms, status, status.eligible, False, rolled=view is not log)
     if not status.compacted:
         return ex
-    log = cleaner.datadir.open_log(topic, partition)
     if not status.eligible:
+        if not simulate_force:
+            return ex
         # what a forced clean would do: the dirty ratio and min.compaction.lag.ms ignored
-        upper = min(log.last_stable_offset, log.active_segment.base_offset)
-        ltc = log_to_clean(log, status.first_dirty, max(status.first_dirty, upper))
+        upper = min(view.last_stable_offset, view.active_segment.base_offset)
+        ltc = log_to_clean(view, status.first_dirty, max(status.first_dirty, upper))
         if ltc.cleanable_bytes == 0:
             return ex
         forced = PartitionStatus(**{**status.__dict__})
@@ -104,13 +146,15 @@ def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int)
         ex.forced = True
     else:
         status_for_plan = status
-    plan = make_plan(cleaner.datadir, log, status_for_plan, now_ms)
+    plan = make_plan(cleaner.datadir, view, status_for_plan, now_ms)
     collector = _Collector(now_ms, log.config.delete_retention_ms)
     result = clean_partition(plan, dry_run=True, observer=collector)
     stats = result.stats
     ex.dirty_range = (plan.first_dirty, result.end_offset)
     ex.records_read = stats["messages_read"]
     ex.records_kept = stats["messages_written"]
+    ex.bytes_read = stats["bytes_read"]
+    ex.bytes_kept = stats["bytes_written"]
     ex.removed = dict(stats["removed"])
     ex.retained = collector.items
     return ex

@@ -12,21 +12,34 @@ from .offset_map import BYTES_PER_KEY
 
 SAMPLE_BYTES = 512 * 1024
 SAMPLES = 3
+_LENGTH_END = 12     # a batch's base offset (8 bytes) and length (4 bytes): its size is 12 + length
+
+
+def _sample(seg) -> bytes:
+    """The segment's first whole batches, about SAMPLE_BYTES of them and always at least one:
+    a batch bigger than the sample (a bulk load's batches reach megabytes) is read whole."""
+    data = seg.log.read(0, SAMPLE_BYTES)
+    if len(data) >= _LENGTH_END:
+        first = _LENGTH_END + int.from_bytes(data[8:_LENGTH_END], "big", signed=True)
+        if len(data) < first <= seg.size:
+            data = seg.log.read(0, first)
+    return data
 
 
 def estimate_keys(log, first_dirty: int, end: int) -> tuple[int, int, int]:
-    """(dirty bytes, estimated records, estimated distinct keys) from up to three samples."""
+    """(dirty bytes, estimated records, estimated distinct keys) from whole batches at the start of
+    up to three segments (first, middle, last of the range), scaled by the bytes of those batches."""
     segs = log.segments_in_range(first_dirty, end)
     dirty_bytes = sum(s.size for s in segs)
     if not segs or dirty_bytes == 0:
         return 0, 0, 0
     picks = sorted({0, len(segs) // 2, len(segs) - 1})[:SAMPLES]
     records = 0
+    sampled_bytes = 0
     digests = []
     for i in picks:
-        seg = segs[i]
-        data = seg.log.read(0, SAMPLE_BYTES)
-        for b in iter_batches(data):
+        for b in iter_batches(_sample(segs[i])):
+            sampled_bytes += b.size
             if b.magic < 2 or b.is_control or b.records_count == 0:
                 continue
             try:
@@ -41,9 +54,8 @@ def estimate_keys(log, first_dirty: int, end: int) -> tuple[int, int, int]:
             records += len(cols)
     if records == 0:
         return dirty_bytes, 0, 0
-    sample_bytes = sum(min(segs[i].size, SAMPLE_BYTES) for i in picks)
     distinct = np.unique(np.concatenate(digests)).size if digests else 0
-    est_records = int(dirty_bytes * records / max(sample_bytes, 1))
+    est_records = int(dirty_bytes * records / max(sampled_bytes, 1))
     est_keys = int(est_records * distinct / records)
     return dirty_bytes, est_records, est_keys
 

@@ -143,7 +143,8 @@ def partition_status(log, checkpoint: int | None, now_ms: int) -> PartitionStatu
         st.reason = (f"configs unknown: topic {log.topic} has no entry in compactlog.topics.json (a Kafka "
                      f"data dir copied here?), so neither the cleaner nor retention touches it; set its "
                      f"configs with `compactlog topics alter --topic {log.topic} --config "
-                     f"cleanup.policy=compact` or for one run with `clean --config cleanup.policy=compact`")
+                     f"cleanup.policy=compact` or for one run with `clean --topic {log.topic} --config "
+                     f"cleanup.policy=compact`")
         st.unknown_configs = True
         return st
     if not log.config.compact:

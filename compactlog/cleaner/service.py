@@ -22,8 +22,9 @@ from .manager import CleanerManager
 class CleanerService:
     """Runs on a data dir opened for writing (it holds the lock for its whole life)."""
 
-    def __init__(self, datadir, executor, clock=lambda: int(time.time() * 1000)):
+    def __init__(self, datadir, executor, clock=lambda: int(time.time() * 1000), log_dir: str | None = None):
         self.datadir = datadir
+        self.run_log = CleanerLog.for_datadir(datadir, log_dir)
         self.executor = executor
         self.clock = clock
         self.manager = CleanerManager.for_datadir(datadir)
@@ -32,7 +33,7 @@ class CleanerService:
 
     def run(self, stop: threading.Event, iterations: int = 0) -> None:
         done = 0
-        log = CleanerLog(self.datadir.path)
+        log = self.run_log
         log.info(f"Starting the log cleaner ({getattr(self.executor, 'name', 'executor')})")
         while not stop.is_set():
             cleaned = self.run_once(log)

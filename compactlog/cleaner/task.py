@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..errors import CompactlogError
 from ..storage import files
 from .grouping import SegmentSizes, group_segments_by_size
 from .map_builder import build_offset_map
@@ -125,6 +126,7 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
                 clean_group(log, segs, w, ctx, txn, stats)
                 w.finish(mtime_ms=segs[-1].info.mtime_ms)
                 stats.write_seconds += w.io_seconds
+            _refuse_keyless(plan, stats)
         except BaseException:
             for w in writers:
                 w.abort()
@@ -134,6 +136,17 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
                                     plan.map_kind, plan.extra.get("map_reason", ""))
     finally:
         log.close()
+
+
+def _refuse_keyless(plan: PartitionCleanPlan, stats: CleanerStats) -> None:
+    """A partition compacted only by ``clean --config`` keeps its keyless records unless the run
+    says ``--drop-keyless``: the driver counted none before it planned, so any here arrived since
+    (``offline.find_keyless``); the task fails and its ``.cleaned`` files go."""
+    keyless = stats.removed.get("keyless", 0)
+    if keyless and plan.extra.get("refuse_keyless"):
+        raise CompactlogError(f"{plan.dir}: {keyless} records without a key would be removed (the topic is "
+                              f"compacted only by this run's --config); nothing of the partition changed; "
+                              f"--drop-keyless removes them")
 
 
 def cleaned_files(plan_dir: str, base: int) -> list[str]:

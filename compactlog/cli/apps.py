@@ -18,8 +18,9 @@ from .common import CliContext
 _HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings=_HELP,
-                  help="Kafka's log storage, log compaction and broker: topics, produce, consume, serve, "
-                       "dump-log, clean, verify, transactions.")
+                  help="Kafka's log storage, log compaction and broker: topics, produce, consume, configs, "
+                       "serve, metadata, dump-log, clean, verify, transactions. Global options may also "
+                       "follow the command.")
 topics_app = typer.Typer(no_args_is_help=True, context_settings=_HELP,
                          help="Create, list, describe, alter and delete topics.")
 cleaner_app = typer.Typer(no_args_is_help=True, context_settings=_HELP,

@@ -79,9 +79,9 @@ def _completed_tasks(executor, total: int) -> int:
     return 0
 
 
-def _roll_active_segments(dd, topic, partition) -> None:
+def _roll_active_segments(dd, topics, partition) -> None:
     from ..cleaner.cleaner import compacted_partitions
-    for t, p in compacted_partitions(dd, topic, partition):
+    for t, p in compacted_partitions(dd, topics, partition):
         log = dd.open_log(t, p)
         if log.config.compact and log.active_segment.size > 0:
             log.roll()
@@ -89,8 +89,8 @@ def _roll_active_segments(dd, topic, partition) -> None:
 
 @app.command("clean")
 def clean_cmd(ctx: typer.Context,
-              topic: str = typer.Option(None, "--topic", help="Only this topic."),
-              partition: int = typer.Option(None, "--partition", help="Only this partition (needs --topic)."),
+              topic: list[str] = typer.Option(None, "--topic", help="Only this topic; repeatable."),
+              partition: int = typer.Option(None, "--partition", help="Only this partition (needs one --topic)."),
               now_ms: int = typer.Option(None, "--now-ms", help="The cleaner's clock, in ms since the epoch (default: now)."),
               force: bool = typer.Option(False, "--force", help="Clean the named partitions even when not eligible "
                                          "(ignores the dirty ratio and min.compaction.lag.ms)."),
@@ -100,7 +100,18 @@ def clean_cmd(ctx: typer.Context,
                                          "or local (this process)."),
               spark_master: str = typer.Option(None, "--spark-master", help="A Spark master URL; implies --engine spark."),
               config: list[str] = typer.Option(None, "--config", help="A topic config K=V for this run only "
-                                               "(e.g. cleanup.policy=compact on a copied Kafka data dir); repeatable."),
+                                               "(e.g. cleanup.policy=compact on a copied Kafka data dir); repeatable. "
+                                               "Needs --topic or --all-topics."),
+              all_topics: bool = typer.Option(False, "--all-topics", help="Let --config apply to every topic of "
+                                              "the data dir."),
+              drop_keyless: bool = typer.Option(False, "--drop-keyless", help="Let a topic that only this run's "
+                                                "--config compacts lose its records without a key (compaction "
+                                                "removes them); without it such a run is refused."),
+              dry_run: bool = typer.Option(False, "--dry-run", help="Show what the clean would remove from each "
+                                           "partition (records, bytes, by reason) and write nothing."),
+              log_dir: str = typer.Option(None, "--log-dir", help="Where the cleaner's run log (log-cleaner.log) "
+                                          "goes; default compactlog.cleaner.log.dir, else DIR.logs next to the "
+                                          "data dir (never inside it: Kafka would refuse the dir)."),
               roll: bool = typer.Option(False, "--roll", help="Roll each chosen partition's active segment first, "
                                         "so that all of its data can be cleaned (offline compaction).")):
     """One cleaner run at --now-ms: every eligible compacted partition cleaned once, as Kafka's cleaner would."""
@@ -108,28 +119,41 @@ def clean_cmd(ctx: typer.Context,
     from ..cleaner.log_format import CleanerLog, summary_text
     c = context(ctx)
     session_configs = parse_configs(config)
-    if partition is not None and topic is None:
-        fail("--partition needs --topic", 2)
+    topics = list(dict.fromkeys(topic or []))
+    if partition is not None and len(topics) != 1:
+        fail("--partition needs one --topic", 2)
+    if all_topics and topics:
+        fail("--all-topics and --topic exclude each other: --all-topics already means every topic", 2)
     now = _now(now_ms)
+    if dry_run:
+        return _dry_run(c, topics, partition, now, force=force, roll=roll, as_json=as_json,
+                        session_configs=session_configs, all_topics=all_topics, drop_keyless=drop_keyless)
     executor = _executor(c, engine, spark_master)
+    run_log = CleanerLog(c.require_data_dir(), c.broker(), log_dir)   # a bad --log-dir fails before anything
+    refuse_keyless = frozenset()
+    if session_configs:
+        # read-only: a run that is refused has written nothing, not even the lock file
+        with c.open(write=False, now_ms=now) as ro:
+            guarded = _session_scope(ro, session_configs, topics, partition, all_topics)
+            if not drop_keyless:
+                _refuse_keyless_records(ro, guarded, roll, as_json)
+                refuse_keyless = frozenset(guarded)
     runner = _progress_runner(executor, os.isatty(2) and not as_json)
     with c.open(write=True, now_ms=now) as dd:
         if session_configs:
-            from ..storage.config import LogConfig
-            LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
             dd.session_configs = session_configs
         if roll:
-            _roll_active_segments(dd, topic, partition)
-        outcomes = Cleaner(dd, runner).run(now, topic=topic, partition=partition, force=force)
-        log = CleanerLog(dd.path)
+            _roll_active_segments(dd, topics, partition)
+        outcomes = Cleaner(dd, runner).run(now, topic=topics, partition=partition, force=force,
+                                           refuse_keyless=refuse_keyless)
         choice = getattr(executor, "choice", None)
         if choice is not None and any(o.cleaned or o.error for o in outcomes):
-            log.info(f"Engine: {choice.text()}")
+            run_log.info(f"Engine: {choice.text()}")
         for o in outcomes:
             if o.cleaned:
-                log.cleaned(o)
+                run_log.cleaned(o)
             elif o.error:
-                log.error(o)
+                run_log.error(o)
     failed = [o for o in outcomes if o.error]
     for o in outcomes:
         if as_json:
@@ -142,17 +166,96 @@ def clean_cmd(ctx: typer.Context,
             typer.echo(summary_text(o))
         elif o.error:
             typer.echo(f"error: {o.name}: {o.error}", err=True)
-        elif topic is not None and o.status is not None:
+        elif topics and o.status is not None:
             typer.echo(f"{o.name}: not cleaned: {o.status.reason}")
-    unknown = sorted({o.topic for o in outcomes if o.status is not None and o.status.unknown_configs})
-    if unknown and not as_json and topic is None:
-        typer.echo(f"note: left alone, configs unknown (no entry in compactlog.topics.json): "
-                   f"{', '.join(unknown)}; set them with `compactlog topics alter --topic T --config "
-                   f"cleanup.policy=compact` or for this run with `--config cleanup.policy=compact`", err=True)
-    if not as_json and not any(o.cleaned for o in outcomes) and topic is None and not failed:
+    if not as_json and not topics:
+        _note_unknown_configs([o.status for o in outcomes if o.status is not None])
+    if not as_json and not any(o.cleaned for o in outcomes) and not topics and not failed:
         typer.echo(_nothing_to_clean(outcomes, roll))
     if failed:
         raise typer.Exit(1)
+
+
+def _note_unknown_configs(statuses) -> None:
+    unknown = sorted({st.topic for st in statuses if st.unknown_configs})
+    if unknown:
+        typer.echo(f"note: left alone, configs unknown (no entry in compactlog.topics.json): "
+                   f"{', '.join(unknown)}; set them with `compactlog topics alter --topic T --config "
+                   f"cleanup.policy=compact` or for this run with `--topic T --config cleanup.policy=compact`",
+                   err=True)
+
+
+def _session_scope(dd, session_configs: dict, topics: list[str], partition, all_topics: bool):
+    """Check this run's --config (every name and value, then which topics it may reach) and set it
+    on ``dd``; the partitions it alone makes compacted."""
+    from ..cleaner.offline import compacted_by_session, config_scope_error
+    from ..storage.config import LogConfig
+    LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
+    problem = config_scope_error(dd.topics(), topics, all_topics, dd.path)
+    if problem:
+        fail(problem, 2)
+    dd.session_configs = session_configs
+    return compacted_by_session(dd, topics, partition)
+
+
+def _refuse_keyless_records(dd, guarded, roll: bool, as_json: bool) -> None:
+    """Count the keyless records of the partitions only this run's --config compacts, before
+    anything is written; any there: report each partition and refuse (exit 1)."""
+    from ..cleaner.offline import find_keyless
+    found = find_keyless(dd, guarded, roll=roll)
+    if not found:
+        return
+    for k in found:
+        if as_json:
+            typer.echo(json.dumps(k.to_dict()))
+        else:
+            typer.echo(k.text(), err=True)
+    topics = ", ".join(dict.fromkeys(k.topic for k in found))
+    total = sum(k.keyless for k in found)
+    fail(f"refused: {total} records without a key in {len(found)} partition(s) (above) would be removed: "
+         f"{topics} {'is' if len(set(k.topic for k in found)) == 1 else 'are'} compacted only by this run's "
+         f"--config, and compaction removes every record without a key; nothing was written; give "
+         f"--drop-keyless to remove them, or leave {topics} out (--topic)")
+
+
+def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json: bool,
+             session_configs: dict, all_topics: bool, drop_keyless: bool) -> None:
+    """``clean --dry-run``: the same choices as the run, on the data dir opened read-only."""
+    from ..cleaner.cleaner import Cleaner
+    from ..cleaner.offline import dry_run, find_keyless, would_clean
+    with c.open(write=False, now_ms=now) as dd:
+        guarded = _session_scope(dd, session_configs, topics, partition, all_topics) if session_configs else []
+        keyless = [] if drop_keyless else find_keyless(dd, guarded, roll=roll)
+        enabled = dd.broker.get("log.cleaner.enable") and dd.broker.get("log.cleaner.threads") > 0
+        previews = dry_run(Cleaner(dd), now, topics, partition, force=force, roll=roll)
+    refused = {k.name for k in keyless}
+    if not as_json:
+        typer.echo(f"dry run at {now}: nothing is written" + (" (active segments as after --roll)" if roll else ""))
+    for ex in previews:
+        cleaned = would_clean(ex, force=force, enabled=enabled)
+        if as_json:
+            d = ex.to_dict()
+            d["wouldClean"] = cleaned and ex.name not in refused
+            d["refused"] = "keyless records" if ex.name in refused else None
+            d.pop("retained")
+            typer.echo(json.dumps(d))
+            continue
+        if not ex.status.compacted:
+            if topics:
+                typer.echo(f"{ex.name}: not cleaned: {ex.status.reason}")
+            continue
+        if not cleaned:
+            reason = ex.status.reason if enabled or force else "log.cleaner.enable is false or log.cleaner.threads is 0"
+            typer.echo(f"{ex.name}: not cleaned: {reason}")
+            continue
+        start, end = ex.dirty_range
+        typer.echo(f"{ex.name}: cleaning [{start}, {end}) {ex.removal_text()}")
+    if not as_json and not topics:
+        _note_unknown_configs([ex.status for ex in previews])
+    if keyless and not as_json:
+        names = ", ".join(dict.fromkeys(k.topic for k in keyless))
+        typer.echo(f"the clean would be refused: {sum(k.keyless for k in keyless)} records without a key in "
+                   f"{names}, which only this run's --config compacts (--drop-keyless removes them)")
 
 
 def _nothing_to_clean(outcomes, rolled: bool) -> str:
@@ -181,21 +284,48 @@ def _nothing_to_clean(outcomes, rolled: bool) -> str:
 @app.command("explain")
 def explain_cmd(ctx: typer.Context,
                 topic: str = typer.Option(..., "--topic"),
-                partition: int = typer.Option(..., "--partition"),
+                partition: int = typer.Option(None, "--partition", help="Only this partition (default: every "
+                                              "partition of the topic)."),
                 now_ms: int = typer.Option(None, "--now-ms", help="Explain a clean at this time (default: now)."),
+                config: list[str] = typer.Option(None, "--config", help="A topic config K=V, as `clean --config` "
+                                                 "would set it for one run; repeatable."),
+                roll: bool = typer.Option(False, "--roll", help="Explain a clean after `clean --roll` (the "
+                                          "active segment included); nothing is rolled."),
                 as_json: bool = typer.Option(False, "--json")):
-    """What a clean at --now-ms would remove (by reason) and when each kept tombstone or marker goes."""
-    from ..cleaner.cleaner import Cleaner
+    """What a clean at --now-ms would remove (by reason) and when each kept tombstone or marker goes.
+    Writes nothing."""
+    from ..cleaner.cleaner import Cleaner, compacted_partitions
     from ..cleaner.explain import explain_partition
+    from ..cleaner.offline import compacted_by_session
+    from ..storage.config import LogConfig
     c = context(ctx)
+    session_configs = parse_configs(config)
     now = _now(now_ms)
     with c.open(write=False, now_ms=now) as dd:
-        ex = explain_partition(Cleaner(dd), topic, partition, now)
-    if as_json:
-        typer.echo(json.dumps(ex.to_dict(), indent=2))
-        return
+        if session_configs:
+            LogConfig(session_configs, dd.broker)
+            dd.session_configs = session_configs
+        cleaner = Cleaner(dd)
+        explanations = [explain_partition(cleaner, t, p, now, roll=roll)
+                        for t, p in compacted_partitions(dd, topic, partition)]
+        guarded = set(compacted_by_session(dd, topic, partition))
+    for ex in explanations:
+        refused = (ex.topic, ex.partition) in guarded and ex.removed.get("keyless", 0) > 0
+        if as_json:
+            d = ex.to_dict()
+            d["refusedWithoutDropKeyless"] = refused
+            typer.echo(json.dumps(d, indent=2 if partition is not None else None))
+        else:
+            _explain_text(ex, roll)
+            if refused:
+                typer.echo(f"  `clean --config` refuses this partition unless --drop-keyless is given: the topic is "
+                           f"compacted only by --config, and compacting removes its {ex.removed['keyless']} records "
+                           f"without a key")
+
+
+def _explain_text(ex, roll: bool) -> None:
     st = ex.status
-    typer.echo(f"{topic}-{partition} at {now}:")
+    typer.echo(f"{ex.topic}-{ex.partition} at {ex.now_ms}{' (as after --roll)' if ex.rolled else ''}:")
     if not st.compacted:
         typer.echo(f"  not compacted: {st.reason}")
         return
@@ -207,11 +337,14 @@ def explain_cmd(ctx: typer.Context,
         typer.echo(f"  not eligible: {st.reason}")
         if st.next_eligible_ms:
             typer.echo(f"  eligible from: {st.next_eligible_ms}")
+        if not roll and st.reason.startswith("active segment") and st.log_end_offset > st.first_dirty:
+            typer.echo("  `explain --roll` shows what `clean --roll` would do (offline compaction)")
         if ex.forced:
             typer.echo("  what `clean --force` would do:")
         else:
             return
     typer.echo(f"  records read {ex.records_read}, kept {ex.records_kept}")
+    typer.echo(f"  {ex.removal_text()}")
     if ex.removed:
         for reason, n in sorted(ex.removed.items()):
             typer.echo(f"  removed: {n} {reason}")
@@ -260,18 +393,22 @@ def status_cmd(ctx: typer.Context,
 def run_cmd(ctx: typer.Context,
             engine: str = typer.Option("spark", "--engine", help="spark (default) or local."),
             spark_master: str = typer.Option(None, "--spark-master"),
-            iterations: int = typer.Option(0, "--iterations", help="Stop after this many runs (0: until interrupted).")):
+            iterations: int = typer.Option(0, "--iterations", help="Stop after this many runs (0: until interrupted)."),
+            log_dir: str = typer.Option(None, "--log-dir", help="Where the cleaner's run log (log-cleaner.log) goes; "
+                                        "default compactlog.cleaner.log.dir, else DIR.logs next to the data dir.")):
     """A long-running cleaner: cleans every log.cleaner.backoff.ms, retention every log.retention.check.interval.ms."""
     from ..cleaner.service import CleanerService
     c = context(ctx)
     if iterations < 0:
         fail(f"--iterations must be 0 (until interrupted) or more, got {iterations}", 2)
+    from ..cleaner.log_format import cleaner_log_dir
+    cleaner_log_dir(c.require_data_dir(), c.broker(), log_dir)     # a bad --log-dir fails before anything
     executor = _executor(c, engine, spark_master)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with c.open(write=True) as dd:
         try:
-            service = CleanerService(dd, executor)
+            service = CleanerService(dd, executor, log_dir=log_dir)
             service.run(stop, iterations=iterations)
         except KeyboardInterrupt:
             pass

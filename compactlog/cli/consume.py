@@ -1,4 +1,6 @@
-"""``consume``: kafka-console-consumer.sh over a data dir; prints and exits at the end of the log.
+"""``consume``: kafka-console-consumer.sh over a data dir; prints and exits at the end of the log
+(through a broker with ``--bootstrap-server``: ``broker_consume.py``; kcat's ``-f`` output with
+``--format``: ``kcat_format.py``).
 
 Read-only: partitions are read through ``storage.reader.PartitionReader`` (no log loader, no
 recovery, no snapshot, no clean-shutdown marker), so consuming never changes the data dir. Every
@@ -89,7 +91,24 @@ def consume_cmd(ctx: typer.Context,
                                                  "kcat -e."),
                 timeout_ms: int = typer.Option(None, "--timeout-ms",
                                                help="Wait for new records, and exit once none came for this "
-                                                    "long (kafka-console-consumer's --timeout-ms).")):
+                                                    "long (kafka-console-consumer's --timeout-ms)."),
+                kcat_format: str = typer.Option(None, "--format",
+                                                help="Print each record through kcat's -f format string: %t "
+                                                     "topic, %p partition, %o offset, %k key, %K key length, "
+                                                     "%s value, %S value length, %R value length (binary), %T "
+                                                     "timestamp, %h headers, %% a percent sign; \\n \\t \\r "
+                                                     "\\xNN escapes. E.g. '%k:%s\\n'."),
+                bootstrap_server: str = typer.Option(None, "--bootstrap-server",
+                                                     help="Consume through this broker (HOST:PORT) with a Kafka "
+                                                          "client (confluent-kafka), as kafka-console-consumer; "
+                                                          "default: read --data-dir."),
+                group: str = typer.Option(None, "--group",
+                                          help="With --bootstrap-server: the consumer group; it resumes from the "
+                                               "group's committed offsets and commits each printed record's "
+                                               "offset."),
+                consumer_prop: list[str] = typer.Option(None, "--consumer-property",
+                                                        help="With --bootstrap-server: a consumer setting K=V "
+                                                             "(librdkafka's names), repeatable.")):
     """Print the records of a topic, partition by partition; exit at the end of the log (or wait:
     --follow, --timeout-ms). 'Processed a total of N messages' goes to stderr, as Kafka's tool says."""
     start = start_at(from_beginning, partition, offset, timestamp)
@@ -104,18 +123,34 @@ def consume_cmd(ctx: typer.Context,
     props = parse_assignments(prop, "--property")
     if props and output_format == "jsonl":
         fail("--property applies to text output only (JSON lines carry every field)")
+    if kcat_format is not None and (props or output_format == "jsonl"):
+        fail("--format replaces --property and --output-format jsonl: give one of them", 2)
     fmt = text_format(props)
-    root, partitions = _partitions(context(ctx), topic, partition)
+    if kcat_format is not None:
+        from .kcat_format import parse
+        fmt = parse(kcat_format)
+    consumer_props = parse_assignments(consumer_prop, "--consumer-property")
+    if not bootstrap_server and (group or consumer_props):
+        fail("--group and --consumer-property need --bootstrap-server (reading a data dir commits nothing; "
+             "consumer-groups --reset-offsets sets a group's offsets offline)", 2)
     total = [0]
     try:
         with closed_pipe_is_success():
-            print_partitions(root, topic, partitions, start, isolation_level,
-                             output_format, fmt, max_messages, follow=follow or timeout_ms is not None,
-                             timeout_ms=timeout_ms, total=total)
+            if bootstrap_server:
+                from .broker_consume import consume_through_broker
+                consume_through_broker(bootstrap_server, topic, group=group, partition=partition, start=start,
+                                       isolation_level=isolation_level, output_format=output_format, fmt=fmt,
+                                       max_messages=max_messages, follow=follow or timeout_ms is not None,
+                                       timeout_ms=timeout_ms, overrides=consumer_props, total=total)
+            else:
+                root, partitions = _partitions(context(ctx), topic, partition)
+                print_partitions(root, topic, partitions, start, isolation_level,
+                                 output_format, fmt, max_messages, follow=follow or timeout_ms is not None,
+                                 timeout_ms=timeout_ms, total=total)
     except KeyboardInterrupt:
         pass
     typer.echo(f"Processed a total of {total[0]} messages", err=True)
-    if total[0] == 0 and start.kind == "latest" and not follow and timeout_ms is None:
+    if total[0] == 0 and start.kind == "latest" and not follow and timeout_ms is None and group is None:
         typer.echo("note: nothing new after the end of the log: consume starts at the end unless told "
                    "otherwise; use --from-beginning, --offset or --timestamp to read what is there, or "
                    "--follow to wait for new records", err=True)
@@ -273,8 +308,12 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartSpec, is
             left -= len(records)
         if output_format == "jsonl":
             lines = [json_line(topic, partition, r) for r in records]
-        else:
+        elif isinstance(fmt, TextFormat):
             lines = [text_line(fmt, partition, batch, r) for r in records]
+        else:       # kcat's -f (--format); a magic 0 record has no timestamp: -1, as kcat prints it
+            no_time = batch.magic == 0
+            lines = [fmt.render(topic, partition, r.offset, -1 if no_time else r.timestamp, r.key, r.value,
+                                r.headers) for r in records]
         yield b"".join(lines), len(records), batch.size
         if left == 0:
             positions[partition] = records[-1].offset + 1
@@ -287,21 +326,29 @@ def partition_output(pdir: str, topic: str, partition: int, start: StartSpec, is
 
 def text_line(fmt: TextFormat, partition: int, batch, r) -> bytes:
     """kafka-console-consumer's DefaultMessageFormatter: the chosen columns, key.separator between."""
+    return formatted_line(fmt, partition, r.offset, _timestamp_text(batch, r.timestamp) if fmt.print_timestamp
+                          else "", r.key, r.value, r.headers)
+
+
+def formatted_line(fmt: TextFormat, partition: int, offset: int, timestamp_text: str, key: bytes | None,
+                   value: bytes | None, headers) -> bytes:
+    """One record as DefaultMessageFormatter prints it; ``timestamp_text`` is ``CreateTime:ms``,
+    ``LogAppendTime:ms`` or ``NO_TIMESTAMP``."""
     cols = []
     if fmt.print_timestamp:
-        cols.append(_timestamp_text(batch, r.timestamp).encode("ascii"))
+        cols.append(timestamp_text.encode("ascii"))
     if fmt.print_partition:
         cols.append(b"Partition:%d" % partition)
     if fmt.print_offset:
-        cols.append(b"Offset:%d" % r.offset)
+        cols.append(b"Offset:%d" % offset)
     if fmt.print_headers:
         cols.append(fmt.headers_separator.join(
             h[0].encode("utf-8") + fmt.headers_key_separator + (fmt.null_literal if h[1] is None else h[1])
-            for h in r.headers) if r.headers else b"NO_HEADERS")
+            for h in headers) if headers else b"NO_HEADERS")
     if fmt.print_key:
-        cols.append(fmt.null_literal if r.key is None else r.key)
+        cols.append(fmt.null_literal if key is None else key)
     if fmt.print_value:
-        cols.append(fmt.null_literal if r.value is None else r.value)
+        cols.append(fmt.null_literal if value is None else value)
     if not cols:
         return b""
     return fmt.key_separator.join(cols) + fmt.line_separator
@@ -315,8 +362,13 @@ def _timestamp_text(batch, ts: int) -> str:
 
 
 def json_line(topic: str, partition: int, r) -> bytes:
-    d = {"topic": topic, "partition": partition, "offset": r.offset, "timestamp": r.timestamp}
-    put_bytes(d, "key", r.key)
-    put_bytes(d, "value", r.value)
-    d["headers"] = headers_json(r.headers)
+    return json_record(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
+
+
+def json_record(topic: str, partition: int, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+                headers) -> bytes:
+    d = {"topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp}
+    put_bytes(d, "key", key)
+    put_bytes(d, "value", value)
+    d["headers"] = headers_json(headers or ())
     return (json.dumps(d) + "\n").encode("utf-8")

@@ -99,13 +99,13 @@ def dump_log_cmd(file_args: list[str] = typer.Option(..., "--files",
         fail("--offsets-decoder and --transaction-log-decoder cannot be given together", 2)
     if max_bytes is not None and max_bytes < 0:
         fail(f"--max-bytes must not be negative, got {max_bytes}", 2)
-    paths = []
+    paths: list = []            # a file's path, or a segment pinned with the rest of its directory
     for arg in file_args:
         for p in arg.split(","):
             if not p:
                 continue
             if os.path.isdir(p):
-                found = sorted(os.path.join(p, n) for n in os.listdir(p) if files.is_segment_log(n))
+                found = _pinned_segments(p)
                 if not found:
                     fail(f"{p}: no segment files (.log) in this directory")
                 paths.extend(found)
@@ -117,7 +117,20 @@ def dump_log_cmd(file_args: list[str] = typer.Option(..., "--files",
                 verify_index_only=verify_index_only, index_sanity_check=index_sanity_check, max_bytes=max_bytes)
     with closed_pipe_is_success():
         for path in paths:
-            dump_file(dump, path)
+            if isinstance(path, str):
+                dump_file(dump, path)
+            else:
+                dump_file(dump, path.path, data=path.data)
+
+
+def _pinned_segments(directory: str) -> list:
+    """The live segments of a partition directory, all of one state of the log (``storage.pinned``):
+    a broker's cleaner or retention renaming files while they are dumped changes nothing."""
+    from ..storage.pinned import pin_live_segments
+    try:
+        return pin_live_segments(directory).segments
+    except (StorageError, OSError) as e:
+        fail(f"{directory}: {e}" if directory not in str(e) else str(e))
 
 
 def file_kind(path: str) -> str:
@@ -143,14 +156,18 @@ def base_offset_of(path: str) -> int | None:
     return int(prefix) if prefix.isdigit() else None
 
 
-def dump_file(dump: Dump, path: str) -> None:
+def dump_file(dump: Dump, path: str, *, data=None) -> None:
+    """Dump one file; ``data``: a segment's bytes already mapped (a pinned segment of a directory)."""
     kind = file_kind(path)
     if dump.as_json:
         dump.obj({"type": "file", "file": path, "kind": kind, "baseOffset": base_offset_of(path)})
     else:
         dump.line(f"Dumping {path}")
     try:
-        DUMPERS[kind](dump, path)
+        if data is not None and kind == "log":
+            dump_records(dump, path, data)
+        else:
+            DUMPERS[kind](dump, path)
     except BrokenPipeError:
         raise
     except (StorageError, OSError) as e:
@@ -166,9 +183,9 @@ def _map(path: str):
         return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
 
 
-def dump_records(dump: Dump, path: str) -> None:
+def dump_records(dump: Dump, path: str, buf=None) -> None:
     from ..record.batch import iter_batches
-    buf = _map(path)
+    buf = _map(path) if buf is None else buf
     base = base_offset_of(path)
     if base is not None and not dump.as_json:
         dump.line(f"Log starting offset: {base}")

@@ -1,6 +1,7 @@
 """``compactlog``: Kafka's log tools and log cleaner in one command.
 
-Global options come first: ``compactlog --data-dir DIR [--override K=V]... COMMAND ...``.
+Global options: ``compactlog --data-dir DIR [--override K=V]... COMMAND ...``; they may also follow
+the command (``compactlog consume --data-dir DIR ...``, see ``argv.py``).
 Broker-level settings (Kafka names) are read from ``DIR/server.properties`` and ``--override``;
 a name that is not a setting is warned about (as Kafka's broker logs it) and ignored.
 
@@ -19,7 +20,7 @@ import traceback
 
 import typer
 
-from ..errors import CompactlogError, CorruptRecordError
+from ..errors import CompactlogError, CorruptRecordError, DataDirLockedError
 from .apps import app, cleaner_app, topics_app, transactions_app  # noqa: F401  (the command tree; re-exported)
 
 EXIT_ERROR = 1
@@ -27,7 +28,7 @@ EXIT_INTERNAL = 70      # sysexits.h EX_SOFTWARE: a bug, to be reported
 
 def _register() -> None:
     # each module adds its commands to ``app`` / ``topics_app`` / ``cleaner_app``
-    from . import clean, consume, dump_log, produce, snapshot, tools, topics, verify  # noqa: F401
+    from . import clean, configs, consume, dump_log, metadata, produce, snapshot, tools, topics, verify  # noqa: F401
     from . import serve  # noqa: F401
     from . import consumer_groups  # noqa: F401
     from . import transactions  # noqa: F401
@@ -42,14 +43,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_command(argv: list[str] | None) -> int:
     _register()
+    args = _arguments(argv)
     try:
-        app(args=argv, prog_name="compactlog", standalone_mode=True)
+        app(args=args, prog_name="compactlog", standalone_mode=True)
     except CompactlogError as e:
         _debug_traceback()
         hint = ""
         if isinstance(e, CorruptRecordError) and e.file:
             hint = ("; records before it were read; `compactlog verify --repair` sets the corrupt batch "
                     "aside (kept in *.quarantined) so that every valid record after it can be read")
+        elif isinstance(e, DataDirLockedError) and e.bootstrap:
+            hint = _through_broker_hint(args, e.bootstrap)
         typer.echo(f"error: {e}{hint}", err=True)
         return EXIT_ERROR
     except SystemExit as e:
@@ -74,6 +78,22 @@ def _run_command(argv: list[str] | None) -> int:
                    f"with the traceback that COMPACTLOG_DEBUG=1 prints", err=True)
         return EXIT_INTERNAL
     return 0
+
+
+def _through_broker_hint(args: list[str], bootstrap: str) -> str:
+    """The refused command as it runs through the broker that holds the data dir, if it can."""
+    import typer.main
+    from .argv import through_broker
+    line = through_broker(typer.main.get_command(app), args, bootstrap)
+    return f"; this command through it: {line}" if line else ""
+
+
+def _arguments(argv: list[str] | None) -> list[str]:
+    """The command line, global options given after the subcommand moved before it (cli.argv)."""
+    import typer.main
+    from .argv import hoist_global_options
+    args = list(sys.argv[1:] if argv is None else argv)
+    return hoist_global_options(typer.main.get_command(app), args)
 
 
 def _debug_traceback() -> None:

@@ -1,4 +1,5 @@
-"""``produce``: kafka-console-producer.sh into a data dir, from lines on stdin.
+"""``produce``: kafka-console-producer.sh into a data dir, from lines on stdin (through a broker with
+``--bootstrap-server``: ``broker_produce.py``).
 
 Input is read a chunk at a time, a chunk being everything stdin has available at that moment (up to
 4 MiB): piped input is parsed and validated as a whole chunk and appended in batches of up to
@@ -93,9 +94,19 @@ def produce_cmd(ctx: typer.Context,
                                                     "is its own batch)."),
                 compression: str = typer.Option("none", "--compression-codec",
                                                 help="none, gzip, snappy, lz4 or zstd."),
-                verbose: bool = typer.Option(False, "--verbose", help="Print each appended batch's offsets.")):
+                verbose: bool = typer.Option(False, "--verbose", help="Print each appended batch's offsets "
+                                             "(each record's, through a broker)."),
+                bootstrap_server: str = typer.Option(None, "--bootstrap-server",
+                                                     help="Produce through this broker (HOST:PORT) with a Kafka "
+                                                          "client (confluent-kafka), as kafka-console-producer; "
+                                                          "default: append to --data-dir."),
+                acks: str = typer.Option("all", "--request-required-acks",
+                                         help="With --bootstrap-server: acks all (-1), 1 or 0."),
+                producer_prop: list[str] = typer.Option(None, "--producer-property",
+                                                        help="With --bootstrap-server: a producer setting K=V "
+                                                             "(librdkafka's names, e.g. linger.ms=100), "
+                                                             "repeatable.")):
     """Append records read from stdin, one per line; prints nothing on success (like the console producer)."""
-    from ..producer import Producer   # numba and pyarrow: loaded when a record is produced, not for --help
     from ..record.compression import CODEC_BY_NAME
     c = context(ctx)
     if input_format not in ("text", "jsonl"):
@@ -108,6 +119,18 @@ def produce_cmd(ctx: typer.Context,
     if props and input_format == "jsonl":
         fail("--property applies to text input only (JSON lines carry key, value and headers)")
     fmt = line_format(props)
+    producer_props = parse_assignments(producer_prop, "--producer-property")
+    if bootstrap_server:
+        from .broker_produce import ACKS, producer_config, produce_through_broker
+        if acks not in ACKS:
+            fail(f"--request-required-acks {acks!r}: expected all, -1, 1 or 0", 2)
+        conf = producer_config(bootstrap_server, acks, compression, batch_size, producer_props)
+        produce_through_broker(bootstrap_server, topic, input_format, fmt, conf, verbose)
+        return
+    if producer_props or acks != "all":
+        fail("--request-required-acks and --producer-property need --bootstrap-server (a data dir is "
+             "appended to directly)", 2)
+    from ..producer import Producer   # numba and pyarrow: loaded when a record is produced, not for --help
     with c.open(write=True) as dd:
         producer = Producer(dd, compression=compression, batch_records=batch_size)
         target = producer.target(topic)
@@ -220,25 +243,31 @@ def parse_lines(lines: list[bytes], first_line: int, input_format: str, fmt: Lin
     does not parse is reported after any refused record before it, as a check line by line would."""
     out = []
     try:
-        for i, line in enumerate(lines, start=first_line + 1):
-            if input_format == "jsonl":
-                if line.startswith(UTF8_BOM):
-                    # RFC 8259 lets a parser ignore a BOM at the start of the text, and editors on
-                    # Windows write one; anywhere else it means files were concatenated
-                    if i != 1:
-                        raise InputError(f"line {i}: a UTF-8 byte order mark (BOM) in the middle of the input "
-                                         f"(only the first line may start with one: were files concatenated?)")
-                    line = line[len(UTF8_BOM):]
-                if not line.strip():
-                    continue
-                rec = parse_json_line(line, i, now)
-            else:
-                rec = parse_text_line(line, i, fmt, now)
+        for rec in parse_records(lines, first_line, input_format, fmt, now):
             out.append(rec)
     except InputError:
         check_records(producer, target, out, now)
         raise
     return out, check_records(producer, target, out, now)
+
+
+def parse_records(lines: list[bytes], first_line: int, input_format: str, fmt: LineFormat,
+                  now: int) -> Iterator[PendingRecord]:
+    """The records of one chunk's lines, in order; InputError at the first line that does not parse."""
+    for i, line in enumerate(lines, start=first_line + 1):
+        if input_format == "jsonl":
+            if line.startswith(UTF8_BOM):
+                # RFC 8259 lets a parser ignore a BOM at the start of the text, and editors on
+                # Windows write one; anywhere else it means files were concatenated
+                if i != 1:
+                    raise InputError(f"line {i}: a UTF-8 byte order mark (BOM) in the middle of the input "
+                                     f"(only the first line may start with one: were files concatenated?)")
+                line = line[len(UTF8_BOM):]
+            if not line.strip():
+                continue
+            yield parse_json_line(line, i, now)
+        else:
+            yield parse_text_line(line, i, fmt, now)
 
 
 def parse_text_line(line: bytes, line_no: int, fmt: LineFormat, now: int) -> PendingRecord:

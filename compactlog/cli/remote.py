@@ -4,6 +4,8 @@ librdkafka's Python binding does not expose (DescribeLogDirs). Client errors bec
 
 from __future__ import annotations
 
+import logging
+
 from ..errors import CompactlogError
 
 TIMEOUT_S = 30
@@ -13,9 +15,39 @@ class BrokerError(CompactlogError):
     """A request to the broker failed (Kafka's error name and message)."""
 
 
+class ClientLog(logging.Handler):
+    """librdkafka's log and error callbacks for a client of this command: nothing printed (its
+    retries would flood stderr), the last connection problem kept for the error message."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+        self.logger = logging.getLogger(f"compactlog.client.{id(self)}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.WARNING)
+        self.logger.handlers[:] = [self]
+
+    def config(self) -> dict:
+        """The client settings that route its log and errors here."""
+        return {"logger": self.logger, "error_cb": self._on_error}
+
+    def emit(self, record) -> None:
+        # "[thrd:...]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused ..."
+        self.last = record.getMessage().split("]: ", 1)[-1]
+
+    def _on_error(self, err) -> None:
+        self.last = f"{err.name()}: {err.str()}"
+
+    def why(self) -> str:
+        return f" (last connection problem: {self.last})" if self.last else ""
+
+
 def admin_client(bootstrap: str):
     from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": TIMEOUT_S * 1000})
+    # a Metadata request naming a topic must not create it (kafka-topics.sh and kcat -L ask about
+    # topics that may not exist)
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": TIMEOUT_S * 1000,
+                        "allow.auto.create.topics": False, **ClientLog().config()})
 
 
 def result(future, what: str):
@@ -88,3 +120,125 @@ def _get(obj, name: str, index: int):
     if hasattr(obj, name):
         return getattr(obj, name)
     return obj[index]
+
+
+# -- configs and topic descriptions (DescribeConfigs, IncrementalAlterConfigs, Metadata) --------------
+
+def kafka_uuid(uuid) -> str:
+    """A confluent-kafka Uuid as Kafka prints one (Uuid.toString: URL-safe base64, no padding)."""
+    import base64
+    raw = b"".join((bits & (2**64 - 1)).to_bytes(8, "big")
+                   for bits in (uuid.get_most_significant_bits(), uuid.get_least_significant_bits()))
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def describe_topics(admin, names: list[str]) -> dict:
+    """topic -> confluent-kafka's TopicDescription (partitions with leader, replicas, isr)."""
+    from confluent_kafka import TopicCollection
+    futures = admin.describe_topics(TopicCollection(names))
+    return {name: result(futures[name], f"topic {name!r}") for name in names}
+
+
+def config_entries(admin, resource_type: str, name: str) -> list:
+    """The DescribeConfigs entries of one resource (``topic`` or ``broker``), with synonyms, in the
+    broker's order: confluent-kafka ConfigEntry objects."""
+    from confluent_kafka.admin import ConfigResource
+    resource = ConfigResource(resource_type, name)
+    futures = admin.describe_configs([resource])
+    what = f"{resource_type} {name!r}" if name else "the brokers' default configs"
+    return list(result(next(iter(futures.values())), what).values())
+
+
+def source_name(source) -> str:
+    """A ConfigSource as Kafka's tools print it (DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG, ...)."""
+    from confluent_kafka.admin import ConfigSource
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return "UNKNOWN"
+
+
+def alter_configs(admin, resource_type: str, name: str, changes: dict[str, str], removals: list[str]) -> None:
+    """IncrementalAlterConfigs: DELETE each of ``removals``, then SET each of ``changes``, in one
+    request (as kafka-configs.sh sends them)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    ops = [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in removals]
+    ops += [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in changes.items()]
+    resource = ConfigResource(resource_type, name, incremental_configs=ops)
+    futures = admin.incremental_alter_configs([resource])
+    what = f"{resource_type} {name!r}" if name else "the brokers' default configs"
+    try:
+        result(next(iter(futures.values())), what)
+    except BrokerError as e:
+        raise BrokerError(f"{e}{unknown_name_hint(str(e), list(changes) + list(removals), resource_type)}") from None
+
+
+def unknown_name_hint(message: str, names: list[str], resource_type: str) -> str:
+    """" (did you mean ...?)" for a name the broker called unknown, from compactlog's names."""
+    from ..storage.config import TOPIC_CONFIGS, broker_setting_names, did_you_mean
+    known = list(TOPIC_CONFIGS) if resource_type == "topic" else broker_setting_names()
+    for n in names:
+        if n in message and n not in known:
+            return did_you_mean(n, known)
+    return ""
+
+
+# -- the brokers' cluster-wide default (resource name ""), which confluent-kafka's binding refuses --
+
+def _kafka_python_admin(bootstrap: str):
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError
+    try:
+        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
+    except KafkaError as e:
+        raise BrokerError(f"{bootstrap}: cannot connect: {e}") from None
+
+
+def default_broker_entries(bootstrap: str) -> list[tuple[str, str | None, str, bool, list]]:
+    """DescribeConfigs of the brokers' default resource through kafka-python: (name, value, source,
+    sensitive, [(source, name, value)]) per entry. kafka-python's public describe_configs refuses
+    the empty broker name too, so its request builder is called directly."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+    from kafka.errors import KafkaError
+    client = _kafka_python_admin(bootstrap)
+    try:
+        request = KafkaAdminClient._describe_configs_request([ConfigResource(ConfigResourceType.BROKER, "")],
+                                                             include_synonyms=True)
+        response = client._manager.run(client._manager.send, request)
+    except KafkaError as e:
+        raise BrokerError(f"{bootstrap}: DescribeConfigs: {e}") from None
+    finally:
+        client.close()
+    out = []
+    for r in response.results:
+        if r.error_code:
+            raise BrokerError(f"the brokers' default configs: error {r.error_code}: {r.error_message}")
+        for c in r.configs:
+            d = c.to_dict()
+            synonyms = [(source_name(s["source"]), s["name"], s["value"]) for s in d.get("synonyms") or ()]
+            out.append((d["name"], d["value"], source_name(d.get("config_source", 0)),
+                        bool(d.get("is_sensitive")), synonyms))
+    return out
+
+
+def alter_default_broker_configs(bootstrap: str, changes: dict[str, str], removals: list[str]) -> None:
+    """IncrementalAlterConfigs of the brokers' default resource through kafka-python."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+    from kafka.errors import KafkaError
+    configs = {k: ("DELETE", None) for k in removals}
+    configs.update({k: ("SET", v) for k, v in changes.items()})
+    client = _kafka_python_admin(bootstrap)
+    try:
+        request = KafkaAdminClient._alter_configs_request([ConfigResource(ConfigResourceType.BROKER, "", configs)],
+                                                          incremental=True)
+        response = client._manager.run(client._manager.send, request)
+    except KafkaError as e:
+        raise BrokerError(f"{bootstrap}: IncrementalAlterConfigs: {e}") from None
+    finally:
+        client.close()
+    for r in response.responses:
+        if r.error_code:
+            from kafka.errors import for_code
+            name = getattr(for_code(r.error_code), "message", None) or for_code(r.error_code).__name__
+            raise BrokerError(f"the brokers' default configs: {name}: {r.error_message}"
+                              f"{unknown_name_hint(r.error_message or '', list(changes) + removals, 'broker')}")

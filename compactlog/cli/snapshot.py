@@ -27,6 +27,7 @@ def _available_memory() -> int | None:
 def choose_engine(engine: str, master: str | None, part_bytes: list[int]):
     """Where the snapshot runs: the cost model of ``cleaner/executor.py`` for ``auto``."""
     from ..cleaner.executor import MODEL, EngineChoice, spark_running
+    from ..spark.executor import without_java
     if engine == "spark":
         return EngineChoice("spark", "--engine spark")
     if engine in ("local", "in-process"):
@@ -36,9 +37,10 @@ def choose_engine(engine: str, master: str | None, part_bytes: list[int]):
     memory = _available_memory()
     biggest = max(part_bytes, default=0)
     if memory is not None and biggest > memory // 2:
-        return EngineChoice("spark", f"the biggest partition ({biggest / 1e6:.0f} MB of log) would not fit in "
-                                     f"half of this machine's available memory ({memory / 1e6:.0f} MB)")
-    return MODEL.choose("snapshot", part_bytes, warm=spark_running(), what="of log to read")
+        return without_java(EngineChoice("spark", f"the biggest partition ({biggest / 1e6:.0f} MB of log) would "
+                                                  f"not fit in half of this machine's available memory "
+                                                  f"({memory / 1e6:.0f} MB)"))
+    return without_java(MODEL.choose("snapshot", part_bytes, warm=spark_running(), what="of log to read"))
 
 
 @app.command("snapshot")
@@ -66,6 +68,9 @@ def snapshot_cmd(ctx: typer.Context,
         fail(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}", 2)
     if engine not in ("auto", "spark", "local", "in-process"):
         fail(f"--engine {engine!r}: expected auto, spark or local", 2)
+    if engine == "spark" or spark_master:
+        from ..spark.java import require_java
+        require_java()
     if partitions is not None:
         items = [x.strip() for x in partitions.split(",")]
         if not all(x.isascii() and x.isdigit() for x in items):

@@ -1,4 +1,5 @@
-"""``topics create|list|describe|alter|delete``: kafka-topics.sh / kafka-configs.sh on a data dir.
+"""``topics create|list|describe|alter|delete``: kafka-topics.sh / kafka-configs.sh on a data dir, or
+through a broker with ``--bootstrap-server`` (``broker_topics.py`` for describe and config changes).
 
 Every name and value is validated (Kafka's names, types and ranges) before anything is written, so
 a refused command leaves the data dir as it was. ``describe`` only reads: partition sizes and
@@ -16,7 +17,7 @@ import typer
 
 from ..errors import StorageError, TopicError
 from ..storage import files
-from ..storage.config import TOPIC_CONFIGS, LogConfig
+from ..storage.config import TOPIC_CONFIGS, LogConfig, UnknownConfigError
 from .common import context, fail, parse_configs
 from .apps import topics_app
 
@@ -48,13 +49,23 @@ def create_cmd(ctx: typer.Context,
                if_not_exists: bool = typer.Option(False, "--if-not-exists",
                                                   help="Succeed without a change when the topic exists."),
                bootstrap_server: str = typer.Option(None, "--bootstrap-server",
-                                                    help="Create it through this broker (HOST:PORT).")):
+                                                    help="Create it through this broker (HOST:PORT)."),
+               replication_factor: int = typer.Option(None, "--replication-factor",
+                                                      help="Copies of each partition: 1 (one node; the "
+                                                           "default). Kafka's scripts pass it, so it is "
+                                                           "accepted; above 1 is refused as Kafka refuses "
+                                                           "it with one broker.")):
     """Create a topic: its partition directories and its configs."""
     c = context(ctx)
     configs = parse_configs(config)
+    if replication_factor is not None and not 1 <= replication_factor <= 32767:
+        fail("The replication factor must be between 1 and 32767 inclusive", 2)   # kafka-topics.sh's check
     if bootstrap_server:
-        _create_remote(bootstrap_server, topic, partitions, configs, if_not_exists)
+        _create_remote(bootstrap_server, topic, partitions, replication_factor, configs, if_not_exists)
         return
+    if replication_factor is not None and replication_factor > 1:
+        # Kafka's InvalidReplicationFactorException, with this node as the only broker
+        raise TopicError(f"Replication factor: {replication_factor} larger than available brokers: 1.")
     broker = c.broker()
     count = broker.get("num.partitions") if partitions is None else partitions
     # validated before the data dir is opened (or created): a refused command writes nothing
@@ -69,18 +80,19 @@ def create_cmd(ctx: typer.Context,
     typer.echo(f"Created topic {topic}.")
 
 
-def _create_remote(bootstrap: str, topic: str, partitions: int | None, configs: dict, if_not_exists: bool) -> None:
+def _create_remote(bootstrap: str, topic: str, partitions: int | None, replication_factor: int | None,
+                   configs: dict, if_not_exists: bool) -> None:
     from confluent_kafka.admin import NewTopic
-    from .remote import BrokerError, admin_client, result
+    from .remote import BrokerError, admin_client, result, unknown_name_hint
     admin = admin_client(bootstrap)
-    new = NewTopic(topic, num_partitions=-1 if partitions is None else partitions, replication_factor=-1,
-                   config=configs)
+    new = NewTopic(topic, num_partitions=-1 if partitions is None else partitions,
+                   replication_factor=-1 if replication_factor is None else replication_factor, config=configs)
     try:
         result(admin.create_topics([new])[topic], f"topic {topic!r}")
     except BrokerError as e:
         if if_not_exists and "TOPIC_ALREADY_EXISTS" in str(e):
             return
-        raise
+        raise BrokerError(f"{e}{unknown_name_hint(str(e), list(configs), 'topic')}") from None
     typer.echo(f"Created topic {topic}.")
 
 
@@ -114,8 +126,16 @@ def list_cmd(ctx: typer.Context,
 @topics_app.command("describe")
 def describe_cmd(ctx: typer.Context,
                  topic: str = typer.Option(None, "--topic", help="The topic to describe (default: every topic)."),
-                 as_json: bool = typer.Option(False, "--json", help="One JSON object per topic.")):
+                 as_json: bool = typer.Option(False, "--json", help="One JSON object per topic."),
+                 bootstrap_server: str = typer.Option(None, "--bootstrap-server",
+                                                      help="Describe it through this broker (HOST:PORT), as "
+                                                           "kafka-topics.sh --describe prints it: a topic line, "
+                                                           "then each partition's leader, replicas and ISR.")):
     """Configs (override or default) and, per partition, size, log start/end offset and segments."""
+    if bootstrap_server:
+        from .broker_topics import describe_through_broker
+        describe_through_broker(bootstrap_server, topic, as_json)
+        return
     with context(ctx).open(write=False) as dd:
         names = [topic] if topic is not None else dd.topics()
         for name in names:
@@ -138,7 +158,9 @@ def alter_cmd(ctx: typer.Context,
                                              help="Grow the topic to this many partitions (kafka-topics.sh --alter "
                                                   "--partitions; a topic never shrinks)."),
               bootstrap_server: str = typer.Option(None, "--bootstrap-server",
-                                                   help="Add the partitions through this broker (HOST:PORT).")):
+                                                   help="Alter it through this broker (HOST:PORT): partitions "
+                                                        "with CreatePartitions, configs with "
+                                                        "IncrementalAlterConfigs.")):
     """Set or remove topic config overrides (kafka-configs.sh --alter), or add partitions."""
     c = context(ctx)
     changes = parse_configs(config)
@@ -152,15 +174,17 @@ def alter_cmd(ctx: typer.Context,
         _add_partitions(c, topic, partitions, bootstrap_server)
         return
     if bootstrap_server:
-        fail("--bootstrap-server: config changes through a broker are kafka-configs.sh's job; use an admin "
-             "client (IncrementalAlterConfigs), or --data-dir when no broker runs", 2)
+        from .broker_topics import alter_through_broker
+        alter_through_broker(bootstrap_server, topic, changes, removals)
+        typer.echo(f"Completed updating config for topic {topic}.")
+        return
     with c.open(write=True) as dd:
         if not dd.has_topic(topic):
             raise TopicError(f"topic {topic!r} does not exist in {dd.path}")
         current = dd.topic_config(topic)
         for name in removals:
             if name not in TOPIC_CONFIGS:
-                fail(f"--delete-config {name}: unknown topic configuration {name}")
+                fail(f"--delete-config {name}: {UnknownConfigError(name)}")
             if name not in current.overrides:
                 # Kafka refuses to delete a config that is not set (InvalidConfigurationException)
                 fail(f"--delete-config {name}: topic {topic!r} has no override for {name}")

@@ -22,9 +22,11 @@ def verify_cmd(ctx: typer.Context,
                                            "outside the CRC corrected, an unreadable tail cut (kept in "
                                            "*.discarded), indexes rebuilt. Everything done is reported.")):
     """CRCs, offsets, batch sizes, indexes against the log, checkpoints, keys unique below the cleaner
-    checkpoint, producer snapshots. Exit 0 when healthy; otherwise one line per problem."""
+    checkpoint, producer snapshots, directories Kafka's loader would refuse. Exit 0 when healthy
+    (notes, such as a missing index Kafka rebuilds, do not count); otherwise one line per problem.
+    A summary line ends the output."""
     from ..storage.datadir import DataDir
-    from ..storage.verify import read_checkpoints, verify_partition
+    from ..storage.verify import VerifyCounts, read_checkpoints, refused_directories, verify_partition
     c = context(ctx)
     if repair:
         with c.open(write=True) as wdd:
@@ -34,20 +36,44 @@ def verify_cmd(ctx: typer.Context,
                     wdd.open_log(t, p).repair()
     dd = DataDir(c.require_data_dir(), broker=c.broker())   # never opened for writing: nothing changes
     checkpoints, problems = read_checkpoints(dd.path)
+    if not topic:
+        problems.extend(refused_directories(dd.path))
     topics = [topic] if topic else dd.topics()
     configs = {t: dd.topic_config(t) for t in topics}
     work = [(t, p) for t in topics for p in dd.partitions(t)]
     sizes = {tp: partition_log_bytes(dd.path, *tp) for tp in work}
+    counts = VerifyCounts()
     with progress("verifying", sum(sizes.values()), unit="bytes", min_total=256 << 20) as bar:
         for t, p in work:
-            problems.extend(verify_partition(dd.path, t, p, configs[t], checkpoints))
+            problems.extend(verify_partition(dd.path, t, p, configs[t], checkpoints, counts))
             bar.advance(sizes[(t, p)])
-    for pr in problems:
-        typer.echo(json.dumps(pr.to_dict()) if as_json else str(pr))
+    notes = [pr for pr in problems if pr.note]
+    problems = [pr for pr in problems if not pr.note]
+    for pr in notes + problems:
+        if as_json:
+            typer.echo(json.dumps(pr.to_dict()))
+        else:
+            typer.echo(f"note: {pr}" if pr.note else str(pr))
+    repairable = [pr for pr in problems if pr.repairable]
     if as_json:
-        typer.echo(json.dumps({"partitions": len(work), "problems": len(problems)}))
-    elif not problems:
-        typer.echo(f"ok: {len(work)} partition(s) verified, no problems")
+        typer.echo(json.dumps({"partitions": len(work), "segments": counts.segments, "records": counts.records,
+                               "problems": len(problems), "notes": len(notes), "repairable": len(repairable)}))
+    else:
+        typer.echo(_summary(len(work), counts, problems, notes, repairable))
     if problems:
         # only bytes recovery set aside: the data is healthy, but not everything it held is there
         raise typer.Exit(EXIT_DATA_SET_ASIDE if all(p.set_aside for p in problems) else 1)
+
+
+def _summary(partitions: int, counts, problems: list, notes: list, repairable: list) -> str:
+    """``ok: 2 partition(s), 3 segment(s), 41 records checked, no problems`` or the count of
+    problems, and ``verify --repair`` where it would help."""
+    looked = (f"{partitions} partition(s), {counts.segments} segment(s), {counts.records} records checked")
+    noted = f" ({len(notes)} note(s) above)" if notes else ""
+    if not problems:
+        return f"ok: {looked}, no problems{noted}"
+    text = f"{looked}: {len(problems)} problem(s){noted}"
+    if repairable:
+        text += (f"; `compactlog verify --repair` repairs {len(repairable)} of them (corrupt batches set "
+                 f"aside, offsets corrected, indexes rebuilt)")
+    return text

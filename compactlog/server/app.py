@@ -157,6 +157,9 @@ class Broker:
             if a.port == 0:         # port 0: advertise the port the system chose
                 a.port = next(p for h, p in bound) if listener.port == 0 else listener.port
         state.advertised = self.advertised[0]
+        if self.datadir.lock is not None:
+            # a writer the lock refuses can then say to go through this broker
+            self.datadir.lock.note_broker_address(str(state.advertised).split("://", 1)[1])
         background = Background(state, make_executor(self.engine, self.spark_master))
         background.start()
 

@@ -72,7 +72,7 @@ class Background:
         self.manager = CleanerManager.for_datadir(self.datadir)
         self.cleaner = Cleaner(self.datadir, self.executor, self.manager)
         self.threads: list[threading.Thread] = []
-        self.cleaner_file_log = CleanerLog(self.datadir.path)
+        self.cleaner_file_log = CleanerLog.for_datadir(self.datadir)
         self._last_flush: dict[tuple[str, int], int] = {}
 
     # -- life cycle

@@ -12,6 +12,7 @@ from ..cleaner.distributed_map import run_distributed
 from ..cleaner.executor import (MODEL, CostModel, EngineChoice, InProcessExecutor, pack_plans,
                                 plan_bytes, run_guarded, spark_running)
 from ..cleaner.task import PartitionCleanPlan
+from .java import java_problem, require_java
 
 
 def _run_bin(indexed_plans):
@@ -83,6 +84,9 @@ class AutoExecutor:
         return self.choice.text() if self.choice else ""
 
     def choose(self, plans: list[PartitionCleanPlan]) -> EngineChoice:
+        return without_java(self._choose(plans))
+
+    def _choose(self, plans: list[PartitionCleanPlan]) -> EngineChoice:
         if any(p.map_kind == "distributed" for p in plans):
             big = [f"{p.topic}-{p.partition}" for p in plans if p.map_kind == "distributed"]
             return EngineChoice("spark", f"the key map of {', '.join(big)} does not fit one task's memory "
@@ -98,6 +102,15 @@ class AutoExecutor:
         return executor.run(plans)
 
 
+def without_java(choice: EngineChoice) -> EngineChoice:
+    """An automatic choice of Spark stays in this process when no Java 17+ can start Spark (the
+    results are the same; an in-task map replaces a distributed one)."""
+    if choice.engine != "spark" or spark_running() or java_problem() is None:
+        return choice
+    return EngineChoice("in-process", f"{choice.reason}; but no Java 17+ was found for Spark (JAVA_HOME or "
+                                      f"java on PATH)", choice.local_s, choice.spark_s)
+
+
 def spark_master_for(spark_master: str | None, broker) -> str | None:
     """The Spark master a command cleans with: ``--spark-master``, else compactlog.spark.master,
     except its default ``local[*]``, which only means "a local Spark when the cost model says so"."""
@@ -111,6 +124,7 @@ def make_executor(engine: str = "auto", master: str | None = None, model: CostMo
     """The executor of ``serve``, ``cleaner run`` and ``clean``: in-process for ``local``, Spark for
     ``spark`` or with a master, else ``AutoExecutor`` (by the cost model, per round)."""
     if engine == "spark" or master and engine == "auto":
+        require_java()      # one line now, not JAVA_GATEWAY_EXITED once the first round starts Spark
         ex = SparkExecutor(master)
         ex.choice = EngineChoice("spark", f"a Spark master was given ({master})" if master and engine == "auto"
                                  else "--engine spark")

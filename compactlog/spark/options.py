@@ -19,7 +19,6 @@ refuses (deserializers, ``auto.offset.reset``, ``enable.auto.commit``, intercept
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ import sys
 from typing import Mapping
 
 from ..errors import CompactlogError
+from ..storage.config import did_you_mean
 
 EARLIEST, LATEST = -2, -1
 
@@ -121,13 +121,11 @@ def check_names(options: Mapping[str, str], allowed: tuple[str, ...], what: str)
                 raise KafkaLogError(f"kafka-log: option kafka.{config} is not supported: {KAFKA_REFUSED[config]}")
             if config in KAFKA_CONFIGS or config.startswith(KAFKA_CONFIG_PREFIXES):
                 continue
-            close = difflib.get_close_matches(config, KAFKA_CONFIGS, n=2, cutoff=0.75)
-            hint = f" (did you mean {' or '.join('kafka.' + c for c in close)}?)" if close else ""
+            hint = did_you_mean(config, KAFKA_CONFIGS, n=2, cutoff=0.75, spell=lambda c: "kafka." + c)
             raise KafkaLogError(f"kafka-log: unknown Kafka client config kafka.{config}{hint}")
-        close = difflib.get_close_matches(name, list(known), n=2, cutoff=0.6)
-        if close:
-            raise KafkaLogError(f"kafka-log: unknown {what} option {raw!r} (did you mean "
-                                f"{' or '.join(known[c] for c in close)}?)")
+        hint = did_you_mean(name, known, n=2, cutoff=0.6, spell=known.get)
+        if hint:
+            raise KafkaLogError(f"kafka-log: unknown {what} option {raw!r}{hint}")
         raise KafkaLogError(f"kafka-log: unknown {what} option {raw!r}; the {what} options are "
                             f"{', '.join(sorted(set(allowed) - {'path'}, key=str.lower))} and kafka.<client config>")
 

@@ -13,6 +13,16 @@ No PySpark here: the batch and streaming readers (``datasource.py``) and the in-
 * offsets that are gone (below the log start: retention, DeleteRecords, a recreated topic) are
   data loss: an error with ``failOnDataLoss=true`` (the default), skipped otherwise.
 
+Planning reads one state of each partition (``storage/pinned.py``); a task runs later, in another
+process, and cannot hold the planner's files. Each range names the file (device and inode) of the
+segment it was planned in and the partition's planned end. A task that finds the same file reads
+the planned state. One that finds another (a broker's cleaner swapped a compacted one in since)
+still reads the range when its state's active segment starts at or below the planned end: a clean
+only removes a record for a later one of its key below the active segment's base, so every key's
+last record below the planned end is still there. Past that, a record of the range may be gone for
+one beyond the planned end, which the query does not read: the task fails the query, saying to run
+it again, rather than return a short result.
+
 Rows travel as Arrow record batches built by numba kernels (``storage/reader.py``).
 """
 
@@ -27,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import StorageError
+from ..storage.pinned import changed
 from ..storage import files
 from ..storage.isolation import READ_COMMITTED, READ_UNCOMMITTED
 from ..storage.reader import PartitionReader
@@ -285,6 +296,8 @@ class OffsetRange(NamedTuple):
     end: int
     segment: int
     size: int                  # estimated bytes, for packing ranges into splits
+    file: tuple | None = None  # (device, inode) of the segment when planned
+    planned_end: int | None = None     # the offset the query reads the partition up to
 
 
 class Split:
@@ -342,13 +355,16 @@ class SegmentRange(NamedTuple):
     cuts: list                 # [(offset, position)] inside (start, end), from the offset index
     first_pos: int             # estimated file position of ``start``
     end_pos: int               # estimated file position of ``end``
+    file: tuple | None = None  # (device, inode) of the segment
+    planned_end: int | None = None     # the offset the query reads the partition up to
 
     @property
     def size(self) -> int:
         return max(self.end_pos - self.first_pos, 0)
 
 
-def segment_range(topic: str, partition: int, pdir: str, seg, start: int, end: int) -> SegmentRange:
+def segment_range(topic: str, partition: int, pdir: str, seg, start: int, end: int,
+                  file: tuple | None = None, planned_end: int | None = None) -> SegmentRange:
     cuts = index_cuts(seg.path, seg.base_offset)
     offs = [o for o, _ in cuts]
 
@@ -358,7 +374,8 @@ def segment_range(topic: str, partition: int, pdir: str, seg, start: int, end: i
 
     end_pos = pos_of(end) if cuts and end <= offs[-1] else max(seg.size, cuts[-1][1] if cuts else 0)
     inside = [(o, p) for o, p in cuts if start < o < end]
-    return SegmentRange(topic, partition, pdir, seg.base_offset, start, end, inside, pos_of(start), end_pos)
+    return SegmentRange(topic, partition, pdir, seg.base_offset, start, end, inside, pos_of(start), end_pos, file,
+                        planned_end)
 
 
 def segment_ranges(st: PartitionState, start: int, end: int) -> list[SegmentRange]:
@@ -368,7 +385,8 @@ def segment_ranges(st: PartitionState, start: int, end: int) -> list[SegmentRang
         seg_start = max(start, seg.base_offset)
         seg_end = min(end, segs[i + 1].base_offset if i + 1 < len(segs) else end)
         if seg_start < seg_end:
-            out.append(segment_range(st.tp.topic, st.tp.partition, st.tp.dir, seg, seg_start, seg_end))
+            out.append(segment_range(st.tp.topic, st.tp.partition, st.tp.dir, seg, seg_start, seg_end,
+                                     st.reader.segment_identity(seg.base_offset), end))
     return out
 
 
@@ -403,13 +421,14 @@ def plan_splits(segments: list[SegmentRange], count: int) -> list[list[OffsetRan
             if pos < want:
                 continue
             # the first index entry at or past the boundary: cut there (or just before it)
-            cur.append(OffsetRange(s.topic, s.partition, s.path, start, off, s.segment, pos - start_pos))
+            cur.append(OffsetRange(s.topic, s.partition, s.path, start, off, s.segment, pos - start_pos, s.file,
+                                   s.planned_end))
             close()
             start, start_pos = off, pos
             while bi < len(bounds) and bounds[bi] - cum + s.first_pos <= pos:
                 bi += 1
         cur.append(OffsetRange(s.topic, s.partition, s.path, start, s.end, s.segment,
-                               max(s.end_pos - start_pos, 0)))
+                               max(s.end_pos - start_pos, 0), s.file, s.planned_end))
         cum += s.size
     close()
     return splits
@@ -501,12 +520,26 @@ def read_split(split: Split, settings: ReadSettings):
             start = reader.log_start_offset
         if start >= r.end:
             continue
+        check_planned_state(reader, r)
         aborted = split.aborted.get(r.path)
         for batch in reader.iter_columns(start, r.end, include_control=settings.include_control,
                                          with_headers=settings.include_headers):
             batch = shape(batch, r, aborted, settings)
             if batch.num_rows:
                 yield batch
+
+
+def check_planned_state(reader: PartitionReader, r: OffsetRange) -> None:
+    """May the task read ``r`` from the state ``reader`` holds (see the module's docstring)?"""
+    if r.file is None or reader.segment_identity(r.segment) == r.file:
+        return
+    segments = reader.segments()
+    active_base = segments[-1].base_offset if segments else None
+    if r.planned_end is not None and active_base is not None and active_base <= r.planned_end:
+        return
+    raise changed(r.path, f"the segment {files.filename_prefix(r.segment)}{files.LOG_SUFFIX} planned for "
+                          f"offsets [{r.start}, {r.end}) was replaced before a task read it, and the log "
+                          f"went past the offset {r.planned_end} the query reads up to")
 
 
 def shape(batch: pa.RecordBatch, p: OffsetRange, aborted, settings: ReadSettings) -> pa.RecordBatch:

@@ -31,6 +31,8 @@ def session(master: str | None = None, *, local_dir: str | None = None, conf: di
             return _session
         _session.stop()
         _session = None
+    from .java import require_java
+    require_java()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

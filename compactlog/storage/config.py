@@ -27,7 +27,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..errors import ConfigError
 from .kafka_names import KAFKA_BROKER_SETTINGS
@@ -124,11 +124,25 @@ def kafka_string(kind: str, value) -> str | None:
     return str(value)
 
 
+def did_you_mean(name: str, known: Iterable[str], *, n: int = 1, cutoff: float = 0.75,
+                 spell: Callable[[str], str] | None = None) -> str:
+    """`` (did you mean X?)`` naming the known names closest to a misspelt one (difflib), or "".
+
+    The one place a "did you mean" is worded: topic configs, broker settings, the CLI's config
+    options and the Spark source's options all ask here. ``spell`` shows a match as the user
+    writes it (a prefix, the canonical case)."""
+    close = difflib.get_close_matches(name, list(known), n=n, cutoff=cutoff)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(spell(c) if spell else c for c in close)}?)"
+
+
 class UnknownConfigError(ConfigError):
-    """A name that is not a topic config; ``name`` says which."""
+    """A name that is not a topic config; ``name`` says which (the message adds the closest
+    known name, when one is close)."""
 
     def __init__(self, name: str):
-        super().__init__(f"unknown topic configuration {name}")
+        super().__init__(f"unknown topic configuration {name}{did_you_mean(name, TOPIC_CONFIGS)}")
         self.name = name
 
 
@@ -409,6 +423,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("compactlog.spark.local.dir", "string", ""),
     ConfigDef("compactlog.cleaner.task.memory.bytes", "long", 2147483648, check=at_least(1024)),
     ConfigDef("compactlog.cleaner.map", "string", "auto", check=one_of("auto", "task", "distributed")),
+    # where the cleaner's run log goes (default: <data dir>.logs, never inside the data dir)
+    ConfigDef("compactlog.cleaner.log.dir", "string", ""),
     # the coordinator's transaction protocol level (Kafka's finalized feature transaction.version,
     # set with kafka-storage/kafka-features, not a broker setting): 2 as on a new Kafka 4.x
     # cluster (v1 __transaction_state values, KIP-890 epoch rules for the coordinator's own aborts);
@@ -543,10 +559,14 @@ def setting_warnings(names: Iterable[str], origin: str, *, explicit: bool) -> li
     return lines
 
 
+def broker_setting_names() -> list[str]:
+    """Every name a broker setting may have: compactlog's, the topic defaults', Kafka's others."""
+    return list(BROKER_CONFIGS) + list(_TOPIC_BY_BROKER_NAME) + sorted(KAFKA_BROKER_SETTINGS)
+
+
 def _suggestion(name: str) -> str:
     known = list(BROKER_CONFIGS) + list(_TOPIC_BY_BROKER_NAME) + list(TOPIC_CONFIGS) + sorted(KAFKA_BROKER_SETTINGS)
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
-    return f" (did you mean {close[0]}?)" if close else ""
+    return did_you_mean(name, known, cutoff=0.8)
 
 
 def read_properties(path: str) -> dict[str, str]:

@@ -249,3 +249,13 @@ def test_server_properties_is_read_as_java_reads_it(tmp_path):
     assert read_properties(str(path)) == {"num.partitions": "3", "log.cleaner.threads": "2",
                                           "log.cleanup.policy": "compact,delete", "key with space": "x",
                                           "unicode": "\u00e9", "empty": ""}
+
+
+def test_did_you_mean_names_the_closest_known_names():
+    from compactlog.storage.config import UnknownConfigError, did_you_mean
+    assert did_you_mean("segmnt.bytes", ["segment.bytes", "segment.ms"]) == " (did you mean segment.bytes?)"
+    assert did_you_mean("zzz", ["segment.bytes"]) == ""
+    assert did_you_mean("topik", {"topic": "Topic"}, n=2, cutoff=0.6, spell={"topic": "Topic"}.get) == \
+        " (did you mean Topic?)"
+    assert str(UnknownConfigError("cleanup.polcy")) == "unknown topic configuration cleanup.polcy (did you mean cleanup.policy?)"
+    assert UnknownConfigError("cleanup.polcy").name == "cleanup.polcy"

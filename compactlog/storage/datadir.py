@@ -301,14 +301,16 @@ class DataDir:
         meta = self._topics_meta().get(topic)
         return dict(meta.get("configs", {})) if meta else {}
 
-    def topic_config(self, topic: str) -> LogConfig:
+    def topic_config(self, topic: str, *, session: bool = True) -> LogConfig:
         """The topic's configs. A topic known only by its directories (a Kafka dir copied here)
-        gets Kafka's defaults but ``known = False``: nothing guesses its retention or policy."""
+        gets Kafka's defaults but ``known = False``: nothing guesses its retention or policy.
+        ``session=False``: its own configs, without this run's ``clean --config``."""
         meta = self._topics_meta().get(topic)
         internal = INTERNAL_TOPIC_CONFIGS.get(topic, {})
         overrides = dict(meta.get("configs", {})) if meta else {}
-        cfg = LogConfig({**internal, **overrides, **self.session_configs}, self.broker)
-        cfg.known = meta is not None or bool(self.session_configs) or bool(internal)
+        session_configs = self.session_configs if session else {}
+        cfg = LogConfig({**internal, **overrides, **session_configs}, self.broker)
+        cfg.known = meta is not None or bool(session_configs) or bool(internal)
         return cfg
 
     def is_configured(self, topic: str) -> bool:

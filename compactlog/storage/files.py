@@ -68,6 +68,31 @@ def is_partition_dir(name: str) -> bool:
     return True
 
 
+# the one directory in a log dir that Kafka's loader skips without parsing its name (tiered storage)
+REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"
+_JAVA_INT = re.compile(r"[+-]?\d+")
+_INT32 = range(-2 ** 31, 2 ** 31)
+
+
+def kafka_loader_refuses(name: str) -> bool:
+    """Whether a directory of this name in a log dir stops Kafka's broker from starting
+    (LogManager.loadLogs parses every directory with UnifiedLog.parseTopicPartitionName:
+    ``<topic>-<partition>``, or with a ``.<id>-delete`` / ``-future`` / ``-stray`` suffix, where the
+    partition is whatever Java's Integer.parseInt accepts)."""
+    if name == REMOTE_INDEX_CACHE_DIR:
+        return False
+    if "-" not in name:
+        return True
+    if name.endswith(("-delete", "-future", "-stray")):
+        if not _SUFFIXED_DIR.match(name):
+            return True
+        name = name[:name.rindex(".")]
+    topic, _, partition = name.rpartition("-")
+    if not topic or not _JAVA_INT.fullmatch(partition):
+        return True
+    return int(partition) not in _INT32
+
+
 def deleted_partition_dir(name: str) -> str | None:
     """``topic-p`` of a directory renamed for deletion (``<topic>-<p>.<id>-delete``), else None."""
     m = _SUFFIXED_DIR.match(name)

@@ -8,7 +8,9 @@ writable loader (``loader.py``) applies the same rules by renaming and deleting 
 
 A listing taken while a writer swaps cleaned segments in can mix the before and after states,
 because readdir is not atomic against renames: ``stable_live_segments`` lists until two
-consecutive listings agree, which the writer's rename sequence (milliseconds long) allows.
+consecutive listings agree, which the writer's rename sequence (milliseconds long) allows. A
+reader that reads the files after listing them pins them instead (``pinned.py``): a listing only
+names files, which a swap may replace before they are opened.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ import threading
 from ..errors import DataDirLockedError, StorageError
 
 LOCK_FILE = ".lock"
+BOOTSTRAP_NOTE = "bootstrap"     # a broker's address, on its own line after the holder's
 
 _held: dict[tuple[int, int], "DataDirLock"] = {}
 _held_guard = threading.Lock()
@@ -43,11 +44,27 @@ def _holder_pid(fd: int) -> int | None:
 
 
 def _describe(fd: int) -> str:
+    """The holder's first line: ``<pid> <command>``."""
+    return _note_lines(fd)[0]
+
+
+def _note_lines(fd: int) -> list[str]:
+    """The lock file's lines: ``<pid> <command>``, then ``key=value`` notes (a broker's address)."""
     try:
         raw = os.pread(fd, 4096, 0)
     except OSError:
-        return ""
-    return raw.decode("utf-8", errors="replace").strip()
+        return [""]
+    lines = raw.decode("utf-8", errors="replace").strip().splitlines()
+    return [line.strip() for line in lines] or [""]
+
+
+def _broker_address(fd: int) -> str | None:
+    """The ``--bootstrap-server`` address a broker holding the lock recorded (``bootstrap=``)."""
+    for line in _note_lines(fd)[1:]:
+        key, sep, value = line.partition("=")
+        if sep and key == BOOTSTRAP_NOTE and value:
+            return value
+    return None
 
 
 def describe_holder(path: str) -> str | None:
@@ -109,10 +126,11 @@ class DataDirLock:
                     raise StorageError(f"{self.path}: cannot lock: {os.strerror(e.errno)}") from None
                 pid = _holder_pid(fd)
                 text = _describe(fd)
+                mine = pid is not None and text.startswith(f"{pid} ")
+                bootstrap = _broker_address(fd) if mine else None
                 os.close(fd)
-                what = text.split(" ", 1)[1] if pid is not None and text.startswith(f"{pid} ") else \
-                    (text or "not compactlog: a Kafka broker or another tool")
-                raise DataDirLockedError(self.data_dir, pid, what) from None
+                what = text.split(" ", 1)[1] if mine else (text or "not compactlog: a Kafka broker or another tool")
+                raise DataDirLockedError(self.data_dir, pid, what, bootstrap=bootstrap) from None
             _held[key] = self
         self._fd, self._key = fd, key
         try:
@@ -121,6 +139,18 @@ class DataDirLock:
             os.pwrite(fd, note, 0)
         except OSError:
             pass   # the note is a courtesy; the lock is what matters
+
+    def note_broker_address(self, bootstrap: str) -> None:
+        """Record where the broker holding this lock listens (``host:port``), so that a writer it
+        refuses can say to go through it (``--bootstrap-server``)."""
+        if self._fd is None:
+            return
+        try:
+            note = f"{os.getpid()} {self.command}\n{BOOTSTRAP_NOTE}={bootstrap}\n".encode("utf-8")
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, note, 0)
+        except OSError:
+            pass   # a courtesy, as the holder line
 
     @property
     def held(self) -> bool:

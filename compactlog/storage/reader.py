@@ -8,6 +8,13 @@ files at or above the lowest ``.cleaned`` offset are ignored (an interrupted spl
 remaining ``.log.swap`` files replace every segment whose base offset falls in
 [lowest swap base, highest swap next offset).
 
+A reader reads one state of the partition, whatever a writer beside it does: it pins the live
+segment files when it is made (``pinned.py``: all mapped, the listing checked again) and reads only
+those mappings, up to the log end they held, so a broker's swap, roll or delete meanwhile changes
+nothing it returns (a read of a later state under the end offset of an earlier one would miss the
+keys compacted away for records past that end). ``LogChangedError`` when the directory never holds
+still long enough to be pinned.
+
 Reads go through read-only memory maps. ``read_columns`` is the fast path: a numba kernel
 (``kernels.scan_log_uncompressed``) walks all batches of a segment in one call and a gather
 kernel copies keys and values into contiguous Arrow buffers, so no per-record Python runs;
@@ -32,7 +39,7 @@ import crc32c as _crc32c
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CompactlogError, CorruptRecordError, StorageError
+from ..errors import CompactlogError, CorruptRecordError, LogChangedError, StorageError
 from ..record import compression, kernels
 from ..record.batch import CREATE_TIME, LOG_APPEND_TIME, Record, as_u8, iter_batches
 from ..record.layout import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_FLAG, CRC_OFFSET, LENGTH_OFFSET,
@@ -40,10 +47,12 @@ from ..record.layout import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_FLAG, 
                              TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG)
 from . import files
 from .index_check import breaks_order, previous_lasts
+from .txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE, LAST_OFFSET_AT as TXN_LAST_OFFSET_AT
 from .txn_index import TransactionIndex, collect_aborted
-# which files are live: layout.py (one rule set for readers and the loader)
-from .layout import (SegmentFile, close_map, live_segment_files, map_file, next_offset_of,
-                     stable_live_segments)
+# which files are live: layout.py (one rule set for readers and the loader); holding them for the
+# whole read, as one state of the log: pinned.py
+from .layout import SegmentFile, live_segment_files, next_offset_of
+from .pinned import PinnedSegments, pin_live_segments, sibling_path, without_in_flight
 # the Arrow side of a scan (schema, chunk buffers, gathers into Arrow arrays)
 from .column_chunk import HEADERS_TYPE, column_schema
 from .column_chunk import Chunk as _Chunk, binary_array as _binary_array, headers_array as _headers_array
@@ -92,11 +101,16 @@ class PartitionReader:
         self._aborted: list | None = None
         self.chunk_records = max(1, int(chunk_records))
         self.chunk_bytes = max(1, int(chunk_bytes))
-        self._segments = stable_live_segments(self.dir)
+        # the checkpoint first: a log start written before the pin is at most the pinned log's end
         checkpoint = log_start_offset if log_start_offset is not None else _checkpointed_log_start(self.dir)
+        # every read of this reader is of this one state of the log, whatever a writer does meanwhile
+        self._pinned: PinnedSegments = pin_live_segments(self.dir)
+        self._segments = self._pinned.files()
         self._log_end: int | None = None
         if checkpoint is not None and self._segments and self.log_end_offset < checkpoint:
             # Kafka deletes every segment when the log ends below the checkpointed log start
+            self._pinned.close()
+            self._pinned = PinnedSegments(self.dir, [])
             self._segments = []
             self._log_end = checkpoint
         first = self._segments[0].base_offset if self._segments else (checkpoint or 0)
@@ -105,56 +119,56 @@ class PartitionReader:
 
     # -- structure
     def segments(self) -> list[SegmentFile]:
-        """The live segments in offset order (base offset, path, size at listing time)."""
+        """The live segments in offset order (base offset, path, size pinned)."""
         return list(self._segments)
+
+    def segment_identity(self, base_offset: int) -> tuple[int, int] | None:
+        """(device, inode) of the pinned segment with this base offset (None when there is none):
+        which file it is, for a reader in another process to check it reads the same one."""
+        i = bisect.bisect_left(self._bases, base_offset)
+        if i < len(self._bases) and self._bases[i] == base_offset:
+            return self._pinned.segments[i].identity
+        return None
 
     @property
     def log_end_offset(self) -> int:
-        """The last live segment's next offset (Kafka's readNextOffset of the active segment)."""
+        """The last live segment's next offset (Kafka's readNextOffset of the active segment),
+        in the pinned bytes."""
         if self._log_end is None:
-            if not self._segments:
-                self._log_end = 0
-            else:
-                last = self._segments[-1]
-                self._log_end = next_offset_of(last.path, last.base_offset)
+            self._log_end = self._pinned.segments[-1].next_offset() if self._pinned.segments else 0
         return self._log_end
 
-    def _relist(self) -> None:
-        self._segments = stable_live_segments(self.dir)
-        self._bases = [s.base_offset for s in self._segments]
+    def close(self) -> None:
+        """Let go of the pinned segment files (the garbage collector does it otherwise)."""
+        self._pinned.close()
+
+    def __enter__(self) -> "PartitionReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _mapped_segments(self, start: int, end: int, cursor: list[int]):
         """(segment, mapping, size, start within it) from the segment holding ``start`` on.
 
         ``cursor[0]`` is the next offset the caller still needs; the caller advances it as it
-        yields. A segment file that disappears before it is opened (a writer swapped cleaned
-        segments in, or retention removed it) is found again by listing the directory anew and
-        continuing from the segment that now holds ``cursor[0]``: every record read is one the
-        log held before or after the change, none twice.
+        yields. Every segment is the one pinned when the reader was made: a writer's swap or
+        delete since then changes nothing here (``pinned.py``).
         """
         cursor[0] = max(cursor[0], start)
+        pinned = self._pinned.segments
         i = max(bisect.bisect_right(self._bases, cursor[0]) - 1, 0)
-        retries = 0
-        while i < len(self._segments):
-            seg = self._segments[i]
+        while i < len(pinned):
+            seg = pinned[i]
             if seg.base_offset >= end:
                 return
-            try:
-                m, size = map_file(seg.path)
-            except FileNotFoundError:
-                retries += 1
-                if retries > 100:
-                    raise StorageError(f"{seg.path}: segment keeps disappearing while being read") from None
-                self._relist()
-                i = max(bisect.bisect_right(self._bases, cursor[0]) - 1, 0)
-                continue
-            try:
-                if size:
-                    yield seg, m, size, cursor[0]
-            finally:
-                close_map(m)
-            if i + 1 < len(self._segments):
-                cursor[0] = max(cursor[0], self._segments[i + 1].base_offset)
+            if seg.size:
+                try:
+                    yield seg.file, seg.data, seg.size, cursor[0]
+                finally:
+                    seg.release_pages()
+            if i + 1 < len(pinned):
+                cursor[0] = max(cursor[0], pinned[i + 1].base_offset)
             i += 1
 
     # -- Python objects
@@ -236,21 +250,28 @@ class PartitionReader:
         return collect_aborted(self._aborted[i:], start, end)
 
     def _load_aborted(self) -> list:
-        from .index_check import read_file, walk_segment
-        layouts = []
-        for seg in self._segments:
-            m, size = map_file(seg.path)
-            try:
-                layouts.append(walk_segment(m, seg.base_offset, end=size))
-            finally:
-                close_map(m)
-        paths = [_sibling(seg.path, files.TXN_INDEX_SUFFIX) for seg in self._segments]
+        from .index_check import walk_segment
+        from .txn_index import aborted_from_markers
+        pinned = self._pinned.segments
+        layouts = [walk_segment(seg.data, seg.base_offset, end=seg.size) for seg in pinned]
+        paths = [sibling_path(seg.path, files.TXN_INDEX_SUFFIX) for seg in pinned]
         indexes = [TransactionIndex(path, seg.base_offset, read_only=True)
-                   for path, seg in zip(paths, self._segments)]
-        raws = {}
+                   for path, seg in zip(paths, pinned)]
+        try:
+            raws = [self._pinned.sidecar(i, files.TXN_INDEX_SUFFIX) or b"" for i in range(len(pinned))]
+        except LogChangedError:
+            # a segment was replaced since the pin, so its name may hold another segment's index
+            # now: the markers of the pinned bytes say what the index would
+            for index, txns in zip(indexes, aborted_from_markers(layouts)):
+                index._entries = txns
+            return indexes
+        if raws:
+            # the writer appends an entry just after its ABORT marker: one past the pinned bytes
+            # belongs to a later state of the log
+            raws[-1] = without_in_flight(raws[-1], TXN_ENTRY_SIZE, TXN_LAST_OFFSET_AT,
+                                         pinned[-1].next_offset() - 1)
 
         def index_bytes(i: int) -> bytes:
-            raws[i] = read_file(paths[i])
             return raws[i]
 
         untrusted = untrusted_txn_indexes(layouts, paths, index_bytes)
@@ -659,13 +680,6 @@ def _check_order(base: int, last: int, prev_last: int, position: int) -> None:
         raise CorruptRecordError(f"base offset {base} is not above the previous batch's last offset "
                                  f"{prev_last} (the base offset is not covered by the CRC)",
                                  position=position, offset=base, field="baseOffset")
-
-
-def _sibling(segment_path: str, suffix: str) -> str:
-    """The index file beside a segment (``.log`` or ``.log.swap``) with the same marker suffix."""
-    name = os.path.basename(segment_path)
-    base, _, extra = name.partition(files.LOG_SUFFIX)
-    return os.path.join(os.path.dirname(segment_path), base + suffix + extra)
 
 
 def read_columns(dir_path: str, start_offset: int | None = None, end_offset: int | None = None,

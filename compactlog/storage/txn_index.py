@@ -11,6 +11,7 @@ from ..record.layout import CONTROL_FLAG, MAGIC_V2, TRANSACTIONAL_FLAG
 
 ENTRY = struct.Struct(">hqqqq")      # version, producer id, first, last, last stable offset
 ENTRY_SIZE = ENTRY.size
+LAST_OFFSET_AT = 18                   # byte position of an entry's last offset within it
 
 
 class AbortedTxn(NamedTuple):

@@ -9,29 +9,39 @@ decompression limit; offset, time and transaction indexes checked entry by entry
 producer snapshots readable; checkpoint entries within the log's offsets; and, for compacted
 partitions, every key at most once below the cleaner checkpoint. Each problem names the file and
 the byte position (or offset, or index entry).
+
+Beside a running writer (a broker holding the data dir's lock) each partition is checked in one
+consistent state, its segment files pinned (``pinned.py``), so a swap or a delete during the check
+is no problem; the checkpoints, read first, are at most that state's offsets. The writer's work in
+flight is not reported either: index entries it appended after the pinned bytes of the active
+segment, or the part of a batch it is still writing. Anything else found is looked at again in a
+newer state, and reported only when it is still there.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CorruptRecordError, StorageError
+from ..errors import CorruptRecordError, LogChangedError, StorageError
 from ..record import kernels
 from ..record.batch import iter_batches
 from . import files, index_check
 from .checkpoint import OffsetCheckpointFile
 from .config import LogConfig
 from .index_file import used_length
+from .lock import describe_holder
+from .pinned import PinnedSegment, PinnedSegments, pin_live_segments, sibling_path, without_in_flight
 from .producer_state import read_snapshot
-from .txn_index import ENTRY as TXN_ENTRY, ENTRY_SIZE as TXN_ENTRY_SIZE
+from .txn_index import ENTRY as TXN_ENTRY, ENTRY_SIZE as TXN_ENTRY_SIZE, LAST_OFFSET_AT as TXN_LAST_OFFSET_AT
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+LIVE_LOOKS = 3          # beside a writer: how many states a problem must be found in to be reported
 
 
 @dataclass
@@ -40,12 +50,33 @@ class Problem:
     where: str
     message: str
     set_aside: bool = False      # bytes recovery kept aside (.discarded/.quarantined), not damage
+    note: bool = False           # not a problem: something Kafka rebuilds as it loads (a missing index)
 
     def __str__(self) -> str:
         return f"{self.file}: {self.where}: {self.message}" if self.where else f"{self.file}: {self.message}"
 
+    @property
+    def repairable(self) -> bool:
+        """Whether ``verify --repair`` fixes it: the repair rebuilds segments and their indexes
+        from their valid batches (``loader.repair_segments``); checkpoints, snapshots, duplicate
+        keys and foreign directories are not its to change."""
+        return not self.set_aside and self.file.endswith(files.SEGMENT_SUFFIXES)
+
+    @property
+    def severity(self) -> str:
+        return "note" if self.note else "set-aside" if self.set_aside else "problem"
+
     def to_dict(self) -> dict:
-        return {"file": self.file, "where": self.where, "problem": self.message}
+        return {"file": self.file, "where": self.where, "problem": self.message, "severity": self.severity,
+                "repairable": self.repairable}
+
+
+@dataclass
+class VerifyCounts:
+    """What a verify run looked at, for its summary line."""
+    partitions: int = 0
+    segments: int = 0
+    records: int = 0
 
 
 @dataclass
@@ -60,23 +91,35 @@ class SegmentFacts:
     first_offset: int | None
     last_offset: int | None
     layout: index_check.SegmentLayout | None = None   # the batch headers, for the index checks
+    records: int = 0                                  # in the complete batches walked
+    index_bytes: object = None  # suffix -> the bytes of that index file of the pinned state (None: none)
+    in_flight: bool = False     # the active segment of a running writer: its appends are under way
+
+    def index_file(self, suffix: str) -> tuple[str, bytes | None]:
+        """(path, bytes or None when there is no such file) of one of the segment's indexes, as the
+        pinned state holds it; beside a running writer without the entries it appended after the
+        pinned bytes."""
+        raw = self.index_bytes(suffix)
+        if raw is not None and self.in_flight:
+            last = self.last_offset if self.last_offset is not None else self.base_offset - 1
+            if suffix == files.TXN_INDEX_SUFFIX:
+                raw = without_in_flight(raw, TXN_ENTRY_SIZE, TXN_LAST_OFFSET_AT, last)
+            else:
+                entry, at = (_OFFSET_ENTRY.size, 0) if suffix == files.INDEX_SUFFIX else (_TIME_ENTRY.size, 8)
+                raw = without_in_flight(raw[:used_length(raw, entry)], entry, at, last, relative_to=self.base_offset)
+        return sibling_path(self.path, suffix), raw
 
 
-def live_segment_bases(pdir: str) -> list[int]:
-    return sorted(files.offset_from_filename(n) for n in os.listdir(pdir) if files.is_segment_log(n))
-
-
-def check_segment(pdir: str, base: int, prev_last: int | None, problems: list[Problem],
+def check_segment(seg: PinnedSegment, prev_last: int | None, problems: list[Problem],
                   keys: list | None, key_below: int | None, *, next_base: int | None = None,
-                  max_message_bytes: int | None = None) -> SegmentFacts:
-    path = files.segment_file(pdir, base, files.LOG_SUFFIX)
-    size = os.path.getsize(path)
-    facts = SegmentFacts(base, path, size, [], [], [], [], None, None)
+                  max_message_bytes: int | None = None, in_flight: bool = False) -> SegmentFacts:
+    """The batches of one pinned segment file; ``in_flight``: the active segment of a running writer,
+    whose last batch may still be being written."""
+    base, path, size, buf = seg.base_offset, seg.path, seg.size, seg.data
+    facts = SegmentFacts(base, path, size, [], [], [], [], None, None, in_flight=in_flight)
     if size == 0:
         facts.layout = index_check.walk_segment(b"", base)
         return facts
-    with open(path, "rb") as f:
-        buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
     facts.layout = index_check.walk_segment(buf, base)
     pos = 0
     last = prev_last
@@ -120,6 +163,7 @@ def check_segment(pdir: str, base: int, prev_last: int | None, problems: list[Pr
             facts.batch_base.append(h.base_offset)
             facts.batch_last.append(h.last_offset)
             facts.batch_max_ts.append(h.max_timestamp)
+            facts.records += h.records_count
             if facts.first_offset is None:
                 facts.first_offset = h.base_offset
             facts.last_offset = h.last_offset
@@ -129,7 +173,7 @@ def check_segment(pdir: str, base: int, prev_last: int | None, problems: list[Pr
     except CorruptRecordError as e:
         problems.append(Problem(path, f"position {e.position if e.position is not None else pos}", e.detail))
         return facts
-    if pos != size:
+    if pos != size and not in_flight:
         problems.append(Problem(path, f"position {pos}", f"{size - pos} bytes at the end are not a complete batch "
                                                           f"(torn or truncated write)"))
     return facts
@@ -172,11 +216,11 @@ def _without_preallocation(raw: bytes, entry_size: int) -> bytes:
 
 def check_offset_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *,
                        preallocated: bool = False) -> None:
-    path = files.segment_file(pdir, facts.base_offset, files.INDEX_SUFFIX)
-    if not os.path.exists(path):
-        problems.append(Problem(path, "", "offset index is missing (Kafka rebuilds it on recovery)"))
+    path, raw = facts.index_file(files.INDEX_SUFFIX)
+    if raw is None:
+        problems.append(Problem(path, "", "offset index is missing: Kafka rebuilds it when it loads the log, "
+                                          "and `compactlog verify --repair` rebuilds it now", note=True))
         return
-    raw = index_check.read_file(path)
     if preallocated:
         raw = _without_preallocation(raw, 8)
     problem = index_check.check_offset_index(raw, facts.layout, path=path)
@@ -186,10 +230,9 @@ def check_offset_index(pdir: str, facts: SegmentFacts, problems: list[Problem], 
 
 def check_time_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *, closed: bool,
                      preallocated: bool = False) -> None:
-    path = files.segment_file(pdir, facts.base_offset, files.TIME_INDEX_SUFFIX)
-    if not os.path.exists(path):
+    path, raw = facts.index_file(files.TIME_INDEX_SUFFIX)
+    if raw is None:
         return   # Kafka creates an empty one on load
-    raw = index_check.read_file(path)
     if preallocated:
         raw = _without_preallocation(raw, 12)
     problem = index_check.check_time_index(raw, facts.layout, closed=closed, path=path)
@@ -199,8 +242,8 @@ def check_time_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *,
 
 def check_txn_index(pdir: str, facts: SegmentFacts, problems: list[Problem], *, next_base: int | None,
                     carry: index_check.TxnCarry) -> None:
-    path = files.segment_file(pdir, facts.base_offset, files.TXN_INDEX_SUFFIX)
-    raw = index_check.read_file(path)
+    path, raw = facts.index_file(files.TXN_INDEX_SUFFIX)
+    raw = raw or b""
     problem = index_check.check_txn_index(raw, facts.layout, next_base=next_base, path=path, carry=carry)
     if problem is not None:
         problems.append(_index_problem(problem, raw, facts.base_offset, "txn"))
@@ -224,43 +267,79 @@ def check_keys_unique(pdir: str, keys: list, checkpoint: int, problems: list[Pro
 
 
 def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
-                     checkpoints: dict[str, dict]) -> list[Problem]:
+                     checkpoints: dict[str, dict], counts: VerifyCounts | None = None) -> list[Problem]:
+    """Every problem of one partition (``counts``, when given, adds what was looked at)."""
+    counts = counts if counts is not None else VerifyCounts()
+    counts.partitions += 1
     pdir = os.path.join(root, files.partition_dir_name(topic, partition))
-    problems: list[Problem] = []
     if not os.path.isdir(pdir):
         return [Problem(pdir, "", "partition directory is missing")]
+    # a writer at work (a broker holding the lock): what looks wrong may be a state it is leaving
+    looks = LIVE_LOOKS if describe_holder(root) is not None else 1
+    for look in range(looks):
+        if look:
+            time.sleep(0.05 * look)
+        seen = VerifyCounts()
+        try:
+            problems = _verify_state(root, pdir, topic, partition, config, checkpoints, seen, writer=looks > 1)
+        except LogChangedError:
+            if look + 1 == looks:
+                raise
+            continue
+        if all(p.note or p.set_aside for p in problems):
+            break
+    counts.segments += seen.segments
+    counts.records += seen.records
+    return problems
+
+
+def _verify_state(root: str, pdir: str, topic: str, partition: int, config: LogConfig,
+                  checkpoints: dict[str, dict], counts: VerifyCounts, *, writer: bool) -> list[Problem]:
+    """The problems of one pinned state of the partition (``counts``: what was looked at)."""
+    problems: list[Problem] = []
     cleaner_ckpt = checkpoints.get(files.CLEANER_CHECKPOINT, {}).get((topic, partition))
     keys = [] if (config.compact and cleaner_ckpt) else None
     prev_last = None
     seg_facts = []
     carry = index_check.TxnCarry()
-    bases = live_segment_bases(pdir)
     # without the clean-shutdown marker a writer is running (or crashed): the active segment's
     # indexes are preallocated, their zero-filled tail is not a problem
     live = not os.path.exists(os.path.join(root, files.CLEAN_SHUTDOWN_FILE))
-    for i, base in enumerate(bases):
-        next_base = bases[i + 1] if i + 1 < len(bases) else None
-        facts = check_segment(pdir, base, prev_last, problems, keys, cleaner_ckpt, next_base=next_base,
-                              max_message_bytes=config.max_message_size)
-        if facts.last_offset is not None:
-            prev_last = facts.last_offset
-        active = live and next_base is None
-        check_offset_index(pdir, facts, problems, preallocated=active)
-        check_time_index(pdir, facts, problems, closed=next_base is not None, preallocated=active)
-        check_txn_index(pdir, facts, problems, next_base=next_base, carry=carry)
-        seg_facts.append(facts)
+    pinned = pin_live_segments(pdir)
+    try:
+        segs = pinned.segments
+        for i, seg in enumerate(segs):
+            next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            facts = check_segment(seg, prev_last, problems, keys, cleaner_ckpt, next_base=next_base,
+                                  max_message_bytes=config.max_message_size,
+                                  in_flight=writer and next_base is None)
+            facts.index_bytes = _index_reader(pinned, i)
+            if facts.last_offset is not None:
+                prev_last = facts.last_offset
+            active = live and next_base is None
+            check_offset_index(pdir, facts, problems, preallocated=active)
+            check_time_index(pdir, facts, problems, closed=next_base is not None, preallocated=active)
+            check_txn_index(pdir, facts, problems, next_base=next_base, carry=carry)
+            seg_facts.append(facts)
+            counts.segments += 1
+            counts.records += facts.records
+    finally:
+        pinned.close()
     for name in sorted(os.listdir(pdir)):
-        if name.endswith((".discarded", ".quarantined")):
-            path = os.path.join(pdir, name)
-            what = "quarantined" if name.endswith(".quarantined") else "cut off"
-            problems.append(Problem(path, "", f"{os.path.getsize(path)} bytes {what} by recovery are kept "
-                                              f"here for inspection; delete the file once you have",
-                                    set_aside=True))
-        if name.endswith(files.SNAPSHOT_SUFFIX):
-            try:
-                read_snapshot(os.path.join(pdir, name))
-            except StorageError as e:
-                problems.append(Problem(os.path.join(pdir, name), "", str(e).split(": ", 1)[-1]))
+        try:
+            if name.endswith((".discarded", ".quarantined")):
+                path = os.path.join(pdir, name)
+                what = "quarantined" if name.endswith(".quarantined") else "cut off"
+                problems.append(Problem(path, "", f"{os.path.getsize(path)} bytes {what} by recovery are kept "
+                                                  f"here for inspection; delete the file once you have",
+                                        set_aside=True))
+            if name.endswith(files.SNAPSHOT_SUFFIX):
+                try:
+                    read_snapshot(os.path.join(pdir, name))
+                except StorageError as e:
+                    problems.append(Problem(os.path.join(pdir, name), "", str(e).split(": ", 1)[-1]))
+        except FileNotFoundError:
+            continue        # deleted by the writer since the listing (a snapshot of a removed segment)
     end = seg_facts[-1].last_offset + 1 if seg_facts and seg_facts[-1].last_offset is not None else (
         seg_facts[-1].base_offset if seg_facts else 0)
     for name, entries in checkpoints.items():
@@ -271,6 +350,35 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
     if keys is not None:
         check_keys_unique(pdir, keys, cleaner_ckpt, problems)
     return _dedupe(problems)
+
+
+def _index_reader(pinned: PinnedSegments, i: int):
+    """suffix -> the bytes of the i-th pinned segment's index file, read once."""
+    cache: dict[str, bytes | None] = {}
+
+    def read(suffix: str) -> bytes | None:
+        if suffix not in cache:
+            cache[suffix] = pinned.sidecar(i, suffix)
+        return cache[suffix]
+    return read
+
+
+def refused_directories(root: str) -> list[Problem]:
+    """Directories of the data dir that Kafka's loader refuses (``files.kafka_loader_refuses``):
+    a Kafka broker does not start on a log dir holding one. ``logs/`` holding log-cleaner.log is
+    the run log of an earlier compactlog (it now goes next to the data dir): left there, named."""
+    out = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if not os.path.isdir(path) or not files.kafka_loader_refuses(name):
+            continue
+        why = ("a directory Kafka's loader refuses (its name is not <topic>-<partition>): a Kafka broker does "
+               "not start on this log dir")
+        if name == "logs" and os.path.exists(os.path.join(path, "log-cleaner.log")):
+            why += (f"; it holds the cleaner's run log of an earlier compactlog, which now writes it to "
+                    f"{os.path.realpath(root)}.logs (compactlog.cleaner.log.dir)")
+        out.append(Problem(path, "", why + "; move it out of the data dir"))
+    return out
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

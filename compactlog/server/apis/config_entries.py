@@ -292,6 +292,8 @@ BROKER_DOCS = {
     "compactlog.spark.master": "Spark master for large cleaning rounds.",
     "compactlog.spark.local.dir": "Spark's scratch directory.",
     "compactlog.cleaner.task.memory.bytes": "Memory a cleaning task may use for its offset map.",
+    "compactlog.cleaner.log.dir": "Where the cleaner's run log goes (default: DIR.logs next to the data dir; "
+                                  "never inside it, which Kafka's loader refuses).",
     "compactlog.cleaner.map": "Where the offset map is built: in one task, distributed, or chosen by size.",
     "compactlog.transaction.version": "Transaction protocol level of the coordinator (Kafka's "
                                       "transaction.version feature): 2, or 0 and 1 for tests.",

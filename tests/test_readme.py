@@ -1,0 +1,223 @@
+"""Every code block of README.md runs as written, in the README's order, against a broker this
+module starts on a free loopback port.
+
+Shell blocks run command by command through bash in a scratch directory (so the README's relative
+paths, ``build/broker-data`` included, land there), with ``compactlog`` the CLI under test; each
+command must exit 0. ``127.0.0.1:9092`` becomes the broker's address, and the README's absolute
+paths become directories prepared here: ``/backup/kafka-logs`` a data dir holding an ``orders``
+topic (two partitions, keyed records), ``/copy/kafka-logs`` a copy of it, ``/data/archive`` an empty
+data dir. The README's ``serve`` line is the broker this module started; commands that run until
+stopped (``cleaner run``, ``consume --follow``) must still be running after a few seconds and stop
+on ^C. Python blocks run in a subprocess. A block preceded by ``<!-- readme-test: skip (why) -->``
+is skipped (used for what needs a cluster or builds the project), a ``text`` block is a picture;
+the "Transactions" section's
+blocks are run by ``test_readme_transactions.py`` (its broker needs settings of its own), and are
+left out here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from broker_support import COMMAND, KCAT, Broker
+from test_readme_transactions import section_blocks as transactions_blocks
+
+pytest.importorskip("confluent_kafka")
+pytestmark = pytest.mark.skipif(KCAT is None, reason="the README's examples use kcat (apt-get install kcat)")
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<mark>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<code>.*?)^```", re.S | re.M)
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*")
+LONG_RUNNING_S = 5            # a command that runs until stopped must still be up after this long
+COMMAND_TIMEOUT_S = 300
+STOP_TIMEOUT_S = 60
+
+
+def readme_blocks() -> list[tuple[int, str, str, str | None]]:
+    """(line, language, code, readme-test mark) of every block outside the Transactions section."""
+    text = open(README, encoding="utf-8").read()
+    elsewhere = set(transactions_blocks())
+    out = []
+    for m in BLOCK.finditer(text):
+        if (m.group("lang"), m.group("code")) in elsewhere:
+            continue
+        out.append((text.count("\n", 0, m.start("code")) + 1, m.group("lang"), m.group("code"), m.group("mark")))
+    return out
+
+
+BLOCKS = readme_blocks()
+
+
+def test_the_transactions_section_is_run_elsewhere():
+    text = open(README, encoding="utf-8").read()
+    assert len(BLOCK.findall(text)) == len(BLOCKS) + len(transactions_blocks())
+    assert len(transactions_blocks()) >= 4
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The scratch directory, the broker, the prepared data dirs, and what to substitute."""
+    work = tmp_path_factory.mktemp("readme")
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "compactlog"          # the CLI of this checkout, whatever is installed
+    shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{w}'" for w in COMMAND) + ' "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    broker = Broker(work / "build" / "broker-data").start()
+    try:
+        backup, copy, archive = work / "backup-kafka-logs", work / "copy-kafka-logs", work / "archive"
+        _cli(env, work, "--data-dir", backup, "topics", "create", "--topic", "orders", "--partitions", "2")
+        now = int(time.time() * 1000)
+        lines = "".join(f'{{"key": "order-{i % 7}", "value": "v{i}", "partition": {i % 2}, "timestamp": {now + i}}}\n'
+                        for i in range(40))
+        _cli(env, work, "--data-dir", backup, "produce", "--topic", "orders", "--input-format", "jsonl", stdin=lines)
+        shutil.copytree(backup, copy)
+        archive.mkdir()
+        # what the README's Transactions section (run by its own module) leaves on the broker
+        _cli(env, work, "topics", "create", "--bootstrap-server", broker.bootstrap, "--topic", "orders",
+             "--partitions", "2")
+        subs = {"127.0.0.1:9092": broker.bootstrap, "/backup/kafka-logs": str(backup),
+                "/copy/kafka-logs": str(copy), "/data/archive": str(archive)}
+        yield {"work": work, "env": env, "broker": broker, "subs": subs}
+    finally:
+        broker.stop()
+
+
+def _cli(env, cwd, *args, stdin: str | None = None) -> str:
+    r = subprocess.run(COMMAND + [str(a) for a in args], cwd=cwd, env=env, input=stdin, capture_output=True,
+                       text=True, timeout=COMMAND_TIMEOUT_S)
+    assert r.returncode == 0, f"{args}\n{r.stderr}"
+    return r.stdout
+
+
+def substituted(code: str, subs: dict[str, str]) -> str:
+    for old, new in subs.items():
+        code = code.replace(old, new)
+    return code
+
+
+def shell_commands(code: str) -> list[str]:
+    """The commands of a shell block: continuation lines joined, blank lines left out."""
+    out, pending = [], ""
+    for line in code.splitlines():
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        command = (pending + line).strip()
+        pending = ""
+        if command and not command.startswith("#"):
+            out.append(command)
+    return out
+
+
+def _words(command: str) -> list[str]:
+    import shlex
+    try:
+        return shlex.split(command, comments=True)
+    except ValueError:
+        return command.split()
+
+
+def is_serve(words: list[str]) -> bool:
+    return words[:1] == ["compactlog"] and "serve" in words
+
+
+def runs_until_stopped(words: list[str]) -> bool:
+    if words[:1] != ["compactlog"]:
+        return False
+    return "--follow" in words or "-f" in words or any(words[i:i + 2] == ["cleaner", "run"] for i in range(len(words)))
+
+
+def run_shell_block(code: str, world) -> dict[str, str]:
+    """Each command of the block (assignments carried to the next ones); its stdout by command."""
+    prelude, outputs = [], {}
+    for command in shell_commands(substituted(code, world["subs"])):
+        if ASSIGNMENT.fullmatch(command):
+            prelude.append(command)
+            continue
+        words = _words(command)
+        if is_serve(words):
+            assert world["broker"].alive()          # the README's broker is the one started here
+            continue
+        script = "\n".join(prelude + ["set -o pipefail", command])
+        if runs_until_stopped(words):
+            _run_until_stopped(script, command, world)
+            continue
+        r = subprocess.run(["bash", "-c", script], cwd=world["work"], env=world["env"], capture_output=True,
+                           text=True, timeout=COMMAND_TIMEOUT_S)
+        assert r.returncode == 0, f"README command failed ({r.returncode}): {command}\n{r.stderr}"
+        outputs[command] = r.stdout
+    return outputs
+
+
+def _run_until_stopped(script: str, command: str, world) -> None:
+    proc = subprocess.Popen(["bash", "-c", script], cwd=world["work"], env=world["env"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        proc.wait(LONG_RUNNING_S)
+        out, err = proc.communicate()
+        assert proc.returncode == 0, f"README command ended with {proc.returncode}: {command}\n{err}"
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    os.killpg(proc.pid, signal.SIGINT)             # ^C, as the README says
+    try:
+        out, err = proc.communicate(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"README command did not stop on ^C within {STOP_TIMEOUT_S} s: {command}")
+    assert "Traceback" not in err and "internal error" not in err, f"{command}\n{err}"
+
+
+def run_python_block(code: str, world) -> str:
+    r = subprocess.run([sys.executable, "-c", substituted(code, world["subs"])], cwd=world["work"], env=world["env"],
+                       capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S * 2)
+    assert r.returncode == 0, f"README Python block failed:\n{r.stderr[-4000:]}"
+    return r.stdout
+
+
+@pytest.mark.parametrize("line, lang, code, mark", BLOCKS, ids=[f"README-line-{b[0]}" for b in BLOCKS])
+def test_readme_block_runs_as_written(world, line, lang, code, mark):
+    if mark is not None:
+        if mark.startswith("skip"):
+            pytest.skip(f"README line {line}: {mark}")
+        pytest.fail(f"README line {line}: unknown readme-test mark {mark!r}")
+    if lang == "text":
+        return                  # a picture (a directory tree), not commands
+    if lang == "python":
+        run_python_block(code, world)
+        return
+    assert lang in ("", "sh", "bash", "shell"), f"README line {line}: a {lang} block"
+    outputs = run_shell_block(code, world)
+    _check_outputs(outputs)
+
+
+def _check_outputs(outputs: dict[str, str]) -> None:
+    """What some commands print, beyond their success (the console tools through the broker)."""
+    for command, out in outputs.items():
+        if "--topic payments --from-beginning --property print.key=true" in command:
+            assert sorted(out.splitlines()) == ["alice\t25", "alice\t30", "bob\t12"], out
+        elif "--group billing --from-beginning --max-messages 2" in command:
+            assert len(out.splitlines()) == 2, out
+        elif command.endswith("--group billing    # the rest: the group resumes"):
+            assert len(out.splitlines()) == 1, out
+        elif "--format '%p/%o %k=%s\\n'" in command:
+            assert all(re.fullmatch(r"0/\d+ \w+=\d+", x) for x in out.splitlines()) and out, out
+        elif "topics describe --bootstrap-server" in command:
+            head = out.splitlines()[0]
+            assert head.startswith("Topic: payments\tTopicId: ") and "\tPartitionCount: 2\tReplicationFactor: 1" in head
+        elif "configs --bootstrap-server" in command and "--describe --entity-type topics" in command:
+            assert out.splitlines()[0] == "Dynamic configs for topic payments are:"
+            assert any(x.startswith("  cleanup.policy=compact,delete sensitive=false") for x in out.splitlines())
+        elif command.startswith("compactlog metadata"):
+            assert "(controller)" in out and 'topic "payments" with 2 partitions:' in out
