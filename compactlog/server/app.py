@@ -1,15 +1,18 @@
 """``compactlog serve``: one broker process (Kafka's ``BrokerServer`` start-up and shutdown).
 
 Start-up: the data dir is already open for writing (the caller took the data-dir lock, which the
-broker holds until it exits); ``meta.properties`` gives the cluster and node ids; every partition
-is opened, which recovers it after a kill -9 exactly as ``LogManager.loadLogs`` does; then the
-listeners, the worker pool and the background threads start, the group coordinator loads
-``__consumer_offsets`` in its own thread (groups/service.py) and the transaction coordinator,
-once that is done, ``__transaction_state`` (txn/service.py; the topic is created on first use).
-Shutdown on SIGINT/SIGTERM
-(``BrokerServer.shutdown``): stop accepting, let in-flight requests finish, answer waiting fetches,
-stop the cleaner and the scheduler, then close every log (producer snapshots, flush, trimmed
-indexes), write the checkpoints and the clean-shutdown marker, and let go of the lock.
+broker holds until it exits); ``meta.properties`` gives the cluster and node ids; after an unclean
+shutdown every partition is opened, which recovers what lies past its recovery point exactly as
+``LogManager.loadLogs`` does, while after a clean one no log is read and each is opened on first
+use (so that start-up does not grow with the partition count); then the listeners, the worker
+pool and the background threads start, the group coordinator loads ``__consumer_offsets`` in its
+own thread (groups/service.py) and the transaction coordinator, once that is done,
+``__transaction_state`` (txn/service.py; the topic is created on first use).
+Shutdown on SIGINT/SIGTERM (``BrokerServer.shutdown``): stop accepting, let in-flight requests
+finish for at most ``SHUTDOWN_GRACE_S`` (a client that stopped reading is not waited for: its
+answers are dropped), answer waiting fetches, stop the cleaner and the scheduler, then close
+every open log (producer snapshots, flush, trimmed indexes), write the checkpoints and the
+clean-shutdown marker, and let go of the lock.
 """
 
 from __future__ import annotations

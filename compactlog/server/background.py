@@ -12,7 +12,8 @@ and topic deletion pause the partition's cleaning first and wait for a clean in 
 Small rounds are cleaned in this process, large ones (or every round, with a Spark master) on
 Spark (``spark.executor.AutoExecutor``).
 
-The scheduler thread runs, each at its interval: retention (``log.retention.check.interval.ms``),
+The scheduler thread runs, each at its interval: retention (``log.retention.check.interval.ms``;
+it opens the logs not opened since a clean start whose topic deletes by size or time),
 producer-id expiration (``producer.id.expiration.check.interval.ms``), time-based flushes
 (``flush.ms`` / ``log.flush.interval.ms``), the recovery-point and log-start checkpoints
 (``log.flush.offset.checkpoint.interval.ms``), and the report of what recovery or retention
