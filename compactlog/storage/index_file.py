@@ -178,16 +178,19 @@ class IndexFile:
             self._disk_length = max(self.length, n * self.entry_size)
 
     def reset(self) -> None:
+        """No entries, room for ``max_index_size`` bytes of them: the file is emptied but not
+        preallocated again (as ``reserve``), so that rebuilding an index makes one system call at
+        most (none for an empty file) and its trim none."""
         self._entries = []
         self.untrimmed_slots = 0
         self._loaded, self._loaded_entries = b"", 0
+        self.length = self._round(self.max_index_size)
         if self.read_only:
-            self.length = self._round(self.max_index_size)
             return
-        with self._writing() as fd:
-            os.ftruncate(fd, 0)
-            os.ftruncate(fd, self._round(self.max_index_size))
-        self.length = self._disk_length = self._round(self.max_index_size)
+        if self._disk_length != 0:
+            with self._writing() as fd:
+                os.ftruncate(fd, 0)
+            self._disk_length = 0
 
     def flush(self) -> None:
         if self._file is not None and not self._file.closed:

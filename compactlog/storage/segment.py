@@ -134,7 +134,7 @@ class FileRecords:
         if size > self.size or size < 0:
             raise StorageError(f"{self.path}: cannot truncate to {size} bytes, file holds {self.size}")
         removed = self.size - size
-        if not self.read_only:
+        if not self.read_only and self._disk_size != size:     # (recovery cuts nothing, mostly)
             with self._use() as fd:
                 os.ftruncate(fd, size)
             self._disk_size = size
@@ -428,8 +428,8 @@ class LogSegment:
         self.time_index.maybe_append(max_ts, max_off, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        if max_index > self.offset_index.length:     # an active segment keeps its preallocation
-            self.resize_indexes(max_index)
+        if max_index > self.offset_index.length:     # an active segment keeps its room to grow
+            self.reserve_indexes(max_index)
 
     # -- reading
     def translate_offset(self, offset: int, starting_position: int = 0):
