@@ -8,7 +8,8 @@ PYTHONPATH, so one script measures two checkouts the same way. Figures, for each
 ``--partitions`` (topics of 10 partitions, one record in each partition):
 
 - start after a clean stop, and after kill -9 (spawn -> "] started" in the broker's log; the
-  kill -9 comes after a produce, so recovery has work);
+  kill -9 comes after a record was written to every partition, so every log needs recovery),
+  then a produce while the logs are being recovered, and when every log is recovered;
 - a produce of one record to each of ``--produce`` partitions (confluent-kafka, acks=all),
   first send -> last acknowledgement;
 - an all-topics Metadata (AdminClient.list_topics), the median of 5;
@@ -19,6 +20,9 @@ PYTHONPATH, so one script measures two checkouts the same way. Figures, for each
 Then, on dirs of 50, 300 and 2,000 one-partition topics, the all-topics Metadata time, and on
 the 300-topic dir the broker's CPU seconds over ``--idle-seconds`` of idleness (every 10th topic
 compacted, so the log cleaner has something to look at).
+
+First, start-up (``--startup-runs`` runs each, the median): the broker on an empty dir (spawn ->
+"] started"), and read commands on a small dir (3 partitions, 100 records), spawn -> exit.
 
 Data dirs are built offline with fsync turned off (the builder's durability is not measured).
 """
@@ -90,7 +94,7 @@ class Broker:
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        t0 = time.monotonic()
+        t0 = self.t0 = time.monotonic()
         self.proc = subprocess.Popen(COMMAND + ["--data-dir", self.data_dir, "--override",
                                                 "listeners=PLAINTEXT://127.0.0.1:0", "serve"],
                                      stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
@@ -110,6 +114,21 @@ class Broker:
             time.sleep(0.02)
         self.kill()
         return f"not started in {START_TIMEOUT_S} s"
+
+    def wait_for(self, text: str, before_start: str) -> float | str:
+        """Seconds from spawn to a log line holding ``text`` ("before start" when the broker
+        logged ``before_start`` instead, before it started)."""
+        while time.monotonic() - self.t0 < START_TIMEOUT_S:
+            log = self.log()
+            if text in log:
+                for line in log.splitlines():
+                    if text in line:
+                        return line.split(" in ")[-1].split(" (")[0] + " in the background, " + \
+                            f"{time.monotonic() - self.t0:.1f} s after spawn"
+            if before_start in log.split("] started", 1)[0]:
+                return "before the broker started (see the start figure)"
+            time.sleep(0.05)
+        return f"not in {START_TIMEOUT_S} s"
 
     def log(self) -> str:
         with open(self.log_path, "rb") as f:
@@ -200,13 +219,13 @@ def many_partitions(base: str, total: int, produce_to: int, report: dict) -> Non
     report[f"build {total}"] = build(path, topics, 10)
     out = {}
     b = Broker(path)
-    first = b.start()                       # no clean-shutdown marker yet: recovers everything
-    out["first start (no marker)"] = first
+    first = b.start()                       # no producer-id file yet: every log is opened first
+    out["first start (every log opened)"] = first
     if isinstance(first, str):
         report[f"{total} partitions"] = out
         print(f"  {first}", flush=True)
         return
-    out["stop (SIGTERM, idle)"] = b.stop()
+    out["stop (SIGTERM, every log open)"] = b.stop()
     b = Broker(path)
     out["start after clean stop"] = b.start()
     if isinstance(out["start after clean stop"], str):
@@ -218,11 +237,19 @@ def many_partitions(base: str, total: int, produce_to: int, report: dict) -> Non
     secs, acked, sent = produce_one_each(b.bootstrap, names, 10)
     out[f"produce 1 record to each of {sent} partitions"] = f"{secs:.2f} s ({acked} of {sent} acked)"
     out["fds after produce"] = b.fds()
-    b.kill()
+    others = [f"t{i:05d}" for i in range(produce_to // 10, topics)]
+    if others:
+        secs, acked, sent = produce_one_each(b.bootstrap, others, 10)
+        out[f"produce 1 record to each of the other {sent} partitions"] = f"{secs:.2f} s ({acked} of {sent} acked)"
+    b.kill()                                # every partition written since its last checkpoint
     b = Broker(path)
-    out["start after kill -9"] = b.start()
-    if not isinstance(out["start after kill -9"], str):
-        out["stop (SIGTERM)"] = b.stop()
+    out["start after kill -9 (every partition written)"] = b.start()
+    if not isinstance(out["start after kill -9 (every partition written)"], str):
+        secs, acked, sent = produce_one_each(b.bootstrap, names, 10)
+        out[f"  then produce to {sent} partitions"] = f"{secs:.2f} s ({acked} of {sent} acked)"
+        done = b.wait_for(" Recovered ", "Loaded ")
+        out["  every log recovered (spawn ->)"] = done
+        out["  stop (SIGTERM)"] = b.stop()
     b = Broker(path, nofile=1024)
     res = b.start()
     out["start under ulimit -n 1024"] = "ok" if not isinstance(res, str) else res
@@ -263,6 +290,40 @@ def metadata_and_idle(base: str, counts: list[int], idle_topics: int, idle_s: fl
     report["topics"] = out
 
 
+def startup(base: str, runs: int, report: dict) -> None:
+    out = {}
+    times = []
+    for i in range(runs):
+        b = Broker(os.path.join(base, f"empty{i}"))
+        started = b.start()
+        b.stop()
+        if isinstance(started, str):
+            times = started
+            break
+        times.append(started)
+    out["broker ready, empty dir"] = statistics.median(times) if isinstance(times, list) else times
+    small = os.path.join(base, "small")
+    subprocess.run(COMMAND + ["--data-dir", small, "topics", "create", "--topic", "t", "--partitions", "3"],
+                   check=True, capture_output=True)
+    subprocess.run(COMMAND + ["--data-dir", small, "produce", "--topic", "t", "--property", "parse.key=true",
+                              "--property", "key.separator=:"],
+                   input="".join(f"k{i}:v{i}\n" for i in range(100)).encode(), check=True, capture_output=True)
+    for args in (["topics", "list"], ["topics", "describe", "--topic", "t"],
+                 ["consume", "--topic", "t", "--from-beginning"], ["dump-log", "--files", os.path.join(small, "t-0")],
+                 ["verify"]):
+        times = []
+        for _ in range(runs):
+            t0 = time.monotonic()
+            r = subprocess.run(COMMAND + ["--data-dir", small] + args, capture_output=True)
+            times.append(time.monotonic() - t0 if r.returncode == 0 else f"exit {r.returncode}")
+        key = "read command: " + " ".join(a if not a.startswith(base) else "t-0" for a in args)
+        ok = [t for t in times if isinstance(t, float)]
+        out[key] = statistics.median(ok) if len(ok) == len(times) else times[-1]
+    report["start-up"] = out
+    for k, v in out.items():
+        print(f"  {k}: {fmt(v)}", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", default="2000,10000", help="sizes, comma separated")
@@ -270,6 +331,7 @@ def main(argv=None) -> int:
     ap.add_argument("--metadata-topics", default="50,300,2000")
     ap.add_argument("--idle-topics", type=int, default=300)
     ap.add_argument("--idle-seconds", type=float, default=30.0)
+    ap.add_argument("--startup-runs", type=int, default=5)
     ap.add_argument("--dir", default=os.path.join("build", "bench-scale"))
     ap.add_argument("--json", help="write the figures here too")
     args = ap.parse_args(argv)
@@ -280,6 +342,8 @@ def main(argv=None) -> int:
     shutil.rmtree(base, ignore_errors=True)
     os.makedirs(base)
     report: dict = {}
+    print("[start-up]", flush=True)
+    startup(base, args.startup_runs, report)
     for n in (int(x) for x in args.partitions.split(",") if x):
         many_partitions(base, n, min(args.produce, n), report)
     metadata_and_idle(base, [int(x) for x in args.metadata_topics.split(",") if x], args.idle_topics,

@@ -1,13 +1,15 @@
 """``compactlog serve``: one broker process (Kafka's ``BrokerServer`` start-up and shutdown).
 
 Start-up: the data dir is already open for writing (the caller took the data-dir lock, which the
-broker holds until it exits); ``meta.properties`` gives the cluster and node ids; after an unclean
-shutdown every partition is opened, which recovers what lies past its recovery point exactly as
-``LogManager.loadLogs`` does, while after a clean one no log is read and each is opened on first
-use (so that start-up does not grow with the partition count); then the listeners, the worker
-pool and the background threads start, the group coordinator loads ``__consumer_offsets`` in its
-own thread (groups/service.py) and the transaction coordinator, once that is done,
-``__transaction_state`` (txn/service.py; the topic is created on first use).
+broker holds until it exits); ``meta.properties`` gives the cluster and node ids; no log is read
+before the listeners open, so that start-up does not grow with the partition count: each log is
+opened on first use, which recovers what lies past its recovery point exactly as
+``LogManager.loadLogs`` does, and after an unclean shutdown a background thread recovers the logs
+not used yet (on a dir no broker has served, every log is opened first, to find the highest
+producer id). Then the listeners, the worker pool and the background threads start, the group
+coordinator loads ``__consumer_offsets`` in its own thread (groups/service.py) and the transaction
+coordinator, once that is done, ``__transaction_state`` (txn/service.py; the topic is created on
+first use).
 Shutdown on SIGINT/SIGTERM (``BrokerServer.shutdown``): stop accepting, let in-flight requests
 finish for at most ``SHUTDOWN_GRACE_S`` (a client that stopped reading is not waited for: its
 answers are dropped), answer waiting fetches, stop the cleaner and the scheduler, then close
@@ -90,20 +92,29 @@ class Broker:
         self.bound: list[tuple[str, int]] = []
         self.server: BrokerServer | None = None
         self.state: BrokerState | None = None
+        self.recover_in_background = False
 
     def load_logs(self) -> int:
-        """Kafka's LogManager.loadLogs, where it has work: after an unclean shutdown (or on a dir
-        no broker has served yet) every partition is opened, which recovers what lies past its
-        recovery point; after a clean one nothing is read now and each log is opened on first use
-        (a request, the cleaner, retention), so that start-up does not grow with the partition
-        count. The highest producer id found in the logs (-1 when none were opened)."""
+        """Kafka's LogManager.loadLogs, where it has work. On a dir no broker has served yet (no
+        producer-id file) every partition is opened now, which recovers what lies past its
+        recovery point and finds the highest producer id. Otherwise nothing is read now, so that
+        start-up does not grow with the partition count: after a clean shutdown each log is
+        opened on first use (a request, the cleaner, retention); after an unclean one the same,
+        and a background thread recovers every log not used yet (``Background``). The highest
+        producer id found in the logs (-1 when none were opened)."""
         started = time.monotonic()
         dd = self.datadir
         manager_log = logging.getLogger("kafka.log.LogManager")
-        ids_known = os.path.exists(os.path.join(dd.path, PRODUCER_ID_FILE))
-        if dd.had_clean_shutdown() and ids_known:
-            manager_log.info(f"Skipping log recovery after a clean shutdown of {dd.path}: "
-                             f"{len(dd.all_partitions())} log(s) are opened on first use")
+        clean = dd.had_clean_shutdown()         # consumes the marker: a crash from now on is unclean
+        if os.path.exists(os.path.join(dd.path, PRODUCER_ID_FILE)):
+            n = len(dd.all_partitions())
+            if clean:
+                manager_log.info(f"Skipping log recovery after a clean shutdown of {dd.path}: "
+                                 f"{n} log(s) are opened on first use")
+            else:
+                self.recover_in_background = n > 0
+                manager_log.info(f"Unclean shutdown of {dd.path}: {n} log(s) are recovered in the "
+                                 f"background, each before its first use")
             return -1
         highest_pid = -1
         n = 0
@@ -164,7 +175,7 @@ class Broker:
             # a writer the lock refuses can then say to go through this broker
             self.datadir.lock.note_broker_address(str(state.advertised).split("://", 1)[1])
         background = Background(state, make_executor(self.engine, self.spark_master))
-        background.start()
+        background.start(recover_logs=self.recover_in_background)
 
         def on_signal(name: str) -> None:
             if stop.is_set():

@@ -12,6 +12,9 @@ and topic deletion pause the partition's cleaning first and wait for a clean in 
 Small rounds are cleaned in this process, large ones (or every round, with a Spark master) on
 Spark (``spark.executor.AutoExecutor``).
 
+After an unclean shutdown a recovery thread opens every log not opened yet (the broker serves
+meanwhile; a log is recovered before its first use either way).
+
 The scheduler thread runs, each at its interval: retention (``log.retention.check.interval.ms``;
 it opens the logs not opened since a clean start whose topic deletes by size or time),
 producer-id expiration (``producer.id.expiration.check.interval.ms``), time-based flushes
@@ -31,6 +34,7 @@ from ..cleaner.executor import TaskFailure
 from ..spark.executor import AutoExecutor
 from ..cleaner.log_format import CleanerLog
 from ..cleaner.manager import CleanerManager
+from ..errors import CompactlogError
 from ..storage.config import LONG_MAX
 from .state import BrokerState
 
@@ -77,7 +81,9 @@ class Background:
         self._last_flush: dict[tuple[str, int], int] = {}
 
     # -- life cycle
-    def start(self) -> None:
+    def start(self, recover_logs: bool = False) -> None:
+        """``recover_logs``: after an unclean shutdown, a thread opens (recovers) every log not
+        opened yet."""
         broker = self.datadir.broker
         threads = broker.get("log.cleaner.threads") if broker.get("log.cleaner.enable") else 0
         for i in range(threads):
@@ -92,6 +98,8 @@ class Background:
                              "log.cleaner.threads=0)")
         self.threads.append(threading.Thread(target=self._scheduler_loop, daemon=True,
                                              name="kafka-scheduler"))
+        if recover_logs:
+            self.threads.append(threading.Thread(target=self._recovery, daemon=True, name="log-recovery"))
         for t in self.threads:
             t.start()
 
@@ -104,6 +112,37 @@ class Background:
         if any(t.is_alive() for t in self.threads):
             manager_log.warning("A background thread did not stop in time")
         self.run_scheduled_once(final=True)
+
+    # -- recovery after an unclean shutdown
+    def _recovery(self) -> None:
+        """Kafka's LogManager.loadLogs after an unclean shutdown, behind the listeners: every log
+        not open yet is opened, which recovers what lies past its recovery point, one at a time
+        (a request, the cleaner or retention that needs a log sooner opens it itself). Once every
+        log is open, a clean shutdown writes the clean-shutdown marker again; a shutdown before
+        that leaves the rest to the next start."""
+        started = time.monotonic()
+        dd = self.datadir
+        keys = dd.all_partitions()
+        opened = failed = 0
+        for key in keys:
+            if self.stop_event.is_set():
+                manager_log.info(f"Log recovery stopped by the shutdown after {opened} log(s); the "
+                                 f"others are recovered after the next start")
+                return
+            if key in dd.logs:
+                continue            # opened (recovered) by its first user already
+            try:
+                if self.state.log(*key) is not None:     # None: its topic was deleted meanwhile
+                    opened += 1
+            except CompactlogError as e:
+                failed += 1
+                manager_log.error(f"Error while recovering log {key[0]}-{key[1]}: {e}")
+            except Exception:
+                failed += 1
+                manager_log.exception(f"Error while recovering log {key[0]}-{key[1]}")
+        manager_log.info(f"Recovered {len(keys) - failed} log(s) after an unclean shutdown in "
+                         f"{1000 * (time.monotonic() - started):.0f} ms ({opened} by this thread, the "
+                         f"others on first use)" + (f"; {failed} could not be opened" if failed else ""))
 
     # -- the cleaner: a thread takes the filthiest partition from the manager, cleans it, repeats
     def _cleaner_loop(self, n: int) -> None:
