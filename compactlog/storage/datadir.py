@@ -196,8 +196,12 @@ class DataDir:
             raise ReadOnlyError(f"{self.path}: opened read-only; {what} needs a writer")
 
     def _meta(self) -> dict:
-        """The topics file, cached while its inode, size and mtime stay the same; shared, so
-        never changed by a caller (``_read_meta`` gives a copy to edit)."""
+        """The topics file, cached while its inode, size and mtime stay the same (a writer's
+        without looking: only the writer changes it, through ``_write_meta``); shared, so never
+        changed by a caller (``_read_meta`` gives a copy to edit)."""
+        cached = self._meta_cache
+        if cached is not None and self.writable:
+            return cached[1]
         path = os.path.join(self.path, TOPICS_FILE)
         try:
             st = os.stat(path)
@@ -646,6 +650,7 @@ class DataDir:
         self._closed_events.extend(e for log in self.logs.values() for e in log.events)
         self.logs.clear()
         self._dirs_cache = None         # the lock is let go: another writer may change the dir
+        self._meta_cache = None
         self._had_clean_shutdown = None
         if self.lock is not None:
             self.lock.release()
