@@ -164,6 +164,7 @@ class DataDir:
         self._meta_cache: tuple[tuple, dict] | None = None
         # topic -> its live partition directories; a writer's, kept current by its own changes
         self._dirs_cache: dict[str, list[int]] | None = None
+        self._dir_topic_ids: dict[str, str] = {}
         self.cleaner: LogCleaning = NoCleaner()
         # topic configs for this process only (offline compaction of a copied Kafka data dir);
         # never written to compactlog.topics.json
@@ -271,6 +272,7 @@ class DataDir:
 
     def _dirs_removed(self, topic: str) -> None:
         with self._logs_guard:
+            self._dir_topic_ids.pop(topic, None)
             if self._dirs_cache is not None:
                 self._dirs_cache = {t: p for t, p in self._dirs_cache.items() if t != topic}
 
@@ -400,6 +402,9 @@ class DataDir:
         entry = self._topics_meta().get(topic)
         if entry and entry.get("topic_id"):
             return entry["topic_id"]
+        known = self._dir_topic_ids.get(topic)
+        if known is not None:
+            return known
         for p in self._partition_dirs().get(topic, []):
             pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
             try:
@@ -407,6 +412,8 @@ class DataDir:
             except StorageError:
                 continue
             if found:
+                if self.writable:   # kept: Metadata asks for every topic's id at every request
+                    self._dir_topic_ids[topic] = found
                 return found
         return None
 
@@ -651,6 +658,7 @@ class DataDir:
         self.logs.clear()
         self._dirs_cache = None         # the lock is let go: another writer may change the dir
         self._meta_cache = None
+        self._dir_topic_ids = {}
         self._had_clean_shutdown = None
         if self.lock is not None:
             self.lock.release()
