@@ -35,7 +35,7 @@ from .background import Background
 from .groups.service import for_broker as group_coordinator_for
 from .txn.service import for_broker as transaction_coordinator_for
 from .dispatch import advertised_apis, dispatch_table
-from .state import PRODUCER_ID_FILE, BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
+from .state import INTERNAL_TOPICS, PRODUCER_ID_FILE, BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
 from .transport import BrokerServer, pid_cpu_seconds
 
 log = logging.getLogger("kafka.server.KafkaServer")
@@ -99,22 +99,30 @@ class Broker:
         producer-id file) every partition is opened now, which recovers what lies past its
         recovery point and finds the highest producer id. Otherwise nothing is read now, so that
         start-up does not grow with the partition count: after a clean shutdown each log is
-        opened on first use (a request, the cleaner, retention); after an unclean one the same,
-        and a background thread recovers every log not used yet (``Background``). The highest
-        producer id found in the logs (-1 when none were opened)."""
+        opened on first use (a request, the cleaner, retention), and after an unclean one a
+        background thread recovers every log not used yet (``Background``); only the internal
+        topics' logs are opened now (their coordinators load them at once). The highest producer
+        id found in the logs (-1 when none were opened)."""
         started = time.monotonic()
         dd = self.datadir
         manager_log = logging.getLogger("kafka.log.LogManager")
         clean = dd.had_clean_shutdown()         # consumes the marker: a crash from now on is unclean
         if os.path.exists(os.path.join(dd.path, PRODUCER_ID_FILE)):
-            n = len(dd.all_partitions())
+            # the coordinators' partitions are opened now, as before: they load them at once
+            internal = [key for key in dd.all_partitions() if key[0] in INTERNAL_TOPICS]
+            for key in internal:
+                dd.open_log(*key)
+            others = len(dd.all_partitions()) - len(internal)
+            took = f"{1000 * (time.monotonic() - started):.0f} ms"
             if clean:
                 manager_log.info(f"Skipping log recovery after a clean shutdown of {dd.path}: "
-                                 f"{n} log(s) are opened on first use")
+                                 f"{len(internal)} log(s) of internal topics loaded in {took}, "
+                                 f"{others} opened on first use")
             else:
-                self.recover_in_background = n > 0
-                manager_log.info(f"Unclean shutdown of {dd.path}: {n} log(s) are recovered in the "
-                                 f"background, each before its first use")
+                self.recover_in_background = others > 0
+                manager_log.info(f"Unclean shutdown of {dd.path}: {len(internal)} log(s) of internal "
+                                 f"topics recovered in {took}, {others} recovered in the background, "
+                                 f"each before its first use")
             return -1
         highest_pid = -1
         n = 0
