@@ -37,7 +37,7 @@ SLOW_MODULES = {
     "test_data_dir_lock", "test_kill_during_append", "test_cli_consume_follow", "test_cli_startup",
     "test_crash_clean", "test_clean_errors", "test_decompression_bomb", "test_index_check_flips",
     "test_txn_index_trust", "test_recovery_beats_kafka", "test_never_delete_by_guess",
-    "test_cli_produce_consume", "test_verify", "watchdog_test",
+    "test_cli_produce_consume", "test_verify", "watchdog_test", "test_clean_progress_tty",
 }
 
 

@@ -18,6 +18,7 @@ STOP_TIMEOUT = 60
 KCAT = shutil.which("kcat")
 
 _LISTENING = re.compile(r"Awaiting socket connections on ([0-9.]+):([0-9]+)\.")
+_METRICS = re.compile(r"Metrics listener on (http://[0-9.]+:[0-9]+)")
 
 
 def run_cli(data_dir, *args, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -30,10 +31,13 @@ class Broker:
 
     def __init__(self, data_dir, overrides: dict | None = None, *, port: int = 0, extra_args=()):
         self.data_dir = str(data_dir)
-        self.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", **(overrides or {})}
+        # the metrics listener on a free port too (its default, 9644, is one per machine)
+        self.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "metrics.listener": "127.0.0.1:0",
+                          **(overrides or {})}
         self.extra_args = list(extra_args)
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
+        self.metrics_url: str | None = None     # http://127.0.0.1:PORT, from the broker's log
         self.log_path = os.path.join(self.data_dir + ".broker-logs", "stderr.log")
         self._log = None
 
@@ -56,6 +60,8 @@ class Broker:
             m = _LISTENING.search(text)
             if m and "] started" in text:
                 self.port = int(m.group(2))
+                found = _METRICS.search(text)
+                self.metrics_url = found.group(1) if found else None
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"compactlog serve exited with {self.proc.returncode}:\n{text}")
@@ -129,3 +135,12 @@ def wait_until(predicate, timeout: float = 30, interval: float = 0.1, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def free_port() -> int:
+    """A loopback port free at this moment, for a setting that must name its port (the broker
+    binds port 0 where it may: see ``Broker``)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -193,9 +193,10 @@ def test_configs_through_the_broker_and_on_its_data_dir_agree(broker, tmp_path):
     assert ok(cli("configs", "--data-dir", broker.data_dir, "--describe", "--topic", "cfg")) == through
     assert ok(cli("configs", "--data-dir", broker.data_dir, "--describe", "--topic", "cfg", "--all")) == \
         ok(cli("configs", "--bootstrap-server", b, "--describe", "--topic", "cfg", "--all"))
-    # the broker's own listener comes from its command line (--override), not the data dir
+    # the broker's own listeners (Kafka's and the metrics one) come from its command line
+    # (--override), not the data dir
     def settings(text: str) -> list[str]:
-        return [x for x in text.splitlines() if not x.startswith("  listeners=")]
+        return [x for x in text.splitlines() if not x.startswith(("  listeners=", "  metrics.listener="))]
     assert settings(ok(cli("configs", "--data-dir", broker.data_dir, "--describe", "--broker", "0", "--all"))) == \
         settings(ok(cli("configs", "--bootstrap-server", b, "--describe", "--broker", "0", "--all")))
     err = one_error(cli("configs", "--bootstrap-server", b, "--alter", "--topic", "cfg", "--delete-config", "segment.ms"))
@@ -304,3 +305,14 @@ def test_global_options_after_the_subcommand_and_misspelt_names(broker, tmp_path
     err = one_error(cli("topics", "create", "--bootstrap-server", broker.bootstrap, "--topic", "u",
                         "--config", "segmnt.bytes=100000"))
     assert "Unknown topic config name: segmnt.bytes (did you mean segment.bytes?)" in err
+
+
+def test_acls_through_a_broker_without_an_authorizer_say_so(broker):
+    # librdkafka reports an empty ACL list for DescribeAcls' SECURITY_DISABLED: the tool checks
+    for args in (["--list"], ["--add", "--allow-principal", "User:alice", "--topic", "t"]):
+        r = cli("acls", "--bootstrap-server", broker.bootstrap, *args)
+        assert r.returncode == 1 and r.stdout == ""
+        assert one_error(r) == ("error: DescribeAcls: SECURITY_DISABLED: No Authorizer is configured on the broker "
+                                "(set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer)")
+    r = cli("acls", "--bootstrap-server", broker.bootstrap, "--remove", "--topic", "t", "--force")
+    assert r.returncode == 1 and "SECURITY_DISABLED" in one_error(r)

@@ -206,11 +206,12 @@ def test_readers_work_beside_a_producer_and_never_cut_its_records(data):
 
 
 def test_kill_9_of_the_lock_holder_releases_the_lock_and_loses_nothing_acknowledged(data):
-    """20 trials: two producers race for the lock (one refused at once), the holder is killed at a
-    random moment, the next writer gets the lock, and the log holds a prefix of each run's input."""
+    """Trials (6 in the suite, COMPACTLOG_STRESS_TRIALS for more: 20 passed when this was written):
+    two producers race for the lock (one refused at once), the holder is killed at a random moment,
+    the next writer gets the lock, and the log holds a prefix of each run's input."""
     rng = random.Random(7)
     expected: list[int] = []
-    for trial in range(20):
+    for trial in range(int(os.environ.get("COMPACTLOG_STRESS_TRIALS", "6"))):
         base = trial * 1000
         producer = COMMAND + ["--data-dir", str(data), "produce", "--topic", "t", "--input-format", "jsonl",
                               "--batch-size", "20"]

@@ -3,7 +3,8 @@ module starts on a free loopback port.
 
 Shell blocks run command by command through bash in a scratch directory (so the README's relative
 paths, ``build/broker-data`` included, land there), with ``compactlog`` the CLI under test; each
-command must exit 0. ``127.0.0.1:9092`` becomes the broker's address, and the README's absolute
+command must exit 0. ``127.0.0.1:9092`` becomes the broker's address, ``127.0.0.1:9644`` its HTTP
+listener's, and the README's absolute
 paths become directories prepared here: ``/backup/kafka-logs`` a data dir holding an ``orders``
 topic (two partitions, keyed records), ``/copy/kafka-logs`` a copy of it, ``/data/archive`` an empty
 data dir. The README's ``serve`` line is the broker this module started; commands that run until
@@ -11,12 +12,14 @@ stopped (``cleaner run``, ``consume --follow``) must still be running after a fe
 on ^C. Python blocks run in a subprocess. A block preceded by ``<!-- readme-test: skip (why) -->``
 is skipped (used for what needs a cluster or builds the project), a ``text`` block is a picture;
 the "Transactions" section's
-blocks are run by ``test_readme_transactions.py`` (its broker needs settings of its own), and are
-left out here.
+blocks are run by ``test_readme_transactions.py``, the "Security: TLS and SASL" section's by
+``test_readme_security.py`` and the "Access control (ACLs)" section's by ``test_readme_acls.py``
+(their brokers need settings of their own), and are left out here.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -27,7 +30,9 @@ import time
 
 import pytest
 
-from broker_support import COMMAND, KCAT, Broker
+from broker_support import COMMAND, KCAT, Broker, free_port
+from test_readme_acls import section_blocks as acls_blocks
+from test_readme_security import section_blocks as security_blocks
 from test_readme_transactions import section_blocks as transactions_blocks
 
 pytest.importorskip("confluent_kafka")
@@ -42,9 +47,9 @@ STOP_TIMEOUT_S = 60
 
 
 def readme_blocks() -> list[tuple[int, str, str, str | None]]:
-    """(line, language, code, readme-test mark) of every block outside the Transactions section."""
+    """(line, language, code, readme-test mark) of every block outside the sections run elsewhere."""
     text = open(README, encoding="utf-8").read()
-    elsewhere = set(transactions_blocks())
+    elsewhere = set(transactions_blocks()) | set(security_blocks()) | set(acls_blocks())
     out = []
     for m in BLOCK.finditer(text):
         if (m.group("lang"), m.group("code")) in elsewhere:
@@ -56,10 +61,11 @@ def readme_blocks() -> list[tuple[int, str, str, str | None]]:
 BLOCKS = readme_blocks()
 
 
-def test_the_transactions_section_is_run_elsewhere():
+def test_the_sections_with_brokers_of_their_own_are_run_elsewhere():
     text = open(README, encoding="utf-8").read()
-    assert len(BLOCK.findall(text)) == len(BLOCKS) + len(transactions_blocks())
-    assert len(transactions_blocks()) >= 4
+    assert len(BLOCK.findall(text)) == (len(BLOCKS) + len(transactions_blocks()) + len(security_blocks())
+                                        + len(acls_blocks()))
+    assert len(transactions_blocks()) >= 4 and len(security_blocks()) >= 5
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +78,10 @@ def world(tmp_path_factory):
     shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{w}'" for w in COMMAND) + ' "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    broker = Broker(work / "build" / "broker-data").start()
+    # the README's HTTP listener, 127.0.0.1:9644, on a port free here (a named one: `cleaner status
+    # --bootstrap-server` reads it back from the broker's metrics.listener)
+    metrics_address = f"127.0.0.1:{free_port()}"
+    broker = Broker(work / "build" / "broker-data", {"metrics.listener": metrics_address}).start()
     try:
         backup, copy, archive = work / "backup-kafka-logs", work / "copy-kafka-logs", work / "archive"
         _cli(env, work, "--data-dir", backup, "topics", "create", "--topic", "orders", "--partitions", "2")
@@ -85,7 +94,7 @@ def world(tmp_path_factory):
         # what the README's Transactions section (run by its own module) leaves on the broker
         _cli(env, work, "topics", "create", "--bootstrap-server", broker.bootstrap, "--topic", "orders",
              "--partitions", "2")
-        subs = {"127.0.0.1:9092": broker.bootstrap, "/backup/kafka-logs": str(backup),
+        subs = {"127.0.0.1:9092": broker.bootstrap, "127.0.0.1:9644": metrics_address, "/backup/kafka-logs": str(backup),
                 "/copy/kafka-logs": str(copy), "/data/archive": str(archive)}
         yield {"work": work, "env": env, "broker": broker, "subs": subs}
     finally:
@@ -219,5 +228,10 @@ def _check_outputs(outputs: dict[str, str]) -> None:
         elif "configs --bootstrap-server" in command and "--describe --entity-type topics" in command:
             assert out.splitlines()[0] == "Dynamic configs for topic payments are:"
             assert any(x.startswith("  cleanup.policy=compact,delete sensitive=false") for x in out.splitlines())
+        elif command.startswith("compactlog cleaner status --bootstrap-server"):
+            assert "prices-0" in out and "prices-2" in out and "max-dirty-percent" in out, out
+        elif command.startswith("compactlog cleaner status --metrics-url"):
+            rows = [json.loads(line) for line in out.splitlines()]
+            assert {r["topic"] for r in rows[:-1]} >= {"prices", "__consumer_offsets"} and "maxDirtyPercent" in rows[-1]
         elif command.startswith("compactlog metadata"):
             assert "(controller)" in out and 'topic "payments" with 2 partitions:' in out

@@ -106,19 +106,40 @@ def run_kafka_python(bootstrap, src, dst, group, tid) -> int:
 
 
 def run_aiokafka(bootstrap, src, dst, group, tid) -> int:
+    """aiokafka's OffsetFetch cannot ask for stable offsets (no require_stable, KIP-447) and its
+    TxnOffsetCommit (v0) carries no generation, so the broker cannot protect it from a rebalance
+    inside a transaction: a member whose session lapses mid-transaction (a late heartbeat on a
+    loaded machine) rejoins and reads the group's offsets while this transaction's are still
+    pending, and would process its records a second time. As Kafka's own exactly-once consumers do
+    (abort on revocation), the app ends the transaction before it lets a rebalance go on: the
+    revocation waits for the transaction in flight, which aborts if it had not reached its commit."""
     import asyncio
 
     import aiokafka
     import aiokafka.errors as AE
+    from aiokafka.abc import ConsumerRebalanceListener
+
+    in_txn = asyncio.Lock()
+    revoked = asyncio.Event()
+
+    class AbortOnRevoke(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked_partitions):
+            revoked.set()
+            async with in_txn:          # the offsets are read again only after it ended
+                pass
+
+        async def on_partitions_assigned(self, assigned):
+            pass
 
     async def main():
         p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid, linger_ms=2,
                                       transaction_timeout_ms=10000)
         await p.start()
-        c = aiokafka.AIOKafkaConsumer(src, bootstrap_servers=bootstrap, group_id=group,
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
                                       isolation_level="read_committed", enable_auto_commit=False,
                                       auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
                                       heartbeat_interval_ms=100, fetch_max_wait_ms=50)
+        c.subscribe([src], listener=AbortOnRevoke())
         await c.start()
         say("ready")
         n = 0
@@ -127,19 +148,26 @@ def run_aiokafka(bootstrap, src, dst, group, tid) -> int:
                 polled = await c.getmany(timeout_ms=100, max_records=BATCH)
                 if not polled:
                     continue
-                await p.begin_transaction()
-                ends = {}
-                futures = []
-                for tp, recs in polled.items():
-                    for r in recs:
-                        futures.append(await p.send(dst, key=r.key, value=b"out:" + r.value, partition=tp.partition))
-                    ends[tp] = recs[-1].offset + 1
-                for f in futures:
-                    await f
-                say(f"in-txn {n}")
-                await asyncio.sleep(IN_TXN_DELAY_S)
-                await p.send_offsets_to_transaction(ends, group)
-                await p.commit_transaction()
+                async with in_txn:
+                    revoked.clear()
+                    await p.begin_transaction()
+                    ends = {}
+                    futures = []
+                    for tp, recs in polled.items():
+                        for r in recs:
+                            futures.append(await p.send(dst, key=r.key, value=b"out:" + r.value,
+                                                        partition=tp.partition))
+                        ends[tp] = recs[-1].offset + 1
+                    for f in futures:
+                        await f
+                    say(f"in-txn {n}")
+                    await asyncio.sleep(IN_TXN_DELAY_S)
+                    if revoked.is_set():        # a rebalance began: these records go to whoever owns them
+                        await p.abort_transaction()
+                        say(f"abort {n}")
+                        continue
+                    await p.send_offsets_to_transaction(ends, group)
+                    await p.commit_transaction()
                 say(f"commit {n}")
                 n += 1
         except AE.ProducerFenced as e:

@@ -48,6 +48,9 @@ def run_guarded(plan: PartitionCleanPlan, offset_map=None):
 class InProcessExecutor:
     name = "in-process"
     choice: "EngineChoice | None" = None
+    # told of each partition as it starts and ends (``task_started(plan)``, ``task_done(plan,
+    # result)``): the CLI's progress display; None in the broker
+    progress = None
 
     @property
     def last_choice(self) -> str:
@@ -58,7 +61,15 @@ class InProcessExecutor:
             if p.map_kind == "distributed":   # there is no Spark here to build it
                 p.map_kind = "task"
                 p.extra["map_reason"] = "in-process engine: " + p.extra.get("map_reason", "")
-        return [run_guarded(p) for p in plans]
+        progress = self.progress
+        if progress is None:
+            return [run_guarded(p) for p in plans]
+        results = []
+        for p in plans:
+            progress.task_started(p)
+            results.append(run_guarded(p))
+            progress.task_done(p, results[-1])
+        return results
 
 
 def plan_bytes(plan: PartitionCleanPlan) -> int:

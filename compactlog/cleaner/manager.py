@@ -18,6 +18,12 @@ is what the cleaner plans from: a grab opens and locks each partition once.
 
 The data dir calls ``abort_and_pause_cleaning`` / ``resume_cleaning`` / ``forget_partition``
 around its changes (``DataDir.cleaning_paused``); ``for_datadir`` registers the manager with it.
+
+What each look for work saw is kept for the LogCleanerManager gauges, as Kafka keeps
+``timeOfLastRun``, ``dirtiestLogCleanableRatio`` and each thread's ``PreCleanStats``:
+``time_of_last_run_ms``, ``selections`` (per cleaner thread) and ``last_ratios`` (every compacted
+partition's dirty ratio and first dirty offset at its last look); ``uncleanable_bytes`` is
+computed when asked, as Kafka's gauge does.
 """
 
 from __future__ import annotations
@@ -60,6 +66,19 @@ class GrabbedLog(NamedTuple):
         return self.status.topic, self.status.partition
 
 
+class Selection(NamedTuple):
+    """What one look for work saw (Kafka's PreCleanStats, plus the dirtiest ratio): the compacted
+    logs considered (not in progress, paused or backing off; not empty), how many were eligible,
+    how many are past their max.compaction.lag.ms (``delayedPartitions``), the largest overrun of
+    max.compaction.lag.ms (ms) and the highest dirty ratio among them."""
+    time_ms: int
+    considered: int
+    cleanable: int
+    delayed: int
+    max_compaction_delay_ms: int
+    dirtiest_ratio: float
+
+
 class CleaningStateError(RuntimeError):
     """A state change the cleaning states do not allow (a bug in a caller: resume without pause)."""
 
@@ -75,6 +94,9 @@ class CleanerManager:
         self._states: dict[tuple[str, int], object] = {}          # IN_PROGRESS, ABORTED or Paused
         self._uncleanable: dict[tuple[str, int], Uncleanable] = {}
         self._checkpoint = datadir.cleaner_checkpoint
+        self.time_of_last_run_ms: int | None = None
+        self.selections: dict[str, Selection] = {}          # cleaner thread name -> its last look
+        self.last_ratios: dict[tuple[str, int], tuple[float, int | None]] = {}
 
     @classmethod
     def for_datadir(cls, datadir) -> "CleanerManager":
@@ -146,6 +168,7 @@ class CleanerManager:
         by_key = {g.key: g for g in seen}
         grabbed: list[GrabbedLog] = []
         with self._lock:
+            self._note_selection(now_ms, [g.status for g in seen])
             backing_off = self._backing_off(now_ms)
             for st in select_logs([g.status for g in seen]) if enabled else []:
                 key = (st.topic, st.partition)
@@ -165,6 +188,35 @@ class CleanerManager:
                                      if g.status.force_checkpoint_update and g.status.first_dirty is not None
                                      and g.key not in taken and g.key not in self._states})
         return grabbed
+
+    def _note_selection(self, now_ms: int, statuses: list[PartitionStatus]) -> None:
+        """Under the lock: what this look saw, for the gauges (LogCleanerManager's timeOfLastRun
+        and dirtiestLogCleanableRatio, the thread's PreCleanStats)."""
+        considered = [s for s in statuses if s.compacted and s.clean_bytes + s.cleanable_bytes > 0]
+        self.time_of_last_run_ms = now_ms
+        self.selections[threading.current_thread().name] = Selection(
+            now_ms, len(considered), sum(1 for s in considered if s.eligible),
+            sum(1 for s in considered if s.max_compaction_delay_ms > 0),
+            max((s.max_compaction_delay_ms for s in considered), default=0),
+            max((s.dirty_ratio for s in considered), default=0.0))
+        for s in statuses:
+            if s.compacted:
+                self.last_ratios[(s.topic, s.partition)] = (s.dirty_ratio, s.first_dirty)
+
+    def uncleanable_bytes(self, partitions, now_ms: int) -> int:
+        """Kafka's uncleanable-bytes: the cleanable bytes of ``partitions`` (those whose clean failed)."""
+        total = 0
+        checkpoints = None
+        for key in partitions:
+            log = self.datadir.logs.get(key)
+            if log is None or log.closed:
+                continue
+            if checkpoints is None:
+                checkpoints = self.all_cleaner_checkpoints()
+            with log.lock:
+                if not log.deleted:
+                    total += partition_status(log, checkpoints.get(key), now_ms).cleanable_bytes
+        return total
 
     # -- cleaning states
     def cleaning_state(self, topic: str, partition: int):
@@ -232,6 +284,12 @@ class CleanerManager:
         the topic, ``DataDir.delete_topic``)."""
         with self._lock:
             self._uncleanable.pop((topic, partition), None)
+            self.last_ratios.pop((topic, partition), None)
+
+    def cleaning_states(self) -> dict[tuple[str, int], object]:
+        """Every partition with a cleaning state (in progress, aborted, paused), at once."""
+        with self._lock:
+            return dict(self._states)
 
     # -- uncleanable partitions
     def mark_uncleanable(self, topic: str, partition: int, reason: str, now_ms: int) -> Uncleanable:

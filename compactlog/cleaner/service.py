@@ -30,6 +30,8 @@ class CleanerService:
         self.manager = CleanerManager.for_datadir(datadir)
         self.cleaner = Cleaner(datadir, executor, self.manager)
         self.last_retention_ms = 0
+        # told of each round's outcomes (``cleaner run``'s progress display and summary)
+        self.on_outcomes = None
 
     def run(self, stop: threading.Event, iterations: int = 0) -> None:
         done = 0
@@ -54,6 +56,8 @@ class CleanerService:
                 log.error(o)
             elif o.cleaned:
                 log.cleaned(o)
+        if self.on_outcomes is not None:
+            self.on_outcomes(outcomes)
         if now - self.last_retention_ms >= dd.broker.get("log.retention.check.interval.ms"):
             self.last_retention_ms = now
             for t, p in dd.all_partitions():

@@ -31,54 +31,6 @@ def _executor(ctx, engine: str, spark_master: str | None):
         fail(str(e), 2)
 
 
-def _progress_runner(executor, enabled: bool):
-    """Wrap executor.run with a progress bar on a terminal (per partition, weighted by bytes)."""
-    if not enabled:
-        return executor
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    class WithProgress:
-        name = getattr(executor, "name", "executor")
-
-        def __getattr__(self, item):
-            return getattr(executor, item)
-
-        def run(self, plans):
-            if not plans:
-                return []
-            with Progress(TextColumn("cleaning"), BarColumn(), TextColumn("{task.completed}/{task.total} partitions"),
-                          TimeElapsedColumn(), transient=True) as progress:
-                task = progress.add_task("clean", total=len(plans))
-                result = {}
-
-                def work():
-                    result["r"] = executor.run(plans)
-
-                t = threading.Thread(target=work, daemon=True)
-                t.start()
-                while t.is_alive():
-                    progress.update(task, completed=_completed_tasks(executor, len(plans)))
-                    t.join(0.2)
-                progress.update(task, completed=len(plans))
-                return result["r"]
-
-    return WithProgress()
-
-
-def _completed_tasks(executor, total: int) -> int:
-    from ..spark.executor import SparkExecutor
-    inner = getattr(executor, "spark_executor", executor)
-    if isinstance(inner, SparkExecutor) and inner._spark is not None:
-        tracker = inner._spark.sparkContext.statusTracker()
-        done = 0
-        for sid in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(sid)
-            if info:
-                done += info.numCompletedTasks
-        return min(done, total)
-    return 0
-
-
 def _roll_active_segments(dd, topics, partition) -> None:
     from ..cleaner.cleaner import compacted_partitions
     for t, p in compacted_partitions(dd, topics, partition):
@@ -138,14 +90,16 @@ def clean_cmd(ctx: typer.Context,
             if not drop_keyless:
                 _refuse_keyless_records(ro, guarded, roll, as_json)
                 refuse_keyless = frozenset(guarded)
-    runner = _progress_runner(executor, os.isatty(2) and not as_json)
-    with c.open(write=True, now_ms=now) as dd:
+    from .clean_progress import CleanProgress
+    runner = CleanProgress(executor, enabled=os.isatty(2) and not as_json, waiting_text="done")
+    with c.open(write=True, now_ms=now) as dd, runner:
         if session_configs:
             dd.session_configs = session_configs
         if roll:
             _roll_active_segments(dd, topics, partition)
         outcomes = Cleaner(dd, runner).run(now, topic=topics, partition=partition, force=force,
                                            refuse_keyless=refuse_keyless)
+        runner.round_done(outcomes)
         choice = getattr(executor, "choice", None)
         if choice is not None and any(o.cleaned or o.error for o in outcomes):
             run_log.info(f"Engine: {choice.text()}")
@@ -172,6 +126,8 @@ def clean_cmd(ctx: typer.Context,
         _note_unknown_configs([o.status for o in outcomes if o.status is not None])
     if not as_json and not any(o.cleaned for o in outcomes) and not topics and not failed:
         typer.echo(_nothing_to_clean(outcomes, roll))
+    elif not as_json and (runner.totals.cleaned or runner.totals.failed or runner.totals.stopped):
+        typer.echo(runner.totals.text(choice.engine if choice is not None else getattr(executor, "name", None)))
     if failed:
         raise typer.Exit(1)
 
@@ -359,8 +315,16 @@ def _explain_text(ex, roll: bool) -> None:
 def status_cmd(ctx: typer.Context,
                topic: str = typer.Option(None, "--topic"),
                now_ms: int = typer.Option(None, "--now-ms"),
-               as_json: bool = typer.Option(False, "--json")):
+               as_json: bool = typer.Option(False, "--json"),
+               bootstrap_server: str = typer.Option(None, "--bootstrap-server",
+                                                    help="A live broker's state (HOST:PORT), read from its HTTP "
+                                                         "listener (metrics.listener) instead of a data dir."),
+               metrics_url: str = typer.Option(None, "--metrics-url",
+                                               help="A live broker's state from its HTTP listener at this URL "
+                                                    "(e.g. http://127.0.0.1:9644) instead of a data dir.")):
     """Per compacted partition: dirty ratio, cleanable range, eligible or why not, next eligible time."""
+    if bootstrap_server or metrics_url:
+        return _live_status(topic, now_ms, as_json, bootstrap_server, metrics_url)
     from ..cleaner.cleaner import Cleaner
     from ..cleaner.plan import select_logs
     c = context(ctx)
@@ -370,20 +334,49 @@ def status_cmd(ctx: typer.Context,
     ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
     max_dirty = int(100 * max(ratios)) if ratios else 0
     order = {(s.topic, s.partition): i for i, s in enumerate(select_logs(statuses))}
+    rows = []
+    for s in statuses:
+        d = s.to_dict()
+        d["cleaningOrder"] = order.get((s.topic, s.partition))
+        rows.append(d)
+    _print_status(rows, max_dirty, now, as_json)
+
+
+def _live_status(topic: str | None, now_ms: int | None, as_json: bool, bootstrap: str | None,
+                 metrics_url: str | None) -> None:
+    """``cleaner status`` of a running broker: the rows its status document carries."""
+    from .live_status import fetch_status, metrics_url_of, status_url
+    if bootstrap and metrics_url:
+        fail("--bootstrap-server and --metrics-url exclude each other: give one", 2)
+    if now_ms is not None:
+        fail("--now-ms applies to a data dir; a live broker reports its state at its own clock", 2)
+    url = status_url(metrics_url if metrics_url else metrics_url_of(bootstrap))
+    doc = fetch_status(url)
+    rows = doc["cleaner"]["statuses"]
+    if topic is not None:
+        if not any(t["name"] == topic for t in doc.get("topics", [])):
+            fail(f"topic {topic!r} does not exist on the broker ({bootstrap or url})")
+        rows = [r for r in rows if r["topic"] == topic]
+    ratios = [r["dirty_ratio"] for r in rows if r["clean_bytes"] + r["cleanable_bytes"] > 0]
+    max_dirty = int(100 * max(ratios)) if ratios else 0
+    _print_status(rows, max_dirty, doc["nowMs"], as_json)
+
+
+def _print_status(rows: list[dict], max_dirty: int, now: int, as_json: bool) -> None:
+    """The rows of ``cleaner status`` (``PartitionStatus.to_dict`` with ``cleaningOrder``), offline
+    or from a live broker, in one format."""
     if as_json:
-        for s in statuses:
-            d = s.to_dict()
-            d["cleaningOrder"] = order.get((s.topic, s.partition))
+        for d in rows:
             typer.echo(json.dumps(d))
         typer.echo(json.dumps({"maxDirtyPercent": max_dirty, "nowMs": now}))
         return
     from rich.console import Console
     from rich.table import Table
     table = Table("partition", "dirty ratio", "cleanable range", "eligible", "why / next eligible")
-    for s in statuses:
-        why = s.reason + (f"; eligible from {s.next_eligible_ms}" if s.next_eligible_ms else "")
-        table.add_row(f"{s.topic}-{s.partition}", f"{s.dirty_ratio:.4f}",
-                      f"[{s.first_dirty}, {s.first_uncleanable})", "yes" if s.eligible else "no", why)
+    for d in rows:
+        why = d["reason"] + (f"; eligible from {d['next_eligible_ms']}" if d["next_eligible_ms"] else "")
+        table.add_row(f"{d['topic']}-{d['partition']}", f"{d['dirty_ratio']:.4f}",
+                      f"[{d['first_dirty']}, {d['first_uncleanable']})", "yes" if d["eligible"] else "no", why)
     console = Console(width=160)
     console.print(table)
     console.print(f"max-dirty-percent: {max_dirty}")
@@ -406,9 +399,13 @@ def run_cmd(ctx: typer.Context,
     executor = _executor(c, engine, spark_master)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with c.open(write=True) as dd:
+    from .clean_progress import CleanProgress
+    runner = CleanProgress(executor, enabled=os.isatty(2))
+    with c.open(write=True) as dd, runner:
         try:
-            service = CleanerService(dd, executor, log_dir=log_dir)
+            service = CleanerService(dd, runner, log_dir=log_dir)
+            service.on_outcomes = runner.round_done
             service.run(stop, iterations=iterations)
         except KeyboardInterrupt:
             pass
+    typer.echo("cleaner run: " + runner.totals.text(rounds=True))

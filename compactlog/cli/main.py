@@ -30,8 +30,10 @@ def _register() -> None:
     # each module adds its commands to ``app`` / ``topics_app`` / ``cleaner_app``
     from . import clean, configs, consume, dump_log, metadata, produce, snapshot, tools, topics, verify  # noqa: F401
     from . import serve  # noqa: F401
+    from . import users  # noqa: F401
     from . import consumer_groups  # noqa: F401
     from . import transactions  # noqa: F401
+    from . import acls  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

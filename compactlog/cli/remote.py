@@ -42,12 +42,66 @@ class ClientLog(logging.Handler):
         return f" (last connection problem: {self.last})" if self.last else ""
 
 
-def admin_client(bootstrap: str):
+def admin_client(bootstrap: str, security: dict | None = None):
+    """confluent-kafka's AdminClient; ``security``: client settings (``client_config``)."""
     from confluent_kafka.admin import AdminClient
     # a Metadata request naming a topic must not create it (kafka-topics.sh and kcat -L ask about
     # topics that may not exist)
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": TIMEOUT_S * 1000,
-                        "allow.auto.create.topics": False, **ClientLog().config()})
+                        "allow.auto.create.topics": False, **(security or {}), **ClientLog().config()})
+
+
+# -- SCRAM users (DescribeUserScramCredentials, AlterUserScramCredentials) ----------------------------
+
+def describe_scram_users(bootstrap: str, users: list[str] | None,
+                         command_config: str | None) -> dict[str, list[tuple[int, int]]]:
+    """user -> [(mechanism type, iterations)]; a named user without credentials maps to [].
+    Asked through kafka-python: librdkafka 2.16 crashes the process on the top-level error
+    (CLUSTER_AUTHORIZATION_FAILED) Kafka answers this request with."""
+    from kafka.errors import KafkaError, for_code
+    from kafka.protocol.admin import DescribeUserScramCredentialsRequest
+    from .client_config import kafka_python_settings, read_command_config
+    client = _kafka_python_admin(bootstrap, kafka_python_settings(read_command_config(command_config)))
+    try:
+        request = DescribeUserScramCredentialsRequest(users=None if not users else [(u,) for u in dict.fromkeys(users)])
+        response = client._manager.run(client._manager.send, request)
+    except KafkaError as e:
+        raise BrokerError(f"{bootstrap}: {type(e).__name__}: {e}") from None
+    finally:
+        client.close()
+    if response.error_code:
+        raise BrokerError(f"{for_code(response.error_code).__name__}: {response.error_message or ''}".rstrip(": "))
+    out: dict[str, list[tuple[int, int]]] = {}
+    for r in response.results:
+        if r.error_code == RESOURCE_NOT_FOUND:
+            out[r.user] = []
+        elif r.error_code:
+            raise BrokerError(f"user {r.user!r}: {for_code(r.error_code).__name__}: {r.error_message or ''}")
+        else:
+            out[r.user] = sorted((int(i.mechanism), int(i.iterations)) for i in r.credential_infos)
+    return dict(sorted(out.items())) if not users else {u: out.get(u, []) for u in users}
+
+
+RESOURCE_NOT_FOUND = 91
+
+
+def alter_scram_users(bootstrap: str, user: str, upserts: dict[str, dict], deletions: list[str],
+                      command_config: str | None) -> None:
+    """One request per mechanism (Kafka accepts one alteration per user and request); the client
+    salts the password, so only the salted form travels."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    from .client_config import read_command_config
+    admin = admin_client(bootstrap, read_command_config(command_config))
+    mechanism = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
+    alterations = [UserScramCredentialDeletion(user, mechanism[m]) for m in deletions]
+    alterations += [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism[m], o["iterations"]),
+                                                 o["password"].encode("utf-8"))
+                    for m, o in upserts.items()]
+    for alteration in alterations:
+        futures = admin.alter_user_scram_credentials([alteration])
+        for name, future in futures.items():
+            result(future, f"user {name!r}")
 
 
 def result(future, what: str):
@@ -185,11 +239,12 @@ def unknown_name_hint(message: str, names: list[str], resource_type: str) -> str
 
 # -- the brokers' cluster-wide default (resource name ""), which confluent-kafka's binding refuses --
 
-def _kafka_python_admin(bootstrap: str):
+def _kafka_python_admin(bootstrap: str, security: dict | None = None):
+    """kafka-python's admin client; ``security``: its settings (``client_config.kafka_python_settings``)."""
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
     try:
-        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
+        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000, **(security or {}))
     except KafkaError as e:
         raise BrokerError(f"{bootstrap}: cannot connect: {e}") from None
 

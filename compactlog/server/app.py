@@ -1,12 +1,12 @@
 """``compactlog serve``: one broker process (Kafka's ``BrokerServer`` start-up and shutdown).
 
 Start-up: the data dir is already open for writing (the caller took the data-dir lock, which the
-broker holds until it exits); ``meta.properties`` gives the cluster and node ids; no log is read
-before the listeners open, so that start-up does not grow with the partition count: each log is
-opened on first use, which recovers what lies past its recovery point exactly as
-``LogManager.loadLogs`` does, and after an unclean shutdown a background thread recovers the logs
-not used yet (on a dir no broker has served, every log is opened first, to find the highest
-producer id). Then the listeners, the worker pool and the background threads start, the group
+broker holds until it exits); ``meta.properties`` gives the cluster and node ids; only the
+internal topics' logs are opened before the listeners, so that start-up does not grow with the
+partition count: each other log is opened on first use, which recovers what lies past its
+recovery point exactly as ``LogManager.loadLogs`` does, and after an unclean shutdown a background
+thread recovers the logs not used yet (on a dir no broker has served, every log is opened first,
+to find the highest producer id). Then the listeners, the worker pool and the background threads start, the group
 coordinator loads ``__consumer_offsets`` in its own thread (groups/service.py) and the transaction
 coordinator, once that is done, ``__transaction_state`` (txn/service.py; the topic is created on
 first use).
@@ -31,11 +31,20 @@ from concurrent.futures import ThreadPoolExecutor
 from ..spark.executor import make_executor
 from ..errors import CompactlogError, ConfigError
 from ..storage.datadir import DataDir
+from .authorizer import auth_helper
+from .authorizer.standard import authorizer_for
+from .authorizer.store import AclStore
 from .background import Background
 from .groups.service import for_broker as group_coordinator_for
 from .txn.service import for_broker as transaction_coordinator_for
 from .dispatch import advertised_apis, dispatch_table
-from .state import INTERNAL_TOPICS, PRODUCER_ID_FILE, BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
+from .metrics import BrokerMetrics
+from .metrics.health import NOT_RUNNING, RUNNING, SHUTTING_DOWN, shutdown_hold
+from .security.credentials import CredentialCache
+from .security.listeners import DEFAULT_PROTOCOL_MAP, BrokerSecurity, parse_protocol_map
+from .state import (INTERNAL_TOPICS, PRODUCER_ID_FILE, BrokerState, Listener, ProducerIdManager, load_identity,
+                    parse_listeners)
+from .status.routes import register_status_page
 from .transport import BrokerServer, pid_cpu_seconds
 
 log = logging.getLogger("kafka.server.KafkaServer")
@@ -64,11 +73,17 @@ def configure_logging(log_file: str | None = None, level: int = logging.INFO) ->
 
 
 def broker_listeners(broker) -> tuple[list[Listener], list[Listener]]:
-    """(listeners, advertised listeners), checked; advertised defaults to listeners."""
-    listeners = parse_listeners(broker.get("listeners"), "listeners")
+    """(listeners, advertised listeners), checked; one advertised endpoint per listener, in the
+    listeners' order: the one ``advertised.listeners`` names, else the listener's own address."""
+    protocols = parse_protocol_map(broker.props.get("listener.security.protocol.map") or DEFAULT_PROTOCOL_MAP)
+    listeners = parse_listeners(broker.get("listeners"), "listeners", protocols)
     raw = broker.get("advertised.listeners")
-    advertised = parse_listeners(raw, "advertised.listeners") if raw else \
-        [Listener(x.name, x.host, x.port) for x in listeners]
+    named = {a.name: a for a in parse_listeners(raw, "advertised.listeners", protocols)} if raw else {}
+    for name in named:
+        if not any(x.name == name for x in listeners):
+            raise ConfigError(f"invalid value {raw!r} for configuration advertised.listeners: listener "
+                              f"{name} is not in listeners ({broker.get('listeners')})")
+    advertised = [named.get(x.name) or Listener(x.name, x.host, x.port, x.protocol) for x in listeners]
     for a in advertised:
         if a.host in ("0.0.0.0", "::"):
             raise ConfigError(f"invalid value {raw or broker.get('listeners')!r} for configuration "
@@ -89,10 +104,14 @@ class Broker:
         self.listeners, self.advertised = broker_listeners(broker)
         node_id = broker.get("node.id") if node_id_explicit else None
         self.node_id, self.cluster_id = load_identity(datadir.path, node_id)
+        # checked and loaded before any listener opens (Kafka's authorizer refuses requests until
+        # its ACLs are loaded); None: no authorizer, every request is allowed
+        self.authorizer = authorizer_for(broker, AclStore(datadir.path), self.node_id)
         self.bound: list[tuple[str, int]] = []
         self.server: BrokerServer | None = None
         self.state: BrokerState | None = None
         self.recover_in_background = False
+        self.metrics: BrokerMetrics | None = None
 
     def load_logs(self) -> int:
         """Kafka's LogManager.loadLogs, where it has work. On a dir no broker has served yet (no
@@ -141,12 +160,49 @@ class Broker:
         if dropped:
             # DynamicBrokerConfig.removeInvalidConfigs: logged, and the broker starts without them
             log.error(f"Dynamic broker configs with invalid values are ignored: {', '.join(dropped)}")
-        highest_pid = self.load_logs()
-        self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],
-                                 producer_ids=ProducerIdManager(self.datadir.path, highest_pid))
-        group_coordinator_for(self.state)
-        transaction_coordinator_for(self.state)
-        return asyncio.run(self._main())
+        # TLS stores, SASL settings and the credentials file are checked before anything opens
+        security = BrokerSecurity(self.datadir.broker.props, self.listeners,
+                                  CredentialCache(self.datadir.path))
+        # the metrics listener first: the probes answer (503) while the logs load
+        metrics = self.metrics = BrokerMetrics.start(self.datadir, node_id=self.node_id, cluster_id=self.cluster_id,
+                                                     listeners=self.listeners, advertised=self.advertised)
+        if metrics is not None and metrics.http is not None:
+            register_status_page(metrics.http)
+            log.info(f"Status page on {metrics.http.url}/ (its data: {metrics.http.url}/v1/status.json)")
+        try:
+            highest_pid = self.load_logs()
+            self.state = BrokerState(self.datadir, self.node_id, self.cluster_id, self.advertised[0],
+                                     producer_ids=ProducerIdManager(self.datadir.path, highest_pid))
+            self.state.security = security
+            if metrics is not None:
+                metrics.attach(state=self.state)
+            group_coordinator_for(self.state)
+            transaction_coordinator_for(self.state)
+            self.state.authorizer = self.authorizer         # before any listener opens
+            if self.authorizer is not None:
+                self._log_authorizer()
+            return asyncio.run(self._main())
+        finally:
+            if metrics is not None:
+                metrics.lifecycle.set(NOT_RUNNING)
+                metrics.stop()
+
+    def _log_authorizer(self) -> None:
+        a = self.authorizer
+        logging.getLogger("kafka.authorizer.StandardAuthorizer").info(
+            f"[StandardAuthorizer {self.node_id}] Initialized with {len(a.acl_set)} acl(s); super users: "
+            f"{', '.join(sorted(a.super_users)) or 'none'}; allow.everyone.if.no.acl.found="
+            f"{'true' if a.allow_if_no_acl else 'false'}")
+        if not a.super_users and not len(a.acl_set) and not a.allow_if_no_acl:
+            log.warning("An authorizer with neither super users nor ACLs denies every request: set super.users "
+                        "(User:admin) or add ACLs with `compactlog acls --add` while the broker is stopped")
+        if auth_helper.principal_from_client_id:
+            log.warning(f"{auth_helper.TEST_PRINCIPAL_ENV}=1: a PLAINTEXT client is the principal its client.id "
+                        f"names (a test seam): any client can claim any principal")
+        for listener in self.listeners:
+            if listener.name == "PLAINTEXT" and listener.host not in ("127.0.0.1", "localhost", "::1"):
+                log.warning(f"Listener {listener} authenticates nobody: its clients are all User:ANONYMOUS to "
+                            f"the authorizer")
 
     async def _main(self) -> int:
         loop = asyncio.get_running_loop()
@@ -158,9 +214,12 @@ class Broker:
         state.apis = apis
         pool = ThreadPoolExecutor(broker.get("num.io.threads"),
                                   thread_name_prefix="data-plane-kafka-request-handler")
+        metrics = self.metrics
         server = self.server = BrokerServer(state, table, apis, pool,
                                             max_request_size=broker.get("socket.request.max.bytes"),
-                                            idle_ms=broker.get("connections.max.idle.ms"))
+                                            idle_ms=broker.get("connections.max.idle.ms"),
+                                            security=state.security,
+                                            observer=metrics.requests if metrics is not None else None)
         stop = asyncio.Event()
         # __consumer_offsets and __transaction_state partitions are marked loading before any
         # request can arrive; the transaction coordinator loads once the groups are loaded
@@ -175,21 +234,27 @@ class Broker:
             where = ", ".join(str(x) for x in self.listeners)
             raise CompactlogError(f"cannot listen on {where}: {e.strerror or e}") from None
         self.bound = bound
-        for a, listener in zip(self.advertised, self.listeners):
+        for a, listener, (_, port) in zip(self.advertised, self.listeners, server.bound_by_listener):
             if a.port == 0:         # port 0: advertise the port the system chose
-                a.port = next(p for h, p in bound) if listener.port == 0 else listener.port
+                a.port = port if listener.port == 0 else listener.port
         state.advertised = self.advertised[0]
+        state.advertised_listeners = {a.name: a for a in self.advertised}
         if self.datadir.lock is not None:
             # a writer the lock refuses can then say to go through this broker
             self.datadir.lock.note_broker_address(str(state.advertised).split("://", 1)[1])
         background = Background(state, make_executor(self.engine, self.spark_master))
         background.start(recover_logs=self.recover_in_background)
+        if metrics is not None:
+            metrics.attach(server=server, pool=pool, loop=loop, background=background)
+            metrics.lifecycle.set(RUNNING)
 
         def on_signal(name: str) -> None:
             if stop.is_set():
                 log.info(f"[KafkaServer id={self.node_id}] {name} received again; already shutting down")
             else:
                 log.info(f"[KafkaServer id={self.node_id}] {name} received: shutting down")
+            if metrics is not None:
+                metrics.lifecycle.set(SHUTTING_DOWN)
             stop.set()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -201,6 +266,9 @@ class Broker:
             await stop.wait()
         finally:
             log.info(f"[KafkaServer id={self.node_id}] shutting down")
+            if metrics is not None:
+                metrics.lifecycle.set(SHUTTING_DOWN)
+                await shutdown_hold()
             state.groups.unload()           # parked JoinGroup/SyncGroup answer now
             await server.stop(SHUTDOWN_GRACE_S)
             await loop.run_in_executor(None, state.transactions.stop)

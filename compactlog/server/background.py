@@ -12,6 +12,14 @@ and topic deletion pause the partition's cleaning first and wait for a clean in 
 Small rounds are cleaned in this process, large ones (or every round, with a Spark master) on
 Spark (``spark.executor.AutoExecutor``).
 
+A cleaner thread whose loop dies (an exception escapes it: a bug, not a failed partition) is
+counted dead (Kafka's ``DeadThreadCount``, which Kafka leaves dead until a restart of the broker)
+and restarted by the scheduler thread after ``compactlog.cleaner.thread.restart.backoff.ms`` (a
+minute), doubled with each death in a row up to 5 minutes. What the threads did and how they
+are is kept in ``activity`` (``cleaner/activity.py``), which the broker's metrics and readiness
+read. Test hook: with ``COMPACTLOG_TEST_CLEANER_CRASH_FILE=path``, a cleaner thread that finds
+that file removes it and dies.
+
 After an unclean shutdown a recovery thread opens every log not opened yet (the broker serves
 meanwhile; a log is recovered before its first use either way).
 
@@ -26,9 +34,11 @@ removed (``storage/events.py``), one log line per event.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
+from ..cleaner.activity import CleanerActivity, engine_label
 from ..cleaner.cleaner import Cleaner
 from ..cleaner.executor import TaskFailure
 from ..spark.executor import AutoExecutor
@@ -43,6 +53,18 @@ manager_log = logging.getLogger("kafka.log.LogManager")
 
 EVENTS_INTERVAL_MS = 1000
 MIN_FLUSH_INTERVAL_MS = 100
+RESTART_BACKOFF_SETTING = "compactlog.cleaner.thread.restart.backoff.ms"
+RESTART_BACKOFF_MAX_MS = 300000     # the doubling stops here (or at the setting, if larger)
+CRASH_FILE_ENV = "COMPACTLOG_TEST_CLEANER_CRASH_FILE"
+
+
+class InjectedCrash(RuntimeError):
+    """The test hook's failure: it escapes the cleaner loop, as a bug would."""
+
+
+def restart_delay_ms(deaths_in_a_row: int, first_ms: int) -> int:
+    """The wait before a dead cleaner thread starts again: ``first_ms``, doubled per death in a row."""
+    return min(first_ms << min(max(deaths_in_a_row - 1, 0), 20), max(RESTART_BACKOFF_MAX_MS, first_ms))
 
 
 class _StopAware:
@@ -52,6 +74,7 @@ class _StopAware:
         self.inner = inner
         self.stop = stop
         self.name = getattr(inner, "name", "executor")
+        self._ran = threading.local()       # each cleaner thread's last engine
 
     @property
     def last_choice(self) -> str:
@@ -64,7 +87,15 @@ class _StopAware:
         if self.stop.is_set():
             return [TaskFailure(p.topic, p.partition, "the broker is shutting down", "Shutdown")
                     for p in plans]
-        return self.inner.run(plans)
+        results = self.inner.run(plans)
+        choice = getattr(self.inner, "choice", None)
+        self._ran.engine = engine_label(choice.engine if choice is not None else self.name)
+        return results
+
+    @property
+    def engine(self) -> str:
+        """The engine ("local" or "spark") of this thread's last run."""
+        return getattr(self._ran, "engine", engine_label(self.name))
 
 
 class Background:
@@ -77,7 +108,11 @@ class Background:
         self.manager = CleanerManager.for_datadir(self.datadir)
         self.cleaner = Cleaner(self.datadir, self.executor, self.manager)
         self.threads: list[threading.Thread] = []
+        self.cleaner_threads: dict[int, threading.Thread] = {}
         self.cleaner_file_log = CleanerLog.for_datadir(self.datadir)
+        self.activity = CleanerActivity()
+        self.data_event_counts: dict[str, int] = {}     # kind -> events reported
+        self._crash_file = os.environ.get(CRASH_FILE_ENV) or None
         self._last_flush: dict[tuple[str, int], int] = {}
 
     # -- life cycle
@@ -87,29 +122,29 @@ class Background:
         broker = self.datadir.broker
         threads = broker.get("log.cleaner.threads") if broker.get("log.cleaner.enable") else 0
         for i in range(threads):
-            t = threading.Thread(target=self._cleaner_loop, args=(i,), daemon=True,
-                                 name=f"kafka-log-cleaner-thread-{i}")
-            self.threads.append(t)
+            self._start_cleaner(i)
         if threads:
             cleaner_log.info(f"Starting the log cleaner: {threads} thread(s), "
                              f"{getattr(self.executor.inner, 'name', 'executor')} executor")
         else:
             cleaner_log.info("The log cleaner is disabled (log.cleaner.enable=false or "
                              "log.cleaner.threads=0)")
-        self.threads.append(threading.Thread(target=self._scheduler_loop, daemon=True,
-                                             name="kafka-scheduler"))
+        scheduler = threading.Thread(target=self._scheduler_loop, daemon=True, name="kafka-scheduler")
+        self.threads.append(scheduler)
+        scheduler.start()
         if recover_logs:
-            self.threads.append(threading.Thread(target=self._recovery, daemon=True, name="log-recovery"))
-        for t in self.threads:
-            t.start()
+            recovery = threading.Thread(target=self._recovery, daemon=True, name="log-recovery")
+            self.threads.append(recovery)
+            recovery.start()
 
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop and join the threads: a cleaning in progress is finished or discarded first."""
         self.stop_event.set()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        for t in self.threads:
+        threads = list(self.cleaner_threads.values()) + self.threads
+        for t in threads:
             t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
-        if any(t.is_alive() for t in self.threads):
+        if any(t.is_alive() for t in threads):
             manager_log.warning("A background thread did not stop in time")
         self.run_scheduled_once(final=True)
 
@@ -145,16 +180,55 @@ class Background:
                          f"others on first use)" + (f"; {failed} could not be opened" if failed else ""))
 
     # -- the cleaner: a thread takes the filthiest partition from the manager, cleans it, repeats
+    def _start_cleaner(self, n: int) -> None:
+        name = f"kafka-log-cleaner-thread-{n}"
+        t = threading.Thread(target=self._cleaner_main, args=(n,), daemon=True, name=name)
+        self.cleaner_threads[n] = t
+        self.activity.thread_started(name)
+        t.start()
+
+    def _cleaner_main(self, n: int) -> None:
+        """A cleaner thread: its loop, and its death when an exception escapes the loop."""
+        name = threading.current_thread().name
+        try:
+            self._cleaner_loop(n)
+        except BaseException as e:  # noqa: BLE001 - a dead thread is reported, then restarted
+            if self.stop_event.is_set():
+                return
+            first_ms = self.datadir.broker.get(RESTART_BACKOFF_SETTING)
+            health = self.activity.thread_died(name, f"{type(e).__name__}: {e}", self.clock(),
+                                               lambda deaths: restart_delay_ms(deaths, first_ms))
+            cleaner_log.error(f"[{name}]: the cleaner thread died ({type(e).__name__}: {e}); "
+                              f"{health.deaths} death(s) so far, restarted in "
+                              f"{(health.restart_at_ms - health.dead_since_ms) / 1000:g} s",
+                              exc_info=not isinstance(e, InjectedCrash))
+
+    def restart_dead_cleaners(self, now: int) -> None:
+        """Start again each cleaner thread that died and whose backoff has passed."""
+        for n, t in list(self.cleaner_threads.items()):
+            if t.is_alive() or self.stop_event.is_set():
+                continue
+            health = self.activity.threads().get(t.name)
+            if health is not None and health.restart_at_ms is not None and now >= health.restart_at_ms:
+                cleaner_log.info(f"[{t.name}]: restarting the cleaner thread")
+                self._start_cleaner(n)
+
     def _cleaner_loop(self, n: int) -> None:
         stop = self.stop_event
+        name = threading.current_thread().name
         while not stop.is_set():
+            if self._crash_file is not None and os.path.exists(self._crash_file):
+                os.remove(self._crash_file)
+                raise InjectedCrash(f"{CRASH_FILE_ENV} asked {name} to die")
             backoff_s = self.datadir.broker.get("log.cleaner.backoff.ms") / 1000.0
             try:
                 now = self.clock()
                 outcomes = self.cleaner.clean_filthiest(now)
+                self.activity.thread_worked(name)
                 if not outcomes:
                     stop.wait(backoff_s)
                     continue
+                self.activity.record(name, outcomes, self.executor.engine, self.clock())
                 if stop.is_set():
                     break
                 self._report(n, outcomes)
@@ -185,6 +259,7 @@ class Background:
         while not self.stop_event.is_set():
             try:
                 wait_ms = self.run_scheduled_once(next_run=next_run)
+                self.restart_dead_cleaners(self.clock())
             except Exception:
                 manager_log.exception("Error in a scheduled task")
                 wait_ms = 1000
@@ -283,6 +358,7 @@ class Background:
 
     def _events(self, now: int) -> None:
         for event in self.datadir.drain_data_events():
+            self.data_event_counts[event.kind] = self.data_event_counts.get(event.kind, 0) + 1
             if event.sets_data_aside:
                 manager_log.warning(str(event))
             else:

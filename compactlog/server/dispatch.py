@@ -3,7 +3,8 @@
 Kafka routes each request in ``KafkaApis.handle``, enables versions in ``ApiKeys`` and answers a
 failed request with the request class's ``getErrorResponse``: three places to keep in step. Here
 each API declares all of it once, in its own module (``apis/*.py``, ``groups/handlers.py`` for
-the group APIs and FindCoordinator, ``txn/handlers.py`` for the transaction APIs), as Redpanda's
+the group APIs and FindCoordinator, ``txn/handlers.py`` for the transaction APIs, ``apis/acls.py``
+for the ACL admin APIs), as Redpanda's
 handlers do; this module only collects the
 declarations. ``dispatch_table`` is what the transport runs (API key -> handler and where it
 runs); ``advertised_apis`` is the ApiVersions table restricted to the APIs that have a handler,
@@ -12,6 +13,7 @@ so a client is never offered an API this broker cannot answer.
 
 from __future__ import annotations
 
+from .apis.acls import ACL_APIS
 from .apis.api_versions import API_VERSIONS
 from .apis.cluster import DESCRIBE_CLUSTER, DESCRIBE_LOG_DIRS
 from .apis.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
@@ -23,12 +25,14 @@ from .apis.list_offsets import LIST_OFFSETS
 from .apis.metadata import METADATA
 from .apis.produce import PRODUCE
 from .apis.records import DELETE_RECORDS
+from .apis.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from .apis.scram_credentials import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from .apis.topics import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
 from .groups.handlers import GROUP_APIS
 from .txn.handlers import TXN_APIS
 from .versions import SupportedApis
 
-__all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "TXN_APIS", "advertised_apis",
+__all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "SECURITY_APIS", "TXN_APIS", "advertised_apis",
            "dispatch_table", "error_response"]
 
 BROKER_APIS: tuple[ApiHandler, ...] = (
@@ -38,7 +42,12 @@ BROKER_APIS: tuple[ApiHandler, ...] = (
 )
 """The data-plane and admin APIs (wire-protocol.md §2.1), Produce first."""
 
-DECLARED_APIS: tuple[ApiHandler, ...] = BROKER_APIS + GROUP_APIS + TXN_APIS
+SECURITY_APIS: tuple[ApiHandler, ...] = (
+    SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
+)
+"""SASL and the SCRAM credential APIs (security.md §9), advertised on every listener as Kafka's."""
+
+DECLARED_APIS: tuple[ApiHandler, ...] = BROKER_APIS + GROUP_APIS + TXN_APIS + SECURITY_APIS + ACL_APIS
 
 _BY_KEY = {a.key: a for a in DECLARED_APIS}
 if len(_BY_KEY) != len(DECLARED_APIS):

@@ -35,7 +35,7 @@ def test_every_declared_api_has_its_error_response():
     class Request:
         api_key, response_version, body = 18, 3, None
     assert error_response(Request(), -1).error_code == -1
-    Request.api_key = 50                                   # DescribeUserScramCredentials: not declared
+    Request.api_key = 57                                   # UpdateFeatures: not declared
     assert error_response(Request(), -1) is None
 
 

@@ -63,6 +63,7 @@ from .versions import API_VERSIONS_KEY, SupportedApis, request_schema
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600     # socket.request.max.bytes
 PRODUCE_KEY = 0
+ANONYMOUS = "User:ANONYMOUS"        # KafkaPrincipal.ANONYMOUS
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
@@ -82,9 +83,33 @@ NEED_DATA = NeedData()
 
 @dataclass(frozen=True, slots=True)
 class Close:
-    """The connection must be closed, unanswered, for ``reason`` (meant for the broker's log)."""
+    """The connection must be closed, unanswered, for ``reason`` (meant for the broker's log).
+    ``oversized``: a size prefix above the limit (before SASL authentication, a failed one)."""
 
     reason: str
+    oversized: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unadmitted:
+    """A request of an API that is not admitted now (``Connection.admitted_keys``), left unparsed:
+    before SASL authentication only ApiVersions and SaslHandshake are parsed, as Kafka checks the
+    API key before parsing the body."""
+
+    api_key: int
+    api_version: int
+
+    @property
+    def api_name(self) -> str:
+        return _api_name(self.api_key)
+
+
+@dataclass(frozen=True, slots=True)
+class RawFrame:
+    """A whole frame without a request header (``Connection.raw_frames``): a bare SASL token of
+    the SaslHandshake v0 framing."""
+
+    data: bytes
 
 
 @dataclass(slots=True, eq=False, repr=False)
@@ -106,6 +131,8 @@ class Request:
     frame_size: int
     response_version: int
     expects_response: bool
+    principal: str = ANONYMOUS      # who sent it (the connection's, security.md §6)
+    listener: str = "PLAINTEXT"     # the name of the listener it came on
 
     @property
     def api_name(self) -> str:
@@ -128,7 +155,7 @@ class Request:
                 f"{self.correlation_id}, client_id={self.client_id!r}, {self.frame_size} bytes)")
 
 
-Event = Union[Request, Close, NeedData]
+Event = Union[Request, Close, NeedData, Unadmitted, RawFrame]
 
 
 # -- the protocol's output ------------------------------------------------------------------------
@@ -186,6 +213,12 @@ class Connection:
     only the framing rules apply. ``max_request_size`` is ``socket.request.max.bytes``. Once
     ``next_event`` has returned a ``Close``, it returns that same event forever and
     ``receive_data`` discards what it is given.
+
+    What the transport sets as a connection's security changes (security.md §3): ``principal`` and
+    ``listener``, stamped on every decoded request; ``admitted_keys`` (None: every advertised API),
+    outside which a request is an ``Unadmitted`` event and is not parsed; ``raw_frames``, which
+    makes each frame a ``RawFrame``; and ``limit_frames`` (``sasl.server.max.receive.size`` before
+    authentication).
     """
 
     def __init__(self, apis: SupportedApis | None = None,
@@ -199,6 +232,19 @@ class Connection:
         self._data: bytes | bytearray = b""
         self._pos = 0
         self._closed: Close | None = None
+        self._limit_name = "socket.request.max.bytes"
+        self.principal = ANONYMOUS
+        self.listener = "PLAINTEXT"
+        self.admitted_keys: frozenset | None = None
+        self.raw_frames = False
+
+    def limit_frames(self, max_request_size: int, setting: str) -> None:
+        """Frames above ``max_request_size`` bytes close the connection (``setting`` names the
+        limit in the reason)."""
+        if max_request_size < 0:
+            raise ValueError(f"max_request_size must be >= 0, got {max_request_size}")
+        self._max_request_size = max_request_size
+        self._limit_name = setting
 
     @property
     def closed(self) -> Close | None:
@@ -236,14 +282,17 @@ class Connection:
         if size < 0:
             return self._close(f"invalid request size {size} (negative)")
         if size > self._max_request_size:
-            return self._close(f"invalid request size {size}: larger than socket.request.max.bytes "
-                               f"({self._max_request_size})")
+            self._closed = Close(f"invalid request size {size}: larger than {self._limit_name} "
+                                 f"({self._max_request_size})", oversized=True)
+            return self._closed
         if available - 4 < size:
             return NEED_DATA
         start = pos + 4
         self._pos = start + size
         if self._pos == len(data):
             self._data, self._pos = b"", 0       # drop the reference: nothing left to parse
+        if self.raw_frames:
+            return RawFrame(bytes(data[start:start + size]))
         view = memoryview(data)[start:start + size]
         if not view.readonly:                    # kio reads read-only buffers only
             writable, view = view, view.toreadonly()
@@ -285,6 +334,8 @@ class Connection:
         if size < 4:
             return Close(f"request of {size} bytes is too short for a request header")
         api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+        if self.admitted_keys is not None and api_key not in self.admitted_keys:
+            return Unadmitted(api_key, api_version)
         api = self._apis.get(api_key) if self._apis is not None else None
         if api is None:
             if api_key in api_key_map:
@@ -300,7 +351,7 @@ class Connection:
                 return Close(f"malformed ApiVersions v{api_version} request header: {failure}")
             body = request_schema(API_VERSIONS_KEY, 0)()
             return Request(api_key, api_version, header.correlation_id, header.client_id or "",
-                           header, body, size, 0, True)
+                           header, body, size, 0, True, self.principal, self.listener)
 
         if not api.accepts(api_version):
             if api_key == PRODUCE_KEY and api_version >= 0:
@@ -323,7 +374,7 @@ class Connection:
             return _malformed(api, header, failure)
         expects_response = api_key != PRODUCE_KEY or body.acks != 0
         return Request(api_key, api_version, header.correlation_id, header.client_id or "",
-                       header, body, size, api_version, expects_response)
+                       header, body, size, api_version, expects_response, self.principal, self.listener)
 
 
 def encode_response(request: Request, body) -> bytes:

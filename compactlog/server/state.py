@@ -35,6 +35,7 @@ from ..storage.config import LogConfig
 from ..storage.datadir import INTERNAL_TOPIC_CONFIGS, DataDir
 from ..storage.fsutil import atomic_write, read_text
 from ..storage.log import Log
+from .security.listeners import DEFAULT_PROTOCOL_MAP, parse_protocol_map
 
 META_PROPERTIES = "meta.properties"
 PRODUCER_ID_FILE = "compactlog.producer-ids.json"
@@ -52,18 +53,22 @@ _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]*\]|[^:/\[\]]*):(-?[
 
 @dataclass
 class Listener:
-    """One ``listeners`` / ``advertised.listeners`` entry: ``PLAINTEXT://host:port``."""
+    """One ``listeners`` / ``advertised.listeners`` entry: ``NAME://host:port``, with the security
+    protocol ``listener.security.protocol.map`` gives the name."""
     name: str
     host: str
     port: int
+    protocol: str = "PLAINTEXT"
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.name}://{host}:{self.port}"
 
 
-def parse_listeners(value: str, setting: str) -> list[Listener]:
-    """Kafka's ``listeners`` syntax; only PLAINTEXT is offered (no TLS or SASL here)."""
+def parse_listeners(value: str, setting: str, protocol_map: dict[str, str] | None = None) -> list[Listener]:
+    """Kafka's ``listeners`` syntax. Each name must be in ``protocol_map``
+    (``listener.security.protocol.map``; Kafka's default names each protocol after itself)."""
+    protocols = protocol_map if protocol_map is not None else parse_protocol_map(DEFAULT_PROTOCOL_MAP)
     out = []
     for item in (x.strip() for x in value.split(",")):
         if not item:
@@ -71,18 +76,19 @@ def parse_listeners(value: str, setting: str) -> list[Listener]:
         m = _LISTENER.match(item)
         if not m:
             raise ConfigError(f"invalid value {value!r} for configuration {setting}: {item!r} is not "
-                              f"of the form PLAINTEXT://host:port")
-        name, host, port = m.group(1), m.group(2).strip("[]"), int(m.group(3))
-        if name.upper() != "PLAINTEXT":
-            raise ConfigError(f"invalid value {value!r} for configuration {setting}: listener {name} "
-                              f"is not offered; compactlog serve speaks PLAINTEXT only")
+                              f"of the form NAME://host:port (PLAINTEXT://127.0.0.1:9092)")
+        name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
+        if name not in protocols:
+            raise ConfigError(f"invalid value {value!r} for configuration {setting}: no security protocol "
+                              f"defined for listener {name} in listener.security.protocol.map "
+                              f"({', '.join(f'{k}:{v}' for k, v in protocols.items())})")
         if not 0 <= port <= 65535:
             raise ConfigError(f"invalid value {value!r} for configuration {setting}: port {port} is "
                               f"outside 0-65535")
-        if any(o.name == name.upper() for o in out):
+        if any(o.name == name for o in out):
             raise ConfigError(f"invalid value {value!r} for configuration {setting}: listener name "
                               f"{name} is listed twice")
-        out.append(Listener(name.upper(), host, port))
+        out.append(Listener(name, host, port, protocols[name]))
     if not out:
         raise ConfigError(f"invalid value {value!r} for configuration {setting}: no listener")
     return out
@@ -240,7 +246,7 @@ class BrokerState:
     datadir: DataDir                     # opened writable: the broker holds the data-dir lock
     node_id: int                         # node.id
     cluster_id: str                      # stable per data dir (kept in meta.properties, as KRaft's)
-    advertised: Listener                 # what Metadata and FindCoordinator tell clients
+    advertised: Listener                 # what Metadata and FindCoordinator tell clients (first listener)
     # topic-level changes (create, delete, partitions, configs) are serialised with this lock;
     # partition-level ones use each Log's own lock
     metadata_lock: threading.RLock = field(default_factory=threading.RLock)
@@ -248,9 +254,20 @@ class BrokerState:
     producer_ids: ProducerIdManager | None = None
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("kafka.server.KafkaApis"))
     closing: threading.Event = field(default_factory=threading.Event)
+    authorizer: object = None            # the StandardAuthorizer, or None: everything is allowed
     apis: object = None                  # the advertised SupportedApis (set at start)
     groups: object = None                # the GroupCoordinatorService (set at start)
     transactions: object = None          # the TransactionCoordinatorService (set at start)
+    metrics: object = None               # the BrokerMetrics (server/metrics), None when not served
+    security: object = None              # security.listeners.BrokerSecurity (set at start)
+    # listener name -> its advertised endpoint: a client is told the endpoint of the listener its
+    # request came on (security.md §1.1)
+    advertised_listeners: dict = field(default_factory=dict)
+
+    def advertised_for(self, request) -> Listener:
+        """The endpoint to give the client of ``request`` (Kafka's
+        ``getAliveBrokerNodes(request.context.listenerName)``)."""
+        return self.advertised_listeners.get(getattr(request, "listener", None), self.advertised)
 
     @property
     def broker(self):

@@ -18,35 +18,59 @@ connection is aborted, its unread answers dropped, so that it cannot hold the br
 The transport depends on the protocol layer only: it is handed the dispatch table and the
 advertised API table (``dispatch.py`` builds both), and what to send for an answer, or whether to
 close instead (Produce with acks=0), is the protocol's output (``Connection.send``).
+
+Security (security.md §2-3), per listener: a TLS listener accepts plain TCP and upgrades it with
+``loop.start_tls`` from the connection's task, so that a failed handshake is logged and counted
+(under ``create_server(ssl=...)`` it would vanish); a verified client certificate gives the
+principal. A SASL listener runs the connection's ``SaslAuthenticator`` (sans-IO) ahead of the
+dispatch table and applies its steps: answers, the failure delay
+(``connection.failed.authentication.delay.ms``) before the answer and the close, the pre-auth
+frame limit, session expiry. Every request carries the connection's principal and listener name.
+On a TLS connection a Fetch's file regions are read with ``pread`` in a worker thread and written
+through the TLS transport: ``sendfile`` cannot encrypt, and asyncio's fallback for it seeks a
+descriptor that shares its file position with every other fetch of the segment.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import io
 import logging
 import os
+import ssl
+import struct
 import time
 from typing import Callable
 
 from .apis.handler import ASYNC, INLINE, Api, ApiHandler
-from .protocol import NEED_DATA, Close, Connection, EncodedResponse, FileRegion, Request
+from .protocol import NEED_DATA, Close, Connection, EncodedResponse, FileRegion, RawFrame, Request, Unadmitted
+from .security import sasl as sasl_steps
+from .security.redaction import redacted_body
 from .state import CLIENT_HOST, BrokerState
 from .wire_errors import request_error
 from .versions import SupportedApis
 
 log = logging.getLogger("kafka.network.SocketServer")
 request_log = logging.getLogger("kafka.server.KafkaApis")
+auth_log = logging.getLogger("kafka.network.Selector")
 
 READ_PAUSE_BYTES = 1 << 20
+TLS_WRITE_CHUNK = 1 << 20                 # a region is encrypted and written this much at a time
+TLS_HANDSHAKE_TIMEOUT_S = 60.0            # asyncio's default, capped by connections.max.idle.ms
+_SIZE = struct.Struct(">i")
 
 
 class BrokerServer:
     """Listeners, connections and the worker pool of one broker."""
 
     def __init__(self, state: BrokerState, table: dict[int, Api], apis: SupportedApis,
-                 executor, *, max_request_size: int, idle_ms: int):
+                 executor, *, max_request_size: int, idle_ms: int, security=None, observer=None):
         self.state = state
+        self.security = security          # security.listeners.BrokerSecurity, or None: all PLAINTEXT
+        # the RequestObserver (server/metrics/requests.py): told of each request's start, its
+        # answer and its end, and of each connection; None: nothing is measured
+        self.observer = observer
         self.table = table
         self.apis = apis
         self.executor = executor
@@ -56,23 +80,30 @@ class BrokerServer:
         self.connections: set[BrokerConnection] = set()
         self.stopping = False
         self.bound: list[tuple[str, int]] = []
+        self.bound_by_listener: list[tuple[str, int]] = []     # each listener's first socket
         self._idle_task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def run(self, fn: Callable, *args):
-        """Run ``fn(*args)`` in a worker thread; an awaitable."""
-        return self._loop.run_in_executor(self.executor, fn, *args)
+        """Run ``fn(*args)`` in a worker thread, in the calling task's context (the connection's
+        client address: ``state.CLIENT_HOST``); an awaitable."""
+        return self._loop.run_in_executor(self.executor, contextvars.copy_context().run, fn, *args)
 
     async def start(self, listeners) -> list[tuple[str, int]]:
         self._loop = asyncio.get_running_loop()
         for listener in listeners:
             host = listener.host or None        # "" = every interface, as Kafka's
-            server = await self._loop.create_server(lambda: BrokerConnection(self), host,
+            sec = self.security.listener(listener.name) if self.security is not None else None
+            server = await self._loop.create_server(lambda sec=sec: BrokerConnection(self, sec), host,
                                                     listener.port, reuse_address=True, backlog=512)
             self.servers.append(server)
-            for sock in server.sockets:
+            for i, sock in enumerate(server.sockets):
                 addr = sock.getsockname()
                 self.bound.append((addr[0], addr[1]))
+                if i == 0:
+                    self.bound_by_listener.append((addr[0], addr[1]))
+                if sec is not None and sec.protocol != "PLAINTEXT":
+                    log.info(f"Listener {listener.name} ({sec.protocol}) on {addr[0]}:{addr[1]}")
                 log.info(f"Awaiting socket connections on {addr[0]}:{addr[1]}.")
         if self.idle_ms > 0:
             self._idle_task = self._loop.create_task(self._close_idle())
@@ -130,10 +161,15 @@ class BrokerServer:
 class BrokerConnection(asyncio.Protocol):
     """One client connection (Kafka's KafkaChannel on a Processor)."""
 
-    def __init__(self, server: BrokerServer):
+    def __init__(self, server: BrokerServer, security=None):
         self.server = server
+        self.security = security          # the listener's ListenerSecurity, or None (PLAINTEXT)
         self.transport: asyncio.Transport | None = None
         self.conn = Connection(server.apis, server.max_request_size)
+        if security is not None:
+            self.conn.listener = security.name
+        self.tls = security is not None and security.uses_tls
+        self.sasl: sasl_steps.SaslAuthenticator | None = None
         self.peer = "?"
         self.task: asyncio.Task | None = None
         self.busy = False
@@ -151,8 +187,12 @@ class BrokerConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        if self.server.observer is not None:
+            self.server.observer.connection_opened(self)
         # the connection's task inherits this context: its handlers see the client's address
         CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
+        if self.tls:
+            transport.pause_reading()       # nothing is read before start_tls takes the socket
         self.task = asyncio.get_running_loop().create_task(self._serve())
 
     def data_received(self, data: bytes) -> None:
@@ -166,7 +206,8 @@ class BrokerConnection(asyncio.Protocol):
     def eof_received(self):
         self.eof = True
         self._data_ready.set()
-        return True         # keep the socket for the answers still owed
+        # keep the socket for the answers still owed (TLS cannot: a TLS close ends both ways)
+        return not self.tls
 
     def connection_lost(self, exc) -> None:
         self.lost = True
@@ -174,6 +215,8 @@ class BrokerConnection(asyncio.Protocol):
         if self._can_write is not None and not self._can_write.done():
             self._can_write.set_result(None)
         self.server.connections.discard(self)
+        if self.server.observer is not None:
+            self.server.observer.connection_closed(self)
 
     def pause_writing(self) -> None:
         if self._can_write is None or self._can_write.done():
@@ -209,6 +252,12 @@ class BrokerConnection(asyncio.Protocol):
     # -- the request loop
     async def _serve(self) -> None:
         try:
+            if self.tls and not await self._start_tls():
+                return
+            if self.security is not None and self.security.protocol == "PLAINTEXT":
+                self.security.stats.successful_authentication += 1      # as Kafka's Selector counts it
+            if self.security is not None and self.security.uses_sasl:
+                self._start_sasl()
             while not self.lost:
                 event = self.conn.next_event()
                 if event is NEED_DATA:
@@ -221,11 +270,17 @@ class BrokerConnection(asyncio.Protocol):
                     await self._data_ready.wait()
                     continue
                 if event.__class__ is Close:
+                    if event.oversized and self.sasl is not None and not self.sasl.authenticated:
+                        await self._apply(None, self.sasl.on_oversized(event.reason))
+                        break
                     log.info(f"Closing connection from {self.peer}: {event.reason}")
                     break
                 self.busy = True
                 try:
-                    keep = await self._handle(event)
+                    if self.sasl is None:
+                        keep = await self._handle(event)
+                    else:
+                        keep = await self._authenticate(event)
                 finally:
                     self.busy = False
                     self.last_active = time.monotonic()
@@ -242,6 +297,16 @@ class BrokerConnection(asyncio.Protocol):
 
     async def _handle(self, request: Request) -> bool:
         """Handle one request and send its answer; False when the connection must close."""
+        observer = self.server.observer
+        if observer is None:
+            return await self._respond(request, None)
+        timer = observer.request_started(request)
+        try:
+            return await self._respond(request, timer)
+        finally:
+            observer.request_sent(timer)
+
+    async def _respond(self, request: Request, timer) -> bool:
         api = self.server.table.get(request.api_key)
         state = self.server.state
         body = None
@@ -251,9 +316,12 @@ class BrokerConnection(asyncio.Protocol):
             if api.mode == INLINE:
                 body = api.handler(state, request)
             elif api.mode == ASYNC:
-                body = await api.handler(state, request, self.server.run)
-            else:
+                body = await api.handler(state, request, self.server.run if timer is None
+                                         else timer.run(self.server.run))
+            elif timer is None:
                 body = await self.server.run(api.handler, state, request)
+            else:
+                body = await self.server.run(timer.in_worker, api.handler, state, request)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -262,12 +330,30 @@ class BrokerConnection(asyncio.Protocol):
             code, message = request_error(e, request.api_key, state.datadir.path)
             request_log.error(f"Error when handling request: clientId={request.client_id}, "
                               f"correlationId={request.correlation_id}, api={request.api_name}, "
-                              f"version={request.api_version}, peer={self.peer}, body={request.body!r}",
+                              f"version={request.api_version}, peer={self.peer}, body={redacted_body(request)}",
                               exc_info=True)
             declared = self.server.apis.get(request.api_key)
             if not isinstance(declared, ApiHandler):
                 return False        # no error response to give: the connection closes
             body = declared.error_body(request, code, message)
+        if timer is not None:
+            self.server.observer.request_answered(timer, body)
+        return await self._answer(request, body)
+
+    async def _answer_observed(self, request: Request, body) -> bool:
+        """Send an answer made here (SASL steps), measured as a handled request is."""
+        observer = self.server.observer
+        if observer is None:
+            return await self._answer(request, body)
+        timer = observer.request_started(request)
+        try:
+            observer.request_answered(timer, body)
+            return await self._answer(request, body)
+        finally:
+            observer.request_sent(timer)
+
+    async def _answer(self, request: Request, body) -> bool:
+        """Send an answer; False when the connection must close."""
         out = self.conn.send(request, body)
         if out is None:
             return True             # acks=0: nothing to send
@@ -297,6 +383,9 @@ class BrokerConnection(asyncio.Protocol):
                         raise ConnectionResetError("shutting down: the client does not read")
                     await self._can_write
                 if isinstance(part, FileRegion):
+                    if self.tls:
+                        await self._write_region(part)
+                        continue
                     self.sending_file = True
                     try:
                         with io.FileIO(part.fd, "rb", closefd=False) as f:
@@ -310,6 +399,124 @@ class BrokerConnection(asyncio.Protocol):
                     self.transport.write(part)
         finally:
             response.close()
+
+    async def _write_region(self, region: FileRegion) -> None:
+        """A file region through TLS: read with pread (no shared file position) in a worker
+        thread, encrypted and written a chunk at a time, waiting whenever the client is slow."""
+        data = await self.server.run(region.read)
+        view = memoryview(data)
+        for start in range(0, len(view), TLS_WRITE_CHUNK):
+            if self.lost or self.transport.is_closing():
+                raise ConnectionResetError("connection closed")
+            if self.write_blocked:
+                if self.server.stopping:
+                    self.abort("the broker is shutting down and the client does not read its answers")
+                    raise ConnectionResetError("shutting down: the client does not read")
+                await self._can_write
+            self.transport.write(view[start:start + TLS_WRITE_CHUNK])
+
+    # -- security --------------------------------------------------------------------------------
+    async def _start_tls(self) -> bool:
+        """The TLS handshake (``SslTransportLayer.handshake``); a failure is logged and counted as a
+        failed authentication, and the connection closed at once, as Kafka's ``Selector`` does."""
+        sec = self.security
+        timeout = TLS_HANDSHAKE_TIMEOUT_S
+        if self.server.idle_ms > 0:
+            timeout = min(timeout, self.server.idle_ms / 1000)
+        loop = asyncio.get_running_loop()
+        try:
+            self.transport = await loop.start_tls(self.transport, self, sec.tls.context, server_side=True,
+                                                  ssl_handshake_timeout=timeout)
+        except asyncio.CancelledError:
+            raise
+        except ssl.SSLError as e:
+            sec.stats.failed_authentication += 1
+            why = getattr(e, "verify_message", None) or e.reason or type(e).__name__
+            auth_log.info(f"Failed authentication with /{self.peer} (SSL handshake failed: {why})")
+            return False
+        except (OSError, asyncio.TimeoutError, ConnectionError) as e:
+            auth_log.info(f"Connection from /{self.peer} ended during the SSL handshake "
+                          f"({type(e).__name__}{': ' + str(e) if str(e) else ''})")
+            return False
+        if self.lost:
+            return False
+        # a bigger buffer than asyncio's 64 KiB keeps large fetch answers flowing
+        self.transport.set_write_buffer_limits(high=4 * TLS_WRITE_CHUNK)
+        ssl_object = self.transport.get_extra_info("ssl_object")
+        if sec.tls.context.verify_mode != ssl.CERT_NONE and not sec.uses_sasl:
+            from .security.tls import subject_dn
+            principal = self.server.security.principal_from_certificate(sec, subject_dn(ssl_object))
+            if principal is None:
+                sec.stats.failed_authentication += 1
+                auth_log.info(f"Failed authentication with /{self.peer} (no ssl.principal.mapping.rules "
+                              f"rule applies to the certificate's subject)")
+                return False
+            self.conn.principal = principal
+        if not sec.uses_sasl:
+            sec.stats.successful_authentication += 1
+        return True
+
+    def _start_sasl(self) -> None:
+        sec = self.security
+        security = self.server.security
+        self.sasl = sasl_steps.SaslAuthenticator(
+            sec.mechanisms, sec.new_server, reauth_ms=lambda m: sec.reauth_ms.get(m, 0),
+            max_receive_size=security.max_receive_size, stats=sec.stats)
+        self._sync_sasl()
+
+    def _sync_sasl(self) -> None:
+        """Apply the authenticator's state to the protocol connection."""
+        sasl, conn = self.sasl, self.conn
+        conn.admitted_keys = sasl.admitted_keys
+        conn.raw_frames = sasl.raw_frames
+        conn.principal = sasl.principal
+        limit = sasl.max_frame
+        if limit is None:
+            conn.limit_frames(self.server.max_request_size, "socket.request.max.bytes")
+        else:
+            conn.limit_frames(limit, "sasl.server.max.receive.size")
+
+    async def _authenticate(self, event) -> bool:
+        """One event through the SASL authenticator; False when the connection must close."""
+        sasl = self.sasl
+        cls = event.__class__
+        if cls is RawFrame:
+            step = await self.server.run(sasl.on_raw_frame, event.data)
+        elif cls is Unadmitted:
+            step = sasl.on_unadmitted(event.api_key, event.api_name)
+        elif event.api_key == sasl_steps.SASL_AUTHENTICATE_KEY and sasl.state is not sasl_steps.State.COMPLETE:
+            step = await self.server.run(sasl.on_request, event)      # PLAIN may cost a PBKDF2
+        else:
+            step = sasl.on_request(event)
+        self._sync_sasl()
+        return await self._apply(event if cls is Request else None, step)
+
+    async def _apply(self, request: Request | None, step) -> bool:
+        action = step.action
+        if action is sasl_steps.DISPATCH:
+            return await self._handle(request)
+        if action is sasl_steps.SEND:
+            return await self._answer_observed(request, step.body)
+        if action is sasl_steps.SEND_RAW:
+            self.transport.write(_SIZE.pack(len(step.token)) + step.token)
+            return True
+        if action is sasl_steps.CLOSE:
+            log.info(f"Closing connection from {self.peer}: {step.reason}")
+            return False
+        # FAIL: Selector.maybeDelayCloseOnAuthenticationFailure: the answer and the close wait
+        auth_log.info(f"Failed authentication with /{self.peer} ({step.reason})")
+        self.transport.pause_reading()
+        delay = self.server.security.failed_authentication_delay_ms if self.server.security else 0
+        if delay:
+            await asyncio.sleep(delay / 1000)
+        body = step.body
+        if body is None and step.error_code is not None and request is not None:
+            declared = self.server.apis.get(request.api_key)
+            if isinstance(declared, ApiHandler):
+                body = declared.error_body(request, step.error_code, step.message)
+        if body is not None and request is not None and not self.lost:
+            await self._answer_observed(request, body)
+        return False
 
 
 def pid_cpu_seconds(pid: int | None = None) -> float:

@@ -111,6 +111,21 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("socket.request.max.bytes", "int", 104857600, check=at_least(1)),
     ConfigDef("connections.max.idle.ms", "long", 600000),
     ConfigDef("num.io.threads", "int", 8, check=at_least(1)),
+    # security (security.md §1.2; each may also be set per listener: listener.name.<l>.<name>)
+    ConfigDef("listener.security.protocol.map", "string",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    ConfigDef("sasl.enabled.mechanisms", "list", []),
+    ConfigDef("sasl.server.max.receive.size", "int", 524288, check=at_least(1)),
+    ConfigDef("connections.max.reauth.ms", "long", 0),
+    ConfigDef("connection.failed.authentication.delay.ms", "int", 100, check=at_least(0)),
+    ConfigDef("ssl.client.auth", "string", "none", check=one_of("required", "requested", "none")),
+    ConfigDef("ssl.keystore.type", "string", "PEM"),
+    ConfigDef("ssl.keystore.location", "string", ""),
+    ConfigDef("ssl.truststore.type", "string", "PEM"),
+    ConfigDef("ssl.truststore.location", "string", ""),
+    ConfigDef("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
+    ConfigDef("ssl.cipher.suites", "list", []),
+    ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT"),
     # the group coordinator (GroupCoordinatorConfig)
     ConfigDef("group.min.session.timeout.ms", "int", 6000),
     ConfigDef("group.max.session.timeout.ms", "int", 1800000),
@@ -135,6 +150,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("transactional.id.expiration.ms", "int", 604800000, check=at_least(1)),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, check=at_least(1)),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, check=at_least(1)),
+    # authorization (StandardAuthorizer; server/authorizer/): off unless authorizer.class.name is set
+    ConfigDef("authorizer.class.name", "string", ""),
+    ConfigDef("super.users", "string", ""),
+    ConfigDef("allow.everyone.if.no.acl.found", "bool", False),
     # KIP-939 (two-phase commit) is not offered: InitProducerId v6 is not advertised
     ConfigDef("transaction.two.phase.commit.enable", "bool", False),
     # compactlog's own settings (not Kafka's)
@@ -144,11 +163,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("compactlog.cleaner.map", "string", "auto", check=one_of("auto", "task", "distributed")),
     # where the cleaner's run log goes (default: <data dir>.logs, never inside the data dir)
     ConfigDef("compactlog.cleaner.log.dir", "string", ""),
+    # a cleaner thread whose loop died is started again after this long, doubled per death in a
+    # row up to 5 minutes (Kafka leaves it dead until the broker restarts); a minute by default so
+    # that DeadThreadCount shows the death to a Prometheus scraping every 15-60 s
+    ConfigDef("compactlog.cleaner.thread.restart.backoff.ms", "long", 60000, check=at_least(0)),
     # the coordinator's transaction protocol level (Kafka's finalized feature transaction.version,
     # set with kafka-storage/kafka-features, not a broker setting): 2 as on a new Kafka 4.x
     # cluster (v1 __transaction_state values, KIP-890 epoch rules for the coordinator's own aborts);
     # 0 and 1 for tests (v0 values at 0)
     ConfigDef("compactlog.transaction.version", "int", 2, check=between(0, 2)),
+    # the HTTP listener of /metrics and the health endpoints (server/metrics; empty: none)
+    ConfigDef("metrics.listener", "string", "127.0.0.1:9644"),
+    ConfigDef("metrics.listener.allow.non.loopback", "bool", False),
+    ConfigDef("metrics.partition.level", "bool", True),
 ]}
 
 
@@ -259,6 +286,9 @@ def setting_warnings(names: Iterable[str], origin: str, *, explicit: bool) -> li
             continue
         if name in TOPIC_CONFIGS:
             topic_names.append(name)
+        elif _listener_setting(name) in BROKER_CONFIGS or _listener_setting(name) in KAFKA_BROKER_SETTINGS \
+                and _listener_setting(name).startswith(("ssl.", "sasl.", "connections.max.reauth")):
+            continue        # listener.name.<l>.[<mechanism>.]<setting>: a listener's own value
         elif name in KAFKA_BROKER_SETTINGS or name.startswith("listener.name."):
             unused.append(name)
         else:
@@ -276,6 +306,17 @@ def setting_warnings(names: Iterable[str], origin: str, *, explicit: bool) -> li
         lines.append(f"{origin}: Kafka broker setting{'s' if len(unused) > 1 else ''} that compactlog does "
                      f"not use, ignored: {', '.join(unused)}")
     return lines
+
+
+def _listener_setting(name: str) -> str:
+    """The setting a ``listener.name.<listener>.[<mechanism>.]<setting>`` name overrides ("" for
+    other names)."""
+    if not name.startswith("listener.name."):
+        return ""
+    parts = name.split(".")[3:]
+    if len(parts) > 1 and parts[0] in ("plain", "scram-sha-256", "scram-sha-512", "gssapi", "oauthbearer"):
+        parts = parts[1:]
+    return ".".join(parts)
 
 
 def broker_setting_names() -> list[str]:

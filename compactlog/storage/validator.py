@@ -62,11 +62,13 @@ def check_keys(config: LogConfig, key_lengths, *, partition: str, where: str) ->
     if not keyless.size:
         return
     why = f"Compacted topic cannot accept message without key in topic partition {partition}."
-    raise InvalidRecordError(
+    error = InvalidRecordError(
         f"{where}: compacted topic cannot accept a record without a key "
         f"(record {int(keyless[0])} of the batch"
         + (f", {keyless.size} keyless in all)" if keyless.size > 1 else ")"),
         record_errors=[(int(i), why) for i in keyless])
+    error.keyless_records = int(keyless.size)      # the broker's NoKeyCompactedTopicRecords meter
+    raise error
 
 
 # -- a request's batches ------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """The cluster APIs: DescribeCluster (60), Kafka's ``KafkaApis.handleDescribeCluster`` and
-``AuthHelper.computeDescribeClusterResponse`` (no authorizer: every cluster operation is allowed),
-and DescribeLogDirs (35), ``ReplicaManager.describeLogDirs`` for the broker's one log dir."""
+``AuthHelper.computeDescribeClusterResponse`` (the authorized operations on the cluster: 0 without
+DESCRIBE on it, every one without an authorizer), and DescribeLogDirs (35),
+``ReplicaManager.describeLogDirs`` for the broker's one log dir (DESCRIBE on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED and no results)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 
 from kio.schema.errors import ErrorCode
 
+from ..authorizer import auth_helper
 from ..messages import CLUSTER_OPERATIONS, NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, response_types
 from ..state import BrokerState
 from .handler import THREAD, ApiHandler
@@ -35,10 +38,13 @@ def handle_describe_cluster(state: BrokerState, request):
         return failed(ErrorCode.invalid_request, ErrorCode.mismatched_endpoint_type,
                       "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
                       "of type CONTROLLER")
-    broker = build(module.DescribeClusterBroker, broker_id=state.node_id, host=state.advertised.host,
-                   port=state.advertised.port, rack=None, is_fenced=False)
+    me = state.advertised_for(request)
+    broker = build(module.DescribeClusterBroker, broker_id=state.node_id, host=me.host,
+                   port=me.port, rack=None, is_fenced=False)
     operations = (CLUSTER_AUTHORIZED_OPERATIONS if body.include_cluster_authorized_operations
                   else OPERATIONS_NOT_REQUESTED)
+    if operations != OPERATIONS_NOT_REQUESTED:      # asked for: what the principal may do (0 without DESCRIBE)
+        operations = auth_helper.cluster_operations(state, request)
     return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
                  endpoint_type=ENDPOINT_BROKER, cluster_id=state.cluster_id, controller_id=state.node_id,
                  brokers=(broker,), cluster_authorized_operations=operations)
@@ -50,6 +56,8 @@ def handle_describe_log_dirs(state: BrokerState, request):
     replica); total and usable bytes of the file system (v4)."""
     body = request.body
     cls, module = response_types(request)
+    if not auth_helper.authorize_cluster(state, request, auth_helper.DESCRIBE):
+        return describe_log_dirs_error(body, cls, ErrorCode.cluster_authorization_failed, None)
     dd = state.datadir
     if body.topics is None:
         wanted = {t: None for t in dd.topics()}

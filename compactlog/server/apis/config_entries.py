@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ...storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, kafka_string
 from ...storage.dynamic_config import DYNAMIC_BROKER_CONFIGS, GROUP_BROKER_DEFAULTS, GROUP_CONFIGS, group_default
 from ...storage.kafka_names import KAFKA_BROKER_SETTINGS
+from ..security.redaction import is_secret_setting
 from ..state import BrokerState
 
 # DescribeConfigsResponse.ConfigSource
@@ -111,6 +112,8 @@ def topic_config_entries(state: BrokerState, topic: str) -> list[ConfigEntry]:
 def _is_sensitive(name: str, kind: str | None) -> bool:
     # KafkaConfig.maybeSensitive: a PASSWORD setting, or one whose type is not known; compactlog
     # knows Kafka's names but not their types, so a known name is shown unless it holds a secret
+    if is_secret_setting(name):
+        return True
     if kind is not None:
         return False
     if name not in KAFKA_BROKER_SETTINGS and not name.startswith("listener.name."):
@@ -259,6 +262,22 @@ BROKER_DOCS = {
     "socket.request.max.bytes": "Largest request accepted; a larger one closes the connection.",
     "connections.max.idle.ms": "Idle time after which a connection is closed.",
     "num.io.threads": "Threads that handle requests.",
+    "listener.security.protocol.map": "Security protocol of each listener name, as NAME:PROTOCOL pairs.",
+    "sasl.enabled.mechanisms": "SASL mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+    "sasl.server.max.receive.size": "Largest frame accepted before a client is authenticated.",
+    "connections.max.reauth.ms": "Session lifetime of a SASL connection; 0 means sessions never expire.",
+    "connection.failed.authentication.delay.ms": "Delay of the answer and close after a failed "
+                                                 "authentication.",
+    "ssl.client.auth": "Whether TLS clients must (required), may (requested) or need not (none) present "
+                       "a certificate.",
+    "ssl.keystore.type": "Format of the key store: PEM or PKCS12 (JKS is not readable here).",
+    "ssl.keystore.location": "File holding the broker's private key and certificate chain.",
+    "ssl.truststore.type": "Format of the trust store: PEM or PKCS12.",
+    "ssl.truststore.location": "File of the CA certificates client certificates are checked against.",
+    "ssl.enabled.protocols": "TLS versions accepted: TLSv1.2, TLSv1.3.",
+    "ssl.cipher.suites": "TLS 1.2 cipher suites allowed, by their Java names; empty allows the defaults.",
+    "ssl.principal.mapping.rules": "How a client certificate's subject becomes a user name (DEFAULT or "
+                                   "RULE:pattern/replacement/[LU]).",
     "group.min.session.timeout.ms": "Shortest session timeout a group member may ask for.",
     "group.max.session.timeout.ms": "Longest session timeout a group member may ask for.",
     "group.initial.rebalance.delay.ms": "How long the first rebalance of an empty group waits for more "
@@ -288,6 +307,11 @@ BROKER_DOCS = {
                                                                    "past their timeout, which are aborted.",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "Interval between checks for expired "
                                                                   "transactional ids.",
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on; empty "
+                             "(the default) allows every request.",
+    "super.users": "Principals allowed everything whatever the ACLs say, separated by ';' (User:admin).",
+    "allow.everyone.if.no.acl.found": "Whether a resource no ACL matches is open to everyone (else only "
+                                      "super users may use it).",
     "transaction.two.phase.commit.enable": "Two-phase commit (KIP-939); not offered.",
     "compactlog.spark.master": "Spark master for large cleaning rounds.",
     "compactlog.spark.local.dir": "Spark's scratch directory.",
@@ -297,6 +321,14 @@ BROKER_DOCS = {
     "compactlog.cleaner.map": "Where the offset map is built: in one task, distributed, or chosen by size.",
     "compactlog.transaction.version": "Transaction protocol level of the coordinator (Kafka's "
                                       "transaction.version feature): 2, or 0 and 1 for tests.",
+    "compactlog.cleaner.thread.restart.backoff.ms": "Wait before a cleaner thread whose loop died is started "
+                                                    "again (doubled per death in a row, up to 5 minutes).",
+    "metrics.listener": "host:port of the HTTP listener serving /metrics and the health endpoints "
+                        "(loopback by default; empty: no listener, no metrics).",
+    "metrics.listener.allow.non.loopback": "Whether metrics.listener may bind an address other than "
+                                           "loopback (the endpoint has no TLS or authentication).",
+    "metrics.partition.level": "Whether the per-partition metric series are served (false above a few "
+                               "thousand partitions).",
 }
 
 

@@ -10,13 +10,18 @@ broker that receives the request and the controller:
   validateAlterConfig): config changes, validated as a whole (``topic_validation.py``), then the
   existence of the topic.
 * ``ConfigHelper.describeConfigs``: DescribeConfigs (the entries: ``config_entries.py``).
-
 * ``DynamicBrokerConfig``: BROKER resources, this node's (its id) and the cluster-wide defaults
   (the empty name): the settings Kafka can change at run time are changed, kept in the data dir
   and applied (storage/dynamic_config.py: topic defaults at once to every topic without an
   override), the others refused as Kafka refuses them.
 * GROUP resources (Kafka 4.0's group configs): validated against the broker's bounds, kept and
   described as Kafka does; compactlog's groups are classic ones, on which they have no effect.
+
+Authorization (``ConfigHelper``, ``ControllerApis.authorizeAlterResource``): describing needs
+DESCRIBE_CONFIGS and altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED), on the
+group for a group resource (else GROUP_AUTHORIZATION_FAILED) or on the cluster for a broker
+resource (else CLUSTER_AUTHORIZATION_FAILED); a refused resource is answered without any of its
+configs.
 
 Where compactlog differs, on purpose: BROKER_LOGGER (log4j levels) and CLIENT_METRICS resources
 are not supported (INVALID_REQUEST for that resource), and TLS/SASL and listener settings cannot
@@ -33,6 +38,7 @@ from ...errors import CompactlogError, ConfigError
 from ...storage.config import TOPIC_CONFIGS, ConfigDef, ConfigValueError, kafka_string
 from ...storage.dynamic_config import (APPLIED_AT_ONCE, GROUP_CONFIGS, DynamicConfigs, broker_kind, non_dynamic,
                                        validate_group_configs)
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
 from ..wire_errors import admin_error
@@ -48,6 +54,24 @@ RESOURCE_BROKER_LOGGER = 8
 RESOURCE_GROUP = 32
 _RESOURCE_NAMES = {1: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS",
                    32: "GROUP"}
+
+# the resource each config resource type is authorized on, and the error when it is not
+_AUTHORIZED_ON = {RESOURCE_TOPIC: (auth_helper.TOPIC, ErrorCode.topic_authorization_failed),
+                  32: (auth_helper.GROUP, ErrorCode.group_authorization_failed)}
+_ON_CLUSTER = (auth_helper.CLUSTER, ErrorCode.cluster_authorization_failed)     # BROKER, BROKER_LOGGER, CLIENT_METRICS
+
+
+def _refused_by_acls(state: BrokerState, request, resource, operation) -> Refused | None:
+    """The refusal of a config resource whose ``operation`` the principal may not do, or None."""
+    if not auth_helper.enabled(state) or resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER,
+                                                                        RESOURCE_BROKER_LOGGER, 16, 32):
+        return None
+    kind, code = _AUTHORIZED_ON.get(resource.resource_type, _ON_CLUSTER)
+    name = auth_helper.CLUSTER_NAME if kind == auth_helper.CLUSTER else resource.resource_name
+    if auth_helper.authorize(state, request, operation, kind, name):
+        return None
+    return Refused(code, auth_helper.DENIED_MESSAGE[code])
+
 
 # AlterConfigOp.OpType
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -83,6 +107,9 @@ def handle_describe_configs(state: BrokerState, request):
     results = []
     for resource in body.resources:
         try:
+            refused = _refused_by_acls(state, request, resource, auth_helper.DESCRIBE_CONFIGS)
+            if refused is not None:
+                raise refused
             entries = _describe_resource(state, resource)
             code, message = ErrorCode.none, None
         except Refused as r:
@@ -323,6 +350,8 @@ def _alter_configs(state: BrokerState, request, *, incremental: bool):
     with state.metadata_lock:
         for i, r in enumerate(body.resources):
             error = refused.get(i)
+            if error is None:
+                error = _refused_by_acls(state, request, r, auth_helper.ALTER_CONFIGS)
             if error is None:
                 try:
                     if r.resource_type == RESOURCE_TOPIC:

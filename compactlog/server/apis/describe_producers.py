@@ -7,13 +7,16 @@ what ``kafka-transactions.sh find-hanging`` reads and where an admin abort takes
 epoch from. An illegal topic name answers Kafka's INVALID_TOPIC_EXCEPTION with its message for
 each of its partitions, an unknown topic UNKNOWN_TOPIC_OR_PARTITION with Kafka's default message,
 an unknown partition of a known topic UNKNOWN_TOPIC_OR_PARTITION without one (there is no other
-replica it could be on). Nothing is created: internal topics are described like any other.
+replica it could be on). Nothing is created: internal topics are described like any other. A
+valid name the principal may not READ is answered TOPIC_AUTHORIZATION_FAILED, before anything says
+whether the topic exists.
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_class
 from ..state import BrokerState
 from .handler import THREAD, ApiHandler
@@ -26,11 +29,15 @@ def handle_describe_producers(state: BrokerState, request):
     body = request.body
     cls = response_class(request)
     t_cls, p_cls, s_cls = (nested(cls, n) for n in ("TopicResponse", "PartitionResponse", "ProducerState"))
+    denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC,
+                                (t.name for t in body.topics if topic_name_error(t.name) is None))
     topics = []
     for t in body.topics:
         invalid = topic_name_error(t.name)
         if invalid is not None:
             error = (ErrorCode.invalid_topic_exception, invalid)
+        elif t.name in denied:
+            error = (ErrorCode.topic_authorization_failed, auth_helper.DENIED_MESSAGE[ErrorCode.topic_authorization_failed])
         elif not state.has_topic(t.name):
             error = (ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC_MESSAGE)
         else:

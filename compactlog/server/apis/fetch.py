@@ -20,7 +20,8 @@ kio would need the records as one bytes object. The frame is the protocol's ``En
 The long poll (``max_wait_ms``/``min_bytes``) waits on the event loop for appends to any of the
 requested partitions (``AppendNotifier``), re-reading after each, until enough bytes are readable
 or the time is up. Fetch sessions (KIP-227) are declined: every answer carries session id 0, so
-clients send full requests.
+clients send full requests. A topic the principal may not READ is answered TOPIC_AUTHORIZATION_FAILED
+for each of its partitions (asked once per request, before the first read), and is never read.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import CompactlogError, OffsetOutOfRangeError
 from ...record.varint import encode_uvarint
 from ...storage.isolation import last_fetchable_offset
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, READ_COMMITTED, build, nested
 from ..protocol import EncodedResponse, FileRegion
 from ..state import BrokerState
@@ -121,8 +123,9 @@ def _read_one(state: BrokerState, topic: str, p, max_bytes: int, min_one: bool, 
 
 
 def read_fetch(state: BrokerState, body, version: int,
-               zero_copy_min: int = ZERO_COPY_MIN_BYTES) -> FetchRead:
-    """One pass over the requested partitions in request order (KIP-74 limits)."""
+               zero_copy_min: int = ZERO_COPY_MIN_BYTES, denied: frozenset = frozenset()) -> FetchRead:
+    """One pass over the requested partitions in request order (KIP-74 limits); the topics in
+    ``denied`` are not read (TOPIC_AUTHORIZATION_FAILED)."""
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     limit = max(body.max_bytes, 0)
     min_one = True
@@ -131,13 +134,20 @@ def read_fetch(state: BrokerState, body, version: int,
         for t in body.topics:
             parts = []
             for p in t.partitions:
-                try:
-                    pr = _read_one(state, t.topic, p, min(p.partition_max_bytes, limit), min_one, committed,
-                                   zero_copy_min)
-                except (CompactlogError, OSError) as e:
-                    # this partition's files failed; the others are still read (ReplicaManager)
-                    state.logger.error(f"Fetch from {t.topic}-{p.partition} failed: {e}")
-                    pr = PartitionRead(p.partition, partition_error(e, state.datadir.path)[0])
+                if t.topic in denied:
+                    pr = PartitionRead(p.partition, ErrorCode.topic_authorization_failed)
+                else:
+                    try:
+                        pr = _read_one(state, t.topic, p, min(p.partition_max_bytes, limit), min_one,
+                                       committed, zero_copy_min)
+                    except Exception as e:
+                        if state.metrics is not None:       # FailedFetchRequestsPerSec
+                            state.metrics.topic_stats.fetch_failed(t.topic)
+                        if not isinstance(e, (CompactlogError, OSError)):
+                            raise
+                        # this partition's files failed; the others are still read (ReplicaManager)
+                        state.logger.error(f"Fetch from {t.topic}-{p.partition} failed: {e}")
+                        pr = PartitionRead(p.partition, partition_error(e, state.datadir.path)[0])
                 n = len(pr.records)
                 if n:
                     limit = max(0, limit - n)
@@ -164,9 +174,10 @@ async def handle_fetch(state: BrokerState, request, run):
         return FETCH.error_body(request, ErrorCode.fetch_session_id_not_found)
     max_wait = body.max_wait.total_seconds()
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC, (t.topic for t in body.topics))
     if max_wait <= 0 or body.min_bytes <= 0 or not keys:
-        result = await _read(run, state, body, version)
-        return encode_result(request, result)
+        result = await _read(run, state, body, version, denied)
+        return _answer(state, request, result)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait
     event = asyncio.Event()
@@ -174,11 +185,11 @@ async def handle_fetch(state: BrokerState, request, run):
     try:
         while True:
             event.clear()
-            result = await _read(run, state, body, version)
+            result = await _read(run, state, body, version, denied)
             remaining = deadline - loop.time()
             if result.bytes >= body.min_bytes or result.has_error or remaining <= 0 \
                     or state.closing.is_set():
-                return encode_result(request, result)
+                return _answer(state, request, result)
             result.close()
             if not event.is_set():
                 try:
@@ -189,8 +200,14 @@ async def handle_fetch(state: BrokerState, request, run):
         state.appends.unregister(keys, event)
 
 
-async def _read(run, state, body, version) -> FetchRead:
-    fut = asyncio.ensure_future(run(read_fetch, state, body, version))
+def _answer(state: BrokerState, request, result: FetchRead) -> EncodedResponse:
+    if state.metrics is not None:       # bytes out per topic and the error codes (BrokerTopicMetrics)
+        state.metrics.fetch_answered(result)
+    return encode_result(request, result)
+
+
+async def _read(run, state, body, version, denied: frozenset = frozenset()) -> FetchRead:
+    fut = asyncio.ensure_future(run(read_fetch, state, body, version, ZERO_COPY_MIN_BYTES, denied))
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:

@@ -1,10 +1,12 @@
 """ListOffsets (API key 2): Kafka's ``KafkaApis.handleListOffsetRequest`` and
-``Partition.fetchOffsetForTimestamp`` (storage: ``Log.fetch_offset_for_timestamp``)."""
+``Partition.fetchOffsetForTimestamp`` (storage: ``Log.fetch_offset_for_timestamp``). A topic the
+principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED for each of its partitions."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, READ_COMMITTED, build, nested, response_class
 from ..state import BrokerState
 from ...errors import CompactlogError
@@ -32,11 +34,14 @@ def handle_list_offsets(state: BrokerState, request):
         for p in t.partitions:
             key = (t.name, p.partition_index)
             (duplicates if key in seen else seen).add(key)
+    denied = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC, (t.name for t in body.topics))
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            if (t.name, p.partition_index) in duplicates:
+            if t.name in denied:
+                code, ts, off, epoch = ErrorCode.topic_authorization_failed, -1, -1, -1
+            elif (t.name, p.partition_index) in duplicates:
                 code, ts, off, epoch = ErrorCode.invalid_request, -1, -1, -1
             else:
                 try:

@@ -12,15 +12,18 @@ high watermark is the log end); like Kafka, nothing is fsynced first unless
 ``flush.messages``/``log.flush.interval.messages`` asks for it.
 
 Transactional batches (transactions.md §2.7), in Kafka's order: a request holding one without a
-``transactional_id`` is refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-(``KafkaApis.handleProduceRequest``); transactional batches of more than one producer (id and epoch)
-refuse it whole with INVALID_PRODUCER_ID_MAPPING (``ReplicaManager.handleProduceAppend``); then
-each partition's first transactional write of a transaction is verified with the transaction
-coordinator (``txn_verification.verify_partition``, when ``transaction.partition.verification.enable``)
-and its answer mapped for the request's version (``verification_error``: the postVerificationCallback
-of ``handleProduceAppend``) before the checks of the append. The append itself enforces the rest
-(``storage.producer_append``): the verification guard, a non-transactional batch from a producer
-whose transaction is open (INVALID_TXN_STATE), epochs and sequences.
+``transactional_id``, or whose principal may not WRITE that transactional id, is refused whole with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (``KafkaApis.handleProduceRequest``); a topic the principal
+may not WRITE is answered TOPIC_AUTHORIZATION_FAILED for each of its partitions, before anything
+says whether it exists (idempotent batches need no more than that); transactional batches of more
+than one producer (id and epoch) refuse it whole with INVALID_PRODUCER_ID_MAPPING
+(``ReplicaManager.handleProduceAppend``); then each partition's first transactional write of a
+transaction is verified with the transaction coordinator (``txn_verification.verify_partition``,
+when ``transaction.partition.verification.enable``) and its answer mapped for the request's
+version (``verification_error``: the postVerificationCallback of ``handleProduceAppend``) before
+the checks of the append. The append itself enforces the rest (``storage.producer_append``): the
+verification guard, a non-transactional batch from a producer whose transaction is open
+(INVALID_TXN_STATE), epochs and sequences.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ...record.compression import ZSTD
 from ...record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, COMPRESSION_MASK, INT16, INT32, INT64,
                               LOG_OVERHEAD, MAGIC_V2, PREFIX, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET,
                               RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG)
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_class
 from ..state import ADMIN_CLIENT_ID, INTERNAL_TOPICS, BrokerState
 from ..txn_verification import verification_enabled, verify_partition
@@ -150,9 +154,16 @@ def handle_produce(state: BrokerState, request):
     body = request.body
     version = request.api_version
     cls = response_class(request)
-    if body.transactional_id is None and holds_transactional_batch(body):
+    if body.transactional_id is None:
+        if holds_transactional_batch(body):
+            return produce_error(body, cls, ErrorCode.transactional_id_authorization_failed,
+                                 "A transactional batch needs the request's transactional_id")
+    elif auth_helper.enabled(state) and holds_transactional_batch(body) and not auth_helper.authorize(
+            state, request, auth_helper.WRITE, auth_helper.TRANSACTIONAL_ID, body.transactional_id):
         return produce_error(body, cls, ErrorCode.transactional_id_authorization_failed,
-                             "A transactional batch needs the request's transactional_id")
+                             auth_helper.DENIED_MESSAGE[ErrorCode.transactional_id_authorization_failed])
+    denied = auth_helper.denied(state, request, auth_helper.WRITE, auth_helper.TOPIC,
+                                (t.name for t in body.topic_data))
     p_cls = nested(cls, "PartitionProduceResponse")
     e_cls = nested(cls, "BatchIndexAndErrorMessage") if version >= 8 else None
     # the checks on the request itself, per partition (KafkaApis), before the append path sees it
@@ -163,6 +174,8 @@ def handle_produce(state: BrokerState, request):
         for pd in topic.partition_data:
             log = None
             try:
+                if topic.name in denied:
+                    raise _Refused(ErrorCode.topic_authorization_failed, None)
                 log = state.log(topic.name, pd.index)
                 if log is None:
                     raise _Refused(ErrorCode.unknown_topic_or_partition,
@@ -202,6 +215,7 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
     body = request.body
     acks = body.acks
     guard = None
+    stats = state.metrics.topic_stats if state.metrics is not None else None
     try:
         if txn is not None and verify:
             producer_id, epoch, sequence = txn
@@ -220,12 +234,18 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
                            f"min.insync.replicas={log.config.get('min.insync.replicas')}")
         info = log.append_as_leader(records, verification_guard=guard)
     except _Refused as r:
+        if stats is not None:
+            stats.append_failed(name, len(records))
         return _failed(p_cls, e_cls, index, r.code, r.message, r.record_errors, log)
     except (CompactlogError, OSError) as e:
+        if stats is not None:
+            stats.append_error(name, len(records), e)
         if is_storage_failure(e):
             return _storage_failed(state, p_cls, e_cls, name, index, e)
         code, message = partition_error(e, state.datadir.path)
         return _failed(p_cls, e_cls, index, code, message, getattr(e, "record_errors", ()), log)
+    if stats is not None:       # BrokerTopicMetrics, per batch (ReplicaManager.appendToLocalLog)
+        stats.appended(name, info.records, len(records), info.duplicate)
     if not info.duplicate:
         appended.append((name, index))
     append_time = info.max_timestamp if log.config.get("message.timestamp.type") == LOG_APPEND_TIME else None

@@ -1,13 +1,15 @@
 """DeleteRecords (API key 21): Kafka's ``KafkaApis.handleDeleteRecordsRequest``,
 ``ReplicaManager.deleteRecordsOnLocalLog``, ``Partition.deleteRecordsOnLeader`` and
 ``UnifiedLog.maybeIncrementLogStartOffset`` (storage: ``Log.delete_records_before``, through
-``DataDir.delete_records``)."""
+``DataDir.delete_records``). A topic the principal may not DELETE is answered
+TOPIC_AUTHORIZATION_FAILED for each of its partitions, before anything says whether it exists."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError, OffsetOutOfRangeError, TopicError
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import INTERNAL_TOPICS, BrokerState
 from .handler import THREAD, ApiHandler
@@ -22,9 +24,13 @@ def handle_delete_records(state: BrokerState, request):
     for topic in body.topics:
         for p in topic.partitions:
             requested[(topic.name, p.partition_index)] = p.offset
+    denied = auth_helper.denied(state, request, auth_helper.DELETE, auth_helper.TOPIC, (t.name for t in body.topics))
     by_topic: dict[str, list] = {}
     for (name, partition), offset in requested.items():
-        code, low = _delete_records(state, name, partition, offset)
+        if name in denied:
+            code, low = ErrorCode.topic_authorization_failed, -1
+        else:
+            code, low = _delete_records(state, name, partition, offset)
         by_topic.setdefault(name, []).append(
             module.DeleteRecordsPartitionResult(partition_index=partition, low_watermark=low, error_code=code))
     topics = tuple(module.DeleteRecordsTopicResult(name=name, partitions=tuple(parts))

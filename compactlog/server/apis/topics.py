@@ -12,6 +12,11 @@ broker that receives the request and the KRaft controller it forwards it to:
   ``topic_validation.py`` says.
 * ``KafkaConfigSchema.resolveEffectiveTopicConfigs``: the configs a CreateTopics v5+ answer echoes.
 
+Authorization (security.md §7.4; ``ControllerApis``): CreateTopics needs CREATE on the cluster or
+on the topic ("Authorization failed."), and returns a new topic's configs only with DESCRIBE_CONFIGS
+on it; DeleteTopics needs DELETE on the cluster or on the topic, and DESCRIBE on it before saying
+whether it exists; CreatePartitions needs ALTER on the topic.
+
 Where compactlog differs, on purpose: two topics of one CreateTopics request whose names collide
 in '.'/'_' are refused (the second one), as they would be in two requests; Kafka checks only
 against existing topics.
@@ -27,6 +32,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import CompactlogError, ConfigError
 from ...storage.checkpoint import decode_topic_id
 from ...storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, LogConfig, kafka_string
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
 from ..wire_errors import admin_error
@@ -37,6 +43,7 @@ from .topic_validation import colliding_topic, topic_name_error, validate_topic_
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 MAX_RECORDS_PER_USER_OP = 10000      # QuorumController.MAX_RECORDS_PER_USER_OP
 TOO_LARGE = "Unable to perform excessively large batch operation."
+TOPIC_DENIED = auth_helper.DENIED_MESSAGE[ErrorCode.topic_authorization_failed]
 
 
 def _topic_uuid(topic_id: str | None) -> uuid.UUID | None:
@@ -175,6 +182,12 @@ def handle_create_topics(state: BrokerState, request):
     counts: dict[str, int] = {}
     for topic in body.topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
+    creatable = {n for n, c in counts.items() if c == 1 and n != CLUSTER_METADATA_TOPIC}
+    not_creatable = frozenset() if auth_helper.authorize_cluster(
+        state, request, auth_helper.CREATE, log_if_denied=False) else auth_helper.denied(
+        state, request, auth_helper.CREATE, auth_helper.TOPIC, creatable)
+    configs_hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE_CONFIGS, auth_helper.TOPIC, creatable,
+                                        log_if_denied=False)
     results: dict[str, object] = {}
     plans: list[_TopicPlan] = []
     with state.metadata_lock:
@@ -188,6 +201,8 @@ def handle_create_topics(state: BrokerState, request):
             elif name == CLUSTER_METADATA_TOPIC:
                 results[name] = failed(name, ErrorCode.invalid_request,
                                        f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
+            elif name in not_creatable:
+                results[name] = failed(name, ErrorCode.topic_authorization_failed, "Authorization failed.")
             else:
                 try:
                     plan = _plan_topic(state, topic, taken)
@@ -215,6 +230,13 @@ def handle_create_topics(state: BrokerState, request):
                     state.logger.error(f"CreateTopics: creating {plan.name} failed: {e}")
                     results[plan.name] = failed(plan.name, *admin_error(e, state.datadir.path))
                     continue
+            if plan.name in configs_hidden:
+                # ReplicationControlManager: no configs for a principal without DESCRIBE_CONFIGS
+                results[plan.name] = build(
+                    result_cls, name=plan.name, topic_id=topic_id, error_code=ErrorCode.none, error_message=None,
+                    topic_config_error_code=ErrorCode.topic_authorization_failed, num_partitions=-1,
+                    replication_factor=-1, configs=())
+                continue
             results[plan.name] = build(
                 result_cls, name=plan.name, topic_id=topic_id, error_code=ErrorCode.none,
                 error_message=None, topic_config_error_code=0, num_partitions=plan.partitions,
@@ -254,6 +276,7 @@ def handle_delete_topics(state: BrokerState, request):
             ids = {_topic_uuid(state.datadir.topic_id(t)): t for t in state.datadir.topics()}
         names: list[str] = []
         seen: dict[str, int] = {}
+        via_id: dict[str, uuid.UUID] = {}        # names the request gave as topic ids
         for name, topic_id in requested:
             if name is not None and topic_id not in (None, uuid.UUID(int=0)):
                 responses.append(result(name, ErrorCode.invalid_request,
@@ -269,16 +292,35 @@ def handle_delete_topics(state: BrokerState, request):
                                             "This server does not host this topic ID.", topic_id))
                     continue
                 name = ids[topic_id]
+                via_id[name] = topic_id
             seen[name] = seen.get(name, 0) + 1
             if seen[name] == 1:
                 names.append(name)
+        asked = [n for n in names if seen[n] == 1]
+        if auth_helper.authorize_cluster(state, request, auth_helper.DELETE, log_if_denied=False):
+            hidden = not_deletable = frozenset()
+        else:
+            hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC, asked)
+            not_deletable = auth_helper.denied(state, request, auth_helper.DELETE, auth_helper.TOPIC, asked)
         for name in names:
             if seen[name] > 1:
                 responses.append(result(name, ErrorCode.invalid_request, "Duplicate topic name."))
                 continue
+            if name in via_id:
+                if name in not_deletable:
+                    # a topic id is no secret, its name is (without DESCRIBE)
+                    responses.append(result(None if name in hidden else name, ErrorCode.topic_authorization_failed,
+                                            TOPIC_DENIED, via_id[name]))
+                    continue
+            elif name in hidden:
+                responses.append(result(name, ErrorCode.topic_authorization_failed, TOPIC_DENIED))
+                continue
             if not state.datadir.has_topic(name):
                 responses.append(result(name, ErrorCode.unknown_topic_or_partition,
                                         "This server does not host this topic-partition."))
+                continue
+            if name in not_deletable:
+                responses.append(result(name, ErrorCode.topic_authorization_failed, TOPIC_DENIED))
                 continue
             topic_id = _topic_uuid(state.datadir.topic_id(name))
             partitions = state.datadir.partitions(name)
@@ -310,6 +352,8 @@ def handle_create_partitions(state: BrokerState, request):
     counts: dict[str, int] = {}
     for topic in body.topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
+    not_alterable = auth_helper.denied(state, request, auth_helper.ALTER, auth_helper.TOPIC,
+                                       [n for n, c in counts.items() if c == 1])
     results: dict[str, object] = {}
     growth: list[tuple[str, int]] = []
     with state.metadata_lock:
@@ -319,6 +363,10 @@ def handle_create_partitions(state: BrokerState, request):
                 continue
             if counts[name] > 1:
                 results[name] = result(name, ErrorCode.invalid_request, "Duplicate topic name.")
+                continue
+            if name in not_alterable:
+                results[name] = result(name, ErrorCode.topic_authorization_failed,
+                                       "The topic authorization is failed.")
                 continue
             try:
                 results[name] = _plan_partitions(state, topic)

@@ -61,6 +61,7 @@ class GroupMetadataManager:
         self.partitions = partitions
         self.groups: dict[str, ClassicGroup] = {}
         self._pending: list[Outcome] = []       # outcomes produced inside write callbacks
+        self.completed_rebalances = 0           # group-completed-rebalance-count (broker metrics)
 
     def group(self, group_id: str) -> ClassicGroup:
         g = self.groups.get(group_id)
@@ -494,6 +495,7 @@ class GroupMetadataManager:
                 else:
                     self._set_and_propagate_assignment(group, assignment)
                     group.transition_to(STABLE)
+                    self.completed_rebalances += 1
         rec = R.group_metadata_record(group.group_id, group.metadata_value(assignment))
         return Outcome([rec], written, replay=False), future
 

@@ -14,6 +14,14 @@ on the first group lookup. Kafka then answers COORDINATOR_NOT_AVAILABLE until th
 created by its controller; here it is created at once and the answer names this broker (the
 clients retry either way). A transactional id (key type 1) is answered by the transaction
 coordinator (``txn/handlers.py``).
+
+Authorization (security.md §7.4, ``KafkaApis``): FindCoordinator needs DESCRIBE on the group or
+transactional id; JoinGroup, SyncGroup, Heartbeat, LeaveGroup READ on the group; OffsetCommit READ on
+the group, then READ on each topic; OffsetFetch DESCRIBE on the group, then DESCRIBE on each topic
+(an all-topics fetch leaves the others out); TxnOffsetCommit WRITE on the transactional id, READ on
+the group and on each topic; DescribeGroups DESCRIBE on each group; ListGroups lists every group
+with DESCRIBE on the cluster, else only those the principal may DESCRIBE; DeleteGroups DELETE on
+each group; OffsetDelete DELETE on the group, then READ on each topic.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import datetime
 from kio.schema.errors import ErrorCode
 
 from ..apis.handler import ASYNC, INLINE, THREAD, ApiHandler
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
 from ...errors import CompactlogError
 from ..state import CLIENT_HOST, BrokerState
@@ -34,9 +43,17 @@ from .runtime import Outcome
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
-# AclOperation codes of a group without an authorizer: READ, DELETE, DESCRIBE
+# the AclOperations a group has here: READ, DELETE, DESCRIBE (no group configs, so not Kafka's
+# DESCRIBE_CONFIGS and ALTER_CONFIGS); all of them without an authorizer
+_GROUP_ACL_OPERATIONS = (auth_helper.READ, auth_helper.DELETE, auth_helper.DESCRIBE)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 _DEFAULT_RETENTION = -1
+GROUP_DENIED = ErrorCode.group_authorization_failed
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
+
+
+def _group_denied(state: BrokerState, request, operation, group_id: str) -> bool:
+    return not auth_helper.authorize(state, request, operation, auth_helper.GROUP, group_id)
 
 
 def _ms(value) -> int:
@@ -54,8 +71,13 @@ def _service(state: BrokerState):
 
 # -- FindCoordinator (10) -------------------------------------------------------------------------
 
-def _coordinator_for(state: BrokerState, key_type: int, key: str) -> tuple[int, str]:
+def _coordinator_for(state: BrokerState, request, key_type: int, key: str) -> tuple[int, str]:
+    if key_type == GROUP_KEY_TYPE and _group_denied(state, request, auth_helper.DESCRIBE, key):
+        return GROUP_DENIED, auth_helper.DENIED_MESSAGE[GROUP_DENIED]
     if key_type == TRANSACTION_KEY_TYPE:
+        if not auth_helper.authorize(state, request, auth_helper.DESCRIBE, auth_helper.TRANSACTIONAL_ID, key):
+            code = ErrorCode.transactional_id_authorization_failed
+            return code, auth_helper.DENIED_MESSAGE[code]
         return transaction_coordinator(state, key)
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.invalid_request, f"coordinator key type {key_type} is not supported"
@@ -76,18 +98,18 @@ def handle_find_coordinator(state: BrokerState, request):
     body = request.body
     cls = response_class(request)
     key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
-    me = state.advertised
+    me = state.advertised_for(request)
     if request.api_version >= 4:
         c_cls = nested(cls, "Coordinator")
         out = []
         for key in body.coordinator_keys:
-            code, message = _coordinator_for(state, key_type, key)
+            code, message = _coordinator_for(state, request, key_type, key)
             ok = code == ErrorCode.none
             out.append(build(c_cls, key=key, node_id=state.node_id if ok else -1, host=me.host if ok else "",
                              port=me.port if ok else -1, error_code=code,
                              error_message=None if ok else message))
         return build(cls, throttle_time=NO_THROTTLE, coordinators=tuple(out))
-    code, message = _coordinator_for(state, key_type, body.key)
+    code, message = _coordinator_for(state, request, key_type, body.key)
     ok = code == ErrorCode.none
     return build(cls, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
                  node_id=state.node_id if ok else -1, host=me.host if ok else "", port=me.port if ok else -1)
@@ -97,6 +119,8 @@ def handle_find_coordinator(state: BrokerState, request):
 
 async def handle_join_group(state: BrokerState, request, run):
     body = request.body
+    if _group_denied(state, request, auth_helper.READ, body.group_id):
+        return JOIN_GROUP.error_body(request, GROUP_DENIED)
     svc = _service(state)
     session = _ms(body.session_timeout)
     rebalance = _ms(getattr(body, "rebalance_timeout", body.session_timeout))
@@ -127,6 +151,8 @@ def join_response(request, resp: JoinResponse):
 
 async def handle_sync_group(state: BrokerState, request, run):
     body = request.body
+    if _group_denied(state, request, auth_helper.READ, body.group_id):
+        return SYNC_GROUP.error_body(request, GROUP_DENIED)
     svc = _service(state)
     req = SyncRequest(group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
                       group_instance_id=getattr(body, "group_instance_id", None),
@@ -144,6 +170,8 @@ async def handle_sync_group(state: BrokerState, request, run):
 
 def handle_heartbeat(state: BrokerState, request):
     body = request.body
+    if _group_denied(state, request, auth_helper.READ, body.group_id):
+        return HEARTBEAT.error_body(request, GROUP_DENIED)
     svc = _service(state)
     code = svc.call(svc.coordinator.heartbeat, body.group_id, body.member_id,
                     getattr(body, "group_instance_id", None), body.generation_id)
@@ -152,6 +180,8 @@ def handle_heartbeat(state: BrokerState, request):
 
 def handle_leave_group(state: BrokerState, request):
     body = request.body
+    if _group_denied(state, request, auth_helper.READ, body.group_id):
+        return LEAVE_GROUP.error_body(request, GROUP_DENIED)
     svc = _service(state)
     if request.api_version >= 3:
         members = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in body.members]
@@ -173,10 +203,16 @@ def handle_leave_group(state: BrokerState, request):
 
 def handle_offset_commit(state: BrokerState, request):
     body = request.body
+    if _group_denied(state, request, auth_helper.READ, body.group_id):
+        return OFFSET_COMMIT.error_body(request, GROUP_DENIED)
     svc = _service(state)
+    denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC, (t.name for t in body.topics))
     known, slots = [], []
     for t in body.topics:
         for p in t.partitions:
+            if t.name in denied:
+                slots.append(TOPIC_DENIED)
+                continue
             if state.log(t.name, p.partition_index) is None:
                 slots.append(ErrorCode.unknown_topic_or_partition)
                 continue
@@ -204,11 +240,20 @@ def handle_txn_offset_commit(state: BrokerState, request):
     loading coordinator is answered COORDINATOR_NOT_AVAILABLE, which the clients of that time
     retry (KAFKA-7296: they crashed on COORDINATOR_LOAD_IN_PROGRESS)."""
     body = request.body
+    if not auth_helper.authorize(state, request, auth_helper.WRITE, auth_helper.TRANSACTIONAL_ID,
+                                 body.transactional_id):
+        return TXN_OFFSET_COMMIT.error_body(request, ErrorCode.transactional_id_authorization_failed)
+    if _group_denied(state, request, auth_helper.READ, body.group_id):
+        return TXN_OFFSET_COMMIT.error_body(request, GROUP_DENIED)
     svc = _service(state)
     version = request.api_version
+    denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC, (t.name for t in body.topics))
     known, slots = [], []
     for t in body.topics:
         for p in t.partitions:
+            if t.name in denied:
+                slots.append(TOPIC_DENIED)
+                continue
             if state.log(t.name, p.partition_index) is None:
                 slots.append(ErrorCode.unknown_topic_or_partition)
                 continue
@@ -233,9 +278,24 @@ def handle_txn_offset_commit(state: BrokerState, request):
         for t in body.topics))
 
 
-def _fetch_group(svc, group_id, topics, require_stable: bool):
-    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(group_id, wanted, require_stable)))
+def _fetch_group(state: BrokerState, request, svc, group_id, topics, require_stable: bool):
+    """(group error, [(topic, [FetchedOffset])]) of one group, as the principal may see them
+    (KafkaApis.fetchOffsetsForGroup / fetchAllOffsetsForGroup)."""
+    if _group_denied(state, request, auth_helper.DESCRIBE, group_id):
+        return GROUP_DENIED, []
+    if topics is None:
+        code, fetched = svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(group_id, None, require_stable)))
+        hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC,
+                                    [name for name, _ in fetched])
+        return code, [(name, parts) for name, parts in fetched if name not in hidden]
+    hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC, (t.name for t in topics))
+    wanted = [(t.name, list(t.partition_indexes)) for t in topics if t.name not in hidden]
+    code, fetched = svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(group_id, wanted, require_stable))) \
+        if wanted or not hidden else (ErrorCode.none, [])
+    if code != ErrorCode.none or not hidden:
+        return code, fetched
+    return code, fetched + [(t.name, [FetchedOffset(p, error=TOPIC_DENIED) for p in t.partition_indexes])
+                            for t in topics if t.name in hidden]
 
 
 def handle_offset_fetch(state: BrokerState, request):
@@ -248,12 +308,12 @@ def handle_offset_fetch(state: BrokerState, request):
         t_cls, p_cls = nested(cls, "OffsetFetchResponseTopics"), nested(cls, "OffsetFetchResponsePartitions")
         groups = []
         for g in body.groups:
-            code, topics = _fetch_group(svc, g.group_id, g.topics, stable)
+            code, topics = _fetch_group(state, request, svc, g.group_id, g.topics, stable)
             groups.append(build(g_cls, group_id=g.group_id, error_code=error_code(code),
                                 topics=_fetched_topics(t_cls, p_cls, topics)))
         return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
     t_cls, p_cls = nested(cls, "OffsetFetchResponseTopic"), nested(cls, "OffsetFetchResponsePartition")
-    code, topics = _fetch_group(svc, body.group_id, body.topics, stable)
+    code, topics = _fetch_group(state, request, svc, body.group_id, body.topics, stable)
     if code != ErrorCode.none and request.api_version < 2:
         # no top-level error before v2: every requested partition carries it
         topics = [(t.name, [FetchedOffset(p, error=code) for p in t.partition_indexes])
@@ -274,18 +334,32 @@ def _fetched_topics(t_cls, p_cls, topics):
 def handle_describe_groups(state: BrokerState, request):
     body = request.body
     svc = _service(state)
-    described = svc.call(lambda: (Outcome(), svc.coordinator.describe_groups(list(body.groups))))
+    denied = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.GROUP, body.groups)
+    allowed = [g for g in body.groups if g not in denied]
+    described = svc.call(lambda: (Outcome(), svc.coordinator.describe_groups(allowed))) if allowed else []
+    by_id = iter(described)
     cls = response_class(request)
     g_cls, m_cls = nested(cls, "DescribedGroup"), nested(cls, "DescribedGroupMember")
-    ops = _GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else OPERATIONS_NOT_REQUESTED
-    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(
-        build(g_cls, error_code=error_code(d.error), group_id=d.group_id, group_state=d.state,
-              protocol_type=d.protocol_type, protocol_data=d.protocol_data, authorized_operations=ops,
-              members=tuple(build(m_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
-                                  client_id=m.client_id, client_host=m.client_host,
-                                  member_metadata=m.metadata, member_assignment=m.assignment)
-                            for m in d.members))
-        for d in described))
+    want_ops = getattr(body, "include_authorized_operations", False)
+
+    def ops(d) -> int:
+        if not want_ops:
+            return OPERATIONS_NOT_REQUESTED
+        return auth_helper.authorized_operations(state, request, auth_helper.GROUP, d.group_id, _GROUP_ACL_OPERATIONS)
+
+    out = []
+    for group_id in body.groups:
+        if group_id in denied:
+            out.append(_describe_groups_error_entry(g_cls, group_id, GROUP_DENIED))
+            continue
+        d = next(by_id)
+        out.append(build(g_cls, error_code=error_code(d.error), group_id=d.group_id, group_state=d.state,
+                         protocol_type=d.protocol_type, protocol_data=d.protocol_data, authorized_operations=ops(d),
+                         members=tuple(build(m_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                             client_id=m.client_id, client_host=m.client_host,
+                                             member_metadata=m.metadata, member_assignment=m.assignment)
+                                       for m in d.members)))
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(out))
 
 
 def handle_list_groups(state: BrokerState, request):
@@ -293,6 +367,10 @@ def handle_list_groups(state: BrokerState, request):
     svc = _service(state)
     listed = svc.call(lambda: (Outcome(), svc.coordinator.list_groups(
         getattr(body, "states_filter", ()) or (), getattr(body, "types_filter", ()) or ())))
+    if not auth_helper.authorize_cluster(state, request, auth_helper.DESCRIBE, log_if_denied=False):
+        hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.GROUP,
+                                    [g.group_id for g in listed], log_if_denied=False)
+        listed = [g for g in listed if g.group_id not in hidden]
     cls = response_class(request)
     g_cls = nested(cls, "ListedGroup")
     return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(
@@ -305,7 +383,10 @@ def handle_list_groups(state: BrokerState, request):
 def handle_delete_groups(state: BrokerState, request):
     body = request.body
     svc = _service(state)
-    results = svc.call(svc.coordinator.delete_groups, list(body.groups_names))
+    denied = auth_helper.denied(state, request, auth_helper.DELETE, auth_helper.GROUP, body.groups_names)
+    allowed = [g for g in body.groups_names if g not in denied]
+    results = svc.call(svc.coordinator.delete_groups, allowed) if allowed or not denied else []
+    results = list(results) + [(g, GROUP_DENIED) for g in dict.fromkeys(body.groups_names) if g in denied]
     cls = response_class(request)
     r_cls = nested(cls, "DeletableGroupResult")
     return build(cls, throttle_time=NO_THROTTLE, results=tuple(
@@ -314,17 +395,24 @@ def handle_delete_groups(state: BrokerState, request):
 
 def handle_offset_delete(state: BrokerState, request):
     body = request.body
+    if _group_denied(state, request, auth_helper.DELETE, body.group_id):
+        return OFFSET_DELETE.error_body(request, GROUP_DENIED)
     svc = _service(state)
+    denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC, (t.name for t in body.topics))
     wanted, unknown = [], set()
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            if state.log(t.name, p.partition_index) is None:
+            if t.name in denied or state.log(t.name, p.partition_index) is None:
                 unknown.add((t.name, p.partition_index))
             else:
                 parts.append(p.partition_index)
-        wanted.append((t.name, parts))
-    top, results = svc.call(svc.coordinator.delete_offsets, body.group_id, wanted)
+        if t.name not in denied:
+            wanted.append((t.name, parts))
+    if denied and not any(parts for _, parts in wanted):
+        top, results = ErrorCode.none, []       # KafkaApis: nothing authorized, the coordinator is not asked
+    else:
+        top, results = svc.call(svc.coordinator.delete_offsets, body.group_id, wanted)
     by_key = {(t, p): e for t, parts in results for p, e in parts}
     cls = response_class(request)
     t_cls, p_cls = nested(cls, "OffsetDeleteResponseTopic"), nested(cls, "OffsetDeleteResponsePartition")
@@ -333,7 +421,7 @@ def handle_offset_delete(state: BrokerState, request):
 
     def code(t, p):
         if (t, p) in unknown:
-            return ErrorCode.unknown_topic_or_partition
+            return TOPIC_DENIED if t in denied else ErrorCode.unknown_topic_or_partition
         return error_code(by_key.get((t, p), ErrorCode.none))
     return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, topics=tuple(
         build(t_cls, name=t.name, partitions=tuple(
@@ -416,9 +504,14 @@ def _offset_fetch_error(body, cls, code, message):
 
 def _describe_groups_error(body, cls, code, message):
     g_cls = nested(cls, "DescribedGroup")
-    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(
-        build(g_cls, error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="",
-              members=(), authorized_operations=OPERATIONS_NOT_REQUESTED) for g in body.groups))
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(_describe_groups_error_entry(g_cls, g, code)
+                                                            for g in body.groups))
+
+
+def _describe_groups_error_entry(g_cls, group_id: str, code):
+    """DescribeGroupsResponse.groupError."""
+    return build(g_cls, error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                 members=(), authorized_operations=OPERATIONS_NOT_REQUESTED)
 
 
 def _list_groups_error(body, cls, code, message):

@@ -55,6 +55,9 @@ class OffsetMetadataManager:
         # producer id -> group -> topic -> partition -> OffsetAndMetadata (open transactions, from loading)
         self.pending_txn_offsets: dict[int, dict] = {}
         self.open_txns_by_group: dict[str, set[int]] = {}
+        # Kafka's offset-commit-count and offset-expiration-count (the broker's metrics read them)
+        self.commits = 0
+        self.expired_offsets = 0
 
     # == OffsetCommit ===================================================================================
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
@@ -82,6 +85,7 @@ class OffsetMetadataManager:
             errors.append(ErrorCode.none)
             recs.append(R.offset_commit_record(group_id, p.topic, p.partition, R.OffsetCommitValue(
                 p.offset, p.leader_epoch, metadata or "", now, expire)))
+        self.commits += len(recs)
         return Outcome(recs), errors
 
     def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
@@ -232,6 +236,7 @@ class OffsetMetadataManager:
                 expired = now >= o.expire_timestamp if o.expire_timestamp >= 0 else now - base(o) >= retention
                 if expired and not self._has_pending_txn_offset(group_id, topic, p):
                     recs.append(R.offset_commit_record(group_id, topic, p, None))
+                    self.expired_offsets += 1
                 else:
                     all_expired = False
         return all_expired and group_id not in self.open_txns_by_group

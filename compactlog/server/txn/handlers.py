@@ -8,6 +8,14 @@ and to AddPartitionsToTxn, AddOffsetsToTxn and EndTxn below v2 as INVALID_PRODUC
 which is all those clients know (transactions.md §2.0). Every handler runs in a worker thread
 (the coordinator's appends touch storage). Versions advertised: spec §0 item 4 (the TV1 protocol;
 AddPartitionsToTxn v4+ is broker-to-broker, EndTxn v5 is TV2, both left out), minimums 0.
+
+Authorization (``KafkaApis``): AddPartitionsToTxn, AddOffsetsToTxn and EndTxn need WRITE on the
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), AddPartitionsToTxn also WRITE on each
+topic and AddOffsetsToTxn READ on the group; WriteTxnMarkers needs ALTER or CLUSTER_ACTION on the
+cluster; DescribeTransactions DESCRIBE on each transactional id (and lists only the topics the
+principal may DESCRIBE), ListTransactions lists only the ids the principal may DESCRIBE.
+InitProducerId's checks are in ``apis/init_producer_id.py``, TxnOffsetCommit's in
+``groups/handlers.py``.
 """
 
 from __future__ import annotations
@@ -19,12 +27,18 @@ from kio.schema.errors import ErrorCode
 from ...record.consumer_offsets import OFFSETS_TOPIC
 from ...record.consumer_offsets import partition_for as offsets_partition_for
 from ..apis.handler import THREAD, ApiHandler
+from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_class
 from ..state import INTERNAL_TOPICS, BrokerState
 from .markers import GROUP_NOT_READY, write_marker
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 NOT_AVAILABLE = "The coordinator is not available."
+TXN_ID_DENIED = ErrorCode.transactional_id_authorization_failed
+
+
+def _txn_id_denied(state: BrokerState, request, operation, transactional_id: str) -> bool:
+    return not auth_helper.authorize(state, request, operation, auth_helper.TRANSACTIONAL_ID, transactional_id)
 
 
 def _ms(value) -> int:
@@ -87,12 +101,17 @@ def handle_add_partitions_to_txn(state: BrokerState, request):
     for t in body.v3_and_below_topics:
         seen = requested.setdefault(t.name, [])
         seen.extend(p for p in t.partitions if p not in seen)
+    if _txn_id_denied(state, request, auth_helper.WRITE, body.v3_and_below_transactional_id):
+        return _add_partitions_response(response_class(request), requested, lambda tp: TXN_ID_DENIED)
     # before the coordinator: internal topics are not the client's to add (use AddOffsetsToTxn),
-    # unknown partitions are not created; one of either and nothing is added
+    # topics the principal may not WRITE neither, unknown partitions are not created; one of these
+    # and nothing is added
+    denied = auth_helper.denied(state, request, auth_helper.WRITE, auth_helper.TOPIC,
+                                [t for t in requested if t not in INTERNAL_TOPICS])
     refused = {}
     for topic, parts in requested.items():
         for p in parts:
-            if topic in INTERNAL_TOPICS:
+            if topic in INTERNAL_TOPICS or topic in denied:
                 refused[(topic, p)] = ErrorCode.topic_authorization_failed
             elif state.log(topic, p) is None:
                 refused[(topic, p)] = ErrorCode.unknown_topic_or_partition
@@ -146,7 +165,11 @@ def handle_add_offsets_to_txn(state: BrokerState, request):
     transaction (the offsets themselves come with TxnOffsetCommit, to the group coordinator)."""
     body = request.body
     svc = _service(state)
-    if svc is None:
+    if _txn_id_denied(state, request, auth_helper.WRITE, body.transactional_id):
+        code = TXN_ID_DENIED
+    elif not auth_helper.authorize(state, request, auth_helper.READ, auth_helper.GROUP, body.group_id):
+        code = ErrorCode.group_authorization_failed
+    elif svc is None:
         code = ErrorCode.coordinator_not_available
     else:
         tp = (OFFSETS_TOPIC, offsets_partition(state, body.group_id))
@@ -164,7 +187,9 @@ def _error_code_only(body, cls, code, message):
 def handle_end_txn(state: BrokerState, request):
     body = request.body
     svc = _service(state)
-    if svc is None:
+    if _txn_id_denied(state, request, auth_helper.WRITE, body.transactional_id):
+        code, pid, epoch = TXN_ID_DENIED, -1, -1
+    elif svc is None:
         code, pid, epoch = ErrorCode.coordinator_not_available, -1, -1
     else:
         code, pid, epoch = svc.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
@@ -187,6 +212,9 @@ def handle_write_txn_markers(state: BrokerState, request):
     append as the coordinator's own markers, without the coordinator (KIP-664's abort)."""
     body = request.body
     cls = response_class(request)
+    if not (auth_helper.authorize_cluster(state, request, auth_helper.ALTER, log_if_denied=False)
+            or auth_helper.authorize_cluster(state, request, auth_helper.CLUSTER_ACTION)):
+        return _write_txn_markers_error(body, cls, ErrorCode.cluster_authorization_failed, None)
     m_cls, t_cls = nested(cls, "WritableTxnMarkerResult"), nested(cls, "WritableTxnMarkerTopicResult")
     p_cls = nested(cls, "WritableTxnMarkerPartitionResult")
     out = []
@@ -228,15 +256,21 @@ def handle_describe_transactions(state: BrokerState, request):
     svc = _service(state)
     out = []
     for tid in body.transactional_ids:
+        if _txn_id_denied(state, request, auth_helper.DESCRIBE, tid):
+            out.append(_undescribed(s_cls, tid, TXN_ID_DENIED))
+            continue
         code, md = (ErrorCode.coordinator_not_available, None) if svc is None else svc.describe(tid)
         if md is None:
             out.append(_undescribed(s_cls, tid, code))
             continue
+        topics = md.topics()
+        hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC, [t for t, _ in topics])
         out.append(build(s_cls, error_code=ErrorCode.none, transactional_id=tid, transaction_state=md.state.display,
                          transaction_timeout=datetime.timedelta(milliseconds=md.txn_timeout_ms),
                          transaction_start_time=_time(md.txn_start_ms), producer_id=md.producer_id,
                          producer_epoch=md.producer_epoch,
-                         topics=tuple(build(t_cls, topic=t, partitions=tuple(ps)) for t, ps in md.topics())))
+                         topics=tuple(build(t_cls, topic=t, partitions=tuple(ps)) for t, ps in topics
+                                      if t not in hidden)))
     return build(cls, throttle_time=NO_THROTTLE, transaction_states=tuple(out))
 
 
@@ -263,6 +297,9 @@ def handle_list_transactions(state: BrokerState, request):
     code, unknown, listed = svc.list_transactions(
         tuple(body.state_filters), tuple(body.producer_id_filters), getattr(body, "duration_filter", -1),
         getattr(body, "transactional_id_pattern", None))
+    hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TRANSACTIONAL_ID,
+                                [md.transactional_id for md in listed])
+    listed = [md for md in listed if md.transactional_id not in hidden]
     return build(cls, throttle_time=NO_THROTTLE, error_code=code, unknown_state_filters=tuple(unknown),
                  transaction_states=tuple(build(s_cls, transactional_id=md.transactional_id,
                                                 producer_id=md.producer_id, transaction_state=md.state.display)

@@ -1,0 +1,3 @@
+"""The broker's security: listeners and their settings, TLS, SASL (PLAIN, SCRAM) and the SCRAM
+credential store (security.md). The SASL exchange is sans-IO (``sasl.py``): the transport feeds it
+requests and applies the steps it returns."""
