@@ -17,10 +17,13 @@ APPS_REQUIREMENTS := tests/apps/requirements.txt
 
 venv: $(STAMP)
 
+# the numba kernels are compiled once here (cached beside the sources), so that no command pays
+# for it later: `python -m compactlog.warmup` runs every command's kernels on a scratch dir
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m compactlog.warmup
 	touch $(STAMP)
 
 # built once (the stamp); when it cannot be built, `make test` goes on and the app tests skip, saying

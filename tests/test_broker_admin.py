@@ -181,7 +181,8 @@ def test_confluent_describe_cluster_and_broker(admin, broker):
     assert (configs["log.segment.bytes"].value, configs["log.segment.bytes"].source) == \
         (SEGMENT_BYTES, ConfigSource.STATIC_BROKER_CONFIG.value)
     assert configs["num.partitions"].source == ConfigSource.DEFAULT_CONFIG.value
-    assert all(c.is_read_only for c in configs.values())
+    # read-only unless Kafka can change it at run time (dynamic broker configs)
+    assert configs["num.partitions"].is_read_only and not configs["log.segment.bytes"].is_read_only
 
 
 # -- kafka-python ---------------------------------------------------------------------------------
@@ -297,3 +298,35 @@ def test_aiokafka_admin(broker):
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
     assert t not in AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=TIMEOUT).topics
+
+
+def test_confluent_dynamic_broker_configs_and_group_configs(admin, broker):
+    """librdkafka's findings: IncrementalAlterConfigs on the broker resource (log.cleanup.policy)
+    answered "Cannot update these configs dynamically", and GROUP config resources "Unsupported
+    resource type 32"."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, NewTopic
+    t = "dyn-default-policy"
+    admin.create_topics([NewTopic(t, 1, 1)])[t].result(TIMEOUT)
+    node = str(admin.describe_cluster(request_timeout=TIMEOUT).result(TIMEOUT).controller.id)
+    change = ConfigResource("broker", node, incremental_configs=[
+        ConfigEntry("log.cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([change])[change].result(TIMEOUT)
+    try:
+        topic = ConfigResource("topic", t)
+        policy = admin.describe_configs([topic])[topic].result(TIMEOUT)["cleanup.policy"]
+        assert (policy.value, policy.source) == ("compact", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        res = ConfigResource("broker", node)
+        mine = admin.describe_configs([res])[res].result(TIMEOUT)["log.cleanup.policy"]
+        assert (mine.value, mine.source, mine.is_read_only) == \
+            ("compact", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
+    finally:
+        undo = ConfigResource("broker", node, incremental_configs=[
+            ConfigEntry("log.cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE)])
+        admin.incremental_alter_configs([undo])[undo].result(TIMEOUT)
+    group = ConfigResource("group", "g-configs", incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([group])[group].result(TIMEOUT)
+    described = admin.describe_configs([ConfigResource("group", "g-configs")])
+    configs = next(iter(described.values())).result(TIMEOUT)
+    assert configs["consumer.session.timeout.ms"].value == "50000"
+    assert configs["consumer.heartbeat.interval.ms"].value == "5000"

@@ -136,7 +136,8 @@ def test_kill_9_during_produce_keeps_every_acknowledged_record(tmp_path):
         b.kill()                                            # kill -9 in the middle of produce
         at_kill = len(acked)
         b = Broker(data, overrides, port=port).start()
-        assert "Loaded 2 log(s)" in b.log_text()
+        # the listeners open at once; the two logs are recovered before their first use
+        assert "2 recovered in the background" in b.log_text()
         wait_until(lambda: len(acked) > at_kill + 2000, 60, what="produce to go on after restart")
         stop.set()
         writer.join(120)
@@ -149,6 +150,8 @@ def test_kill_9_during_produce_keeps_every_acknowledged_record(tmp_path):
         missing = [v for v in acked if v not in stored]
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
         assert all(stored[v] == where for v, where in acked.items())
+        wait_until(lambda: "Recovered 2 log(s) after an unclean shutdown" in b.log_text(), 30,
+                   what="the recovery thread to finish")
         assert b.stop() == 0
     finally:
         stop.set()

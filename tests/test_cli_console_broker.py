@@ -209,11 +209,18 @@ def test_configs_through_the_broker_and_on_its_data_dir_agree(broker, tmp_path):
     assert out.splitlines() == ["Dynamic configs for broker 0 are:", "Default configs for brokers in the cluster are:"]
     assert ok(cli("configs", "--bootstrap-server", b, "--describe", "--topic", "nope")) == \
         "The topic 'nope' doesn't exist and doesn't have dynamic config.\n"
-    # compactlog's broker has no dynamic broker settings: Kafka's refusal, for a broker and the default
+    # a setting Kafka cannot change at run time: Kafka's refusal, for a broker and the default
     for entity in (["--broker", "0"], ["--broker-defaults"]):
         err = one_error(cli("configs", "--bootstrap-server", b, "--alter", *entity, "--add-config",
-                            "log.cleaner.threads=2"))
+                            "num.partitions=2"))
         assert "Cannot update these configs dynamically" in err
+    # a dynamic one (Kafka's DynamicBrokerConfig): changed, described, deleted
+    ok(cli("configs", "--bootstrap-server", b, "--alter", "--broker-defaults", "--add-config",
+           "log.cleaner.backoff.ms=2000"))
+    out = ok(cli("configs", "--bootstrap-server", b, "--describe", "--entity-type", "brokers"))
+    assert "log.cleaner.backoff.ms=2000" in out, out
+    ok(cli("configs", "--bootstrap-server", b, "--alter", "--broker-defaults", "--delete-config",
+           "log.cleaner.backoff.ms"))
 
 
 @pytest.mark.parametrize("args, words", [

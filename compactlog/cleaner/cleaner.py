@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..errors import CompactlogError
+from ..errors import CompactlogError, TopicError
 from ..storage import files
 from ..storage.datadir import DataDir
 from ..storage.segment import LogSegment
@@ -233,8 +233,15 @@ class Cleaner:
             if self.manager.cleaning_aborted(*g.key):       # stopped before it was planned
                 round_.abort(out)
                 continue
-            log = self.datadir.open_log(*g.key)
+            try:
+                log = self.datadir.open_log(*g.key)
+            except TopicError:          # deleted since it was grabbed: nothing to clean, no error
+                round_.abort(out)
+                continue
             with log.lock:
+                if log.deleted:
+                    round_.abort(out)
+                    continue
                 if log.structure_epoch != g.structure_epoch:
                     # changed since it was chosen (only by a caller that did not pause the
                     # cleaner): the status is made again from the log as it is now

@@ -111,7 +111,7 @@ class CleanerManager:
 
     # -- the cleaner checkpoint
     def all_cleaner_checkpoints(self) -> dict[tuple[str, int], int]:
-        return self._checkpoint.read()
+        return dict(self._checkpoint.read_cached())
 
     def update_checkpoints(self, changes: dict[tuple[str, int], int]) -> None:
         if changes:
@@ -135,13 +135,23 @@ class CleanerManager:
             skip = set(self._states) | self._backing_off(now_ms)
         checkpoints = self.all_cleaner_checkpoints()
         seen: list[GrabbedLog] = []
+        logs = {}
+        compacted: dict[str, bool] = {}
+        # the data dir's cached partition map; a topic that is not compacted is skipped on its
+        # config alone, before any of its logs is opened (a broker opens logs on first use)
         for key in self.datadir.all_partitions():
             if key in skip:
                 continue
+            topic = key[0]
+            if topic not in compacted:
+                config = self.datadir.topic_config(topic)
+                compacted[topic] = bool(config.compact and getattr(config, "known", True))
+            if not compacted[topic]:
+                continue
             try:
                 log = self.datadir.open_log(*key)
-            except TopicError:          # deleted since it was listed
-                continue
+            except (TopicError, FileNotFoundError):
+                continue                # deleted since it was listed: skipped quietly
             if not log.config.compact or not getattr(log.config, "known", True):
                 continue
             # under the partition lock: appends, retention and other cleaner threads change the
@@ -152,6 +162,7 @@ class CleanerManager:
                 log.producer_state.remove_expired(now_ms)
                 seen.append(GrabbedLog(partition_status(log, checkpoints.get(key), now_ms),
                                        log.structure_epoch))
+                logs[key] = log
         broker = self.datadir.broker
         enabled = broker.get("log.cleaner.enable") and broker.get("log.cleaner.threads") > 0
         by_key = {g.key: g for g in seen}
@@ -162,6 +173,10 @@ class CleanerManager:
             for st in select_logs([g.status for g in seen]) if enabled else []:
                 key = (st.topic, st.partition)
                 if key in self._states or key in backing_off:     # taken meanwhile
+                    continue
+                if logs[key].deleted:
+                    # its topic was deleted since it was looked at (the deletion paused, deleted
+                    # and resumed it meanwhile): skipped quietly
                     continue
                 self._states[key] = IN_PROGRESS
                 grabbed.append(by_key[key])

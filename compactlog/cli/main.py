@@ -13,6 +13,7 @@ exception and where it happened (exit 70, EX_SOFTWARE). ``COMPACTLOG_DEBUG=1`` a
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -115,8 +116,13 @@ def _stdout_closed() -> bool:
 
 
 def _os_error_text(e: OSError) -> str:
-    """``<path>: <reason>``; the path from the error, else from where it was raised."""
+    """``<path>: <reason>``; the path from the error, else from where it was raised. Too many open
+    files says which limit and how to raise it (``ulimit -n``)."""
     reason = e.strerror or str(e)
+    if e.errno in (errno.EMFILE, errno.ENFILE):
+        from ..storage.file_handles import too_many_open_files
+        return str(too_many_open_files(os.fsdecode(e.filename) if e.filename is not None else
+                                       _path_from_traceback(e.__traceback__) or "compactlog", e))
     if e.filename is not None:
         where = os.fsdecode(e.filename)
         if e.filename2 is not None:

@@ -641,7 +641,9 @@ def test_describe_the_broker(make_state):
     result = one(describe(state, (4, str(NODE), None)))
     assert result.error_code == E.none
     configs = by_name(result)
-    assert all(c.read_only for c in result.configs)
+    # read-only unless Kafka can change it at run time (DynamicBrokerConfig.AllDynamicConfigs)
+    assert not configs["log.cleanup.policy"].read_only and not configs["log.cleaner.backoff.ms"].read_only
+    assert configs["num.partitions"].read_only and configs["listeners"].read_only
     assert (configs["num.partitions"].value, configs["num.partitions"].config_source) == ("3", 4)
     assert [(s.name, s.value, s.source) for s in configs["num.partitions"].synonyms] == [
         ("num.partitions", "3", 4), ("num.partitions", "1", 5)]
@@ -666,11 +668,11 @@ def test_describe_broker_resource_names(state):
         (E.none, None),
         (E.invalid_request, f"Unexpected broker id, expected {NODE} or empty string, but received 2"),
         (E.invalid_request, "Broker id must be an integer, but it is: x"),
-        (E.invalid_request, "Unsupported resource type 8 (BROKER_LOGGER): compactlog serves TOPIC (2) and "
-                            "BROKER (4) configs only"),
-        (E.invalid_request, "Unsupported resource type 32 (GROUP): compactlog serves TOPIC (2) and "
-                            "BROKER (4) configs only"),
-        (E.invalid_request, "Unsupported resource type 99: compactlog serves TOPIC (2) and BROKER (4) configs only")]
+        (E.invalid_request, "Unsupported resource type 8 (BROKER_LOGGER): compactlog serves TOPIC (2), "
+                            "BROKER (4) and GROUP (32) configs only"),
+        (E.none, None),                   # GROUP: Kafka 4.0's group configs (a group need not exist)
+        (E.invalid_request, "Unsupported resource type 99: compactlog serves TOPIC (2), BROKER (4) and "
+                            "GROUP (32) configs only")]
     assert results[0].configs == ()
 
 
@@ -752,8 +754,8 @@ def test_incremental_preprocessing(state):
         (E.invalid_request, "Error due to duplicate config keys"),
         (E.invalid_request, "Null value not supported for : retention.ms, segment.ms"),
         (E.invalid_request, "Unknown operations type 9"),
-        (E.invalid_request, "Unsupported resource type 8 (BROKER_LOGGER): compactlog serves TOPIC (2) and "
-                            "BROKER (4) configs only")]
+        (E.invalid_request, "Unsupported resource type 8 (BROKER_LOGGER): compactlog serves TOPIC (2), "
+                            "BROKER (4) and GROUP (32) configs only")]
     assert state.datadir.topic_overrides("t") == {} and state.datadir.topic_overrides("u") == {}
 
 
@@ -783,7 +785,7 @@ def test_incremental_broker_resources(state):
                           (4, "one", [("num.partitions", 0, "3")]))
     assert errors(results) == [
         (E.none, None),
-        (E.invalid_request, "Cannot update these configs dynamically: Set(num.partitions, log.retention.ms)"),
+        (E.invalid_request, "Cannot update these configs dynamically: Set(num.partitions)"),
         (E.invalid_request, f"Unexpected broker id, expected {NODE}, but received 3"),
         (E.invalid_request, "Node id must be an integer, but it is: one")]
 
@@ -831,8 +833,8 @@ def test_legacy_alter_errors_and_validate_only(state):
         (E.invalid_request, "Null value not supported for : retention.ms"),
         (E.invalid_request, "Each resource must appear at most once."),
         (E.invalid_request, "Each resource must appear at most once."),
-        (E.invalid_request, "Unsupported resource type 8 (BROKER_LOGGER): compactlog serves TOPIC (2) and "
-                            "BROKER (4) configs only")]
+        (E.invalid_request, "Unsupported resource type 8 (BROKER_LOGGER): compactlog serves TOPIC (2), "
+                            "BROKER (4) and GROUP (32) configs only")]
     assert errors(alter(state, (4, str(NODE), [("num.partitions", "3")]))) == [
         (E.invalid_request, "Cannot update these configs dynamically: Set(num.partitions)")]
     assert errors(alter(state, (4, "", []))) == [(E.none, None)]

@@ -1,21 +1,27 @@
 """``compactlog serve``: one broker process (Kafka's ``BrokerServer`` start-up and shutdown).
 
 Start-up: the data dir is already open for writing (the caller took the data-dir lock, which the
-broker holds until it exits); ``meta.properties`` gives the cluster and node ids; every partition
-is opened, which recovers it after a kill -9 exactly as ``LogManager.loadLogs`` does; then the
-listeners, the worker pool and the background threads start, the group coordinator loads
-``__consumer_offsets`` in its own thread (groups/service.py) and the transaction coordinator,
-once that is done, ``__transaction_state`` (txn/service.py; the topic is created on first use).
-Shutdown on SIGINT/SIGTERM
-(``BrokerServer.shutdown``): stop accepting, let in-flight requests finish, answer waiting fetches,
-stop the cleaner and the scheduler, then close every log (producer snapshots, flush, trimmed
-indexes), write the checkpoints and the clean-shutdown marker, and let go of the lock.
+broker holds until it exits); ``meta.properties`` gives the cluster and node ids; only the
+internal topics' logs are opened before the listeners, so that start-up does not grow with the
+partition count: each other log is opened on first use, which recovers what lies past its
+recovery point exactly as ``LogManager.loadLogs`` does, and after an unclean shutdown a background
+thread recovers the logs not used yet (on a dir no broker has served, every log is opened first,
+to find the highest producer id). Then the listeners, the worker pool and the background threads start, the group
+coordinator loads ``__consumer_offsets`` in its own thread (groups/service.py) and the transaction
+coordinator, once that is done, ``__transaction_state`` (txn/service.py; the topic is created on
+first use).
+Shutdown on SIGINT/SIGTERM (``BrokerServer.shutdown``): stop accepting, let in-flight requests
+finish for at most ``SHUTDOWN_GRACE_S`` (a client that stopped reading is not waited for: its
+answers are dropped), answer waiting fetches, stop the cleaner and the scheduler, then close
+every open log (producer snapshots, flush, trimmed indexes), write the checkpoints and the
+clean-shutdown marker, and let go of the lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -36,14 +42,17 @@ from .metrics import BrokerMetrics
 from .metrics.health import NOT_RUNNING, RUNNING, SHUTTING_DOWN, shutdown_hold
 from .security.credentials import CredentialCache
 from .security.listeners import DEFAULT_PROTOCOL_MAP, BrokerSecurity, parse_protocol_map
-from .state import BrokerState, Listener, ProducerIdManager, load_identity, parse_listeners
+from .state import (INTERNAL_TOPICS, PRODUCER_ID_FILE, BrokerState, Listener, ProducerIdManager, load_identity,
+                    parse_listeners)
 from .status.routes import register_status_page
 from .transport import BrokerServer, pid_cpu_seconds
 
 log = logging.getLogger("kafka.server.KafkaServer")
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
-SHUTDOWN_GRACE_S = 30.0
+# how long requests in flight may take to finish at SIGTERM before their connections are closed
+# (Kafka bounds its controlled shutdown too); a client that stopped reading is not waited for
+SHUTDOWN_GRACE_S = 5.0
 
 
 def configure_logging(log_file: str | None = None, level: int = logging.INFO) -> None:
@@ -101,12 +110,39 @@ class Broker:
         self.bound: list[tuple[str, int]] = []
         self.server: BrokerServer | None = None
         self.state: BrokerState | None = None
+        self.recover_in_background = False
         self.metrics: BrokerMetrics | None = None
 
     def load_logs(self) -> int:
-        """Open (and so recover) every partition, as LogManager.loadLogs at start-up."""
+        """Kafka's LogManager.loadLogs, where it has work. On a dir no broker has served yet (no
+        producer-id file) every partition is opened now, which recovers what lies past its
+        recovery point and finds the highest producer id. Otherwise nothing is read now, so that
+        start-up does not grow with the partition count: after a clean shutdown each log is
+        opened on first use (a request, the cleaner, retention), and after an unclean one a
+        background thread recovers every log not used yet (``Background``); only the internal
+        topics' logs are opened now (their coordinators load them at once). The highest producer
+        id found in the logs (-1 when none were opened)."""
         started = time.monotonic()
         dd = self.datadir
+        manager_log = logging.getLogger("kafka.log.LogManager")
+        clean = dd.had_clean_shutdown()         # consumes the marker: a crash from now on is unclean
+        if os.path.exists(os.path.join(dd.path, PRODUCER_ID_FILE)):
+            # the coordinators' partitions are opened now, as before: they load them at once
+            internal = [key for key in dd.all_partitions() if key[0] in INTERNAL_TOPICS]
+            for key in internal:
+                dd.open_log(*key)
+            others = len(dd.all_partitions()) - len(internal)
+            took = f"{1000 * (time.monotonic() - started):.0f} ms"
+            if clean:
+                manager_log.info(f"Skipping log recovery after a clean shutdown of {dd.path}: "
+                                 f"{len(internal)} log(s) of internal topics loaded in {took}, "
+                                 f"{others} opened on first use")
+            else:
+                self.recover_in_background = others > 0
+                manager_log.info(f"Unclean shutdown of {dd.path}: {len(internal)} log(s) of internal "
+                                 f"topics recovered in {took}, {others} recovered in the background, "
+                                 f"each before its first use")
+            return -1
         highest_pid = -1
         n = 0
         for topic, partition in dd.all_partitions():
@@ -114,12 +150,16 @@ class Broker:
             if lg.producer_state.producers:
                 highest_pid = max(highest_pid, max(lg.producer_state.producers))
             n += 1
-        logging.getLogger("kafka.log.LogManager").info(
-            f"Loaded {n} log(s) from {dd.path} in {1000 * (time.monotonic() - started):.0f} ms")
+        manager_log.info(f"Loaded {n} log(s) from {dd.path} in "
+                         f"{1000 * (time.monotonic() - started):.0f} ms")
         return highest_pid
 
     def run(self) -> int:
         """Serve until SIGINT/SIGTERM; the exit code."""
+        dropped = getattr(self.datadir.broker, "dropped_dynamic", [])
+        if dropped:
+            # DynamicBrokerConfig.removeInvalidConfigs: logged, and the broker starts without them
+            log.error(f"Dynamic broker configs with invalid values are ignored: {', '.join(dropped)}")
         # TLS stores, SASL settings and the credentials file are checked before anything opens
         security = BrokerSecurity(self.datadir.broker.props, self.listeners,
                                   CredentialCache(self.datadir.path))
@@ -203,7 +243,7 @@ class Broker:
             # a writer the lock refuses can then say to go through this broker
             self.datadir.lock.note_broker_address(str(state.advertised).split("://", 1)[1])
         background = Background(state, make_executor(self.engine, self.spark_master))
-        background.start()
+        background.start(recover_logs=self.recover_in_background)
         if metrics is not None:
             metrics.attach(server=server, pool=pool, loop=loop, background=background)
             metrics.lifecycle.set(RUNNING)

@@ -15,12 +15,16 @@ Spark (``spark.executor.AutoExecutor``).
 A cleaner thread whose loop dies (an exception escapes it: a bug, not a failed partition) is
 counted dead (Kafka's ``DeadThreadCount``, which Kafka leaves dead until a restart of the broker)
 and restarted by the scheduler thread after ``compactlog.cleaner.thread.restart.backoff.ms`` (a
-minute), doubled with each death in a row up to 5 minutes. What the threads did and how they are is kept in ``activity``
-(``cleaner/activity.py``), which the broker's metrics and readiness read. Test hook: with
-``COMPACTLOG_TEST_CLEANER_CRASH_FILE=path``, a cleaner thread that finds that file removes it and
-dies.
+minute), doubled with each death in a row up to 5 minutes. What the threads did and how they
+are is kept in ``activity`` (``cleaner/activity.py``), which the broker's metrics and readiness
+read. Test hook: with ``COMPACTLOG_TEST_CLEANER_CRASH_FILE=path``, a cleaner thread that finds
+that file removes it and dies.
 
-The scheduler thread runs, each at its interval: retention (``log.retention.check.interval.ms``),
+After an unclean shutdown a recovery thread opens every log not opened yet (the broker serves
+meanwhile; a log is recovered before its first use either way).
+
+The scheduler thread runs, each at its interval: retention (``log.retention.check.interval.ms``;
+it opens the logs not opened since a clean start whose topic deletes by size or time),
 producer-id expiration (``producer.id.expiration.check.interval.ms``), time-based flushes
 (``flush.ms`` / ``log.flush.interval.ms``), the recovery-point and log-start checkpoints
 (``log.flush.offset.checkpoint.interval.ms``), and the report of what recovery or retention
@@ -40,6 +44,7 @@ from ..cleaner.executor import TaskFailure
 from ..spark.executor import AutoExecutor
 from ..cleaner.log_format import CleanerLog
 from ..cleaner.manager import CleanerManager
+from ..errors import CompactlogError
 from ..storage.config import LONG_MAX
 from .state import BrokerState
 
@@ -111,7 +116,9 @@ class Background:
         self._last_flush: dict[tuple[str, int], int] = {}
 
     # -- life cycle
-    def start(self) -> None:
+    def start(self, recover_logs: bool = False) -> None:
+        """``recover_logs``: after an unclean shutdown, a thread opens (recovers) every log not
+        opened yet."""
         broker = self.datadir.broker
         threads = broker.get("log.cleaner.threads") if broker.get("log.cleaner.enable") else 0
         for i in range(threads):
@@ -125,6 +132,10 @@ class Background:
         scheduler = threading.Thread(target=self._scheduler_loop, daemon=True, name="kafka-scheduler")
         self.threads.append(scheduler)
         scheduler.start()
+        if recover_logs:
+            recovery = threading.Thread(target=self._recovery, daemon=True, name="log-recovery")
+            self.threads.append(recovery)
+            recovery.start()
 
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop and join the threads: a cleaning in progress is finished or discarded first."""
@@ -136,6 +147,37 @@ class Background:
         if any(t.is_alive() for t in threads):
             manager_log.warning("A background thread did not stop in time")
         self.run_scheduled_once(final=True)
+
+    # -- recovery after an unclean shutdown
+    def _recovery(self) -> None:
+        """Kafka's LogManager.loadLogs after an unclean shutdown, behind the listeners: every log
+        not open yet is opened, which recovers what lies past its recovery point, one at a time
+        (a request, the cleaner or retention that needs a log sooner opens it itself). Once every
+        log is open, a clean shutdown writes the clean-shutdown marker again; a shutdown before
+        that leaves the rest to the next start."""
+        started = time.monotonic()
+        dd = self.datadir
+        keys = dd.all_partitions()
+        opened = failed = 0
+        for key in keys:
+            if self.stop_event.is_set():
+                manager_log.info(f"Log recovery stopped by the shutdown after {opened} log(s); the "
+                                 f"others are recovered after the next start")
+                return
+            if key in dd.logs:
+                continue            # opened (recovered) by its first user already
+            try:
+                if self.state.log(*key) is not None:     # None: its topic was deleted meanwhile
+                    opened += 1
+            except CompactlogError as e:
+                failed += 1
+                manager_log.error(f"Error while recovering log {key[0]}-{key[1]}: {e}")
+            except Exception:
+                failed += 1
+                manager_log.exception(f"Error while recovering log {key[0]}-{key[1]}")
+        manager_log.info(f"Recovered {len(keys) - failed} log(s) after an unclean shutdown in "
+                         f"{1000 * (time.monotonic() - started):.0f} ms ({opened} by this thread, the "
+                         f"others on first use)" + (f"; {failed} could not be opened" if failed else ""))
 
     # -- the cleaner: a thread takes the filthiest partition from the manager, cleans it, repeats
     def _start_cleaner(self, n: int) -> None:
@@ -260,9 +302,32 @@ class Background:
     def _logs(self):
         return [log for log in list(self.datadir.logs.values()) if not log.closed]
 
+    def _retention_logs(self) -> list:
+        """The logs retention may delete from: every open one, and each not opened since start
+        whose topic deletes by size or time (opened now, as Kafka's LogManager has every log
+        loaded; a log start offset only moves in an open log)."""
+        dd = self.datadir
+        opened = dd.logs
+        by_topic: dict[str, bool] = {}
+        out = []
+        for key in dd.all_partitions():
+            log = opened.get(key)
+            if log is None:
+                topic = key[0]
+                if topic not in by_topic:
+                    config = dd.topic_config(topic)
+                    by_topic[topic] = bool(config.delete and getattr(config, "known", True) and
+                                           (config.get("retention.ms") >= 0 or config.get("retention.bytes") >= 0))
+                if not by_topic[topic]:
+                    continue
+                log = self.state.log(*key)
+            if log is not None and not log.closed:
+                out.append(log)
+        return out
+
     def _retention(self, now: int) -> None:
         total = 0
-        for log in self._logs():
+        for log in self._retention_logs():
             try:
                 total += self.datadir.delete_old_segments(log)
             except Exception:

@@ -127,3 +127,31 @@ def test_retention_waits_for_the_cleaner_thread_instead_of_failing_it(tmp_path):
     assert st.datadir.cleaner_checkpoint.read().get(("c", 0))
     assert log.log_start_offset > 0
     st.datadir.close()
+
+
+def test_topics_deleted_during_the_cleaners_scan_are_skipped_quietly(tmp_path, caplog):
+    """librdkafka's suite: the cleaner logged an error traceback when a topic was deleted while it
+    looked at the partitions (6 times in the suite). A cleaner thread looping over 30 compacted
+    topics while they are deleted one by one logs no error."""
+
+    st = make_state(tmp_path, {"log.cleaner.backoff.ms": "1"})
+    names = [f"c{i}" for i in range(30)]
+    for t in names:
+        st.datadir.create_topic(t, 2, {"cleanup.policy": "compact", "segment.bytes": "400",
+                                       "min.cleanable.dirty.ratio": "0.01"})
+        for p in (0, 1):
+            fill(st.log(t, p), 30)
+    bg = Background(st, InProcessExecutor())
+    with caplog.at_level(logging.INFO, logger="kafka"):
+        bg.start()
+        try:
+            for t in names:
+                st.datadir.delete_topic(t)
+                time.sleep(0.005)
+            time.sleep(0.2)             # a few more rounds over what is left
+        finally:
+            bg.stop()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], \
+        [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING][:3]
+    assert not [r for r in caplog.records if r.exc_info]
+    st.datadir.close()

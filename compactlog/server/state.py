@@ -161,13 +161,27 @@ class ProducerIdManager:
                 raise StorageError(f"{self.path}: not a producer id block file ({e})") from None
         self._next = max(stored, highest_in_logs + 1)
         self._block_end = self._next           # nothing reserved yet
+        if not os.path.exists(self.path):
+            # the logs' highest id is known now: a later start trusts the file instead of
+            # opening every log to find it again (the broker opens logs on first use)
+            self._persist(self._next)
+
+    def _persist(self, next_block_start: int) -> None:
+        atomic_write(self.path, (json.dumps({"version": 1, "next_block_start": next_block_start}) + "\n")
+                     .encode("utf-8"))
+
+    def observe(self, producer_ids) -> None:
+        """Ids found in a log opened after start: never handed out from now on."""
+        highest = max(producer_ids, default=-1)
+        if highest >= self._next:
+            with self._lock:
+                self._next = max(self._next, highest + 1)
 
     def allocate(self) -> int:
         with self._lock:
             if self._next >= self._block_end:
                 end = self._next + PRODUCER_ID_BLOCK
-                atomic_write(self.path, (json.dumps({"version": 1, "next_block_start": end}) + "\n")
-                             .encode("utf-8"))
+                self._persist(end)
                 self._block_end = end
             pid = self._next
             self._next += 1
@@ -264,8 +278,9 @@ class BrokerState:
     def log(self, topic: str, partition: int) -> Log | None:
         """The open log of a partition, or None when the topic or partition does not exist.
 
-        The hot path is one dict lookup: the broker opens every log at start and each new one
-        when it is created. A deleted topic's logs leave ``datadir.logs`` (and are closed).
+        The hot path is one dict lookup. A log not open yet (after a clean shutdown the broker
+        opens each on first use) is opened here, and its producer ids are never handed out. A
+        deleted topic's logs leave ``datadir.logs`` (and are closed).
         """
         log = self.datadir.logs.get((topic, partition))
         if log is not None and not log.closed:
@@ -276,9 +291,12 @@ class BrokerState:
             try:
                 if partition not in self.datadir.partitions(topic):
                     return None
-                return self.datadir.open_log(topic, partition, create=True)
+                log = self.datadir.open_log(topic, partition, create=True)
             except TopicError:
                 return None
+        if self.producer_ids is not None and log.producer_state.producers:
+            self.producer_ids.observe(log.producer_state.producers)
+        return log
 
     def topics(self) -> list[str]:
         return self.datadir.topics()

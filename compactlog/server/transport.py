@@ -12,7 +12,8 @@ Nothing a client sends can stop the broker: a frame the protocol refuses closes 
 code for the API (the API's declared error response, ``ApiHandler.error_body``), or the
 connection is closed where the API has no error field. Reading stops while a connection has a
 complete request waiting and a megabyte buffered, and a connection whose client does not read its
-responses is not answered further until it does (asyncio's write flow control).
+responses is not answered further until it does (asyncio's write flow control). At shutdown such a
+connection is aborted, its unread answers dropped, so that it cannot hold the broker up.
 
 The transport depends on the protocol layer only: it is handed the dispatch table and the
 advertised API table (``dispatch.py`` builds both), and what to send for an answer, or whether to
@@ -42,13 +43,12 @@ import struct
 import time
 from typing import Callable
 
-from kio.schema.errors import ErrorCode
-
 from .apis.handler import ASYNC, INLINE, Api, ApiHandler
 from .protocol import NEED_DATA, Close, Connection, EncodedResponse, FileRegion, RawFrame, Request, Unadmitted
 from .security import sasl as sasl_steps
 from .security.redaction import redacted_body
 from .state import CLIENT_HOST, BrokerState
+from .wire_errors import request_error
 from .versions import SupportedApis
 
 log = logging.getLogger("kafka.network.SocketServer")
@@ -120,8 +120,12 @@ class BrokerServer:
                               f"{self.idle_ms})")
                     c.close()
 
-    async def stop(self, grace_s: float = 30.0) -> None:
-        """Stop accepting, let in-flight requests finish (bounded), close every connection."""
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Kafka's SocketServer shutdown, bounded: stop accepting, let the requests in flight
+        finish for at most ``grace_s`` seconds (long polls and parked joins answer at once), drop
+        the answers of clients that stopped reading, then close every connection. A client that
+        reads nothing never holds the broker up: its connection is aborted as soon as the broker
+        would wait to write to it."""
         self.stopping = True
         for server in self.servers:
             server.close()
@@ -131,15 +135,25 @@ class BrokerServer:
         self.state.appends.wake_all()           # long polls answer now
         for c in list(self.connections):
             c.wake()
+            if c.write_blocked:
+                c.abort("the broker is shutting down and the client does not read its answers")
+            elif c.sending_file and c.task is not None:
+                c.task.cancel()         # a sendfile waits for the socket, not for the transport
+                c.abort("the broker is shutting down; an answer being sent is dropped")
         tasks = [c.task for c in self.connections if c.task is not None and not c.task.done()]
         if tasks:
             done, pending = await asyncio.wait(tasks, timeout=grace_s)
             for t in pending:
                 t.cancel()
             if pending:
-                await asyncio.wait(pending, timeout=5)
+                log.info(f"Shutting down with {len(pending)} request(s) still in flight after "
+                         f"{grace_s:g} s; their connections are closed unanswered")
+                await asyncio.wait(pending, timeout=1)
         for c in list(self.connections):
-            c.close()
+            if c.unsent_bytes:
+                c.abort("the broker is shutting down; unread answers dropped")
+            else:
+                c.close()
         for server in self.servers:
             await server.wait_closed()
 
@@ -163,6 +177,7 @@ class BrokerConnection(asyncio.Protocol):
         self.eof = False
         self.paused = False
         self.last_active = time.monotonic()
+        self.sending_file = False       # in loop.sendfile, which waits for the client to read
         self._data_ready = asyncio.Event()
         self._can_write: asyncio.Future | None = None
 
@@ -218,6 +233,21 @@ class BrokerConnection(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+
+    @property
+    def write_blocked(self) -> bool:
+        """Waiting for the client to read (asyncio's write flow control paused us)."""
+        return self._can_write is not None and not self._can_write.done()
+
+    @property
+    def unsent_bytes(self) -> int:
+        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+
+    def abort(self, why: str) -> None:
+        """Close now, dropping what the client has not read (asyncio's ``abort``)."""
+        if self.transport is not None and not self.lost:
+            log.info(f"Closing connection from {self.peer}: {why}")
+            self.transport.abort()
 
     # -- the request loop
     async def _serve(self) -> None:
@@ -295,7 +325,9 @@ class BrokerConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            code = getattr(e, "kafka_error", ErrorCode.unknown_server_error)
+            # Kafka's code for it (a storage failure: KAFKA_STORAGE_ERROR, or COORDINATOR_NOT_AVAILABLE
+            # for a coordinator's API) and a message that names no server file
+            code, message = request_error(e, request.api_key, state.datadir.path)
             request_log.error(f"Error when handling request: clientId={request.client_id}, "
                               f"correlationId={request.correlation_id}, api={request.api_name}, "
                               f"version={request.api_version}, peer={self.peer}, body={redacted_body(request)}",
@@ -303,7 +335,7 @@ class BrokerConnection(asyncio.Protocol):
             declared = self.server.apis.get(request.api_key)
             if not isinstance(declared, ApiHandler):
                 return False        # no error response to give: the connection closes
-            body = declared.error_body(request, code, f"{type(e).__name__}: {e}")
+            body = declared.error_body(request, code, message)
         if timer is not None:
             self.server.observer.request_answered(timer, body)
         return await self._answer(request, body)
@@ -345,14 +377,21 @@ class BrokerConnection(asyncio.Protocol):
             for part in response.parts:
                 if self.lost or self.transport.is_closing():
                     raise ConnectionResetError("connection closed")
-                if self._can_write is not None and not self._can_write.done():
+                if self.write_blocked:
+                    if self.server.stopping:
+                        self.abort("the broker is shutting down and the client does not read its answers")
+                        raise ConnectionResetError("shutting down: the client does not read")
                     await self._can_write
                 if isinstance(part, FileRegion):
                     if self.tls:
                         await self._write_region(part)
                         continue
-                    with io.FileIO(part.fd, "rb", closefd=False) as f:
-                        sent = await loop.sendfile(self.transport, f, part.offset, part.count)
+                    self.sending_file = True
+                    try:
+                        with io.FileIO(part.fd, "rb", closefd=False) as f:
+                            sent = await loop.sendfile(self.transport, f, part.offset, part.count)
+                    finally:
+                        self.sending_file = False
                     if sent != part.count:
                         # the frame promised count bytes: the stream is unusable now
                         raise ConnectionResetError(f"sendfile sent {sent} of {part.count} bytes")
@@ -369,7 +408,10 @@ class BrokerConnection(asyncio.Protocol):
         for start in range(0, len(view), TLS_WRITE_CHUNK):
             if self.lost or self.transport.is_closing():
                 raise ConnectionResetError("connection closed")
-            if self._can_write is not None and not self._can_write.done():
+            if self.write_blocked:
+                if self.server.stopping:
+                    self.abort("the broker is shutting down and the client does not read its answers")
+                    raise ConnectionResetError("shutting down: the client does not read")
                 await self._can_write
             self.transport.write(view[start:start + TLS_WRITE_CHUNK])
 

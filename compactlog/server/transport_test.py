@@ -104,3 +104,54 @@ def test_order_errors_and_isolation(state):  # noqa: F811
         pool.shutdown()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_stop_does_not_wait_for_clients_that_stopped_reading(state):  # noqa: F811
+    """Pipelined fetches of a large partition from clients that never read: one is blocked on
+    asyncio's write flow control, one in sendfile; stop() drops their answers and closes them at
+    once instead of waiting out the grace period, while a client that reads gets its answer."""
+    import socket
+    import time
+
+    from compactlog.server.handlers_test import fetch_body
+
+    state.create_topic("big", 1)
+    log = state.log("big", 0)
+    for _ in range(8):
+        log.append_as_leader(batch([b"k%d" % i for i in range(2000)]) + b"")
+    table = dispatch_table()
+
+    async def scenario():
+        pool = ThreadPoolExecutor(4)
+        server = BrokerServer(state, table, state.apis, pool, max_request_size=1 << 20, idle_ms=0)
+        state.appends.bind(asyncio.get_running_loop())
+        [(_, port)] = await server.start([Listener("PLAINTEXT", "127.0.0.1", 0)])
+        stalled = []
+        # answers below the zero-copy size are written (and wait on asyncio's flow control),
+        # larger ones go through sendfile (which waits on the socket)
+        for part_max in (60_000, 1 << 22):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"".join(frame(1, 12, i, fetch_body("big", 0, 0, max_bytes=part_max, part_max=part_max))
+                               for i in range(200)))
+            stalled.append(s)
+        deadline = time.monotonic() + 20
+        while not (any(c.write_blocked for c in server.connections)
+                   and any(c.sending_file for c in server.connections)):
+            assert time.monotonic() < deadline, "the connections never waited for their clients"
+            await asyncio.sleep(0.05)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frame(3, 9, 1, metadata_body(9, ["big"])))
+        assert (await read_response(reader, 3, 9))[0] == 1
+        started = time.monotonic()
+        await server.stop(30)
+        took = time.monotonic() - started
+        for s in stalled:
+            s.close()
+        writer.close()
+        pool.shutdown()
+        return took
+
+    took = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert took < 3, f"stop took {took:.1f} s with clients that do not read"

@@ -187,6 +187,14 @@ class BrokerConfig:
 
     def __init__(self, props: dict[str, str] | None = None):
         self.props: dict[str, str] = dict(props or {})
+        # where the effective ``props`` came from (storage.dynamic_config): the static settings
+        # (server.properties, --override), the cluster-wide and this broker's dynamic ones, and the
+        # groups' dynamic configs
+        self.static_props: dict[str, str] = dict(self.props)
+        self.dynamic_default: dict[str, str] = {}
+        self.dynamic_broker: dict[str, str] = {}
+        self.dynamic_groups: dict[str, dict[str, str]] = {}
+        self.dropped_dynamic: list[str] = []
 
     def get(self, name: str):
         d = BROKER_CONFIGS.get(name)

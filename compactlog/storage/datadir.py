@@ -65,10 +65,14 @@ SERVER_PROPERTIES = "server.properties"
 
 
 def load_broker_config(data_dir: str, overrides: dict[str, str] | None = None) -> BrokerConfig:
+    """server.properties and ``overrides`` (the static settings, validated), under the dynamic
+    configs the broker's config APIs keep in the data dir (storage/dynamic_config.py)."""
     props = read_properties(os.path.join(data_dir, SERVER_PROPERTIES))
     props.update(overrides or {})
-    broker = BrokerConfig(props)
-    broker.validate()
+    BrokerConfig(props).validate()
+    from .dynamic_config import load_dynamic_layers
+    broker, dropped = load_dynamic_layers(props, data_dir)
+    broker.dropped_dynamic = dropped
     return broker
 
 
@@ -79,12 +83,13 @@ def _delete_dir_name(topic: str, partition: int) -> str:
     return topic[:255 - len(suffix)] + suffix
 
 
-def _readable(checkpoint: OffsetCheckpointFile) -> dict:
+def _readable(checkpoint: OffsetCheckpointFile, *, cached: bool = False) -> dict:
     """The checkpoint's entries, or none when it is unreadable: as Kafka's LogManager, an unreadable
     recovery-point file means "recover everything" and an unreadable log-start file "use the first
-    segment" (the file is rewritten at the next checkpoint)."""
+    segment" (the file is rewritten at the next checkpoint). ``cached``: the shared parse, read
+    only (``OffsetCheckpointFile.read_cached``)."""
     try:
-        return checkpoint.read()
+        return checkpoint.read_cached() if cached else checkpoint.read()
     except StorageError:
         return {}
 
@@ -159,6 +164,7 @@ class DataDir:
         self._meta_cache: tuple[tuple, dict] | None = None
         # topic -> its live partition directories; a writer's, kept current by its own changes
         self._dirs_cache: dict[str, list[int]] | None = None
+        self._dir_topic_ids: dict[str, str] = {}
         self.cleaner: LogCleaning = NoCleaner()
         # topic configs for this process only (offline compaction of a copied Kafka data dir);
         # never written to compactlog.topics.json
@@ -191,8 +197,12 @@ class DataDir:
             raise ReadOnlyError(f"{self.path}: opened read-only; {what} needs a writer")
 
     def _meta(self) -> dict:
-        """The topics file, cached while its inode, size and mtime stay the same; shared, so
-        never changed by a caller (``_read_meta`` gives a copy to edit)."""
+        """The topics file, cached while its inode, size and mtime stay the same (a writer's
+        without looking: only the writer changes it, through ``_write_meta``); shared, so never
+        changed by a caller (``_read_meta`` gives a copy to edit)."""
+        cached = self._meta_cache
+        if cached is not None and self.writable:
+            return cached[1]
         path = os.path.join(self.path, TOPICS_FILE)
         try:
             st = os.stat(path)
@@ -262,6 +272,7 @@ class DataDir:
 
     def _dirs_removed(self, topic: str) -> None:
         with self._logs_guard:
+            self._dir_topic_ids.pop(topic, None)
             if self._dirs_cache is not None:
                 self._dirs_cache = {t: p for t, p in self._dirs_cache.items() if t != topic}
 
@@ -342,6 +353,17 @@ class DataDir:
                 shutil.rmtree(pdir, ignore_errors=True)
             raise
 
+    def reconfigure_broker(self, broker: BrokerConfig) -> None:
+        """New broker settings at run time (a dynamic broker config changed): every open log
+        without an override of a topic config takes the new default at once, as Kafka's
+        DynamicLogConfig.reconfigure updates every log."""
+        with self._logs_guard:
+            self.broker = broker
+            expiration = broker.get("producer.id.expiration.ms")
+            for (topic, _), log in self.logs.items():
+                log.config = self.topic_config(topic)
+                log.producer_state.expiration_ms = expiration
+
     def alter_topic(self, topic: str, set_configs: dict[str, str] | None = None,
                     delete_configs: list[str] | None = None) -> LogConfig:
         self._require_writer("altering a topic")
@@ -380,6 +402,9 @@ class DataDir:
         entry = self._topics_meta().get(topic)
         if entry and entry.get("topic_id"):
             return entry["topic_id"]
+        known = self._dir_topic_ids.get(topic)
+        if known is not None:
+            return known
         for p in self._partition_dirs().get(topic, []):
             pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
             try:
@@ -387,6 +412,8 @@ class DataDir:
             except StorageError:
                 continue
             if found:
+                if self.writable:   # kept: Metadata asks for every topic's id at every request
+                    self._dir_topic_ids[topic] = found
                 return found
         return None
 
@@ -547,6 +574,11 @@ class DataDir:
                 shutil.rmtree(target)
 
     # -- logs
+    def had_clean_shutdown(self) -> bool:
+        """Whether the last writer left the clean-shutdown marker (a writer consumes it here, as
+        Kafka's LogManager deletes it at start: a crash from now on is an unclean shutdown)."""
+        return self._clean_shutdown()
+
     def _clean_shutdown(self) -> bool:
         if self._had_clean_shutdown is None:
             marker = os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE)
@@ -571,8 +603,8 @@ class DataDir:
             elif self.writable and partition not in self._partition_dirs().get(topic, ()):
                 self._dirs_added(topic, [partition])    # made beside this writer: in its map from now on
             clean = self._clean_shutdown()
-            recovery = _readable(self.recovery_checkpoint).get(key, 0) if not clean else 0
-            log_start = _readable(self.log_start_checkpoint).get(key, 0)
+            recovery = _readable(self.recovery_checkpoint, cached=True).get(key, 0) if not clean else 0
+            log_start = _readable(self.log_start_checkpoint, cached=True).get(key, 0)
             from .log import Log      # the record codec's numba kernels: not for metadata-only commands
             log = Log(pdir, self.topic_config(topic), clock=self.clock, recovery_point=recovery,
                       log_start_offset=log_start, had_clean_shutdown=clean,
@@ -625,6 +657,8 @@ class DataDir:
         self._closed_events.extend(e for log in self.logs.values() for e in log.events)
         self.logs.clear()
         self._dirs_cache = None         # the lock is let go: another writer may change the dir
+        self._meta_cache = None
+        self._dir_topic_ids = {}
         self._had_clean_shutdown = None
         if self.lock is not None:
             self.lock.release()

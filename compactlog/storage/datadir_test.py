@@ -58,6 +58,24 @@ def test_ensure_topic_id_gives_a_topic_without_one_an_id_that_lasts(dd):
     assert dd.ensure_topic_id("t") == dd.topic_id("t")
 
 
+def test_a_writer_reads_the_id_of_a_topic_known_by_its_directories_once(dd):
+    # a copied Kafka dir: Metadata asks for every topic's id at every request
+    from compactlog.storage.checkpoint import new_topic_id
+    topic_id = new_topic_id()
+    os.makedirs(os.path.join(dd.path, "k-0"))
+    PartitionMetadataFile(os.path.join(dd.path, "k-0", files.PARTITION_METADATA)).write(topic_id)
+    assert dd.topic_id("k") == topic_id
+    os.remove(os.path.join(dd.path, "k-0", files.PARTITION_METADATA))
+    assert dd.topic_id("k") == topic_id          # not read again: only the writer changes the dir
+    dd.delete_topic("k")
+    assert dd.topic_id("k") is None
+    reader = DataDir(dd.path)                    # a reader looks each time
+    os.makedirs(os.path.join(dd.path, "r-0"))
+    assert reader.topic_id("r") is None
+    PartitionMetadataFile(os.path.join(dd.path, "r-0", files.PARTITION_METADATA)).write(topic_id)
+    assert reader.topic_id("r") == topic_id
+
+
 @pytest.mark.parametrize("count", [1, 2])
 def test_a_topic_never_shrinks(dd, count):
     dd.create_topic("t", 2)

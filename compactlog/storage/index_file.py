@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from ..errors import StorageError
+from .file_handles import PooledFile
 
 
 def used_length(raw, entry_size: int) -> int:
@@ -41,7 +42,9 @@ class IndexFile:
         # entry_bytes), and how many leading entries they still hold
         self._loaded = b""
         self._loaded_entries = 0
-        self._fd: int | None = None
+        # the file's write descriptor, from the process's file-handle cache: opened by the first
+        # write and possibly closed between writes (open descriptors stay bounded)
+        self._file: PooledFile | None = None
         newly_created = not os.path.exists(path)
         if read_only:
             self.length = 0 if newly_created else os.path.getsize(path)
@@ -53,10 +56,13 @@ class IndexFile:
                     f.truncate(self._round(max_index_size))
             self.length = self._round(max_index_size) if preallocate else 0
         else:
-            self.length = os.path.getsize(path)
+            self.length = self._disk_length = os.path.getsize(path)
             self._entries = self._read_entries()
             if preallocate:
                 self.resize(max_index_size)
+        # the file's size on disk, which ``length`` (what the index may grow to) can exceed after
+        # ``reserve``: a resize that leaves the disk as it is makes no system call
+        self._disk_length = self.length
 
     def _round(self, n: int) -> int:
         return n - n % self.entry_size
@@ -121,24 +127,39 @@ class IndexFile:
     def is_full(self) -> bool:
         return len(self._entries) >= self.max_index_size // self.entry_size
 
-    def _write_fd(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR)
-        return self._fd
+    def _writing(self):
+        """The write descriptor (pinned for the block)."""
+        if self._file is None:
+            self._file = PooledFile(self.path, os.O_RDWR)
+        return self._file.use()
 
     def _write_entry(self, entry: tuple[int, int]) -> None:
         pos = len(self._entries) * self.entry_size
         if not self.read_only:
-            os.pwrite(self._write_fd(), self._encode(entry), pos)
+            try:
+                with self._writing() as fd:
+                    os.pwrite(fd, self._encode(entry), pos)
+            except BaseException:
+                self._disk_length = -1          # unknown: the next resize sets it
+                raise
+            self._disk_length = max(self._disk_length, pos + self.entry_size)
         self._entries.append(entry)
         self.length = max(self.length, pos + self.entry_size)
 
     def resize(self, new_size: int) -> None:
         size = max(self._round(new_size), len(self._entries) * self.entry_size)
-        if size != self.length:
-            if not self.read_only:
-                os.ftruncate(self._write_fd(), size)
+        if size != self.length or size != self._disk_length:
+            if not self.read_only and size != self._disk_length:
+                with self._writing() as fd:
+                    os.ftruncate(fd, size)
+                self._disk_length = size
             self.length = size
+
+    def reserve(self, new_size: int) -> None:
+        """Let the index grow to ``new_size`` (an active segment loaded from disk) without
+        preallocating the file: entries are written where they belong and the file grows with
+        them, so that opening and closing a log nobody appends to touches no index file."""
+        self.length = max(self.length, self._round(new_size), len(self._entries) * self.entry_size)
 
     def trim_to_valid_size(self) -> None:
         self.resize(len(self._entries) * self.entry_size)
@@ -150,36 +171,44 @@ class IndexFile:
             self._loaded_entries = min(self._loaded_entries, n)
             if self.read_only:
                 return
-            fd = self._write_fd()
-            os.ftruncate(fd, n * self.entry_size)
-            if self.length > n * self.entry_size:
-                os.ftruncate(fd, self.length)
+            with self._writing() as fd:
+                os.ftruncate(fd, n * self.entry_size)
+                if self.length > n * self.entry_size:
+                    os.ftruncate(fd, self.length)
+            self._disk_length = max(self.length, n * self.entry_size)
 
     def reset(self) -> None:
+        """No entries, room for ``max_index_size`` bytes of them: the file is emptied but not
+        preallocated again (as ``reserve``), so that rebuilding an index makes one system call at
+        most (none for an empty file) and its trim none."""
         self._entries = []
         self.untrimmed_slots = 0
         self._loaded, self._loaded_entries = b"", 0
-        if self.read_only:
-            self.length = self._round(self.max_index_size)
-            return
-        fd = self._write_fd()
-        os.ftruncate(fd, 0)
-        os.ftruncate(fd, self._round(self.max_index_size))
         self.length = self._round(self.max_index_size)
+        if self.read_only:
+            return
+        if self._disk_length != 0:
+            with self._writing() as fd:
+                os.ftruncate(fd, 0)
+            self._disk_length = 0
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        if self._file is not None and not self._file.closed:
+            with self._file.use() as fd:
+                os.fsync(fd)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Let go of the descriptor; a later write opens the file again."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def rename(self, new_path: str) -> None:
         if self.read_only:
             raise StorageError(f"{self.path}: opened read-only")
-        if os.path.exists(self.path):
+        if self._file is not None and not self._file.closed:
+            self._file.rename(new_path)
+        elif os.path.exists(self.path):
             os.replace(self.path, new_path)
         self.path = new_path
 

@@ -57,13 +57,16 @@ class LoadedOffsets:
 
 
 def _list_files(dir_path: str) -> list[str]:
-    return sorted(n for n in os.listdir(dir_path) if os.path.isfile(os.path.join(dir_path, n)))
+    """The directory's regular files, sorted (one scandir: the entry types need no stat)."""
+    with os.scandir(dir_path) as entries:
+        return sorted(e.name for e in entries if e.is_file())
 
 
-def remove_temp_files_and_collect_swaps(dir_path: str) -> list[str]:
+def remove_temp_files_and_collect_swaps(dir_path: str, names: list[str] | None = None) -> list[str]:
+    """``names``: the directory's files when the caller listed them already."""
     swaps, cleaned = [], []
     min_cleaned = None
-    for name in _list_files(dir_path):
+    for name in _list_files(dir_path) if names is None else names:
         path = os.path.join(dir_path, name)
         if name.endswith(files.DELETED_SUFFIX) and not name.endswith(".checkpoint.deleted"):
             os.remove(path)
@@ -199,18 +202,29 @@ class LogLoader:
         if self.read_only:
             needs_recovery = self._load_live_segments()
         else:
-            self._complete_swaps(remove_temp_files_and_collect_swaps(self.dir))
-            needs_recovery = self._load_segment_files()
+            names = _list_files(self.dir)
+            swaps = remove_temp_files_and_collect_swaps(self.dir, names)
+            if swaps or any(n.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX)) for n in names):
+                self._complete_swaps(swaps)
+                names = _list_files(self.dir)       # changed: listed again
+            needs_recovery = self._load_segment_files(names)
         segments = self.segments
+        last_layout = None
         if segments and segments.last not in needs_recovery:
             # the log end offset comes from valid batches only: a last segment whose batches do not
             # read to its end is recovered even after a clean shutdown (Kafka would trust it)
-            if segments.last.layout().end != segments.last.log.size:
+            last_layout = segments.last.layout()
+            if last_layout.end != segments.last.log.size:
                 needs_recovery.append(segments.last)
+                last_layout = None
         self._recover_log(needs_recovery)
         log_start_offset = self.log_start_offset
         log_end = None
         if segments:
+            if last_layout is not None and self.had_clean_shutdown:
+                # nothing recovered it (after a clean shutdown only needs_recovery is): its walk
+                # serves the index check too
+                segments.last.ensure_indexes_trusted(last_layout)
             log_end = segments.last.read_next_offset()
             if log_end < log_start_offset:
                 for seg in segments.clear():
@@ -224,10 +238,10 @@ class LogLoader:
                 log_end = None
         if not segments:
             segments.add(LogSegment(self.dir, log_start_offset, self.config, now_ms=self.clock(), new=True,
-                                    read_only=self.read_only))
+                                    preallocate_indexes=not self.read_only, read_only=self.read_only))
             log_end = segments.last.read_next_offset()
         recovery_point = log_end if self.had_clean_shutdown else min(self.recovery_point, log_end)
-        segments.last.resize_indexes(self.config.max_index_size)
+        segments.last.reserve_indexes(self.config.max_index_size)
         self.leader_epochs.truncate_from_end(log_end)
         start = max(log_start_offset, segments.first.base_offset)
         self.leader_epochs.truncate_from_start(log_start_offset)
@@ -275,10 +289,10 @@ class LogLoader:
                 os.replace(os.path.join(self.dir, name),
                            os.path.join(self.dir, name[:-len(files.SWAP_SUFFIX)]))
 
-    def _load_segment_files(self) -> list[LogSegment]:
-        """Open every ``.log`` (deleting orphaned indexes); segments needing recovery are returned."""
+    def _load_segment_files(self, names: list[str]) -> list[LogSegment]:
+        """Open every ``.log`` of ``names`` (the directory's files), deleting orphaned indexes;
+        segments needing recovery are returned."""
         needs_recovery = []
-        names = _list_files(self.dir)
         present = set(names)
         for name in names:
             off = offset_or_none(name)

@@ -113,3 +113,48 @@ def test_rebuild_producer_state_replays_the_batches_after_the_latest_snapshot(op
     assert state.last_map_offset == 9 and state.producers[3].last_seq == 11   # the whole batch 6-11
     for seg in segments:
         seg.close_handles()
+
+
+def test_a_full_disk_during_recovery_leaves_no_partial_discarded_file(open_log, tmp_path, monkeypatch):
+    """Keeping a torn tail aside fails (ENOSPC): the load fails, nothing is cut, and no empty or
+    partial ``*.log.discarded`` is left to pass for what was kept; with room again it succeeds."""
+    import errno
+
+    import pytest
+
+    from compactlog.storage import repair
+
+    log = written(open_log)
+    log.flush()
+    tail = log.active_segment.log.path
+    crash(log)
+    with open(tail, "ab") as f:
+        f.write(batch(15, 2)[:-5])
+    size = os.path.getsize(tail)
+
+    class FullDisk:
+        """A file on a disk that fills up half way through the write."""
+        def __init__(self, path, mode):
+            self.f = open(path, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[:len(data) // 2])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(repair, "open", FullDisk, raising=False)
+    with pytest.raises(OSError) as e:
+        load(tmp_path / "topic-0", recovery_point=12)
+    assert e.value.errno == errno.ENOSPC
+    assert not [n for n in os.listdir(tmp_path / "topic-0") if n.endswith(".discarded")]
+    assert os.path.getsize(tail) == size                 # nothing cut before the bytes were kept
+    monkeypatch.undo()
+    offsets, segments, state, epochs, events = load(tmp_path / "topic-0", recovery_point=12)
+    assert offsets.log_end_offset == 15 and os.path.getsize(tail + ".discarded") > 0
+    for seg in segments:
+        seg.close_handles()

@@ -168,9 +168,11 @@ class LocalLog:
         upto = self.log_end_offset if offset is None else offset
         if upto <= self.recovery_point:
             return
-        for seg in self.segments.in_range(self.recovery_point, upto):
+        flushed = self.segments.in_range(self.recovery_point, upto)
+        for seg in flushed:
             seg.flush()
-        fsync_dir(self.dir)
+        if any(seg.base_offset >= self.recovery_point for seg in flushed):
+            fsync_dir(self.dir)     # a segment made since the last flush (Kafka's LocalLog.flush)
         self.recovery_point = upto
 
     def truncate_to(self, offset: int) -> None:

@@ -130,14 +130,21 @@ def test_truncate_to_drops_entries_at_or_above_offset(tmp_path):
         assert f.read() == struct.pack(">iiii", 3, 100, 5, 150)
 
 
-def test_reset_empties_and_preallocates(tmp_path):
+def test_reset_empties_and_keeps_room_without_preallocating(tmp_path):
     idx = new_index(tmp_path, size=40)
     idx.append(BASE + 1, 10)
+    idx.append(BASE + 2, 20)
     idx.reset()
-    assert idx.entries == 0
-    assert os.path.getsize(idx.path) == 40
+    assert idx.entries == 0 and idx.max_entries == 5
+    assert os.path.getsize(idx.path) == 0            # emptied, not preallocated again
+    idx.append(BASE + 3, 30)                         # the file grows with its entries
+    idx.trim_to_valid_size()
     with open(idx.path, "rb") as f:
-        assert f.read() == b"\0" * 40
+        assert f.read() == struct.pack(">ii", 3, 30)
+    idx.reset()
+    idx.reset()                                      # an empty file: nothing to do
+    assert os.path.getsize(idx.path) == 0 and idx.max_entries == 5
+    idx.close()
 
 
 def test_sanity_check(tmp_path):

@@ -283,6 +283,9 @@ class ProducerStateManager:
         self.read_only = read_only
         self._taken: dict[int, bytes] = {}      # read-only: snapshots taken in memory
         self._deleted: set[int] = set()        # read-only: snapshots deleted in memory
+        # a writer's snapshot offsets on disk: listed once, then kept current by its own takes and
+        # deletes (only this manager and its siblings change them; a load asks several times)
+        self._on_disk: list[set[int] | None] = [None]
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: dict[int, int] = {}   # first offset -> producer id
         # producer id -> the verification in flight (in memory only, as Kafka's)
@@ -291,7 +294,7 @@ class ProducerStateManager:
         self.last_snap_offset = 0
 
     # -- snapshots on disk
-    def snapshot_offsets(self) -> list[int]:
+    def _listed_offsets(self) -> list[int]:
         out = []
         try:
             names = os.listdir(self.log_dir)
@@ -300,6 +303,15 @@ class ProducerStateManager:
         for name in names:
             if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdigit():
                 out.append(files.offset_from_filename(name))
+        return out
+
+    def snapshot_offsets(self) -> list[int]:
+        if not self.read_only:
+            listed = self._on_disk[0]
+            if listed is None:
+                listed = self._on_disk[0] = set(self._listed_offsets())
+            return sorted(listed)
+        out = self._listed_offsets()
         if self.read_only:
             out = [o for o in out if o not in self._deleted]
             out.extend(o for o in self._taken if o not in out)
@@ -311,6 +323,8 @@ class ProducerStateManager:
         other = ProducerStateManager(self.log_dir, self.partition, self.expiration_ms, read_only=self.read_only)
         if self.read_only:
             other._taken, other._deleted = self._taken, self._deleted
+        else:
+            other._on_disk = self._on_disk
         return other
 
     def _read_snapshot_at(self, offset: int) -> list:
@@ -335,6 +349,8 @@ class ProducerStateManager:
                 self.last_snap_offset = self.last_map_offset
                 return None
             write_snapshot(path, self.producers.values(), sync=sync)
+            if self._on_disk[0] is not None:
+                self._on_disk[0].add(self.last_map_offset)
             self.last_snap_offset = self.last_map_offset
             return path
         return None
@@ -348,6 +364,8 @@ class ProducerStateManager:
             os.remove(self.snapshot_path(offset))
         except FileNotFoundError:
             pass
+        if self._on_disk[0] is not None:
+            self._on_disk[0].discard(offset)
 
     def delete_snapshots_before(self, offset: int) -> None:
         for o in self.snapshot_offsets():

@@ -248,11 +248,20 @@ def numbered_path(path: str, suffix: str) -> str:
 
 
 def keep_bytes(path: str, data: bytes) -> None:
-    """Write bytes set aside by recovery (never overwriting: see numbered_path), fsynced."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    """Write bytes set aside by recovery (never overwriting: see numbered_path), fsynced. A write
+    that fails (a full disk) leaves no file behind: recovery then stops before cutting anything,
+    and a partial or empty copy would pass for what was kept."""
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        raise
 
 
 def repair_segment(log, seg, scan: SegmentScan) -> list:

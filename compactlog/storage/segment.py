@@ -7,6 +7,7 @@ that stops being active gets its final time-index entry and trimmed files.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import random
@@ -17,6 +18,7 @@ from ..record.layout import (BASE_OFFSET_OFFSET, HEADER_SIZE_UP_TO_MAGIC, INT64,
                              MIN_LEGACY_SIZE, PREFIX, RECORD_BATCH_OVERHEAD)
 from . import files
 from .events import REBUILT, DataEvent
+from .file_handles import PooledFile, is_too_many_open_files, too_many_open_files
 from .index_check import IndexProblem, check_offset_index, check_time_index, walk_segment
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
@@ -28,39 +30,85 @@ _READ_CHUNK = 1 << 16
 class FileRecords:
     """The ``.log`` file: batches end to end, appended at ``size``.
 
+    Its descriptor comes from the process's file-handle cache (``file_handles``): a writer's is
+    opened on first use and may be closed between uses, so that open descriptors stay bounded
+    however many segments there are. A reader's is opened at once, so that it keeps reading the
+    file it loaded while a writer beside it replaces segments.
+
     Opened ``read_only``, the file is never written: recovery's truncation only moves ``size``,
     which bounds every read, so a reader sees what a writer's recovery would keep.
     """
 
     def __init__(self, path: str, *, preallocate_size: int = 0, read_only: bool = False):
-        self.path = path
         self.read_only = read_only
+        self._file: PooledFile | None = None
+        self._path = path
         if read_only:
             try:
-                self.fd = os.open(path, os.O_RDONLY)
-                self.size = os.fstat(self.fd).st_size
+                fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
                 # the empty active segment a writer would create: it exists in memory only
-                self.fd, self.size = -1, 0
+                self.size = 0
+                return
+            except OSError as e:
+                if is_too_many_open_files(e):
+                    raise too_many_open_files(path, e) from None
+                raise
+            self.size = os.fstat(fd).st_size
+            self._file = PooledFile(path, os.O_RDONLY, fd=fd)
             return
-        existed = os.path.exists(path)
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if existed:
-            self.size = os.fstat(self.fd).st_size
-        else:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                if is_too_many_open_files(e):
+                    raise too_many_open_files(path, e) from None
+                raise
+            self._file = PooledFile(path, os.O_RDWR, fd=fd)
             self.size = 0
             if preallocate_size:
-                os.ftruncate(self.fd, preallocate_size)
+                os.ftruncate(fd, preallocate_size)
+            self._disk_size = preallocate_size
+            return
+        self.size = self._disk_size = st.st_size
+        self._file = PooledFile(path, os.O_RDWR, identity=(st.st_dev, st.st_ino))
+
+    @property
+    def path(self) -> str:
+        return self._file.path if self._file is not None else self._path
+
+    @property
+    def exists(self) -> bool:
+        """False for a read-only segment that exists in memory only."""
+        return self._file is not None
+
+    def _use(self):
+        if self._file is None:
+            raise OSError(errno.EBADF, "no such file (in memory only)", self._path)
+        return self._file.use()
 
     def read(self, position: int, length: int) -> bytes:
         length = max(0, min(length, self.size - position))
-        return os.pread(self.fd, length, position) if length else b""
+        if not length:
+            return b""
+        with self._use() as fd:
+            return os.pread(fd, length, position)
 
     def map(self):
         """A read-only mapping of [0, size) (bytes when the file is empty)."""
         if self.size == 0:
             return b""
-        return mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+        with self._use() as fd:
+            return mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)
+
+    def dup(self) -> int:
+        """A descriptor of its own for the caller (who closes it): sendfile from it stays safe
+        after the segment is closed, replaced or deleted."""
+        if self._file is None:
+            raise OSError(errno.EBADF, "no such file (in memory only)", self._path)
+        return self._file.dup()
 
     def _writable(self) -> None:
         if self.read_only:
@@ -69,42 +117,60 @@ class FileRecords:
     def append(self, data) -> int:
         self._writable()
         n = len(data)
-        written = os.pwrite(self.fd, data, self.size)
+        try:
+            with self._use() as fd:
+                written = os.pwrite(fd, data, self.size)
+        except BaseException:
+            self._disk_size = -1        # some bytes may have landed past size: trim must look
+            raise
         if written != n:
+            self._disk_size = -1
             raise StorageError(f"{self.path}: short write ({written} of {n} bytes)")
         self.size += n
+        self._disk_size = max(self._disk_size, self.size)
         return n
 
     def truncate_to(self, size: int) -> int:
         if size > self.size or size < 0:
             raise StorageError(f"{self.path}: cannot truncate to {size} bytes, file holds {self.size}")
         removed = self.size - size
-        if not self.read_only:
-            os.ftruncate(self.fd, size)
+        if not self.read_only and self._disk_size != size:     # (recovery cuts nothing, mostly)
+            with self._use() as fd:
+                os.ftruncate(fd, size)
+            self._disk_size = size
         self.size = size
         return removed
 
     def trim(self) -> None:
-        if not self.read_only and os.fstat(self.fd).st_size != self.size:
-            os.ftruncate(self.fd, self.size)
+        """The file cut to its batches (a preallocated one ends with zeros); nothing to do, and
+        no descriptor opened, when it holds only them."""
+        if self.read_only or self._disk_size == self.size:
+            return
+        with self._use() as fd:
+            if os.fstat(fd).st_size != self.size:
+                os.ftruncate(fd, self.size)
+        self._disk_size = self.size
 
     def flush(self) -> None:
         if not self.read_only:
-            os.fsync(self.fd)
+            with self._use() as fd:
+                os.fsync(fd)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        if self._file is not None:
+            self._file.close()
 
     def rename(self, new_path: str) -> None:
         self._writable()
-        os.replace(self.path, new_path)
-        self.path = new_path
+        self._file.rename(new_path)
 
     def last_modified_ms(self) -> int:
-        if self.fd >= 0:
-            return int(os.fstat(self.fd).st_mtime * 1000)
+        if self._file is not None and self._file.is_open:
+            try:
+                with self._file.use() as fd:
+                    return int(os.fstat(fd).st_mtime * 1000)
+            except OSError:
+                pass        # closed meanwhile: the path tells
         try:
             return int(os.stat(self.path).st_mtime * 1000)
         except FileNotFoundError:
@@ -277,6 +343,12 @@ class LogSegment:
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
+    def reserve_indexes(self, size: int) -> None:
+        """An active segment loaded from disk: its indexes may grow to ``size`` (written as they
+        grow, not preallocated now)."""
+        self.offset_index.reserve(size)
+        self.time_index.reserve(size)
+
     def flush(self) -> None:
         self.log.flush()
         self.offset_index.flush()
@@ -302,7 +374,7 @@ class LogSegment:
         finally:
             del buf
 
-    def ensure_indexes_trusted(self) -> None:
+    def ensure_indexes_trusted(self, layout=None) -> None:
         """Check the offset and time indexes against the batches of the ``.log`` (index_check) the
         first time they are used; rebuild them from the batches when they lie (on disk for a
         writer, in memory when read-only) and report it. New entries appended later are right by
@@ -310,7 +382,8 @@ class LogSegment:
         if self._indexes_trusted:
             return
         self._indexes_trusted = True
-        layout = self.layout()
+        if layout is None:          # ``layout``: the caller walked the unchanged .log already
+            layout = self.layout()
         raw_offsets = self.offset_index.entry_bytes()
         raw_times = self.time_index.entry_bytes()
         problem = (check_offset_index(raw_offsets, layout, path=self.offset_index.path)
@@ -355,8 +428,8 @@ class LogSegment:
         self.time_index.maybe_append(max_ts, max_off, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        if max_index > self.offset_index.length:     # an active segment keeps its preallocation
-            self.resize_indexes(max_index)
+        if max_index > self.offset_index.length:     # an active segment keeps its room to grow
+            self.reserve_indexes(max_index)
 
     # -- reading
     def translate_offset(self, offset: int, starting_position: int = 0):

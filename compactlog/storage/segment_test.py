@@ -330,3 +330,29 @@ def test_change_suffix_and_delete(tmp_path):
     assert os.path.exists(tmp_path / "00000000000000000007.log")
     seg.delete_files()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_short_write_is_trimmed_at_close(tmp_path, monkeypatch):
+    """A full disk lands part of a batch past ``size``: the next trim (on roll or close) cuts it,
+    although an untouched file's trim opens nothing."""
+    import errno
+
+    from compactlog.errors import StorageError
+    from compactlog.storage import segment as segment_mod
+
+    fr = FileRecords(str(tmp_path / "x.log"))
+    fr.append(batch(0, 2))
+    good = fr.size
+    real = os.pwrite
+    monkeypatch.setattr(segment_mod.os, "pwrite", lambda fd, data, pos: real(fd, data[:7], pos))
+    with pytest.raises(StorageError, match="short write"):
+        fr.append(batch(2, 1))
+    monkeypatch.setattr(segment_mod.os, "pwrite", lambda fd, data, pos: (_ for _ in ()).throw(
+        OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(OSError):
+        fr.append(batch(2, 1))
+    monkeypatch.undo()
+    assert fr.size == good and os.path.getsize(fr.path) == good + 7
+    fr.trim()
+    assert os.path.getsize(fr.path) == good
+    fr.close()

@@ -4,8 +4,10 @@
 Synonyms come in Kafka's order (the topic override, then the broker's static setting, then Kafka's
 default), with Kafka's quirk of dropping the synonyms that precede the primary broker name
 (``retention.ms`` described with only ``log.retention.hours`` set lists no synonym and says
-DEFAULT_CONFIG, as Kafka does). Broker resources have no dynamic configs: every broker setting is
-read-only. Topic configs are those of ``storage.config.TOPIC_CONFIGS`` (the ones compactlog
+DEFAULT_CONFIG, as Kafka does). A broker setting set dynamically (storage/dynamic_config.py) comes
+first, as DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG; the settings Kafka can change at
+run time are not read-only. GROUP resources are described as ``createGroupConfigEntry`` does: the
+group's override, else the broker setting that defaults it, else Kafka's default. Topic configs are those of ``storage.config.TOPIC_CONFIGS`` (the ones compactlog
 implements); Kafka's ``leader/follower.replication.throttled.replicas``, ``remote.log.copy.disable``,
 ``remote.log.delete.on.disable`` and ``message.format.version`` are unknown names here. The
 documentation strings (DescribeConfigs v3+) are compactlog's, not Kafka's text.
@@ -16,14 +18,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, kafka_string
+from ...storage.dynamic_config import DYNAMIC_BROKER_CONFIGS, GROUP_BROKER_DEFAULTS, GROUP_CONFIGS, group_default
 from ...storage.kafka_names import KAFKA_BROKER_SETTINGS
 from ..security.redaction import is_secret_setting
 from ..state import BrokerState
 
 # DescribeConfigsResponse.ConfigSource
 SOURCE_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCE_GROUP = 8
 
 # DescribeConfigsResponse.ConfigType
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
@@ -71,11 +77,16 @@ def _broker_kind(name: str) -> str | None:
     return d.kind if d is not None else None
 
 
-def _broker_synonyms(name: str, props: dict[str, str]) -> list[tuple[str, str | None, int]]:
-    """ConfigHelper.configSynonyms: the static settings, then Kafka's defaults, of ``name`` and the
-    settings standing for it, with the ones before ``name`` itself dropped (as Kafka does)."""
+def _broker_synonyms(name: str, broker) -> list[tuple[str, str | None, int]]:
+    """ConfigHelper.configSynonyms: this broker's dynamic settings, the cluster-wide dynamic ones,
+    the static ones, then Kafka's defaults, of ``name`` and the settings standing for it, with the
+    ones before ``name`` itself dropped (as Kafka does)."""
     group = _SYNONYM_GROUPS.get(name, (name,))
-    found = [(n, props[n], SOURCE_STATIC_BROKER) for n in group if n in props]
+    found = []
+    for layer, source in ((broker.dynamic_broker, SOURCE_DYNAMIC_BROKER),
+                          (broker.dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+                          (broker.static_props, SOURCE_STATIC_BROKER)):
+        found += [(n, layer[n], source) for n in group if n in layer]
     found += [(n, default, SOURCE_DEFAULT) for n in group if (default := _broker_default(n)) is not None]
     while found and found[0][0] != name:
         found.pop(0)
@@ -86,14 +97,13 @@ def topic_config_entries(state: BrokerState, topic: str) -> list[ConfigEntry]:
     """Every topic config of ``topic`` with its effective value, source and synonyms
     (ConfigHelper.createTopicConfigEntry), sorted by name."""
     cfg = state.datadir.topic_config(topic)
-    props = state.broker.props
     entries = []
     for name in sorted(TOPIC_CONFIGS):
         d = TOPIC_CONFIGS[name]
         value = kafka_string(d.kind, cfg.get(name))
         synonyms = [(name, value, SOURCE_TOPIC)] if name in cfg.overrides else []
         if d.broker:
-            synonyms += _broker_synonyms(d.broker[0], props)
+            synonyms += _broker_synonyms(d.broker[0], state.broker)
         entries.append(ConfigEntry(name, value, synonyms[0][2] if synonyms else SOURCE_DEFAULT, False,
                                    False, synonyms, CONFIG_TYPES[d.kind], TOPIC_DOCS.get(name)))
     return entries
@@ -111,22 +121,69 @@ def _is_sensitive(name: str, kind: str | None) -> bool:
     return "password" in name or name.endswith("jaas.config") or "secret" in name
 
 
-def broker_config_entries(state: BrokerState) -> list[ConfigEntry]:
+def broker_config_entries(state: BrokerState, *, per_broker: bool = True) -> list[ConfigEntry]:
     """The node's settings (ConfigHelper.createBrokerConfigEntry): compactlog's broker settings,
-    the broker settings that default topic configs, and whatever server.properties or
-    --override set; each with its source and synonyms. None is dynamic: all are read-only."""
-    props = state.broker.props
+    the broker settings that default topic configs, and whatever server.properties, --override or
+    a dynamic change set; each with its source and synonyms, read-only unless Kafka can change it
+    at run time. Not ``per_broker`` (the resource named ""): the cluster-wide dynamic defaults only."""
+    broker = state.broker
+    if not per_broker:
+        return [ConfigEntry(name, None if _is_sensitive(name, _dynamic_kind(name)) else value,
+                            SOURCE_DYNAMIC_DEFAULT_BROKER, False, _is_sensitive(name, _dynamic_kind(name)),
+                            [(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER)],
+                            CONFIG_TYPES.get(_dynamic_kind(name), 0), _broker_doc(name))
+                for name, value in sorted(broker.dynamic_default.items())]
+    props = broker.props
     names = set(BROKER_CONFIGS) | set(_TOPIC_BY_BROKER_NAME) | set(UNIT_SETTINGS) | set(props)
     entries = []
     for name in sorted(names):
-        kind = _broker_kind(name)
+        kind = _broker_kind(name) or _dynamic_kind(name)
         sensitive = _is_sensitive(name, kind)
         value = props[name] if name in props else _broker_default(name)
-        synonyms = [(n, None if sensitive else v, s) for n, v, s in _broker_synonyms(name, props)]
+        synonyms = [(n, None if sensitive else v, s) for n, v, s in _broker_synonyms(name, broker)]
         entries.append(ConfigEntry(name, None if sensitive else value,
-                                   synonyms[0][2] if synonyms else SOURCE_DEFAULT, True, sensitive,
+                                   synonyms[0][2] if synonyms else SOURCE_DEFAULT,
+                                   name not in DYNAMIC_BROKER_CONFIGS, sensitive,
                                    synonyms, CONFIG_TYPES.get(kind, 0), _broker_doc(name)))
     return entries
+
+
+def _dynamic_kind(name: str) -> str | None:
+    from ...storage.dynamic_config import broker_kind
+    return broker_kind(name)
+
+
+def group_config_entries(state: BrokerState, group: str) -> list[ConfigEntry]:
+    """A group's configs (ConfigHelper.createGroupConfigEntry): the group's override (GROUP_CONFIG),
+    else the broker setting that defaults it (with its own synonyms), else Kafka's default."""
+    broker = state.broker
+    overrides = broker.dynamic_groups.get(group, {})
+    entries = []
+    for name in sorted(GROUP_CONFIGS):
+        d = GROUP_CONFIGS[name]
+        if d.broker is not None:
+            synonyms = _broker_synonyms(d.broker, broker) or [(d.broker, GROUP_BROKER_DEFAULTS[d.broker],
+                                                               SOURCE_DEFAULT)]
+        else:
+            synonyms = [(name, d.default, SOURCE_DEFAULT)]
+        value = overrides.get(name, group_default(broker, d))
+        if name in overrides:
+            synonyms = [(name, value, SOURCE_GROUP)] + synonyms
+        entries.append(ConfigEntry(name, value, synonyms[0][2], False, False, synonyms,
+                                   CONFIG_TYPES[d.kind], GROUP_DOCS.get(name)))
+    return entries
+
+
+GROUP_DOCS = {
+    "consumer.heartbeat.interval.ms": "Heartbeat interval given to the members of a consumer group (KIP-848); "
+                                      "no effect on classic groups.",
+    "consumer.session.timeout.ms": "Time without a heartbeat after which a consumer group member (KIP-848) "
+                                   "is removed; no effect on classic groups.",
+    "share.auto.offset.reset": "Where a share group starts on a partition without a committed position.",
+    "share.heartbeat.interval.ms": "Heartbeat interval given to the members of a share group.",
+    "share.record.lock.duration.ms": "How long a share group member holds the records it fetched.",
+    "share.session.timeout.ms": "Time without a heartbeat after which a share group member is removed.",
+}
 
 
 # -- documentation (DescribeConfigs v3+), in compactlog's words -----------------------------------

@@ -10,16 +10,22 @@ broker that receives the request and the controller:
   validateAlterConfig): config changes, validated as a whole (``topic_validation.py``), then the
   existence of the topic.
 * ``ConfigHelper.describeConfigs``: DescribeConfigs (the entries: ``config_entries.py``).
+* ``DynamicBrokerConfig``: BROKER resources, this node's (its id) and the cluster-wide defaults
+  (the empty name): the settings Kafka can change at run time are changed, kept in the data dir
+  and applied (storage/dynamic_config.py: topic defaults at once to every topic without an
+  override), the others refused as Kafka refuses them.
+* GROUP resources (Kafka 4.0's group configs): validated against the broker's bounds, kept and
+  described as Kafka does; compactlog's groups are classic ones, on which they have no effect.
 
 Authorization (``ConfigHelper``, ``ControllerApis.authorizeAlterResource``): describing needs
-DESCRIBE_CONFIGS and altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED) or on the
-cluster for a broker resource (else CLUSTER_AUTHORIZATION_FAILED); a refused resource is answered
-without any of its configs.
+DESCRIBE_CONFIGS and altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED), on the
+group for a group resource (else GROUP_AUTHORIZATION_FAILED) or on the cluster for a broker
+resource (else CLUSTER_AUTHORIZATION_FAILED); a refused resource is answered without any of its
+configs.
 
-Where compactlog differs, on purpose: broker resources have no dynamic configs, so AlterConfigs
-and IncrementalAlterConfigs refuse every broker setting the way Kafka refuses its non-dynamic
-ones, and the cluster-default resource (empty name) is described as empty; BROKER_LOGGER (log4j
-levels), GROUP and CLIENT_METRICS resources are not supported (INVALID_REQUEST for that resource).
+Where compactlog differs, on purpose: BROKER_LOGGER (log4j levels) and CLIENT_METRICS resources
+are not supported (INVALID_REQUEST for that resource), and TLS/SASL and listener settings cannot
+be changed at run time (compactlog serves PLAINTEXT only).
 """
 
 from __future__ import annotations
@@ -28,12 +34,16 @@ import re
 
 from kio.schema.errors import ErrorCode
 
-from ...errors import CompactlogError
-from ...storage.config import TOPIC_CONFIGS, kafka_string
+from ...errors import CompactlogError, ConfigError
+from ...storage.config import TOPIC_CONFIGS, ConfigDef, ConfigValueError, kafka_string
+from ...storage.dynamic_config import (APPLIED_AT_ONCE, GROUP_CONFIGS, DynamicConfigs, broker_kind, non_dynamic,
+                                       validate_group_configs)
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
-from .config_entries import SOURCE_DEFAULT, ConfigEntry, broker_config_entries, topic_config_entries
+from ..wire_errors import admin_error
+from .config_entries import (SOURCE_DEFAULT, ConfigEntry, broker_config_entries, group_config_entries,
+                             topic_config_entries)
 from .handler import THREAD, ApiHandler, Refused
 from .topic_validation import topic_name_error, validate_topic_configs
 
@@ -41,6 +51,7 @@ from .topic_validation import topic_name_error, validate_topic_configs
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32
 _RESOURCE_NAMES = {1: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS",
                    32: "GROUP"}
 
@@ -78,7 +89,7 @@ def _resource_label(resource_type: int) -> str:
 def _unsupported_resource(resource_type: int) -> Refused:
     return Refused(ErrorCode.invalid_request,
                    f"Unsupported resource type {_resource_label(resource_type)}: compactlog serves "
-                   f"TOPIC (2) and BROKER (4) configs only")
+                   f"TOPIC (2), BROKER (4) and GROUP (32) configs only")
 
 
 def _parse_broker_id(name: str, what: str = "Broker id") -> int:
@@ -131,11 +142,15 @@ def _describe_resource(state: BrokerState, resource) -> list[ConfigEntry]:
         return topic_config_entries(state, name)
     if resource.resource_type == RESOURCE_BROKER:
         if name == "":
-            return []        # the cluster-wide dynamic defaults: compactlog has none
+            return broker_config_entries(state, per_broker=False)     # the cluster-wide dynamic defaults
         if _parse_broker_id(name) != state.node_id:
             raise Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected {state.node_id} or "
                                                      f"empty string, but received {name}")
         return broker_config_entries(state)
+    if resource.resource_type == RESOURCE_GROUP:
+        if not name:
+            raise Refused(ErrorCode.invalid_request, "Group name must not be empty")
+        return group_config_entries(state, name)
     raise _unsupported_resource(resource.resource_type)
 
 
@@ -171,10 +186,14 @@ def _preprocess_alter(state: BrokerState, resources, *, incremental: bool) -> di
                     raise Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected "
                                                              f"{state.node_id}, but received {r.resource_name}")
                 changed = [c.name for c in r.configs if not (incremental and c.config_operation == OP_DELETE)]
-                if changed:
-                    # DynamicBrokerConfig.validateConfigs; compactlog has no dynamic broker settings
+                refused_names = non_dynamic(changed)
+                if refused_names:
+                    # DynamicBrokerConfig.validateConfigs
                     raise Refused(ErrorCode.invalid_request, "Cannot update these configs dynamically: "
-                                                             f"Set({', '.join(changed)})")
+                                                             f"Set({', '.join(refused_names)})")
+            elif r.resource_type == RESOURCE_GROUP:
+                if not r.resource_name:
+                    raise Refused(ErrorCode.invalid_request, "Group name must not be empty")
             elif r.resource_type != RESOURCE_TOPIC:
                 raise _unsupported_resource(r.resource_type)
         except Refused as e:
@@ -201,9 +220,12 @@ def _alter_topic(state: BrokerState, name: str, new: dict[str, str], validate_on
         state.datadir.set_topic_configs(name, new)
 
 
-def _incremental_overrides(current: dict[str, str], configs) -> dict[str, str]:
+def _incremental_overrides(current: dict[str, str], configs, kind_and_default=None) -> dict[str, str]:
     """ConfigurationControlManager.incrementalAlterConfigResource: the overrides after the ops.
-    APPEND and SUBTRACT start from the override, else from Kafka's own default of the config."""
+    APPEND and SUBTRACT start from the override, else from Kafka's own default of the config
+    (``kind_and_default(name)``: (kind, default text) of a name, topic configs' by default)."""
+    if kind_and_default is None:
+        kind_and_default = _topic_kind_and_default
     new = dict(current)
     for c in configs:
         if c.config_operation == OP_SET:
@@ -211,13 +233,13 @@ def _incremental_overrides(current: dict[str, str], configs) -> dict[str, str]:
         elif c.config_operation == OP_DELETE:
             new.pop(c.name, None)
         else:
-            d = TOPIC_CONFIGS.get(c.name)
-            if d is None or d.kind != "list":
+            kind, default = kind_and_default(c.name)
+            if kind != "list":
                 raise Refused(ErrorCode.invalid_config, f"Can't {_OP_NAMES[c.config_operation]} to key "
                                                         f"{c.name} because its type is not LIST.")
             base = current.get(c.name)
             if base is None:
-                base = kafka_string(d.kind, d.default)
+                base = default or ""
             parts = [p for p in base.split(",") if p]
             if c.config_operation == OP_APPEND:
                 for value in c.value.split(","):
@@ -229,6 +251,82 @@ def _incremental_overrides(current: dict[str, str], configs) -> dict[str, str]:
                         parts.remove(value)
             new[c.name] = ",".join(parts)
     return new
+
+
+def _topic_kind_and_default(name: str) -> tuple[str | None, str | None]:
+    d = TOPIC_CONFIGS.get(name)
+    return (None, None) if d is None else (d.kind, kafka_string(d.kind, d.default))
+
+
+def _broker_kind_and_default(name: str) -> tuple[str | None, str | None]:
+    """A broker setting's type and Kafka's default (the topic config's, for a topic default)."""
+    from .config_entries import _broker_default
+    return broker_kind(name), _broker_default(name)
+
+
+def _group_kind_and_default(name: str) -> tuple[str | None, str | None]:
+    d = GROUP_CONFIGS.get(name)
+    return (None, None) if d is None else (d.kind, d.default)
+
+
+def _config_refusal(e: ConfigError) -> Refused:
+    message = e.kafka_message if isinstance(e, ConfigValueError) and e.kafka_message else str(e)
+    return Refused(ErrorCode.invalid_config, message)
+
+
+def _alter_broker(state: BrokerState, r, incremental: bool, validate_only: bool) -> None:
+    """A BROKER resource's dynamic settings (this node's, or the cluster-wide defaults for the
+    empty name): changed, checked with the static ones as a whole, kept, then applied."""
+    dd = state.datadir
+    dyn = DynamicConfigs.read(dd.path)
+    layer = dyn.cluster_default if r.resource_name == "" else dyn.broker
+    if incremental:
+        new = _incremental_overrides(layer, r.configs, _broker_kind_and_default)
+    else:
+        new = {c.name: c.value for c in r.configs}
+    try:
+        for name, raw in new.items():          # the types of names compactlog itself does not use
+            kind = broker_kind(name)
+            if kind is not None:
+                ConfigDef(name, kind, None).parse(raw)
+        layer.clear()
+        layer.update(new)
+        broker = dyn.broker_config(state.broker.static_props)
+        broker.validate()
+    except ConfigError as e:
+        raise _config_refusal(e) from None
+    if validate_only:
+        return
+    dyn.write(dd.path)
+    dd.reconfigure_broker(broker)
+    where = "cluster-wide default" if r.resource_name == "" else f"broker {state.node_id}"
+    later = sorted(n for n in new if n not in APPLIED_AT_ONCE)
+    state.logger.info(f"Dynamic {where} configs are now {new or '{}'}"
+                      + (f"; {', '.join(later)} take effect at the next start" if later else ""))
+
+
+def _alter_group(state: BrokerState, r, incremental: bool, validate_only: bool) -> None:
+    """A GROUP resource's configs (Kafka 4.0's GroupConfig): validated against the broker's bounds
+    and kept; a group need not exist (Kafka's do not either)."""
+    dd = state.datadir
+    dyn = DynamicConfigs.read(dd.path)
+    current = dyn.groups.get(r.resource_name, {})
+    if incremental:
+        new = _incremental_overrides(current, r.configs, _group_kind_and_default)
+    else:
+        new = {c.name: c.value for c in r.configs}
+    try:
+        validate_group_configs(new, state.broker)
+    except ConfigError as e:
+        raise _config_refusal(e) from None
+    if validate_only:
+        return
+    if new:
+        dyn.groups[r.resource_name] = new
+    else:
+        dyn.groups.pop(r.resource_name, None)
+    dyn.write(dd.path)
+    state.broker.dynamic_groups = {g: dict(c) for g, c in dyn.groups.items()}
 
 
 def handle_incremental_alter_configs(state: BrokerState, request):
@@ -254,20 +352,25 @@ def _alter_configs(state: BrokerState, request, *, incremental: bool):
             error = refused.get(i)
             if error is None:
                 error = _refused_by_acls(state, request, r, auth_helper.ALTER_CONFIGS)
-            if error is None and r.resource_type == RESOURCE_TOPIC:
+            if error is None:
                 try:
-                    _check_topic_resource(r.resource_name)
-                    if incremental:
-                        new = _incremental_overrides(state.datadir.topic_overrides(r.resource_name),
-                                                     r.configs)
-                    else:
-                        new = {c.name: c.value for c in r.configs}
-                    _alter_topic(state, r.resource_name, new, body.validate_only)
+                    if r.resource_type == RESOURCE_TOPIC:
+                        _check_topic_resource(r.resource_name)
+                        if incremental:
+                            new = _incremental_overrides(state.datadir.topic_overrides(r.resource_name),
+                                                         r.configs)
+                        else:
+                            new = {c.name: c.value for c in r.configs}
+                        _alter_topic(state, r.resource_name, new, body.validate_only)
+                    elif r.resource_type == RESOURCE_BROKER:
+                        _alter_broker(state, r, incremental, body.validate_only)
+                    elif r.resource_type == RESOURCE_GROUP:
+                        _alter_group(state, r, incremental, body.validate_only)
                 except Refused as e:
                     error = e
                 except (CompactlogError, OSError) as e:
                     state.logger.error(f"{what} on {r.resource_name} failed: {e}")
-                    error = Refused(ErrorCode.unknown_server_error)
+                    error = Refused(*admin_error(e, state.datadir.path))
             responses.append(module.AlterConfigsResourceResponse(
                 error_code=error.code if error else ErrorCode.none, error_message=error.message if error else None,
                 resource_type=r.resource_type, resource_name=r.resource_name))

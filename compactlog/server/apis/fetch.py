@@ -27,19 +27,19 @@ for each of its partitions (asked once per request, before the first read), and 
 from __future__ import annotations
 
 import asyncio
-import os
 import struct
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from ...errors import OffsetOutOfRangeError
+from ...errors import CompactlogError, OffsetOutOfRangeError
 from ...record.varint import encode_uvarint
 from ...storage.isolation import last_fetchable_offset
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, READ_COMMITTED, build, nested
 from ..protocol import EncodedResponse, FileRegion
 from ..state import BrokerState
+from ..wire_errors import partition_error
 from .handler import ASYNC, ApiHandler
 
 # below this many bytes a partition's records are read into memory; from it on they are sent
@@ -101,13 +101,25 @@ def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: b
             pr.aborted = []
         if span.length:
             if span.length >= zero_copy_min:
-                pr.records = FileRegion(os.dup(span.file.fd), span.position, span.length)
+                pr.records = FileRegion(span.file.dup(), span.position, span.length)
             else:
                 pr.records = span.read()
             if committed:
                 pr.aborted = [(t.producer_id, t.first_offset)
                               for t in log.collect_aborted_transactions(offset, span.last_offset + 1)]
     return pr
+
+
+def _read_one(state: BrokerState, topic: str, p, max_bytes: int, min_one: bool, committed: bool,
+              zero_copy_min: int) -> PartitionRead:
+    log = state.log(topic, p.partition)
+    if log is None:
+        return PartitionRead(p.partition, ErrorCode.unknown_topic_or_partition)
+    current = getattr(p, "current_leader_epoch", -1)
+    if current != -1 and current != log.leader_epoch:
+        code = ErrorCode.fenced_leader_epoch if current < log.leader_epoch else ErrorCode.unknown_leader_epoch
+        return PartitionRead(p.partition, code)
+    return read_partition(log, p.fetch_offset, max_bytes, min_one, committed, zero_copy_min)
 
 
 def read_fetch(state: BrokerState, body, version: int,
@@ -122,24 +134,20 @@ def read_fetch(state: BrokerState, body, version: int,
         for t in body.topics:
             parts = []
             for p in t.partitions:
-                log = None if t.topic in denied else state.log(t.topic, p.partition)
-                if log is None:
-                    pr = PartitionRead(p.partition, ErrorCode.topic_authorization_failed if t.topic in denied
-                                       else ErrorCode.unknown_topic_or_partition)
+                if t.topic in denied:
+                    pr = PartitionRead(p.partition, ErrorCode.topic_authorization_failed)
                 else:
-                    current = getattr(p, "current_leader_epoch", -1)
-                    if current != -1 and current != log.leader_epoch:
-                        code = ErrorCode.fenced_leader_epoch if current < log.leader_epoch \
-                            else ErrorCode.unknown_leader_epoch
-                        pr = PartitionRead(p.partition, code)
-                    else:
-                        try:
-                            pr = read_partition(log, p.fetch_offset, min(p.partition_max_bytes, limit),
-                                                min_one, committed, zero_copy_min)
-                        except Exception:
-                            if state.metrics is not None:       # FailedFetchRequestsPerSec
-                                state.metrics.topic_stats.fetch_failed(t.topic)
+                    try:
+                        pr = _read_one(state, t.topic, p, min(p.partition_max_bytes, limit), min_one,
+                                       committed, zero_copy_min)
+                    except Exception as e:
+                        if state.metrics is not None:       # FailedFetchRequestsPerSec
+                            state.metrics.topic_stats.fetch_failed(t.topic)
+                        if not isinstance(e, (CompactlogError, OSError)):
                             raise
+                        # this partition's files failed; the others are still read (ReplicaManager)
+                        state.logger.error(f"Fetch from {t.topic}-{p.partition} failed: {e}")
+                        pr = PartitionRead(p.partition, partition_error(e, state.datadir.path)[0])
                 n = len(pr.records)
                 if n:
                     limit = max(0, limit - n)

@@ -9,6 +9,8 @@ from kio.schema.errors import ErrorCode
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, READ_COMMITTED, build, nested, response_class
 from ..state import BrokerState
+from ...errors import CompactlogError
+from ..wire_errors import partition_error
 from .handler import THREAD, ApiHandler
 
 # ListOffsetsRequest's special timestamps
@@ -42,7 +44,11 @@ def handle_list_offsets(state: BrokerState, request):
             elif (t.name, p.partition_index) in duplicates:
                 code, ts, off, epoch = ErrorCode.invalid_request, -1, -1, -1
             else:
-                code, ts, off, epoch = _list_offset(state, version, t.name, p, committed)
+                try:
+                    code, ts, off, epoch = _list_offset(state, version, t.name, p, committed)
+                except (CompactlogError, OSError) as e:
+                    state.logger.error(f"ListOffsets of {t.name}-{p.partition_index} failed: {e}")
+                    code, ts, off, epoch = partition_error(e, state.datadir.path)[0], -1, -1, -1
             parts.append(build(part_cls, partition_index=p.partition_index, error_code=code,
                                timestamp=ts, offset=off, leader_epoch=epoch, old_style_offsets=()))
         topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))

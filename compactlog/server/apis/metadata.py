@@ -128,8 +128,11 @@ def _topic_metadata(state: BrokerState, cls, name: str, ops, ids: dict | None = 
     part_cls = nested(cls, "MetadataResponsePartition")
     me = (state.node_id,)
     partitions = []
+    # from the partition map and the logs already open: a Metadata request opens no log (after a
+    # clean shutdown logs are opened on first use; one node's leader epoch stays 0 until opened)
+    open_logs = state.datadir.logs
     for p in state.partitions(name):
-        log = state.log(name, p)
+        log = open_logs.get((name, p))
         partitions.append(build(part_cls, error_code=ErrorCode.none, partition_index=p,
                                 leader_id=state.node_id,
                                 leader_epoch=log.leader_epoch if log is not None else 0,

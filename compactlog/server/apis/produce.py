@@ -42,6 +42,7 @@ from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_class
 from ..state import ADMIN_CLIENT_ID, INTERNAL_TOPICS, BrokerState
 from ..txn_verification import verification_enabled, verify_partition
+from ..wire_errors import is_storage_failure, partition_error
 from .handler import THREAD, ApiHandler
 
 LOG_APPEND_TIME = "LogAppendTime"
@@ -183,6 +184,9 @@ def handle_produce(state: BrokerState, request):
             except _Refused as r:
                 slots.append(_failed(p_cls, e_cls, pd.index, r.code, r.message, r.record_errors, log))
                 continue
+            except (CompactlogError, OSError) as e:     # the log could not be opened
+                slots.append(_storage_failed(state, p_cls, e_cls, topic.name, pd.index, e))
+                continue
             txn = transactional_producer(pd.records, attributes)
             if txn is not None:
                 producers.add(txn[:2])
@@ -233,10 +237,13 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
         if stats is not None:
             stats.append_failed(name, len(records))
         return _failed(p_cls, e_cls, index, r.code, r.message, r.record_errors, log)
-    except CompactlogError as e:
+    except (CompactlogError, OSError) as e:
         if stats is not None:
             stats.append_error(name, len(records), e)
-        return _failed(p_cls, e_cls, index, e.kafka_error, str(e), getattr(e, "record_errors", ()), log)
+        if is_storage_failure(e):
+            return _storage_failed(state, p_cls, e_cls, name, index, e)
+        code, message = partition_error(e, state.datadir.path)
+        return _failed(p_cls, e_cls, index, code, message, getattr(e, "record_errors", ()), log)
     if stats is not None:       # BrokerTopicMetrics, per batch (ReplicaManager.appendToLocalLog)
         stats.appended(name, info.records, len(records), info.duplicate)
     if not info.duplicate:
@@ -245,6 +252,14 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
     return build(p_cls, index=index, error_code=ErrorCode.none, base_offset=info.first_offset,
                  log_append_time=_datetime(append_time), log_start_offset=log.log_start_offset,
                  record_errors=(), error_message=None)
+
+
+def _storage_failed(state: BrokerState, p_cls, e_cls, topic: str, index: int, e: BaseException):
+    """A partition whose files failed (a full disk, an I/O error): KAFKA_STORAGE_ERROR, logged
+    with its paths, answered without them."""
+    state.logger.error(f"Produce to {topic}-{index} failed: {e}")
+    code, message = partition_error(e, state.datadir.path)
+    return _failed(p_cls, e_cls, index, code, message, (), None)
 
 
 def _failed(p_cls, e_cls, index, code, message, record_errors, log):

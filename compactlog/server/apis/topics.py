@@ -35,6 +35,7 @@ from ...storage.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, LogConfi
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
+from ..wire_errors import admin_error
 from .config_entries import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, UNIT_SETTINGS
 from .handler import THREAD, ApiHandler, Refused
 from .topic_validation import colliding_topic, topic_name_error, validate_topic_configs
@@ -227,7 +228,7 @@ def handle_create_topics(state: BrokerState, request):
                     topic_id = _topic_uuid(state.datadir.topic_id(plan.name))
                 except (CompactlogError, OSError) as e:
                     state.logger.error(f"CreateTopics: creating {plan.name} failed: {e}")
-                    results[plan.name] = failed(plan.name, ErrorCode.unknown_server_error, None)
+                    results[plan.name] = failed(plan.name, *admin_error(e, state.datadir.path))
                     continue
             if plan.name in configs_hidden:
                 # ReplicationControlManager: no configs for a principal without DESCRIBE_CONFIGS
@@ -327,7 +328,7 @@ def handle_delete_topics(state: BrokerState, request):
                 state.datadir.delete_topic(name)
             except (CompactlogError, OSError) as e:
                 state.logger.error(f"DeleteTopics: deleting {name} failed: {e}")
-                responses.append(result(name, ErrorCode.unknown_server_error, None, topic_id))
+                responses.append(result(name, *admin_error(e, state.datadir.path), topic_id))
                 continue
             state.appends.notify([(name, p) for p in partitions])     # long polls answer at once
             deleted += [(name, p) for p in partitions]
@@ -383,7 +384,7 @@ def handle_create_partitions(state: BrokerState, request):
                         state.datadir.open_log(name, p)
                 except (CompactlogError, OSError) as e:
                     state.logger.error(f"CreatePartitions: adding partitions to {name} failed: {e}")
-                    results[name] = result(name, ErrorCode.unknown_server_error)
+                    results[name] = result(name, *admin_error(e, state.datadir.path))
                     continue
             results[name] = result(name, ErrorCode.none)
     return cls(throttle_time=NO_THROTTLE, results=tuple(results.values()))

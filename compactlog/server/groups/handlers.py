@@ -34,7 +34,9 @@ from kio.schema.errors import ErrorCode
 from ..apis.handler import ASYNC, INLINE, THREAD, ApiHandler
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
+from ...errors import CompactlogError
 from ..state import CLIENT_HOST, BrokerState
+from ..wire_errors import coordinator_error
 from ..txn.handlers import transaction_coordinator
 from .api_data import CommitPartition, FetchedOffset, JoinRequest, JoinResponse, SyncRequest
 from .runtime import Outcome
@@ -79,7 +81,13 @@ def _coordinator_for(state: BrokerState, request, key_type: int, key: str) -> tu
         return transaction_coordinator(state, key)
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.invalid_request, f"coordinator key type {key_type} is not supported"
-    _service(state).ensure_topic()
+    try:
+        _service(state).ensure_topic()
+    except (CompactlogError, OSError) as e:
+        # __consumer_offsets cannot be created (a full disk): Kafka's lookup answers that the
+        # coordinator is not available, and the client retries
+        state.logger.error(f"FindCoordinator: creating __consumer_offsets failed: {e}")
+        return coordinator_error(e, state.datadir.path)
     return ErrorCode.none, "NONE"
 
 

@@ -1,0 +1,133 @@
+"""Dynamic broker configs and group configs through the config APIs (librdkafka's admin tests use
+both): Kafka's DynamicBrokerConfig (cluster-wide defaults and this node's, applied to topics
+without an override, kept in the data dir) and Kafka 4.0's GROUP resources."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode as E
+
+from compactlog.server.admin_test import (NODE, alter, by_name, create, describe, errors, fill, incremental,  # noqa: F401
+                                          make_state, one, state)
+from compactlog.storage.config import TOPIC_CONFIGS
+from compactlog.storage.datadir import DataDir, load_broker_config
+from compactlog.storage.dynamic_config import DYNAMIC_CONFIGS_FILE, DynamicConfigs
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def test_cluster_default_log_cleanup_policy_applies_to_topics_without_an_override(state):
+    """librdkafka's reproduction: IncrementalAlterConfigs(BROKER "", log.cleanup.policy) answered
+    "Cannot update these configs dynamically"."""
+    create(state, "plain", ("own", 1, 1, {"cleanup.policy": "delete"}))
+    plain, own = fill(state, "plain", 1), fill(state, "own", 1)
+    assert errors(incremental(state, (4, "", [("log.cleanup.policy", SET, "compact")]))) == [(E.none, None)]
+    assert plain.config.compact and not plain.config.delete          # the open log, at once
+    assert own.config.delete and not own.config.compact              # its override wins
+    assert state.datadir.topic_config("plain").compact
+    # kept in the data dir: a later open (the broker's next start, an offline clean) sees it
+    assert DynamicConfigs.read(state.datadir.path).cluster_default == {"log.cleanup.policy": "compact"}
+    assert load_broker_config(state.datadir.path).get("log.cleaner.backoff.ms") == 15000
+    assert load_broker_config(state.datadir.path).topic_default(TOPIC_CONFIGS["cleanup.policy"]) == ["compact"]
+    # APPEND / SUBTRACT on the list, DELETE back to the static setting
+    assert errors(incremental(state, (4, "", [("log.cleanup.policy", APPEND, "delete")]))) == [(E.none, None)]
+    assert plain.config.compact and plain.config.delete
+    assert errors(incremental(state, (4, "", [("log.cleanup.policy", DELETE, None)]))) == [(E.none, None)]
+    assert not plain.config.compact
+
+
+def test_describe_shows_dynamic_sources_and_synonyms(state):
+    create(state, "t")
+    incremental(state, (4, "", [("log.retention.ms", SET, "3600000"), ("log.cleaner.backoff.ms", SET, "200")]),
+                (4, str(NODE), [("log.retention.ms", SET, "7200000")]))
+    default = one(describe(state, (4, "", None)))
+    assert [(c.name, c.value, c.config_source, c.read_only) for c in default.configs] == [
+        ("log.cleaner.backoff.ms", "200", 3, False), ("log.retention.ms", "3600000", 3, False)]
+    node = by_name(one(describe(state, (4, str(NODE), None))))
+    retention = node["log.retention.ms"]
+    assert (retention.value, retention.config_source, retention.read_only) == ("7200000", 2, False)
+    assert [(s.name, s.value, s.source) for s in retention.synonyms][:2] == [
+        ("log.retention.ms", "7200000", 2), ("log.retention.ms", "3600000", 3)]
+    topic = by_name(one(describe(state, (2, "t", None))))["retention.ms"]
+    assert (topic.value, topic.config_source) == ("7200000", 2)
+    assert state.datadir.topic_config("t").get("retention.ms") == 7200000
+    assert state.broker.get("log.cleaner.backoff.ms") == 200       # the cleaner's next sleep
+
+
+def test_refusals_validate_only_and_legacy_replace(state):
+    results = [one(incremental(state, resource)) for resource in (
+        (4, "", [("log.cleaner.threads", SET, "x")]),
+        (4, str(NODE), [("log.segment.bytes", SET, "1")]),
+        (4, "", [("listeners", SET, "PLAINTEXT://:1")]),
+        (4, "", [("log.retention.bytes", APPEND, "5")]))]
+    assert [r.error_code for r in results] == [E.invalid_config, E.invalid_config, E.invalid_request,
+                                               E.invalid_config]
+    assert results[0].error_message == "Invalid value x for configuration log.cleaner.threads: Not a number of type INT"
+    assert results[2].error_message == "Cannot update these configs dynamically: Set(listeners)"
+    assert results[3].error_message == "Can't APPEND to key log.retention.bytes because its type is not LIST."
+    assert errors(incremental(state, (4, "", [("log.segment.bytes", SET, "4096")]), validate_only=True)) == \
+        [(E.none, None)]
+    assert DynamicConfigs.read(state.datadir.path).cluster_default == {}
+    # legacy AlterConfigs: the listed configs become the resource's whole set
+    assert errors(alter(state, (4, "", [("log.segment.bytes", "4096"), ("log.roll.ms", "2")]))) == [(E.none, None)]
+    assert errors(alter(state, (4, "", [("log.roll.ms", "3")]))) == [(E.none, None)]
+    assert DynamicConfigs.read(state.datadir.path).cluster_default == {"log.roll.ms": "3"}
+    assert state.datadir.topic_config("x-not-yet").get("segment.ms") == 3
+    # only a topic config's first broker name is dynamic (Kafka's TOPIC_CONFIG_SYNONYMS)
+    assert errors(alter(state, (4, "", [("log.roll.hours", "3")]))) == [
+        (E.invalid_request, "Cannot update these configs dynamically: Set(log.roll.hours)")]
+
+
+def test_a_dynamic_setting_hides_its_static_synonyms(make_state):
+    state = make_state(log_retention_hours="5")
+    create(state, "t")
+    assert state.datadir.topic_config("t").get("retention.ms") == 5 * 3600000
+    assert errors(incremental(state, (4, str(NODE), [("log.retention.ms", SET, "60000")]))) == [(E.none, None)]
+    assert state.datadir.topic_config("t").get("retention.ms") == 60000
+    assert "log.retention.hours" not in state.broker.props          # DynamicBrokerConfig.overrideProps
+
+
+def test_invalid_values_in_the_file_are_dropped_as_kafka_ignores_them(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    DynamicConfigs({"log.cleaner.threads": "many", "log.cleanup.policy": "compact"}, {}).write(str(d))
+    broker = load_broker_config(str(d))
+    assert broker.dropped_dynamic == ["log.cleaner.threads"]
+    assert broker.props["log.cleanup.policy"] == "compact" and "log.cleaner.threads" not in broker.props
+    with DataDir(str(d), writable=True, command="test") as dd:
+        dd.create_topic("t", 1)
+        assert dd.topic_config("t").compact
+    assert (d / DYNAMIC_CONFIGS_FILE).exists()
+
+
+def test_group_configs_as_kafka_answers_them(state):
+    """librdkafka's reproduction: "Unsupported resource type 32"."""
+    result = one(describe(state, (32, "g1", None)))
+    configs = by_name(result)
+    assert result.error_code == E.none
+    assert sorted(configs) == ["consumer.heartbeat.interval.ms", "consumer.session.timeout.ms",
+                               "share.auto.offset.reset", "share.heartbeat.interval.ms",
+                               "share.record.lock.duration.ms", "share.session.timeout.ms"]
+    session = configs["consumer.session.timeout.ms"]
+    assert (session.value, session.config_source, session.read_only) == ("45000", 5, False)
+    assert [(s.name, s.source) for s in session.synonyms] == [("group.consumer.session.timeout.ms", 5)]
+    assert errors(incremental(state, (32, "g1", [("consumer.session.timeout.ms", SET, "50000"),
+                                                 ("share.auto.offset.reset", SET, "earliest")]))) == [(E.none, None)]
+    configs = by_name(one(describe(state, (32, "g1", None))))
+    assert (configs["consumer.session.timeout.ms"].value, configs["consumer.session.timeout.ms"].config_source) == \
+        ("50000", 8)
+    assert configs["share.auto.offset.reset"].value == "earliest"
+    assert by_name(one(describe(state, (32, "other", None))))["consumer.session.timeout.ms"].value == "45000"
+    results = incremental(state, (32, "g1", [("consumer.session.timeout.ms", SET, "1000")]),
+                          (32, "g2", [("no.such.config", SET, "1")]),
+                          (32, "g3", [("share.auto.offset.reset", SET, "middle")]),
+                          (32, "", [("consumer.session.timeout.ms", SET, "50000")]))
+    assert errors(results) == [
+        (E.invalid_config, "consumer.session.timeout.ms must be greater than or equal to "
+                           "group.consumer.min.session.timeout.ms"),
+        (E.invalid_config, "Unknown group config name: no.such.config"),
+        (E.invalid_config, "Invalid value middle for configuration share.auto.offset.reset: "
+                           "String must be one of: latest, earliest"),
+        (E.invalid_request, "Group name must not be empty")]
+    assert errors(incremental(state, (32, "g1", [("consumer.session.timeout.ms", DELETE, None)]))) == [(E.none, None)]
+    assert DynamicConfigs.read(state.datadir.path).groups == {"g1": {"share.auto.offset.reset": "earliest"}}
+    assert one(describe(state, (32, "", None))).error_code == E.invalid_request
