@@ -83,7 +83,27 @@ def lanes_of(item) -> set[str]:
     return lanes
 
 
+# the longest modules (seconds of one worker each, measured on the whole suite with --durations=0),
+# scheduled first: pytest-xdist's --dist loadfile hands out modules in collection order, and a long
+# module collected last leaves the other workers idle while it runs alone (a stale list only
+# changes the order, never what runs)
+LONGEST_MODULES = [
+    "test_readme", "test_transactions_cli", "test_cli_console_broker", "test_corpus_cli",
+    "test_data_dir_lock", "test_groups_cli", "test_txn_quix", "test_txn_coordinator", "test_corpus",
+    "test_spark_streaming", "test_spark_datasource", "test_security_clients", "test_readme_transactions",
+    "test_spark_sink", "test_clean_errors", "test_recovery_beats_kafka", "test_broker_clients",
+    "test_read_only", "test_readers_beside_a_broker", "test_broker_transactions", "test_txn_faust",
+    "test_demo",
+]
+
+
+def _schedule_rank(item) -> int:
+    module = item.path.stem
+    return LONGEST_MODULES.index(module) if module in LONGEST_MODULES else len(LONGEST_MODULES)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for lane in lanes_of(item):
             item.add_marker(getattr(pytest.mark, lane))
+    items.sort(key=_schedule_rank)          # stable: a module's own order is kept
