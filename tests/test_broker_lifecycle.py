@@ -157,3 +157,27 @@ def test_kill_9_during_produce_keeps_every_acknowledged_record(tmp_path):
         stop.set()
         b.kill()                                            # whatever failed, no broker is left
         writer.join(120)
+
+
+@pytest.mark.parametrize("overrides, named", [
+    ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": "/nonexistent/broker.pem"},
+     "cannot read the key store"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI"),
+    ({"authorizer.class.name": "com.example.MyAuthorizer"}, "authorizer.class.name"),
+    ({"super.users": "alice"}, "super.users"),
+], ids=["tls-store", "sasl-mechanism", "authorizer", "super-users"])
+def test_a_start_refused_for_its_settings_leaves_nothing_behind(tmp_path, overrides, named):
+    """Bad security settings are refused in one line before the data dir is created or locked:
+    no directory, no meta.properties, no lock file; on an existing dir nothing changes."""
+    args = [a for k, v in overrides.items() for a in ("--override", f"{k}={v}")]
+    fresh = tmp_path / "fresh"
+    r = run_cli(fresh, *args, "serve", timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and named in err and "Traceback" not in err, err
+    assert not fresh.exists()
+    existing = tmp_path / "existing"
+    assert run_cli(existing, "topics", "create", "--topic", "t").returncode == 0
+    before = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in existing.rglob("*"))
+    r = run_cli(existing, *args, "serve", timeout=60)
+    assert r.returncode == 1 and named in r.stderr.decode()
+    assert sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in existing.rglob("*")) == before

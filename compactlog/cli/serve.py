@@ -26,12 +26,12 @@ def serve_cmd(ctx: typer.Context,
     """Run a Kafka broker on the data dir until SIGINT/SIGTERM (listeners, advertised.listeners,
     node.id, ... from DIR/server.properties and --override, with Kafka's names)."""
     from ..spark.executor import spark_master_for
-    from ..server.app import Broker, broker_listeners, configure_logging
+    from ..server.app import Broker, check_settings, configure_logging
     c = context(ctx)
     if engine not in ("auto", "spark", "local", "in-process"):
         fail(f"unknown --engine {engine!r}: use auto, spark or local", 2)
     broker = c.broker()
-    broker_listeners(broker)                 # a bad listener is an error before the lock is taken
+    check_settings(broker, c.require_data_dir())    # bad settings: refused before the dir is made or locked
     master = spark_master_for(spark_master, broker)
     configure_logging(log_file)
     dd = c.open(write=True, create=True)

@@ -32,7 +32,7 @@ from ..spark.executor import make_executor
 from ..errors import CompactlogError, ConfigError
 from ..storage.datadir import DataDir
 from .authorizer import auth_helper
-from .authorizer.standard import authorizer_for
+from .authorizer.standard import authorizer_enabled, authorizer_for, parse_super_users
 from .authorizer.store import AclStore
 from .background import Background
 from .groups.service import for_broker as group_coordinator_for
@@ -92,6 +92,15 @@ def broker_listeners(broker) -> tuple[list[Listener], list[Listener]]:
         if not a.host:
             a.host = socket.getfqdn()
     return listeners, advertised
+
+
+def check_settings(broker, data_dir: str) -> None:
+    """The listeners, their TLS and SASL settings and the authorizer's, checked before the data
+    dir is created or locked: a start refused for its settings leaves nothing behind."""
+    listeners, _ = broker_listeners(broker)
+    BrokerSecurity(broker.props, listeners, CredentialCache(data_dir))
+    parse_super_users(broker.get("super.users"))
+    authorizer_enabled(broker)
 
 
 class Broker:
