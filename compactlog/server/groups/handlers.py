@@ -207,29 +207,13 @@ def handle_offset_commit(state: BrokerState, request):
         return OFFSET_COMMIT.error_body(request, GROUP_DENIED)
     svc = _service(state)
     denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC, (t.name for t in body.topics))
-    known, slots = [], []
-    for t in body.topics:
-        for p in t.partitions:
-            if t.name in denied:
-                slots.append(TOPIC_DENIED)
-                continue
-            if state.log(t.name, p.partition_index) is None:
-                slots.append(ErrorCode.unknown_topic_or_partition)
-                continue
-            slots.append(None)
-            known.append(CommitPartition(t.name, p.partition_index, p.committed_offset,
-                                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    known, slots = _commit_triage(state, body.topics, denied)
     retention = _ms(getattr(body, "retention_time", _DEFAULT_RETENTION))
     errors = iter(svc.commit_offsets(body.group_id, body.generation_id_or_member_epoch, body.member_id,
                                      getattr(body, "group_instance_id", None), known, retention,
                                      request.api_version) if known else [])
-    codes = iter([s if s is not None else error_code(next(errors)) for s in slots])
-    cls = response_class(request)
-    t_cls, p_cls = nested(cls, "OffsetCommitResponseTopic"), nested(cls, "OffsetCommitResponsePartition")
-    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(
-        build(t_cls, name=t.name, partitions=tuple(
-            build(p_cls, partition_index=p.partition_index, error_code=next(codes)) for p in t.partitions))
-        for t in body.topics))
+    codes = [s if s is not None else error_code(next(errors)) for s in slots]
+    return _commit_response(request, body.topics, codes, "OffsetCommit")
 
 
 # -- TxnOffsetCommit (28) ----------------------------------------------------------------------------
@@ -248,18 +232,7 @@ def handle_txn_offset_commit(state: BrokerState, request):
     svc = _service(state)
     version = request.api_version
     denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC, (t.name for t in body.topics))
-    known, slots = [], []
-    for t in body.topics:
-        for p in t.partitions:
-            if t.name in denied:
-                slots.append(TOPIC_DENIED)
-                continue
-            if state.log(t.name, p.partition_index) is None:
-                slots.append(ErrorCode.unknown_topic_or_partition)
-                continue
-            slots.append(None)
-            known.append(CommitPartition(t.name, p.partition_index, p.committed_offset,
-                                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    known, slots = _commit_triage(state, body.topics, denied)
     errors = iter(svc.commit_transactional_offsets(
         body.transactional_id, body.group_id, body.producer_id, body.producer_epoch,
         getattr(body, "generation_id", -1), getattr(body, "member_id", ""),
@@ -269,13 +242,36 @@ def handle_txn_offset_commit(state: BrokerState, request):
     if version < 2:
         codes = [ErrorCode.coordinator_not_available if c == ErrorCode.coordinator_load_in_progress else c
                  for c in codes]
-    codes_iter = iter(codes)
+    return _commit_response(request, body.topics, codes, "TxnOffsetCommit")
+
+
+def _commit_triage(state: BrokerState, topics, denied) -> tuple[list[CommitPartition], list]:
+    """The partitions of an (Txn)OffsetCommit the coordinator is asked about, and a slot per
+    requested partition: its error when answered here (topic not authorized, unknown partition),
+    None when the coordinator's answer goes there (KafkaApis splits a commit the same way)."""
+    known, slots = [], []
+    for t in topics:
+        for p in t.partitions:
+            if t.name in denied:
+                slots.append(TOPIC_DENIED)
+            elif state.log(t.name, p.partition_index) is None:
+                slots.append(ErrorCode.unknown_topic_or_partition)
+            else:
+                slots.append(None)
+                known.append(CommitPartition(t.name, p.partition_index, p.committed_offset,
+                                             getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    return known, slots
+
+
+def _commit_response(request, topics, codes: list, api: str):
+    """The (Txn)OffsetCommit response: ``codes`` in the request's partition order."""
+    it = iter(codes)
     cls = response_class(request)
-    t_cls, p_cls = nested(cls, "TxnOffsetCommitResponseTopic"), nested(cls, "TxnOffsetCommitResponsePartition")
+    t_cls, p_cls = nested(cls, f"{api}ResponseTopic"), nested(cls, f"{api}ResponsePartition")
     return build(cls, throttle_time=NO_THROTTLE, topics=tuple(
         build(t_cls, name=t.name, partitions=tuple(
-            build(p_cls, partition_index=p.partition_index, error_code=next(codes_iter)) for p in t.partitions))
-        for t in body.topics))
+            build(p_cls, partition_index=p.partition_index, error_code=next(it)) for p in t.partitions))
+        for t in topics))
 
 
 def _fetch_group(state: BrokerState, request, svc, group_id, topics, require_stable: bool):
