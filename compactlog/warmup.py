@@ -106,7 +106,9 @@ def _run(args: list[str], stdin: bytes | None, env: dict, *, check: bool) -> tup
 
 def warm_up(*, check: bool = False, verbose: bool = False) -> list[str]:
     """Run the commands (twice with ``check``); the commands that compiled on the checking pass."""
-    env = dict(os.environ)
+    # every kernel compiled, small as the scratch dir is (a command on a small dir runs its
+    # kernels in plain Python until the work is worth numba: record/jit.py)
+    env = {**os.environ, "COMPACTLOG_KERNELS": "jit"}
     if check:
         env["NUMBA_DEBUG_CACHE"] = "1"
     compiling = []

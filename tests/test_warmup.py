@@ -24,7 +24,7 @@ def fresh_copy(tmp_path) -> str:
 
 
 def run(root: str, *args, stdin: bytes | None = None, debug: bool = False) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": root}
+    env = {**os.environ, "PYTHONPATH": root, "COMPACTLOG_KERNELS": "jit"}   # compiled even on a small dir
     if debug:
         env["NUMBA_DEBUG_CACHE"] = "1"
     return subprocess.run([sys.executable, *args], input=stdin, capture_output=True, env=env, timeout=900)

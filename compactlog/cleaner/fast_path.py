@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import crc32c as _crc32c
 import numpy as np
-from numba import njit
+from ..record.jit import njit
 
 from ..record import kernels as K
 from ..record.batch import as_u8

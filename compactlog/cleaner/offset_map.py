@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
-from numba import njit
+from ..record.jit import njit
 
 EMPTY = -1
 BYTES_PER_KEY = 22   # the compact map's 16-byte slots at most 3/4 full

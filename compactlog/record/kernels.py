@@ -8,9 +8,8 @@ Error codes returned by ``scan_records`` (negative) are turned into CorruptRecor
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+
+from .jit import intrinsic, njit, span
 
 # module-level ints are compile-time constants to numba: the header's byte offsets come from here
 from .layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSION_MASK,
@@ -170,7 +169,7 @@ def _scan_records(buf, start, end, count, bias, base_offset, base_ts, log_append
     return 0, pos, outside
 
 
-@njit(cache=True)
+@njit(cache=True, work=span)
 def scan_records(buf, start, end, count, rec_pos, rec_end, ts_delta, off_delta,
                  tail_pos, key_pos, key_len, val_pos, val_len, hdr_count):
     """Decode the structure of ``count`` records laid out in buf[start:end], one batch's section.
@@ -677,7 +676,7 @@ def scan_log_uncompressed(buf, pos, end, start_offset, end_offset, include_contr
     return SCAN_END, pos, nb, nr, pos, used
 
 
-@njit(cache=True)
+@njit(cache=True, work=span)
 def scan_capacity(buf, pos, end):
     """(batches, records) that ``scan_log_uncompressed`` may enter from buf[pos:end] at most, from
     the batch headers alone (a count is capped by what its batch could hold), to size its arrays."""
@@ -695,7 +694,7 @@ def scan_capacity(buf, pos, end):
     return nb, nr
 
 
-@njit(cache=True)
+@njit(cache=True, work=span)
 def seek_batch(buf, pos, end, target):
     """Position of the first complete batch in buf[pos:end] whose last offset is >= target.
 
@@ -718,7 +717,7 @@ def seek_batch(buf, pos, end, target):
     return end
 
 
-@njit(cache=True)
+@njit(cache=True, work=span)
 def last_batch_end(buf, pos, end):
     """(next offset after the last complete batch or -1, end position of the walk) of buf[pos:end]."""
     nxt = -1
@@ -733,9 +732,15 @@ def last_batch_end(buf, pos, end):
     return nxt, pos
 
 
-@intrinsic
+def _copy_span(dst, dst_off, src, src_off, count):
+    dst[dst_off:dst_off + count] = src[src_off:src_off + count]
+
+
+@intrinsic(python=_copy_span)
 def _memcpy(typingctx, dst, dst_off, src, src_off, count):
     """dst[dst_off:dst_off + count] = src[src_off:src_off + count] as one llvm.memcpy (no checks)."""
+    from numba import types
+    from numba.core import cgutils
     sig = types.void(dst, types.int64, src, types.int64, types.int64)
 
     def codegen(context, builder, signature, args):
@@ -802,7 +807,7 @@ def scan_headers(src0, src1, source, val_pos, val_len, hdr_count, hk_pos, hk_len
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, work=lambda out, *_: out.shape[0])
 def encode_records_memcpy(out, pos, ts_delta, off_delta, key_buf, key_off, key_null,
                           val_buf, val_off, val_null, hdr_buf, hdr_off):
     """Append records encoded from columns; returns the end position.

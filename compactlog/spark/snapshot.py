@@ -24,7 +24,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
+from ..record.jit import njit
 
 from ..errors import CompactlogError
 

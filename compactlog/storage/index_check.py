@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from ..record.jit import njit, span
 
 from ..errors import StorageError
 from ..record import kernels as K
@@ -153,7 +153,7 @@ def _control_type(buf, pos, size):
     return K._be_i16(buf, p + 2)
 
 
-@njit(cache=True)
+@njit(cache=True, work=span)
 def _walk(buf, start, end, fill, pos_a, size_a, base_a, last_a, ts_a, attrs_a, pid_a, magic_a,
           count_a, crc_a, ctype_a):
     """Walk the batch headers of buf[start:end]: (batches, stop position, WALK_* status).

@@ -12,7 +12,7 @@ import struct
 import numpy as np
 import pyarrow as pa
 import pytest
-from numba import njit
+from compactlog.record.jit import njit
 
 from compactlog.errors import CorruptRecordError
 from compactlog.record import compression as codecs

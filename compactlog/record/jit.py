@@ -1,0 +1,213 @@
+"""``@njit`` that costs nothing until the work is worth numba.
+
+Importing numba and loading one cached kernel cost ~0.4 s, more than everything else a command on a
+small data dir does. So this module's ``njit`` returns a ``Kernel``: a kernel declared with
+``work=`` (an estimate, in bytes, of what one call walks) runs its function's plain-Python body
+while the process's summed work stays under ``PYTHON_BUDGET``; past that, or for a kernel without
+``work=``, numba is imported and the kernel's dispatcher built (machine code from the cache that
+``make venv`` filled). From then on every kernel of the process runs compiled. A kernel called from
+one running in Python runs in Python too.
+
+The dispatchers are numba's own, built from the same function code over a copy of its module's
+globals in which every Kernel is replaced by its dispatcher (and a module holding kernels by a
+module of dispatchers): compiled kernels call and inline each other as before, and hit the same
+cache entries (numba keys them by file, qualified name, line and bytecode).
+
+``COMPACTLOG_KERNELS=jit`` always compiles (the warm-up, benchmarks); ``=python`` never does
+(tests comparing the two).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import types as pytypes
+
+import numpy as np
+
+PYTHON_BUDGET = 256 * 1024      # bytes of kernel work run in Python per process (~0.1 s of it)
+
+_MODES = ("auto", "jit", "python")
+_mode = os.environ.get("COMPACTLOG_KERNELS", "auto")
+if _mode not in _MODES:
+    _mode = "auto"
+
+
+class _Depth(threading.local):
+    value = 0
+
+
+_in_python = _Depth()        # > 0 inside a kernel running in Python (its callees stay there)
+_python_work = 0             # summed work run in Python (a race between threads only moves when)
+_compiled = False            # numba is in use: every kernel call goes to its dispatcher
+_build_lock = threading.RLock()
+_shadows: dict[str, pytypes.ModuleType] = {}
+
+
+def mode() -> str:
+    """"auto", "jit" or "python" (``COMPACTLOG_KERNELS``)."""
+    return _mode
+
+
+def set_mode(new: str) -> None:
+    """Switch how kernels run in this process (tests, the warm-up)."""
+    global _mode
+    if new not in _MODES:
+        raise ValueError(f"kernel mode must be one of {', '.join(_MODES)}, not {new!r}")
+    _mode = new
+
+
+def compiled() -> bool:
+    """Whether numba has been loaded for a kernel in this process."""
+    return _compiled
+
+
+def span(buf, start, end, *_):
+    """The work of a kernel over ``buf[start:end]``."""
+    return end - start
+
+
+class Kernel:
+    """A numba kernel that runs in plain Python while the work is small (see the module's doc)."""
+
+    def __init__(self, fn, options: dict, work):
+        self.fn = fn
+        self.options = options
+        self.work = work
+        self._dispatcher = None
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__module__ = fn.__module__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args):
+        if _in_python.value:
+            return self.fn(*args)
+        if self.work is not None and _mode != "jit":
+            if _mode == "python":
+                return self.python(*args)
+            if not _compiled:
+                work = self.work(*args)
+                if _python_work + work <= PYTHON_BUDGET:
+                    _count(work)
+                    return self.python(*args)
+        return self.dispatcher(*args)
+
+    def python(self, *args):
+        """The kernel's plain-Python body on ``args`` (what a small call runs)."""
+        _in_python.value += 1
+        try:
+            with np.errstate(all="ignore"):     # numba's integers wrap silently; so do these
+                return self.fn(*args)
+        finally:
+            _in_python.value -= 1
+
+    @property
+    def dispatcher(self):
+        """numba's dispatcher of this kernel (numba is imported and every kernel switches to it)."""
+        if self._dispatcher is None:
+            with _build_lock:
+                if self._dispatcher is None:
+                    _shadow(self.fn.__module__)
+        return self._dispatcher
+
+    @property
+    def py_func(self):
+        return self.fn
+
+    def __reduce__(self):
+        # pickled by reference (Spark's closures), as a module-level function is
+        return _kernel_named, (self.__module__, self.__qualname__)
+
+    def __repr__(self):
+        return f"<kernel {self.__module__}.{self.__qualname__}>"
+
+
+def _count(work) -> None:
+    global _python_work
+    _python_work += work
+
+
+def _kernel_named(module: str, qualname: str) -> Kernel:
+    return getattr(importlib.import_module(module), qualname)
+
+
+def njit(fn=None, *, work=None, **options):
+    """numba's ``njit`` (same options), returning a ``Kernel``; ``work(*args)`` (bytes a call
+    walks) lets the kernel run in Python while the process's work is small."""
+    def wrap(f):
+        return Kernel(f, options, work)
+    return wrap(fn) if fn is not None else wrap
+
+
+class Intrinsic:
+    """numba's ``@intrinsic`` (its typing function), with the plain-Python function a kernel
+    running in Python calls instead."""
+
+    def __init__(self, typer, python):
+        self.typer = typer
+        self.python = python
+        self._numba = None
+        self.__name__ = typer.__name__
+        self.__module__ = typer.__module__
+
+    def __call__(self, *args):
+        return self.python(*args)
+
+    def numba(self):
+        if self._numba is None:
+            from numba.extending import intrinsic
+            self._numba = intrinsic(self.typer)
+        return self._numba
+
+
+def intrinsic(*, python):
+    def wrap(typer):
+        return Intrinsic(typer, python)
+    return wrap
+
+
+def _holds_kernels(module: pytypes.ModuleType) -> bool:
+    return any(isinstance(v, (Kernel, Intrinsic)) for v in vars(module).values())
+
+
+def _shadow(name: str) -> pytypes.ModuleType:
+    """The module ``name`` as numba sees it: its globals with kernels replaced by dispatchers.
+
+    Building it gives every kernel of the module its dispatcher (cheap: numba compiles or loads
+    from its cache on a kernel's first call)."""
+    global _compiled
+    shadow = _shadows.get(name)
+    if shadow is not None:
+        return shadow
+    import numba
+    source = sys.modules[name]
+    shadow = pytypes.ModuleType(name, source.__doc__)
+    _shadows[name] = shadow                  # before filling: modules may refer to each other
+    namespace = shadow.__dict__
+    namespace.update(vars(source))
+    package = __package__.split(".")[0] + "."
+    for key, value in list(namespace.items()):     # this module's kernels first: a module that
+        if isinstance(value, Kernel) and value.fn.__module__ == name:   # refers back finds them
+            if value._dispatcher is None:
+                f = value.fn
+                twin = pytypes.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
+                twin.__qualname__ = f.__qualname__
+                twin.__doc__ = f.__doc__
+                value._dispatcher = numba.njit(**value.options)(twin)
+            namespace[key] = value._dispatcher
+        elif isinstance(value, Intrinsic):
+            namespace[key] = value.numba()
+    for key, value in list(namespace.items()):
+        if isinstance(value, Kernel):                                    # imported from another
+            if value._dispatcher is None:
+                _shadow(value.fn.__module__)
+            namespace[key] = value._dispatcher
+        elif isinstance(value, pytypes.ModuleType) and value.__name__.startswith(package) \
+                and _holds_kernels(value):
+            namespace[key] = _shadow(value.__name__)
+    _compiled = True
+    return shadow

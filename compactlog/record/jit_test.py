@@ -1,0 +1,208 @@
+"""Kernels that run in plain Python on small work: the same results as the compiled kernels, and a
+small read that never imports numba.
+
+The differential fixture runs every call of a Python-capable kernel twice, its Python body and
+numba's dispatcher, on copies of the arguments, and compares the results and every array the call
+wrote. The calls come from the real paths (produce, read, verify, dump-log's decode) over Kafka's
+own segment files, generated logs with headers, null keys and odd timestamps, and damaged copies.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import compactlog
+from compactlog.errors import CompactlogError
+from compactlog.record import jit
+from compactlog.record.batch import iter_batches
+from compactlog.storage.datadir import DataDir
+from compactlog.storage.verify import read_checkpoints, verify_partition
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KAFKA_DIRS = [d for d in glob.glob(os.path.join(ROOT, "tests", "data", "kafka-vectors", "*", "**", "*-[0-9]*"),
+                                   recursive=True) if glob.glob(os.path.join(d, "*.log"))]
+
+PYTHON_CAPABLE = {"scan_records", "seek_batch", "last_batch_end", "scan_capacity", "_walk",
+                  "encode_records_memcpy", "_murmur2_partitions", "_sticky_spans", "_header_sizes",
+                  "_write_headers"}
+
+
+def _copy(value):
+    if isinstance(value, np.ndarray):
+        c = value.copy()
+        c.flags.writeable = value.flags.writeable    # the same numba specialization
+        return c
+    return value
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if a is None or b is None:
+        return a is b
+    return int(a) == int(b)
+
+
+@pytest.fixture
+def differential(monkeypatch):
+    """Every Python-capable kernel call checked against numba's; the counts of calls checked."""
+    checked = collections.Counter()
+    real_call = jit.Kernel.__call__
+
+    def both(self, *args):
+        if self.work is None or jit._in_python.value:
+            return real_call(self, *args)
+        py_args = [_copy(a) for a in args]
+        jit_args = [_copy(a) for a in args]
+        try:
+            py_result = self.python(*py_args)
+        except (IndexError, ValueError) as e:         # numba reads unchecked; Python must not differ
+            pytest.fail(f"{self.__name__} raised {e!r} in Python")
+        jit_result = self.dispatcher(*jit_args)
+        assert _same(py_result, jit_result), f"{self.__name__}: {py_result} != {jit_result}"
+        for i, (p, j) in enumerate(zip(py_args, jit_args)):
+            if isinstance(p, np.ndarray):
+                assert np.array_equal(p, j), f"{self.__name__}: argument {i} differs"
+        checked[self.__name__] += 1
+        return self.dispatcher(*args)
+
+    monkeypatch.setattr(jit.Kernel, "__call__", both)
+    return checked
+
+
+def _verify(path: str) -> list:
+    """verify's checks over every partition of the dir: the problems found."""
+    dd = DataDir(path)
+    checkpoints, problems = read_checkpoints(path)
+    for topic in dd.topics():
+        for p in dd.partitions(topic):
+            problems += verify_partition(path, topic, p, dd.topic_config(topic), checkpoints)
+    return problems
+
+
+def _produce(path: str, seed: int, records: int = 300) -> None:
+    rng = random.Random(seed)
+    with compactlog.open(path, write=True, create=True) as log:
+        log.create_topic("t", partitions=2, configs={"segment.bytes": "8192"})
+        log.create_topic("plain", partitions=1)
+        for i in range(records):
+            key = None if i % 17 == 0 else bytes(rng.randrange(256) for _ in range(rng.choice((0, 1, 9, 130))))
+            value = None if i % 13 == 0 else b"v" * rng.choice((0, 1, 63, 64, 200, 3000))
+            headers = [("h%d" % h, None if h == 2 else b"x" * rng.randrange(0, 140))
+                       for h in range(rng.choice((0, 0, 1, 3)))]
+            ts = rng.choice((0, 1, 1_700_000_000_000, 2**40))
+            if key is not None:
+                log.send("t", key, value, headers=headers, timestamp=ts)
+            log.send("plain", key, value, headers=headers, timestamp=ts)
+        log.flush()
+
+
+def _arrow_headers(seed: int) -> None:
+    """The producer's header encoder over Arrow lists (what the Spark sink and send paths use)."""
+    import pyarrow as pa
+    from compactlog.producer import HEADERS_TYPE, encode_arrow_headers
+    rng = random.Random(seed)
+    lists = [None if i % 7 == 0 else
+             [{"key": "k" * rng.randrange(0, 150), "value": None if rng.random() < 0.2 else b"x" * rng.randrange(0, 300)}
+              for _ in range(rng.randrange(0, 4))] for i in range(200)]
+    encode_arrow_headers(pa.array(lists, HEADERS_TYPE).slice(3))
+
+
+def _read_everything(path: str) -> None:
+    with compactlog.open(path) as log:
+        for topic in log.topics():
+            for p in log.partitions(topic):
+                list(log.read(topic, p))
+                list(log.read(topic, p, offset=5))
+                log.end_offsets(topic)
+
+
+def test_produce_read_verify_agree_with_numba(tmp_path, differential):
+    data = str(tmp_path / "d")
+    _produce(data, seed=1)
+    _arrow_headers(seed=1)
+    _read_everything(data)
+    assert _verify(data) == []
+    assert {"scan_records", "last_batch_end", "_walk", "encode_records_memcpy", "_murmur2_partitions",
+            "_header_sizes", "_write_headers"} <= set(differential), differential
+
+
+def test_kafka_segments_agree_with_numba(tmp_path, differential):
+    assert KAFKA_DIRS, "the Kafka fixture dirs are missing"
+    for n, src in enumerate(KAFKA_DIRS):
+        root = tmp_path / str(n)
+        root.mkdir()
+        shutil.copytree(src, root / os.path.basename(src))
+        _verify(str(root))
+        for log_file in glob.glob(os.path.join(str(root), "*", "*.log")):
+            with open(log_file, "rb") as f:
+                raw = f.read()
+            for batch in iter_batches(raw):
+                try:
+                    batch.records()
+                except CompactlogError:
+                    pass
+    assert {"scan_records", "_walk"} <= set(differential), differential
+
+
+def test_damaged_segments_agree_with_numba(tmp_path, differential):
+    """Flipped and cut bytes: the Python bodies return the same error codes and positions."""
+    data = str(tmp_path / "d")
+    _produce(data, seed=2)
+    logs = sorted(glob.glob(os.path.join(data, "t-0", "*.log")))
+    original = open(logs[0], "rb").read()
+    rng = random.Random(7)
+    for trial in range(60):
+        damaged = bytearray(original)
+        if trial % 3 == 0:
+            damaged = damaged[:rng.randrange(1, len(damaged))]
+        for _ in range(rng.randrange(1, 4)):
+            if damaged:
+                damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        with open(logs[0], "wb") as f:
+            f.write(damaged)
+        _verify(data)
+        try:
+            for batch in iter_batches(bytes(damaged)):
+                try:
+                    batch.records()
+                except CompactlogError:
+                    pass
+        except CompactlogError:
+            pass
+    assert {"scan_records", "_walk"} <= set(differential), differential
+
+
+def test_small_work_runs_in_python_and_large_work_compiles(tmp_path):
+    """A read of a small dir never imports numba; past the budget every kernel runs compiled."""
+    data = str(tmp_path / "d")
+    _produce(data, seed=3, records=40)
+    probe = ("import sys, compactlog\n"
+             "from compactlog.record import jit\n"
+             "log = compactlog.open(sys.argv[1])\n"
+             "n = sum(1 for p in log.partitions('t') for _ in log.read('t', p))\n"
+             "print(n, 'numba' in sys.modules, jit.compiled())\n")
+    env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
+    small = subprocess.run([sys.executable, "-c", probe, data], capture_output=True, text=True, env=env,
+                           timeout=120)
+    assert small.returncode == 0, small.stderr
+    count, numba_loaded, compiled = small.stdout.split()
+    assert int(count) > 0 and numba_loaded == "False" and compiled == "False", small.stdout
+    big = subprocess.run([sys.executable, "-c", "import compactlog.record.jit as j; j.PYTHON_BUDGET = 0\n" + probe,
+                          data], capture_output=True, text=True, env=env, timeout=300)
+    assert big.returncode == 0, big.stderr
+    assert big.stdout.split()[0] == count and big.stdout.split()[1:] == ["True", "True"], big.stdout
+
+
+def test_mode_is_checked():
+    with pytest.raises(ValueError, match="kernel mode"):
+        jit.set_mode("fast")
