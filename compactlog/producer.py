@@ -331,7 +331,9 @@ def _gather(buf: np.ndarray, off: np.ndarray, take: np.ndarray) -> tuple[np.ndar
     if not buf.size:
         return buf, np.zeros(take.size + 1, dtype=np.int64)
     spans = pa.Array.from_buffers(pa.large_binary(), off.size - 1, [None, pa.py_buffer(off), pa.py_buffer(buf)])
-    got = spans.take(pa.array(take))
+    # indices wrapped as an Arrow array from their buffer: pa.array(ndarray) would import pandas
+    index = np.ascontiguousarray(take, dtype=np.int64)
+    got = spans.take(pa.Array.from_buffers(pa.int64(), index.size, [None, pa.py_buffer(index)]))
     _, out_off, data = got.buffers()
     out_off = np.frombuffer(out_off, dtype=np.int64)[got.offset:got.offset + take.size + 1]
     out = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)

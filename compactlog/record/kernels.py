@@ -351,7 +351,7 @@ def xxh64(buf, start, length, seed):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, work=lambda buf, key_pos, key_len, *_: 16 * key_len.shape[0] + int(key_len.sum()))
 def hash_keys(buf, key_pos, key_len, out_h1, out_h2):
     """The 128-bit digest (MurmurHash3 x64-128, one pass) of every non-null key."""
     for i in range(key_pos.shape[0]):
