@@ -37,3 +37,28 @@ def test_topics_list_imports_nothing_heavy(tmp_path):
     subprocess.run([sys.executable, "-m", "compactlog", "--data-dir", str(d), "topics", "create", "--topic", "t"],
                    check=True, capture_output=True, timeout=60)
     assert loaded_by("--data-dir", str(d), "topics", "list") == []
+
+
+def test_commands_on_a_small_dir_load_neither_numba_nor_pandas(tmp_path):
+    """A command on a small dir answers in ~0.3 s: its kernels run in plain Python (numba's import
+    and cached-code load alone cost ~0.4 s; record/jit.py) and nothing pulls pandas in (0.2 s)."""
+    d = str(tmp_path / "d")
+    cli = [sys.executable, "-m", "compactlog", "--data-dir", d]
+    subprocess.run([*cli, "topics", "create", "--topic", "t", "--partitions", "2", "--config",
+                    "cleanup.policy=compact"], check=True, capture_output=True, timeout=60)
+    records = "".join(f"k{i % 20}:v{i}\n" for i in range(200))
+    for _ in range(2):
+        subprocess.run([*cli, "produce", "--topic", "t", "--property", "parse.key=true", "--property",
+                        "key.separator=:"], input=records, text=True, check=True, capture_output=True, timeout=60)
+    subprocess.run([*cli, "clean", "--force", "--roll", "--topic", "t"], check=True, capture_output=True, timeout=120)
+    probe = PROBE.replace("%r" % (HEAVY,), "('numba', 'pandas')")
+    for args in (["produce", "--topic", "t", "--property", "parse.key=true", "--property", "key.separator=:"],
+                 ["consume", "--topic", "t", "--from-beginning"],
+                 ["consume", "--topic", "t", "--partition", "1", "--offset", "3"],
+                 ["topics", "describe", "--topic", "t"],
+                 ["get-offsets", "--topic", "t"],
+                 ["verify"],
+                 ["dump-log", "--files", f"{d}/t-0/00000000000000000000.log", "--print-data-log"]):
+        r = subprocess.run([sys.executable, "-c", probe, "--data-dir", d, *args], input="k:v\n", capture_output=True,
+                           text=True, timeout=60)
+        assert json.loads(r.stderr.strip().splitlines()[-1]) == [], (args, r.stderr[-2000:])
