@@ -179,14 +179,15 @@ def list_partition(data_dir: str, title: str) -> None:
 
 
 def wait_for_clean(data_dir: str, broker: BackgroundBroker) -> float:
-    """Until the broker's cleaner checkpoint covers every closed segment (read, never written)."""
+    """Until the broker's cleaner checkpoint covers every closed segment (read, never written) and
+    the broker has logged the clean (its line comes just after the checkpoint is written)."""
     say("\n... waiting for the broker's log cleaner")
     path = os.path.join(data_dir, "cleaner-offset-checkpoint")
     t0 = time.monotonic()
     while time.monotonic() - t0 < TIMEOUT:
         try:
             with open(path) as f:
-                if f"{TOPIC} 0 6" in f.read():
+                if f"{TOPIC} 0 6" in f.read() and "Cleaned log" in broker.log():
                     return time.monotonic() - t0
         except FileNotFoundError:
             pass

@@ -405,17 +405,20 @@ class Members:
 
     def join(self, name):
         """Start member ``name`` and wait until the group is Stable with every member assigned
-        (a Stable group: every member has the newest generation); its group metadata."""
+        (a Stable group: every member has the newest generation); its group metadata. Members never
+        commit themselves: an auto-commit of position 0 five seconds in would overwrite the
+        transaction's offsets on a slow run."""
         if self.client == "confluent":
             from confluent_kafka import Consumer
             c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                           "session.timeout.ms": 6000, "heartbeat.interval.ms": 100,
-                          "partition.assignment.strategy": "roundrobin"})
+                          "partition.assignment.strategy": "roundrobin", "enable.auto.commit": False})
             c.subscribe([self.topic])
         else:
             import kafka
             c = kafka.KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
-                                    session_timeout_ms=6000, heartbeat_interval_ms=100)
+                                    session_timeout_ms=6000, heartbeat_interval_ms=100,
+                                    enable_auto_commit=False)
             # the topic's partitions known before the join: a kafka-python leader whose metadata
             # lacks them assigns nothing and does not rejoin until its next metadata refresh
             wait_until(lambda: c.partitions_for_topic(self.topic), timeout=WAIT_S, what="the topic's metadata")
