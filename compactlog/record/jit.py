@@ -76,7 +76,8 @@ class Kernel:
         self.fn = fn
         self.options = options
         self.work = work
-        self._dispatcher = None
+        self._dispatcher = None        # published once every module it may call is built
+        self._building = None
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
         self.__module__ = fn.__module__
@@ -111,7 +112,7 @@ class Kernel:
         if self._dispatcher is None:
             with _build_lock:
                 if self._dispatcher is None:
-                    _shadow(self.fn.__module__)
+                    _build(self.fn.__module__)
         return self._dispatcher
 
     @property
@@ -174,12 +175,22 @@ def _holds_kernels(module: pytypes.ModuleType) -> bool:
     return any(isinstance(v, (Kernel, Intrinsic)) for v in vars(module).values())
 
 
-def _shadow(name: str) -> pytypes.ModuleType:
+def _build(name: str) -> None:
+    """Dispatchers for the kernels of module ``name`` and of every module they reach, published
+    together once all are built: a thread never calls one whose namespace is half replaced."""
+    global _compiled
+    built: list[Kernel] = []
+    _shadow(name, built)
+    for kernel in built:
+        kernel._dispatcher = kernel._building
+    _compiled = True
+
+
+def _shadow(name: str, built: list) -> pytypes.ModuleType:
     """The module ``name`` as numba sees it: its globals with kernels replaced by dispatchers.
 
     Building it gives every kernel of the module its dispatcher (cheap: numba compiles or loads
     from its cache on a kernel's first call)."""
-    global _compiled
     shadow = _shadows.get(name)
     if shadow is not None:
         return shadow
@@ -192,22 +203,22 @@ def _shadow(name: str) -> pytypes.ModuleType:
     package = __package__.split(".")[0] + "."
     for key, value in list(namespace.items()):     # this module's kernels first: a module that
         if isinstance(value, Kernel) and value.fn.__module__ == name:   # refers back finds them
-            if value._dispatcher is None:
+            if value._building is None:
                 f = value.fn
                 twin = pytypes.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
                 twin.__qualname__ = f.__qualname__
                 twin.__doc__ = f.__doc__
-                value._dispatcher = numba.njit(**value.options)(twin)
-            namespace[key] = value._dispatcher
+                value._building = numba.njit(**value.options)(twin)
+                built.append(value)
+            namespace[key] = value._building
         elif isinstance(value, Intrinsic):
             namespace[key] = value.numba()
     for key, value in list(namespace.items()):
         if isinstance(value, Kernel):                                    # imported from another
-            if value._dispatcher is None:
-                _shadow(value.fn.__module__)
-            namespace[key] = value._dispatcher
+            if value._building is None:
+                _shadow(value.fn.__module__, built)
+            namespace[key] = value._building
         elif isinstance(value, pytypes.ModuleType) and value.__name__.startswith(package) \
                 and _holds_kernels(value):
-            namespace[key] = _shadow(value.__name__)
-    _compiled = True
+            namespace[key] = _shadow(value.__name__, built)
     return shadow

@@ -205,3 +205,25 @@ def test_small_work_runs_in_python_and_large_work_compiles(tmp_path):
 def test_mode_is_checked():
     with pytest.raises(ValueError, match="kernel mode"):
         jit.set_mode("fast")
+
+
+def test_threads_switching_to_numba_mid_read_agree(tmp_path):
+    """The switch to compiled kernels happens while other threads read: every read still complete."""
+    data = str(tmp_path / "d")
+    _produce(data, seed=4, records=150)
+    probe = ("import sys, threading, compactlog\n"
+             "import compactlog.record.jit as j\n"
+             "j.PYTHON_BUDGET = 40_000\n"
+             "log = compactlog.open(sys.argv[1])\n"
+             "counts = []\n"
+             "def read():\n"
+             "    for _ in range(3):\n"
+             "        counts.append(sum(1 for p in log.partitions('t') for _ in log.read('t', p)))\n"
+             "threads = [threading.Thread(target=read) for _ in range(4)]\n"
+             "[t.start() for t in threads]; [t.join() for t in threads]\n"
+             "print(sorted(set(counts)), len(counts), j.compiled())\n")
+    env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
+    r = subprocess.run([sys.executable, "-c", probe, data], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    distinct, reads, compiled = r.stdout.rsplit(" ", 2)
+    assert reads == "12" and compiled.strip() == "True" and len(eval(distinct)) == 1, r.stdout
