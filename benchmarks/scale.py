@@ -22,7 +22,8 @@ the 300-topic dir the broker's CPU seconds over ``--idle-seconds`` of idleness (
 compacted, so the log cleaner has something to look at).
 
 First, start-up (``--startup-runs`` runs each, the median): the broker on an empty dir (spawn ->
-"] started"), and read commands on a small dir (3 partitions, 100 records), spawn -> exit.
+"] started"), and read commands and a one-record produce on a small dir (3 partitions, 100
+records), spawn -> exit, each also with numba's compiled kernels forced (the baseline).
 
 Data dirs are built offline with fsync turned off (the builder's durability is not measured).
 """
@@ -308,17 +309,25 @@ def startup(base: str, runs: int, report: dict) -> None:
     subprocess.run(COMMAND + ["--data-dir", small, "produce", "--topic", "t", "--property", "parse.key=true",
                               "--property", "key.separator=:"],
                    input="".join(f"k{i}:v{i}\n" for i in range(100)).encode(), check=True, capture_output=True)
+    # each command as it runs (kernels in plain Python on small work), then with numba's compiled
+    # kernels forced (COMPACTLOG_KERNELS=jit: what every command paid before): the baseline
+    produce = ["produce", "--topic", "t", "--property", "parse.key=true", "--property", "key.separator=:"]
     for args in (["topics", "list"], ["topics", "describe", "--topic", "t"],
                  ["consume", "--topic", "t", "--from-beginning"], ["dump-log", "--files", os.path.join(small, "t-0")],
-                 ["verify"]):
-        times = []
-        for _ in range(runs):
-            t0 = time.monotonic()
-            r = subprocess.run(COMMAND + ["--data-dir", small] + args, capture_output=True)
-            times.append(time.monotonic() - t0 if r.returncode == 0 else f"exit {r.returncode}")
-        key = "read command: " + " ".join(a if not a.startswith(base) else "t-0" for a in args)
-        ok = [t for t in times if isinstance(t, float)]
-        out[key] = statistics.median(ok) if len(ok) == len(times) else times[-1]
+                 ["verify"], produce):
+        for kernels in ("auto", "jit"):
+            env = {**os.environ, "COMPACTLOG_KERNELS": kernels}
+            times = []
+            for _ in range(runs):
+                t0 = time.monotonic()
+                r = subprocess.run(COMMAND + ["--data-dir", small] + args, capture_output=True, env=env,
+                                   input=b"k:v\n" if args is produce else None)
+                times.append(time.monotonic() - t0 if r.returncode == 0 else f"exit {r.returncode}")
+            key = ("read command: " if args is not produce else "command: ") + \
+                " ".join(a if not a.startswith(base) else "t-0" for a in args[:3]) + \
+                (" (compiled kernels forced)" if kernels == "jit" else "")
+            ok = [t for t in times if isinstance(t, float)]
+            out[key] = statistics.median(ok) if len(ok) == len(times) else times[-1]
     report["start-up"] = out
     for k, v in out.items():
         print(f"  {k}: {fmt(v)}", flush=True)
