@@ -22,7 +22,9 @@ def test_case_through_the_cli(name, corpus_dir, tmp_path):
 
 
 def test_case_through_the_cli_on_spark(corpus_dir, tmp_path):
-    rounds = run_case_cli(corpus_dir, "kt-c22a-abort-marker-retention-empty-batch", str(tmp_path / "d"),
+    # one round (each round is a command of its own, so a JVM of its own): an aborted transaction's
+    # batches removed, the producer's last sequence kept; every case runs on Spark in test_corpus
+    rounds = run_case_cli(corpus_dir, "kt-c26a-last-seq-kept-if-aborted", str(tmp_path / "d"),
                           clean_args=("--engine", "spark", "--json"))
     for k, diffs, out in rounds:
         assert not diffs, f"round {k}: " + "\n".join(diffs[:10])
