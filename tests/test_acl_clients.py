@@ -48,6 +48,8 @@ def broker(tmp_path_factory):
     b.start()
     yield b
     b.stop()
+    log = b.log_text()
+    assert not [u for u in USERS if password(u) in log], "a password in the broker's log"
 
 
 # -- clients as one principal or another, set up as users set them up against Kafka ----------------
