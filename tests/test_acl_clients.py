@@ -2,16 +2,15 @@
 kcat are refused with Kafka's errors exactly where Kafka's StandardAuthorizer refuses them, and
 the ACL admin APIs work from confluent-kafka's and kafka-python's admin clients.
 
-One broker, ``authorizer.class.name=...StandardAuthorizer``, ``super.users=User:admin``. A PLAINTEXT
-client is User:ANONYMOUS, as in Kafka; the other principals come through the broker's test seam
-(``COMPACTLOG_TEST_PRINCIPAL_FROM_CLIENT_ID=1``: an anonymous client whose client.id is
-``User:name`` is that principal), which stands in for SASL: the authorizer sees
-``request.principal`` either way. Each test uses its own topics, groups and principals.
+One broker, ``authorizer.class.name=...StandardAuthorizer``, ``super.users=User:admin``, with two
+listeners: PLAINTEXT, whose clients are all User:ANONYMOUS as in Kafka, and SASL_PLAINTEXT with
+PLAIN, where each principal logs in as its own user (``user_alice="alice-secret"`` ... in the
+listener's JAAS config), each client configured as users configure it against Kafka. Each test
+uses its own topics, groups and principals.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -19,36 +18,70 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    ConfigResource, NewTopic, ResourcePatternType, ResourceType)
 
-from broker_support import KCAT, Broker, kcat
-from compactlog.server.authorizer.auth_helper import TEST_PRINCIPAL_ENV
+from broker_support import KCAT, kcat
+from security_support import SecureBroker
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ADMIN = "User:admin"
 TIMEOUT = 20
 
 
+# one SASL user per principal the tests name
+USERS = ("admin", "alice", "bob", "carol", "dora", "frank", "gina", "hugo", "ivan", "jo", "kim", "lee")
+ANONYMOUS = None        # a client of the PLAINTEXT listener: no credentials, User:ANONYMOUS
+
+
+def password(user: str) -> str:
+    return f"{user}-secret"
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    before = os.environ.get(TEST_PRINCIPAL_ENV)
-    os.environ[TEST_PRINCIPAL_ENV] = "1"            # the broker subprocess inherits it
-    try:
-        b = Broker(tmp_path_factory.mktemp("acl-clients") / "data",
-                   {"authorizer.class.name": AUTHORIZER, "super.users": ADMIN,
-                    "group.initial.rebalance.delay.ms": "0"})
-        b.start()
-    finally:
-        if before is None:
-            del os.environ[TEST_PRINCIPAL_ENV]
-        else:
-            os.environ[TEST_PRINCIPAL_ENV] = before
+    users = " ".join(f'user_{u}="{password(u)}"' for u in USERS)
+    b = SecureBroker(tmp_path_factory.mktemp("acl-clients") / "data", {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
+        "authorizer.class.name": AUTHORIZER, "super.users": ADMIN, "group.initial.rebalance.delay.ms": "0"})
+    b.start()
     yield b
     b.stop()
+    log = b.log_text()
+    assert not [u for u in USERS if password(u) in log], "a password in the broker's log"
 
 
-# -- clients as one principal or another ----------------------------------------------------------------
+# -- clients as one principal or another, set up as users set them up against Kafka ----------------
+
+def user_of(principal: str) -> str:
+    assert principal.startswith("User:"), principal
+    return principal[len("User:"):]
+
+
+def rdkafka_conf(broker, principal) -> dict:
+    """confluent-kafka's (librdkafka's) settings for a client that logs in as ``principal``."""
+    if principal is ANONYMOUS:
+        return {"bootstrap.servers": broker.address("PLAINTEXT")}
+    user = user_of(principal)
+    return {"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password(user)}
+
+
+def kafka_python_conf(broker, principal) -> dict:
+    user = user_of(principal)
+    return {"bootstrap_servers": broker.address("SASL_PLAINTEXT"), "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN", "sasl_plain_username": user, "sasl_plain_password": password(user)}
+
+
+def kcat_conf(broker, principal) -> list[str]:
+    """kcat's ``-b`` and ``-X`` options for ``principal``."""
+    conf = rdkafka_conf(broker, principal)
+    return ["-b", conf.pop("bootstrap.servers")] + [x for k, v in conf.items() for x in ("-X", f"{k}={v}")]
+
 
 def admin(broker, principal=ADMIN) -> AdminClient:
-    return AdminClient({"bootstrap.servers": broker.bootstrap, "client.id": principal})
+    return AdminClient(rdkafka_conf(broker, principal))
 
 
 def topics(broker, *names, partitions=1) -> None:
@@ -70,7 +103,7 @@ def grant(broker, *bindings) -> None:
 
 def produce(broker, principal, topic, value=b"v", **settings) -> KafkaError | None:
     """The delivery error of one record (None: written)."""
-    p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": principal, **settings})
+    p = Producer({**rdkafka_conf(broker, principal), **settings})
     got = []
     p.produce(topic, value, on_delivery=lambda err, _msg: got.append(err))
     assert p.flush(TIMEOUT) == 0
@@ -79,7 +112,7 @@ def produce(broker, principal, topic, value=b"v", **settings) -> KafkaError | No
 
 def kp_consumer(broker, principal, **settings):
     from kafka import KafkaConsumer
-    return KafkaConsumer(bootstrap_servers=broker.bootstrap, client_id=principal, consumer_timeout_ms=3000,
+    return KafkaConsumer(**kafka_python_conf(broker, principal), consumer_timeout_ms=3000,
                          request_timeout_ms=10000, **settings)
 
 
@@ -125,14 +158,14 @@ def test_write_denied_without_an_acl_then_allowed(broker):
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     from kafka import KafkaProducer
     from kafka.errors import TopicAuthorizationFailedError
-    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, client_id="User:alice", max_block_ms=5000)
+    kp = KafkaProducer(**kafka_python_conf(broker, "User:alice"), max_block_ms=5000)
     try:
         with pytest.raises(TopicAuthorizationFailedError):
             kp.send("z-write", b"v").get(TIMEOUT)
     finally:
         kp.close(timeout=5)
     if KCAT:
-        r = kcat("-b", broker.bootstrap, "-X", "client.id=User:alice", "-P", "-t", "z-write", stdin=b"v\n")
+        r = kcat(*kcat_conf(broker, "User:alice"), "-P", "-t", "z-write", stdin=b"v\n")
         assert r.returncode != 0 and b"Topic authorization failed" in r.stderr, r.stderr
     assert "z-write" not in visible_topics(broker, "User:alice")
 
@@ -149,7 +182,7 @@ def test_read_without_describe_then_the_group(broker):
     grant(broker, acl(ResourceType.TOPIC, "z-read", "User:bob", AclOperation.READ))
     assert kp_read_assigned(broker, "User:bob", "z-read", 3) == [b"r0", b"r1", b"r2"]
     if KCAT:
-        r = kcat("-b", broker.bootstrap, "-X", "client.id=User:bob", "-C", "-t", "z-read", "-e", "-q")
+        r = kcat(*kcat_conf(broker, "User:bob"), "-C", "-t", "z-read", "-e", "-q")
         assert r.returncode == 0 and r.stdout.split() == [b"r0", b"r1", b"r2"], r.stderr
     # reading is not writing
     err = produce(broker, "User:bob", "z-read")
@@ -166,7 +199,7 @@ def test_read_without_describe_then_the_group(broker):
         c.close(autocommit=False)
 
     grant(broker, acl(ResourceType.GROUP, "z-read-g", "User:bob", AclOperation.READ))
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "User:bob", "group.id": "z-read-g",
+    c = Consumer({**rdkafka_conf(broker, "User:bob"), "group.id": "z-read-g",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
         c.subscribe(["z-read"])
@@ -226,7 +259,7 @@ def test_metadata_hides_topics_the_principal_may_not_describe(broker):
     assert {t for t in visible_topics(broker, "User:frank") if t.startswith("hid-")} == {"hid-b"}
     assert {t for t in visible_topics(broker, ADMIN) if t.startswith("hid-")} == {"hid-a", "hid-b", "hid-c"}
     from kafka import KafkaConsumer
-    kc = KafkaConsumer(bootstrap_servers=broker.bootstrap, client_id="User:frank")
+    kc = KafkaConsumer(**kafka_python_conf(broker, "User:frank"))
     try:
         assert {t for t in kc.topics() if t.startswith("hid-")} == {"hid-b"}
     finally:
@@ -248,10 +281,13 @@ def test_a_super_user_bypasses_a_deny(broker):
 
 def test_a_plaintext_client_is_user_anonymous(broker):
     topics(broker, "z-anon")
-    err = produce(broker, "plain-client", "z-anon")
+    err = produce(broker, ANONYMOUS, "z-anon")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # a client.id naming a principal changes nothing: only authentication makes a principal
+    err = produce(broker, ANONYMOUS, "z-anon", **{"client.id": ADMIN})
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     grant(broker, acl(ResourceType.TOPIC, "z-anon", "User:ANONYMOUS", AclOperation.WRITE))
-    assert produce(broker, "plain-client", "z-anon") is None
+    assert produce(broker, ANONYMOUS, "z-anon") is None
     err = produce(broker, "User:alice", "z-anon")
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "Principal = User:ANONYMOUS is Denied operation = DESCRIBE" in broker.log_text()      # the audit log
@@ -264,7 +300,7 @@ def test_an_idempotent_producer_needs_write_on_some_topic(broker):
     # WRITE on one topic: InitProducerId passes (authorizeByResourceType), no cluster ACL needed
     assert produce(broker, "User:gina", "z-idem", **{"enable.idempotence": True}) is None
     # no WRITE anywhere and no IdempotentWrite: Kafka's CLUSTER_AUTHORIZATION_FAILED, fatal
-    p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "User:hugo", "enable.idempotence": True,
+    p = Producer({**rdkafka_conf(broker, "User:hugo"), "enable.idempotence": True,
                   "log_level": 0})
     p.produce("z-idem", b"v")
     with pytest.raises(KafkaException) as e:
@@ -279,14 +315,14 @@ def test_an_idempotent_producer_needs_write_on_some_topic(broker):
 def test_transactional_writes_follow_the_acl_on_the_transactional_id(broker):
     topics(broker, "z-txn")
     grant(broker, acl(ResourceType.TOPIC, "z-txn", "User:ivan", AclOperation.WRITE))
-    p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "User:ivan", "transactional.id": "tx-ivan-1",
+    p = Producer({**rdkafka_conf(broker, "User:ivan"), "transactional.id": "tx-ivan-1",
                   "log_level": 0})
     with pytest.raises(KafkaException) as e:
         p.init_transactions(TIMEOUT)
     assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     from kafka import KafkaProducer
     from kafka.errors import TransactionalIdAuthorizationFailedError
-    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, client_id="User:ivan", transactional_id="tx-ivan-2")
+    kp = KafkaProducer(**kafka_python_conf(broker, "User:ivan"), transactional_id="tx-ivan-2")
     try:
         with pytest.raises(TransactionalIdAuthorizationFailedError):
             kp.init_transactions()
@@ -295,12 +331,12 @@ def test_transactional_writes_follow_the_acl_on_the_transactional_id(broker):
 
     grant(broker, acl(ResourceType.TRANSACTIONAL_ID, "tx-ivan-", "User:ivan", AclOperation.WRITE,
                       pattern=ResourcePatternType.PREFIXED))
-    p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "User:ivan", "transactional.id": "tx-ivan-3"})
+    p = Producer({**rdkafka_conf(broker, "User:ivan"), "transactional.id": "tx-ivan-3"})
     p.init_transactions(TIMEOUT)
     p.begin_transaction()
     p.produce("z-txn", b"committed")
     p.commit_transaction(TIMEOUT)
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": ADMIN, "group.id": "z-txn-check",
+    c = Consumer({**rdkafka_conf(broker, ADMIN), "group.id": "z-txn-check",
                   "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
     try:
         c.subscribe(["z-txn"])
@@ -349,7 +385,7 @@ def test_acl_admin_with_kafka_python(broker):
                              ResourcePattern, ResourcePatternFilter)
     from kafka.admin import ResourceType as KRT
     from kafka.errors import ClusterAuthorizationFailedError, NoError
-    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id=ADMIN)
+    a = KafkaAdminClient(**kafka_python_conf(broker, ADMIN))
     try:
         new = [ACL("User:kim", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
                    ResourcePattern(KRT.TOPIC, "kp-t", ACLResourcePatternType.LITERAL)),
@@ -367,7 +403,7 @@ def test_acl_admin_with_kafka_python(broker):
         assert a.describe_acls(kim)[0] == []
     finally:
         a.close()
-    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="User:kim")
+    a = KafkaAdminClient(**kafka_python_conf(broker, "User:kim"))
     try:
         with pytest.raises(ClusterAuthorizationFailedError):
             found, error = a.describe_acls(kim)
@@ -383,8 +419,12 @@ def test_the_acls_command_as_a_principal_without_rights(broker, tmp_path):
     import subprocess
     from broker_support import COMMAND
     props = tmp_path / "lee.properties"
-    props.write_text("client.id=User:lee\n")
-    base = COMMAND + ["acls", "--bootstrap-server", broker.bootstrap, "--command-config", str(props)]
+    # kafka-acls.sh's client properties, as a Java client takes them
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                     f'username="lee" password="{password("lee")}";\n')
+    base = COMMAND + ["acls", "--bootstrap-server", broker.address("SASL_PLAINTEXT"),
+                      "--command-config", str(props)]
     for args in (["--list"], ["--add", "--allow-principal", "User:lee", "--operation", "Read", "--topic", "z-lee"]):
         r = subprocess.run(base + args, capture_output=True, text=True, timeout=60)
         assert r.returncode == 1 and r.stdout == "", r.stdout

@@ -31,7 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 from ..spark.executor import make_executor
 from ..errors import CompactlogError, ConfigError
 from ..storage.datadir import DataDir
-from .authorizer import auth_helper
 from .authorizer.standard import authorizer_enabled, authorizer_for, parse_super_users
 from .authorizer.store import AclStore
 from .background import Background
@@ -205,9 +204,6 @@ class Broker:
         if not a.super_users and not len(a.acl_set) and not a.allow_if_no_acl:
             log.warning("An authorizer with neither super users nor ACLs denies every request: set super.users "
                         "(User:admin) or add ACLs with `compactlog acls --add` while the broker is stopped")
-        if auth_helper.principal_from_client_id:
-            log.warning(f"{auth_helper.TEST_PRINCIPAL_ENV}=1: a PLAINTEXT client is the principal its client.id "
-                        f"names (a test seam): any client can claim any principal")
         for listener in self.listeners:
             if listener.name == "PLAINTEXT" and listener.host not in ("127.0.0.1", "localhost", "::1"):
                 log.warning(f"Listener {listener} authenticates nobody: its clients are all User:ANONYMOUS to "

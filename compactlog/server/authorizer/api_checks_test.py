@@ -538,14 +538,14 @@ def test_client_host_decides_host_acls(b):
         CLIENT_HOST.reset(token)
 
 
-def test_principal_from_client_id_is_a_test_seam_only(b, monkeypatch):
+def test_only_authentication_makes_a_principal():
+    """A client id naming a principal is just a client id: the principal is what the transport
+    authenticated, User:ANONYMOUS where it authenticated nobody."""
     from compactlog.server.authorizer import auth_helper
     r = Request(0, 9, 7, "User:alice/producer-1", None, None, 0, 9, True)
     assert auth_helper.principal_of(r) == "User:ANONYMOUS"
-    monkeypatch.setattr(auth_helper, "principal_from_client_id", True)
-    assert auth_helper.principal_of(r) == "User:alice"
-    assert auth_helper.principal_of(Request(0, 9, 7, "rdkafka", None, None, 0, 9, True)) == "User:ANONYMOUS"
+    assert auth_helper.principal_of(Request(0, 9, 7, "User:admin", None, None, 0, 9, True)) == "User:ANONYMOUS"
     authenticated = AuthRequest(0, 9, 7, "User:admin", None, None, 0, 9, True)
     authenticated.principal = "User:bob"
-    assert auth_helper.principal_of(authenticated) == "User:bob"   # an authenticated principal is never replaced
+    assert auth_helper.principal_of(authenticated) == "User:bob"
 

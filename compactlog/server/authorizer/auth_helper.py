@@ -8,17 +8,9 @@ here per rule), and answers Kafka's error code where the answer is no. Without a
 Who asks: ``principal_of(request)`` is the principal the transport put on the request
 (``request.principal``, ``User:ANONYMOUS`` on a listener without authentication), and
 ``host_of(request)`` the client's IP address as ACL hosts name it.
-
-A test seam, off unless the environment of the broker process sets
-``COMPACTLOG_TEST_PRINCIPAL_FROM_CLIENT_ID=1``: an anonymous request whose client id is a
-principal (``User:alice``, optionally followed by ``/anything``) is taken as coming from that
-principal, so that the authorization tests run with any client before SASL exists. Never set it
-outside the tests: any client could then claim any principal.
 """
 
 from __future__ import annotations
-
-import os
 
 from kio.schema.errors import ErrorCode
 
@@ -26,8 +18,6 @@ from ..state import CLIENT_HOST
 from .acl import CLUSTER_NAME, AclOperation, ResourceType, operations_bitfield, supported_operations
 
 ANONYMOUS = "User:ANONYMOUS"
-TEST_PRINCIPAL_ENV = "COMPACTLOG_TEST_PRINCIPAL_FROM_CLIENT_ID"
-principal_from_client_id = os.environ.get(TEST_PRINCIPAL_ENV, "") == "1"
 
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
                                            ResourceType.TRANSACTIONAL_ID)
@@ -52,12 +42,7 @@ ALL_OPERATIONS = {t: operations_bitfield(supported_operations(t)) for t in (TOPI
 def principal_of(request) -> str:
     """``Type:name`` of the principal that sent ``request``."""
     principal = getattr(request, "principal", None)
-    principal = ANONYMOUS if principal is None else str(principal)
-    if principal_from_client_id and principal == ANONYMOUS:
-        claimed = (request.client_id or "").split("/", 1)[0]
-        if claimed.startswith("User:") and len(claimed) > 5:
-            return claimed
-    return principal
+    return ANONYMOUS if principal is None else str(principal)
 
 
 def host_of(request) -> str:
