@@ -28,7 +28,9 @@ dispatch table and applies its steps: answers, the failure delay
 frame limit, session expiry. Every request carries the connection's principal and listener name.
 On a TLS connection a Fetch's file regions are read with ``pread`` in a worker thread and written
 through the TLS transport: ``sendfile`` cannot encrypt, and asyncio's fallback for it seeks a
-descriptor that shares its file position with every other fetch of the segment.
+descriptor that shares its file position with every other fetch of the segment. Requests on a TLS
+connection are decrypted straight into the protocol connection's receive buffer
+(``TlsBrokerConnection``, a ``BufferedProtocol``); PLAINTEXT reads hand their bytes over as they are.
 """
 
 from __future__ import annotations
