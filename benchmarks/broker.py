@@ -409,13 +409,18 @@ def run_security(args) -> None:
                     _delete_topic(plain, topic)
             for what in ("produce", "consume"):
                 for protocol in protocols:
-                    rps, cpu, client = _median(results[(protocol, parts, what)])
-                    print(f"{_fmt((f'{what} {protocol}', parts, rps, mb * rps / n, cpu))} (client {client:.2f})",
-                          flush=True)
+                    runs = results[(protocol, parts, what)]
+                    rps, cpu, client = _median(runs)
+                    low, high = min(r[0] for r in runs), max(r[0] for r in runs)
+                    # the client's cores: its CPU per record times the rate (kcat near 1.0 is kcat's limit)
+                    cores = sorted(r[0] * r[2] / 1e6 for r in runs)[len(runs) // 2]
+                    print(f"{_fmt((f'{what} {protocol}', parts, rps, mb * rps / n, cpu))} (client {client:.2f}, "
+                          f"{cores:.2f} cores; records/s {low / 1e6:.2f}-{high / 1e6:.2f} M)", flush=True)
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"(medians of {args.rounds} rounds) share of PLAINTEXT's records/s, and the broker's and the "
+    print(f"(medians of {args.rounds} rounds) share of PLAINTEXT's records/s: of the medians, and the median "
+          f"[lowest-highest] of each round's own ratio (the runs of a round are back to back); the broker's and the "
           f"client's CPU per M records against PLAINTEXT's (targets: produce >= {SECURITY_TARGETS['produce']:.0%}, "
           f"consume >= {SECURITY_TARGETS['consume']:.0%} of the records/s):")
     for parts in args.partitions:
@@ -425,7 +430,10 @@ def run_security(args) -> None:
                 rps, cpu, client = _median(results[(protocol, parts, what)])
                 base_rps, base_cpu, base_client = _median(results[("PLAINTEXT", parts, what)])
                 verdict = "ok" if rps / base_rps >= SECURITY_TARGETS[what] else "BELOW TARGET"
-                cells.append(f"{what} {rps / base_rps:6.1%} ({verdict}), broker CPU x{_ratio(cpu, base_cpu)}, "
+                paired = sorted(a[0] / b[0] for a, b in zip(results[(protocol, parts, what)],
+                                                            results[("PLAINTEXT", parts, what)]))
+                cells.append(f"{what} {rps / base_rps:6.1%} ({verdict}; rounds {paired[len(paired) // 2]:.0%} "
+                             f"[{paired[0]:.0%}-{paired[-1]:.0%}]), broker CPU x{_ratio(cpu, base_cpu)}, "
                              f"client x{_ratio(client, base_client)}")
             print(f"  {protocol:<15} {parts} partition(s): {'   '.join(cells)}")
 
@@ -452,7 +460,7 @@ def _median(samples: list[tuple[float, ...]]) -> tuple[float, ...]:
 
 
 def _ratio(value: float, base: float) -> str:
-    return f"{value / base:.1f}" if base else "-"
+    return f"{value / base:.2f}" if base else "-"
 
 
 def _delete_topic(bootstrap, topic) -> None:

@@ -62,6 +62,10 @@ from .precheck import MalformedRequest, scan
 from .versions import API_VERSIONS_KEY, SupportedApis, request_schema
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600     # socket.request.max.bytes
+# get_buffer's receive buffer: its first size (asyncio's own read size), and the least room it
+# offers for a read; it grows towards the size of a larger frame, at most doubling what it holds
+RECEIVE_BUFFER_BYTES = 256 * 1024
+RECEIVE_MIN_READ = 64 * 1024
 PRODUCE_KEY = 0
 ANONYMOUS = "User:ANONYMOUS"        # KafkaPrincipal.ANONYMOUS
 
@@ -214,6 +218,11 @@ class Connection:
     ``next_event`` has returned a ``Close``, it returns that same event forever and
     ``receive_data`` discards what it is given.
 
+    Bytes come in either through ``receive_data`` (the caller's bytes, kept as they are while
+    they hold whole frames) or through ``get_buffer``/``buffer_updated`` (asyncio's
+    ``BufferedProtocol``: the bytes are written straight into the connection's own receive
+    buffer, reused from read to read; ``release_buffer`` lets an idle connection drop it).
+
     What the transport sets as a connection's security changes (security.md §3): ``principal`` and
     ``listener``, stamped on every decoded request; ``admitted_keys`` (None: every advertised API),
     outside which a request is an ``Unadmitted`` event and is not parsed; ``raw_frames``, which
@@ -227,10 +236,12 @@ class Connection:
             raise ValueError(f"max_request_size must be >= 0, got {max_request_size}")
         self._apis = apis
         self._max_request_size = max_request_size
-        # Unparsed input is self._data[self._pos:]. While nothing is pending, the caller's bytes
-        # object is kept as is, so a read holding whole requests is never copied.
+        # Unparsed input is self._data[self._pos:self._end]. While nothing is pending, the
+        # caller's bytes object is kept as is, so a read holding whole requests is never copied.
         self._data: bytes | bytearray = b""
         self._pos = 0
+        self._end = 0
+        self._buffer: bytearray | None = None       # get_buffer's, once it is used
         self._closed: Close | None = None
         self._limit_name = "socket.request.max.bytes"
         self.principal = ANONYMOUS
@@ -253,16 +264,27 @@ class Connection:
     @property
     def buffered(self) -> int:
         """Bytes received and not yet consumed by a returned event."""
-        return len(self._data) - self._pos
+        return self._end - self._pos
 
     def receive_data(self, data: bytes) -> None:
         if self._closed is not None or not data:
             return
-        if self._pos >= len(self._data):
+        if self._buffer is not None:
+            # the receive buffer is in use: the bytes go where a read would have put them
+            view = memoryview(data).cast("B")
+            while view:
+                room = self.get_buffer(len(view))
+                n = min(len(room), len(view))
+                room[:n] = view[:n]
+                room.release()
+                self.buffer_updated(n)
+                view = view[n:]
+            return
+        if self._pos >= self._end:
             self._data = data if type(data) is bytes else bytes(data)
             self._pos = 0
         elif type(self._data) is bytes:
-            pending = bytearray(memoryview(self._data)[self._pos:])
+            pending = bytearray(memoryview(self._data)[self._pos:self._end])
             pending += data
             self._data, self._pos = pending, 0
         else:
@@ -270,12 +292,54 @@ class Connection:
                 del self._data[:self._pos]       # front deletion: O(1) amortised in CPython
                 self._pos = 0
             self._data += data
+        self._end = len(self._data)
+
+    def get_buffer(self, size_hint: int = -1) -> memoryview:
+        """Where the next read goes (``asyncio.BufferedProtocol.get_buffer``): the free end of
+        the receive buffer, at least ``size_hint`` (and ``RECEIVE_MIN_READ``) bytes. Unparsed
+        bytes move to the front only when the free end is too short, and the buffer grows
+        towards the frame being received (a frame above the size limit grows nothing), so a
+        large request arrives in a few large reads."""
+        buf, end = self._buffer, self._end
+        want = size_hint if size_hint > RECEIVE_MIN_READ else RECEIVE_MIN_READ
+        if buf is not None and self._data is buf and len(buf) - end >= want:
+            return memoryview(buf)[end:]
+        pos = self._pos
+        pending = end - pos
+        capacity = max(RECEIVE_BUFFER_BYTES, pending + want)
+        if pending >= 4:
+            size = _SIZE.unpack_from(self._data, pos)[0]
+            if 0 <= size <= self._max_request_size:
+                # towards the whole frame, but never more than twice the bytes already here
+                capacity = max(capacity, min(size + 4, 2 * (pending + want)))
+        if buf is not None and self._data is buf and len(buf) >= capacity:
+            if pending:
+                buf[:pending] = buf[pos:end]        # same length: never resizes an exported buffer
+        else:
+            fresh = bytearray(capacity)
+            if pending:
+                fresh[:pending] = memoryview(self._data)[pos:end]
+            self._buffer = buf = fresh
+        self._data, self._pos, self._end = buf, 0, pending
+        return memoryview(buf)[pending:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were written at the start of the view ``get_buffer`` returned."""
+        if self._closed is None:
+            self._end += nbytes
+
+    def release_buffer(self) -> None:
+        """Drop the receive buffer while nothing is pending in it (an idle connection's memory);
+        the next ``get_buffer`` makes a new one."""
+        if self._buffer is not None and self._pos >= self._end:
+            self._buffer = None
+            self._data, self._pos, self._end = b"", 0, 0
 
     def next_event(self) -> Event:
         if self._closed is not None:
             return self._closed
-        data, pos = self._data, self._pos
-        available = len(data) - pos
+        data, pos, end = self._data, self._pos, self._end
+        available = end - pos
         if available < 4:
             return NEED_DATA
         size = _SIZE.unpack_from(data, pos)[0]
@@ -289,8 +353,11 @@ class Connection:
             return NEED_DATA
         start = pos + 4
         self._pos = start + size
-        if self._pos == len(data):
-            self._data, self._pos = b"", 0       # drop the reference: nothing left to parse
+        if self._pos == end:
+            if data is self._buffer:
+                self._pos = self._end = 0        # the buffer is read from the start again
+            else:
+                self._data, self._pos, self._end = b"", 0, 0     # drop the caller's bytes
         if self.raw_frames:
             return RawFrame(bytes(data[start:start + size]))
         view = memoryview(data)[start:start + size]

@@ -370,6 +370,82 @@ def test_any_bytes_like_input_is_accepted_and_copied():
     assert records_counts(events[0]) == [15]
 
 
+def _feed_buffered(conn, data: bytes, sizes) -> list:
+    """``data`` through get_buffer/buffer_updated, reads of the given sizes in turn (as asyncio's
+    BufferedProtocol transports write them), draining events after each read."""
+    events, pos, i = [], 0, 0
+    while pos < len(data):
+        room = conn.get_buffer(-1)
+        n = min(sizes[i % len(sizes)], len(room), len(data) - pos)
+        room[:n] = data[pos:pos + n]
+        room.release()
+        conn.buffer_updated(n)
+        pos, i = pos + n, i + 1
+        events += _drain(conn)
+    return events
+
+
+@pytest.mark.parametrize("sizes", [[1], [7, 300, 5000], [16384], [1 << 20]])
+def test_buffered_reads_give_the_same_requests(sizes):
+    data = _stream(CAPTURE_NAMES) * 3
+    conn = Connection(KIO_MAX_APIS)
+    events = _feed_buffered(conn, data, sizes)
+    assert _summary(events) == _summary(_drain(_fed(data)))
+    assert conn.buffered == 0 and len(events) == 3 * len(CAPTURE_NAMES)
+
+
+def _fed(data: bytes) -> Connection:
+    conn = Connection(KIO_MAX_APIS)
+    conn.receive_data(data)
+    return conn
+
+
+def test_buffered_large_frame_grows_the_buffer_towards_it():
+    # a 3 MB Produce: the buffer doubles with what has arrived, up to the frame, and is reused
+    payload = capture("0_9")
+    big = payload + b"\0" * (3_000_000 - len(payload))     # trailing bytes are ignored, as Kafka
+    data = framed(big) * 2 + framed(capture("3_5"))
+    conn = Connection(KIO_MAX_APIS)
+    seen = []
+    events, pos = [], 0
+    while pos < len(data):
+        room = conn.get_buffer(-1)
+        seen.append(len(room) + conn.buffered)
+        n = min(len(room), len(data) - pos)
+        room[:n] = data[pos:pos + n]
+        room.release()
+        conn.buffer_updated(n)
+        pos += n
+        events += _drain(conn)
+    assert [e.api_key for e in events] == [0, 0, 3]
+    assert max(seen) <= 2 * (len(big) + 4)
+    assert len(seen) < 20                       # large reads, not 64 KiB ones
+    conn.release_buffer()
+    assert conn.get_buffer(-1).nbytes == 256 * 1024      # a fresh buffer of the first size
+
+
+def test_buffered_size_above_max_closes_without_growing():
+    conn = Connection(KIO_MAX_APIS, max_request_size=1000)
+    room = conn.get_buffer(-1)
+    room[:4] = struct.pack(">i", 50_000_000)
+    room.release()
+    conn.buffer_updated(4)
+    assert conn.get_buffer(-1).nbytes == 256 * 1024 - 4     # no room made for the claimed frame
+    event = conn.next_event()
+    assert isinstance(event, Close) and "socket.request.max.bytes" in event.reason
+
+
+def test_release_buffer_keeps_a_partial_frame():
+    data = framed(capture("3_5"))
+    conn = Connection(KIO_MAX_APIS)
+    _feed_buffered(conn, data[:10], [10])
+    conn.release_buffer()                       # something is pending: kept
+    assert conn.buffered == 10
+    conn.receive_data(data[10:])                # receive_data goes through the buffer too
+    (event,) = _drain(conn)
+    assert event.api_key == 3 and conn.buffered == 0
+
+
 def test_trailing_bytes_after_the_body_are_ignored_like_kafka():
     event = decode_one(capture("3_5") + b"\x00\x01\x02")
     assert isinstance(event, Request) and event.frame_size == len(capture("3_5")) + 3

@@ -28,7 +28,9 @@ dispatch table and applies its steps: answers, the failure delay
 frame limit, session expiry. Every request carries the connection's principal and listener name.
 On a TLS connection a Fetch's file regions are read with ``pread`` in a worker thread and written
 through the TLS transport: ``sendfile`` cannot encrypt, and asyncio's fallback for it seeks a
-descriptor that shares its file position with every other fetch of the segment.
+descriptor that shares its file position with every other fetch of the segment. Requests on a TLS
+connection are decrypted straight into the protocol connection's receive buffer
+(``TlsBrokerConnection``, a ``BufferedProtocol``); PLAINTEXT reads hand their bytes over as they are.
 """
 
 from __future__ import annotations
@@ -94,7 +96,9 @@ class BrokerServer:
         for listener in listeners:
             host = listener.host or None        # "" = every interface, as Kafka's
             sec = self.security.listener(listener.name) if self.security is not None else None
-            server = await self._loop.create_server(lambda sec=sec: BrokerConnection(self, sec), host,
+            # TLS: asyncio's SSL layer decrypts straight into the connection's receive buffer
+            kind = TlsBrokerConnection if sec is not None and sec.uses_tls else BrokerConnection
+            server = await self._loop.create_server(lambda sec=sec, kind=kind: kind(self, sec), host,
                                                     listener.port, reuse_address=True, backlog=512)
             self.servers.append(server)
             for i, sock in enumerate(server.sockets):
@@ -115,10 +119,15 @@ class BrokerServer:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for c in list(self.connections):
-                if not c.busy and (now - c.last_active) * 1000 > self.idle_ms:
+                if c.busy:
+                    continue
+                quiet_s = now - c.last_active
+                if quiet_s * 1000 > self.idle_ms:
                     log.debug(f"Closing idle connection from {c.peer} (connections.max.idle.ms="
                               f"{self.idle_ms})")
                     c.close()
+                elif quiet_s > interval:
+                    c.conn.release_buffer()     # a quiet connection holds no receive buffer
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Kafka's SocketServer shutdown, bounded: stop accepting, let the requests in flight
@@ -197,6 +206,9 @@ class BrokerConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.conn.receive_data(data)
+        self._received()
+
+    def _received(self) -> None:
         self.last_active = time.monotonic()
         self._data_ready.set()
         if self.busy and not self.paused and self.conn.buffered > READ_PAUSE_BYTES:
@@ -517,6 +529,20 @@ class BrokerConnection(asyncio.Protocol):
         if body is not None and request is not None and not self.lost:
             await self._answer_observed(request, body)
         return False
+
+
+class TlsBrokerConnection(BrokerConnection, asyncio.BufferedProtocol):
+    """A connection of a TLS listener: asyncio's SSL layer decrypts each read straight into the
+    protocol connection's receive buffer (``BufferedProtocol``) instead of handing over a new
+    bytes object per TLS record, joined, then copied again behind a partial frame. Nothing is
+    read before ``start_tls`` takes the socket (``connection_made`` pauses reading)."""
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.conn.buffer_updated(nbytes)
+        self._received()
 
 
 def pid_cpu_seconds(pid: int | None = None) -> float:
