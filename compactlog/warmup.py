@@ -6,17 +6,19 @@ where every later process loads it in milliseconds. Without this step the first 
 install pays 20-40 s of compilation, and each kernel that a later command first uses pays again.
 ``make venv`` runs this module after ``pip install``.
 
-It runs the commands users run, each in a child process of this interpreter, on a scratch data
-dir: topics, produce (every codec, text and jsonl), consume (text and jsonl, read_committed),
-clean and explain (in this process), verify, dump-log, snapshot (json, in this process), and the
-broker's produce and fetch handlers; so the kernels are compiled for exactly the argument types
+It runs the commands users run on scratch data dirs, in two child processes side by side (the
+two cores), each running its chain of steps in-process so that numba is loaded once per chain:
+the broker's produce and fetch handlers in one; topics, produce (every codec, text and jsonl),
+consume (text and jsonl, read_committed), explain, clean (in-process engine), verify, snapshot
+(json) and dump-log in the other. So the kernels are compiled for exactly the argument types
 those commands use. Spark's engine runs the same kernels in its Python workers, which share the
-cache. ``--check`` runs the commands again and fails if any of them still compiles.
+cache. ``--check`` runs the steps again and fails if any of them still compiles.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -92,20 +94,55 @@ def _commands(data_dir: str, out_dir: str) -> list[tuple[list[str], bytes | None
     return cmds
 
 
-def _run(args: list[str], stdin: bytes | None, env: dict, *, check: bool) -> tuple[str, float, bool]:
+# one child process runs a chain of steps in-process (numba's import and its first cached-code load,
+# ~0.8 s, paid once per chain instead of once per command); a line on stdout starts each step, so
+# numba's cache debugging ("data saved to": a kernel was compiled) is told apart per step
+_CHAIN = r"""
+import io, json, sys, time
+from compactlog.cli.main import main
+with open(sys.argv[1]) as f:
+    steps = json.load(f)
+for i, (name, kind, payload, stdin) in enumerate(steps):
+    print(f"\n@@warmup-step {i}", flush=True)
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, *args], input=stdin, capture_output=True, env=env)
-    took = time.monotonic() - started
-    err = proc.stderr.decode("utf-8", "replace")
-    if proc.returncode != 0:
-        raise RuntimeError(f"warm-up step failed ({' '.join(args[2:6])} ...): exit {proc.returncode}\n{err[-2000:]}")
-    # numba's cache debugging prints on stdout: "data saved to" means a kernel was compiled
-    compiled = check and b"data saved to" in proc.stdout + proc.stderr
-    return err, took, compiled
+    if kind == "python":
+        sys.argv = ["warm-up", *stdin]
+        exec(payload, {"__name__": "__warmup__"})
+    else:
+        sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode("latin-1")), encoding="utf-8")
+        code = main(payload)
+        if code:
+            print(f"\n@@warmup-failed {i} exit {code}", flush=True)
+            sys.exit(1)
+    print(f"\n@@warmup-took {i} {time.monotonic() - started:.1f}", flush=True)
+"""
+
+
+def _chains(tmp: str) -> list[list[tuple[str, str, object, object]]]:
+    """Two chains of (name, kind, payload, stdin), each on its own scratch data dir, run side by
+    side: the broker's handlers, and the commands."""
+    chains = []
+    for n, with_broker in enumerate((True, False)):
+        data_dir = os.path.join(tmp, f"data{n}")
+        out_dir = os.path.join(tmp, f"out{n}")
+        cli = [(c, s) for c, s in _commands(data_dir, out_dir)]
+        steps = []
+        for c, stdin in (cli[:2] if with_broker else cli):
+            name = " ".join(a for a in c if not a.startswith("-") and a != data_dir)[:70]
+            steps.append((name, "cli", ["--data-dir", data_dir, *c], stdin.decode("latin-1") if stdin else None))
+        if with_broker:
+            steps.append(("broker: Produce, Fetch", "python", _BROKER_SCRIPT, [data_dir]))
+        else:
+            dump = os.path.join(data_dir, "compacted-0")
+            steps.append(("dump-log", "cli", ["dump-log", "--files", dump, "--print-data-log", "--deep-iteration"],
+                          None))
+        chains.append(steps)
+    return chains
 
 
 def warm_up(*, check: bool = False, verbose: bool = False) -> list[str]:
-    """Run the commands (twice with ``check``); the commands that compiled on the checking pass."""
+    """Run the steps (once more with ``check``, numba's cache debugging on); the steps that
+    compiled a kernel on that pass."""
     # every kernel compiled, small as the scratch dir is (a command on a small dir runs its
     # kernels in plain Python until the work is worth numba: record/jit.py)
     env = {**os.environ, "COMPACTLOG_KERNELS": "jit"}
@@ -113,21 +150,32 @@ def warm_up(*, check: bool = False, verbose: bool = False) -> list[str]:
         env["NUMBA_DEBUG_CACHE"] = "1"
     compiling = []
     with tempfile.TemporaryDirectory(prefix="compactlog-warmup-") as tmp:
-        data_dir = os.path.join(tmp, "data")
-        steps = [(["-m", "compactlog.cli.main", "--data-dir", data_dir, *c], stdin)
-                 for c, stdin in _commands(data_dir, tmp)]
-        steps.insert(2, (["-c", _BROKER_SCRIPT, data_dir], None))
-        dump = os.path.join(data_dir, "compacted-0")
-        steps.append((["-m", "compactlog.cli.main", "dump-log", "--files", dump, "--print-data-log",
-                       "--deep-iteration"], None))
-        for args, stdin in steps:
-            _, took, compiled = _run(args, stdin, env, check=check)
-            what = "broker: Produce, Fetch" if args[0] == "-c" else \
-                " ".join(a for a in args[2:] if not a.startswith("-") and a != data_dir)[:70]
+        chains = _chains(tmp)
+        procs = []
+        for n, steps in enumerate(chains):
+            path = os.path.join(tmp, f"chain{n}.json")
+            with open(path, "w") as f:
+                json.dump(steps, f)
+            procs.append(subprocess.Popen([sys.executable, "-c", _CHAIN, path], stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, env=env))
+        for steps, proc in zip(chains, procs):
+            out, err = proc.communicate()
+            current, took = None, {}
+            for line in out.decode("utf-8", "replace").splitlines():
+                if line.startswith("@@warmup-step "):
+                    current = int(line.split()[1])
+                elif line.startswith("@@warmup-took "):
+                    took[int(line.split()[1])] = line.split()[2]
+                elif check and "data saved to" in line and current is not None:
+                    if steps[current][0] not in compiling:
+                        compiling.append(steps[current][0])
+            if proc.returncode != 0:
+                failed = steps[current][0] if current is not None else "start"
+                raise RuntimeError(f"warm-up step failed ({failed}): exit {proc.returncode}\n"
+                                   f"{err.decode('utf-8', 'replace')[-2000:]}")
             if verbose:
-                print(f"  {took:5.1f} s  {what}", file=sys.stderr)
-            if compiled:
-                compiling.append(what)
+                for i, (name, *_rest) in enumerate(steps):
+                    print(f"  {took.get(i, '?'):>5} s  {name}", file=sys.stderr)
     return compiling
 
 

@@ -27,7 +27,10 @@ def run(root: str, *args, stdin: bytes | None = None, debug: bool = False) -> su
     env = {**os.environ, "PYTHONPATH": root, "COMPACTLOG_KERNELS": "jit"}   # compiled even on a small dir
     if debug:
         env["NUMBA_DEBUG_CACHE"] = "1"
-    return subprocess.run([sys.executable, *args], input=stdin, capture_output=True, env=env, timeout=900)
+    # run from the copy's parent: with `-m`, the working directory comes first on sys.path, and
+    # from the checkout it would import the checkout's package (and its warm cache), not the copy
+    return subprocess.run([sys.executable, *args], input=stdin, capture_output=True, env=env, timeout=900,
+                          cwd=root)
 
 
 def test_after_the_warm_up_no_command_compiles(tmp_path):
@@ -43,6 +46,8 @@ def test_after_the_warm_up_no_command_compiles(tmp_path):
         (["consume", "--topic", "t", "--from-beginning"], None),
         (["verify"], None),
     ]
+    assert any(name.endswith(".nbi") for _, _, names in os.walk(os.path.join(root, "compactlog")) for name in names), \
+        "the warm-up wrote no numba cache into the copy"
     for args, stdin in steps:
         r = run(root, *cli, *args, stdin=stdin, debug=True)
         assert r.returncode == 0, r.stderr.decode()[-2000:]
