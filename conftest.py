@@ -88,12 +88,14 @@ def lanes_of(item) -> set[str]:
 # module collected last leaves the other workers idle while it runs alone (a stale list only
 # changes the order, never what runs)
 LONGEST_MODULES = [
-    "test_readme", "test_transactions_cli", "test_cli_console_broker", "test_corpus_cli",
-    "test_data_dir_lock", "test_groups_cli", "test_txn_quix", "test_txn_coordinator", "test_corpus",
-    "test_spark_streaming", "test_spark_datasource", "test_security_clients", "test_readme_transactions",
-    "test_spark_sink", "test_clean_errors", "test_recovery_beats_kafka", "test_broker_clients",
-    "test_read_only", "test_readers_beside_a_broker", "test_broker_transactions", "test_txn_faust",
-    "test_demo",
+    "test_readme", "test_cli_console_broker", "test_transactions_cli", "test_corpus",
+    "test_corpus_cli", "test_txn_quix", "test_readers_beside_a_broker", "test_spark_datasource",
+    "test_warmup", "test_spark_streaming", "test_broker_lifecycle", "test_read_only",
+    "test_txn_coordinator", "test_groups_cli", "test_security_clients", "test_readme_transactions",
+    "test_demo", "test_clean_errors", "test_recovery_beats_kafka", "test_data_dir_lock",
+    "test_txn_faust", "test_txn_conformance_eos", "test_metrics", "test_index_check_flips",
+    "test_scale", "test_broker_clients", "test_broker_transactions", "test_security_sasl_wire",
+    "test_spark_sink", "test_groups_restart", "test_groups_clients", "test_readme_acls",
 ]
 
 
