@@ -482,6 +482,19 @@ def test_unread_pipelined_requests_grow_the_buffer_by_doubling():
     assert len(events) == len(data) // len(frame) and conn.buffered == 0
 
 
+def test_buffered_frame_above_the_pre_authentication_limit_grows_nothing():
+    # a SASL listener before authentication: its limit, not socket.request.max.bytes, bounds growth
+    conn = Connection(KIO_MAX_APIS)
+    conn.limit_frames(524288, "sasl.server.max.receive.size")
+    room = conn.get_buffer(-1)
+    room[:4 + 60_000] = struct.pack(">i", 600_000) + b"\0" * 60_000
+    room.release()
+    conn.buffer_updated(4 + 60_000)
+    assert len(conn.get_buffer(-1)) + conn.buffered == RECEIVE_BUFFER_BYTES * 2     # doubled, not 600 KB
+    event = conn.next_event()
+    assert isinstance(event, Close) and event.oversized and "sasl.server.max.receive.size" in event.reason
+
+
 def test_release_buffer_keeps_a_partial_frame():
     data = framed(capture("3_5"))
     conn = Connection(KIO_MAX_APIS)
