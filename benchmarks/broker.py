@@ -165,7 +165,7 @@ def run(args) -> int:
     make_input(inp, n)
     configs = list(args.trees) if args.trees else args.metrics
     print(f"compactlog serve benchmark: {n:,} records ({KEY_BYTES}-byte keys, {VALUE_BYTES}-byte "
-          f"values, {mb:.0f} MB), client: {tool}; brokers: metrics {' and '.join(configs)}, each workload run "
+          f"values, {mb:.0f} MB), client: {tool}; brokers: {'' if args.trees else 'metrics '}{' and '.join(configs)}, each workload run "
           f"on each in turn, {args.rounds} round(s)")
     brokers = {}
     scraper = None
