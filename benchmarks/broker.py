@@ -24,6 +24,7 @@ of sendfile, so consume pays the most.
 
     .venv/bin/python benchmarks/broker.py [--records N] [--partitions 1,4] [--tool kcat|confluent]
                                           [--metrics on,off] [--rounds 5] [--scrape-interval 15]
+    .venv/bin/python benchmarks/broker.py --trees before=/work/main,after=. [--no-latency]   (A/B of two checkouts)
     .venv/bin/python benchmarks/broker.py --security ssl,sasl_ssl [--mechanism SCRAM-SHA-512] [--rounds 3]
 """
 
@@ -162,9 +163,9 @@ def run(args) -> int:
     work = tempfile.mkdtemp(prefix="compactlog-broker-bench-")
     inp = os.path.join(work, "input.txt")
     make_input(inp, n)
-    configs = args.metrics
+    configs = list(args.trees) if args.trees else args.metrics
     print(f"compactlog serve benchmark: {n:,} records ({KEY_BYTES}-byte keys, {VALUE_BYTES}-byte "
-          f"values, {mb:.0f} MB), client: {tool}; brokers: metrics {' and '.join(configs)}, each workload run "
+          f"values, {mb:.0f} MB), client: {tool}; brokers: {'' if args.trees else 'metrics '}{' and '.join(configs)}, each workload run "
           f"on each in turn, {args.rounds} round(s)")
     brokers = {}
     scraper = None
@@ -172,11 +173,20 @@ def run(args) -> int:
     try:
         for c in configs:
             overrides = {"num.partitions": "1", "log.cleaner.enable": "false"}
-            if c.startswith("off"):
+            if c.startswith("off") or args.trees:
                 overrides["metrics.listener"] = ""        # no listener and nothing counted
             data = os.path.join(work, f"data-metrics-{c}")
             os.makedirs(data)
-            brokers[c] = Broker(data, overrides).start()
+            saved = os.environ.get("PYTHONPATH")
+            if args.trees:          # this broker runs that checkout's code
+                os.environ["PYTHONPATH"] = os.path.abspath(args.trees[c])
+            try:
+                brokers[c] = Broker(data, overrides).start()
+            finally:
+                if saved is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = saved
         if brokers.get("on") is not None and args.scrape_interval > 0:
             scraper = Scraper(brokers["on"].metrics_url, args.scrape_interval)
         workloads = [(parts, mode, extra, conf) for parts in args.partitions for mode, extra, conf in (
@@ -216,7 +226,8 @@ def run(args) -> int:
                 runs = by_config[c]
                 wall = sorted(w for w, _ in runs)[len(runs) // 2]
                 cpu = sum(x for _, x in runs) / len(runs)
-                print(_fmt((what, parts, n / wall, mb / wall, cpu / (n / 1e6))) + f"  [metrics {c}]", flush=True)
+                label = c if args.trees else f"metrics {c}"
+                print(_fmt((what, parts, n / wall, mb / wall, cpu / (n / 1e6))) + f"  [{label}]", flush=True)
         if len(configs) == 2:
             first, second = configs
             totals = {c: sum(x for by_config in results.values() for _, x in by_config[c]) for c in configs}
@@ -226,13 +237,13 @@ def run(args) -> int:
                             for a, b in zip(by_config[first], by_config[second]) if b[1] > 0)
             median = 100 * (ratios[len(ratios) // 2] - 1) if ratios else float("nan")
             total = 100 * (totals[first] - totals[second]) / totals[second] if totals[second] else float("nan")
-            print(f"broker CPU, metrics {first} vs {second}: median of {len(ratios)} paired runs {median:+.1f}%, "
+            print(f"broker CPU, {'' if args.trees else 'metrics '}{first} vs {second}: median of {len(ratios)} paired runs {median:+.1f}%, "
                   f"over everything {totals[first]:.2f} s vs {totals[second]:.2f} s ({total:+.1f}%)"
                   + (f"; {scraper.count} scrapes of the 'on' broker meanwhile" if scraper else ""))
             if (first, second) == ("on", "off"):
                 print(f"target: under +{METRICS_CPU_TARGET_PCT:g}% (off,off-again shows this machine's noise)")
                 failed |= median >= METRICS_CPU_TARGET_PCT
-        if brokers.get("on") is not None:
+        if brokers.get("on") is not None and not args.trees:
             # each round: three produce workloads and one consume per partition count
             requests = requests_per_million(brokers["on"], n * args.rounds * 4 * len(args.partitions))
             per_request = hot_path_seconds_per_request()
@@ -244,7 +255,7 @@ def run(args) -> int:
             cost, lines = scrape_cost(brokers["on"])
             print(f"one scrape of the 'on' broker ({lines} series): {1000 * cost:.1f} ms of broker CPU, "
                   f"{100 * cost / 15:.2f}% of a core at a 15 s scrape interval")
-        for c in configs:
+        for c in configs if not args.no_latency else ():
             broker = brokers[c]
             _create_topic(broker.bootstrap, "bench-latency", 1)
             p50, p99, count = latency(broker.bootstrap, "bench-latency")
@@ -520,6 +531,11 @@ def main() -> int:
                     help="times each workload runs on each broker (5), or rounds of --security (3; medians are reported)")
     ap.add_argument("--scrape-interval", type=float, default=15.0,
                     help="seconds between scrapes of the 'on' broker during the workloads (0: none)")
+    ap.add_argument("--trees", type=lambda s: dict(kv.split("=", 1) for kv in s.split(",")), default=None,
+                    help="NAME=PATH,NAME=PATH: an A/B of two checkouts instead of --metrics: each broker runs "
+                         "the code of its PATH (PYTHONPATH), metrics off on both, e.g. "
+                         "before=/work/main,after=.")
+    ap.add_argument("--no-latency", action="store_true", help="skip the produce latency measurement")
     ap.add_argument("--security", default="", help="ssl, sasl_ssl or both (comma-separated): run each "
                     "beside PLAINTEXT on one broker and compare")
     ap.add_argument("--mechanism", default="SCRAM-SHA-512", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],

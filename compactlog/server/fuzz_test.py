@@ -1,4 +1,5 @@
-"""Fuzzing the protocol core: any bytes, however split across reads, give only Request, Close or
+"""Fuzzing the protocol core: any bytes, however split across reads (handed over as bytes or read
+into the connection's receive buffer, as the broker reads), give only Request, Close or
 NEED_DATA, never an exception, a crash (kio's native reader included) or a hang; a closed
 connection stays closed. Mutated real client frames (flipped, truncated, extended, re-sized,
 re-keyed) and plain random bytes."""
@@ -28,11 +29,27 @@ INTERESTING_VARINTS = [b"\x00", b"\x01", b"\x7f", b"\x80\x01", b"\xff\xff\xff\xf
                        b"\xff\xff\xff\xff\x7f", b"\xff\xff\xff\xff\xff"]
 
 
-def run(conn: Connection, chunks) -> list:
+def feed(conn: Connection, chunk: bytes, buffered: bool) -> None:
+    """One read: handed over as bytes, or written into the connection's receive buffer as the
+    broker's transport does it (``get_buffer``/``buffer_updated``, as many reads as it takes)."""
+    if not buffered:
+        conn.receive_data(chunk)
+        return
+    view = memoryview(chunk)
+    while view:
+        room = conn.get_buffer(-1)
+        n = min(len(room), len(view))
+        room[:n] = view[:n]
+        room.release()
+        conn.buffer_updated(n)
+        view = view[n:]
+
+
+def run(conn: Connection, chunks, buffered: bool = False) -> list:
     """Feed ``chunks`` one read at a time; check every event; return them."""
     events = []
     for chunk in chunks:
-        conn.receive_data(chunk)
+        feed(conn, chunk, buffered)
         while True:
             event = conn.next_event()
             if event is NEED_DATA:
@@ -45,7 +62,7 @@ def run(conn: Connection, chunks) -> list:
                 break
             check_request(event)
         if conn.closed is not None:
-            conn.receive_data(framed(PAYLOADS[0]))
+            feed(conn, framed(PAYLOADS[0]), buffered)
             assert conn.next_event() is conn.closed
             break
     return events
@@ -135,7 +152,7 @@ def test_mutated_client_frames():
             frames.append(frame_of(rng, payload))
         apis = KIO_MAX_APIS if case % 2 else ALL_APIS
         conn = Connection(apis, max_request_size=MAX_REQUEST_SIZE)
-        for event in run(conn, split(rng, b"".join(frames))):
+        for event in run(conn, split(rng, b"".join(frames)), buffered=case % 4 < 2):
             label = classify(event)
             seen[label] = seen.get(label, 0) + 1
         healthy.receive_data(healthy_frame)
@@ -146,10 +163,10 @@ def test_mutated_client_frames():
 
 
 @FUZZ
-@given(st.binary(max_size=2048), st.integers(min_value=1, max_value=64))
-def test_random_bytes(data, step):
+@given(st.binary(max_size=2048), st.integers(min_value=1, max_value=64), st.booleans())
+def test_random_bytes(data, step, buffered):
     conn = Connection(KIO_MAX_APIS, max_request_size=MAX_REQUEST_SIZE)
-    run(conn, [data[i:i + step] for i in range(0, len(data), step)])
+    run(conn, [data[i:i + step] for i in range(0, len(data), step)], buffered)
 
 
 @FUZZ

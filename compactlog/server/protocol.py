@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import io
+import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -62,10 +63,13 @@ from .precheck import MalformedRequest, scan
 from .versions import API_VERSIONS_KEY, SupportedApis, request_schema
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600     # socket.request.max.bytes
-# get_buffer's receive buffer: its first size (asyncio's own read size), and the least room it
-# offers for a read; it grows towards the size of a larger frame, at most doubling what it holds
-RECEIVE_BUFFER_BYTES = 256 * 1024
-RECEIVE_MIN_READ = 64 * 1024
+# get_buffer's receive buffer: its first size, and the least room it offers for a read (less
+# free room moves unparsed bytes to the front, or grows the buffer); it grows towards the size of
+# a larger frame, at most doubling what it holds. It is anonymous memory
+# (mmap): a page costs memory once a read writes to it, so a connection of small requests holds
+# a page or two of its 64 KiB, and a dropped buffer goes back to the system at once.
+RECEIVE_BUFFER_BYTES = 64 * 1024
+RECEIVE_MIN_READ = 16 * 1024
 PRODUCE_KEY = 0
 ANONYMOUS = "User:ANONYMOUS"        # KafkaPrincipal.ANONYMOUS
 
@@ -238,10 +242,10 @@ class Connection:
         self._max_request_size = max_request_size
         # Unparsed input is self._data[self._pos:self._end]. While nothing is pending, the
         # caller's bytes object is kept as is, so a read holding whole requests is never copied.
-        self._data: bytes | bytearray = b""
+        self._data: bytes | bytearray | mmap.mmap = b""
         self._pos = 0
         self._end = 0
-        self._buffer: bytearray | None = None       # get_buffer's, once it is used
+        self._buffer: mmap.mmap | None = None       # get_buffer's, once it is used
         self._closed: Close | None = None
         self._limit_name = "socket.request.max.bytes"
         self.principal = ANONYMOUS
@@ -312,11 +316,16 @@ class Connection:
             if 0 <= size <= self._max_request_size:
                 # towards the whole frame, but never more than twice the bytes already here
                 capacity = max(capacity, min(size + 4, 2 * (pending + want)))
-        if buf is not None and self._data is buf and len(buf) >= capacity:
+        in_use = buf is not None and self._data is buf
+        if in_use and len(buf) >= capacity:
             if pending:
-                buf[:pending] = buf[pos:end]        # same length: never resizes an exported buffer
+                buf.move(0, pos, pending)
         else:
-            fresh = bytearray(capacity)
+            if in_use:
+                # a buffer filled with requests not read yet (a busy connection's pipeline, up
+                # to the transport's read pause) grows by doubling, not a read's worth at a time
+                capacity = max(capacity, 2 * len(buf))
+            fresh = mmap.mmap(-1, capacity)
             if pending:
                 fresh[:pending] = memoryview(self._data)[pos:end]
             self._buffer = buf = fresh

@@ -25,8 +25,8 @@ with warnings.catch_warnings():                   # kafka-python loads its schem
 
 from compactlog.server.conftest import (ALL_APIS, CAPTURE_NAMES, KIO_MAX_APIS, capture, framed,
                                         with_key_version)
-from compactlog.server.protocol import (NEED_DATA, Close, Connection, EncodedResponse, FileRegion, Request,
-                                        encode_response)
+from compactlog.server.protocol import (NEED_DATA, RECEIVE_BUFFER_BYTES, Close, Connection, EncodedResponse,
+                                        FileRegion, Request, encode_response)
 from compactlog.server.dispatch import BROKER
 from compactlog.server.messages import build, nested
 from compactlog.server.versions import request_schema, response_schema
@@ -421,7 +421,7 @@ def test_buffered_large_frame_grows_the_buffer_towards_it():
     assert max(seen) <= 2 * (len(big) + 4)
     assert len(seen) < 20                       # large reads, not 64 KiB ones
     conn.release_buffer()
-    assert conn.get_buffer(-1).nbytes == 256 * 1024      # a fresh buffer of the first size
+    assert conn.get_buffer(-1).nbytes == RECEIVE_BUFFER_BYTES      # a fresh buffer of the first size
 
 
 def test_buffered_size_above_max_closes_without_growing():
@@ -430,9 +430,69 @@ def test_buffered_size_above_max_closes_without_growing():
     room[:4] = struct.pack(">i", 50_000_000)
     room.release()
     conn.buffer_updated(4)
-    assert conn.get_buffer(-1).nbytes == 256 * 1024 - 4     # no room made for the claimed frame
+    assert conn.get_buffer(-1).nbytes == RECEIVE_BUFFER_BYTES - 4     # no room made for the claimed frame
     event = conn.next_event()
     assert isinstance(event, Close) and "socket.request.max.bytes" in event.reason
+
+
+def test_a_decoded_request_keeps_nothing_of_the_reused_buffer():
+    # the next read overwrites the buffer a request was decoded from: its fields are copies
+    payload = capture("0_9")
+    conn = Connection(KIO_MAX_APIS)
+    (request,) = _feed_buffered(conn, framed(payload), [1 << 20])
+    expected = decode_one(payload)
+    records = [r for _, _, r in request.produce_records()]
+    room = conn.get_buffer(-1)                  # the same memory, from its start again
+    room[:] = b"\xff" * len(room)
+    room.release()
+    conn.buffer_updated(len(framed(payload)))   # a garbage "frame" over the old one
+    assert [r for _, _, r in request.produce_records()] == records
+    assert records == [r for _, _, r in expected.produce_records()] and all(type(r) is bytes for r in records)
+    assert (request.correlation_id, request.client_id, request.body) == \
+        (expected.correlation_id, expected.client_id, expected.body)
+    assert records_counts(request) == records_counts(expected)
+
+
+def test_small_requests_keep_the_first_buffer():
+    conn = Connection(KIO_MAX_APIS)
+    data = b"".join(framed(capture("3_5")) for _ in range(2000))
+    events = _feed_buffered(conn, data, [1000, 50_000, 70_000, 3])
+    assert len(events) == 2000 and conn.buffered == 0
+    assert len(conn._buffer) == RECEIVE_BUFFER_BYTES        # partial frames moved, never grown
+
+
+def test_unread_pipelined_requests_grow_the_buffer_by_doubling():
+    # a busy connection reads on (up to the transport's pause): a few doublings, not a new
+    # buffer and a copy of everything per read
+    frame = framed(capture("3_5"))
+    data = frame * (3_000_000 // len(frame))
+    conn = Connection(KIO_MAX_APIS)
+    sizes, pos = [], 0
+    while pos < len(data):
+        room = conn.get_buffer(-1)
+        n = min(len(room), 65536, len(data) - pos)
+        room[:n] = data[pos:pos + n]
+        room.release()
+        conn.buffer_updated(n)
+        pos += n
+        if not sizes or sizes[-1] != len(conn._buffer):
+            sizes.append(len(conn._buffer))
+    assert len(sizes) <= 8 and sizes[-1] < 2 * len(data), sizes
+    events = _drain(conn)
+    assert len(events) == len(data) // len(frame) and conn.buffered == 0
+
+
+def test_buffered_frame_above_the_pre_authentication_limit_grows_nothing():
+    # a SASL listener before authentication: its limit, not socket.request.max.bytes, bounds growth
+    conn = Connection(KIO_MAX_APIS)
+    conn.limit_frames(524288, "sasl.server.max.receive.size")
+    room = conn.get_buffer(-1)
+    room[:4 + 60_000] = struct.pack(">i", 600_000) + b"\0" * 60_000
+    room.release()
+    conn.buffer_updated(4 + 60_000)
+    assert len(conn.get_buffer(-1)) + conn.buffered == RECEIVE_BUFFER_BYTES * 2     # doubled, not 600 KB
+    event = conn.next_event()
+    assert isinstance(event, Close) and event.oversized and "sasl.server.max.receive.size" in event.reason
 
 
 def test_release_buffer_keeps_a_partial_frame():

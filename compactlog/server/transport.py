@@ -28,9 +28,10 @@ dispatch table and applies its steps: answers, the failure delay
 frame limit, session expiry. Every request carries the connection's principal and listener name.
 On a TLS connection a Fetch's file regions are read with ``pread`` in a worker thread and written
 through the TLS transport: ``sendfile`` cannot encrypt, and asyncio's fallback for it seeks a
-descriptor that shares its file position with every other fetch of the segment. Requests on a TLS
-connection are decrypted straight into the protocol connection's receive buffer
-(``TlsBrokerConnection``, a ``BufferedProtocol``); PLAINTEXT reads hand their bytes over as they are.
+descriptor that shares its file position with every other fetch of the segment. Every connection is an
+``asyncio.BufferedProtocol``: a PLAINTEXT read is a ``recv_into`` and a TLS read is decrypted,
+both straight into the protocol connection's receive buffer, reused from read to read (no bytes
+object per read, no join, no copy behind a partial frame); a quiet connection drops it.
 """
 
 from __future__ import annotations
@@ -96,9 +97,7 @@ class BrokerServer:
         for listener in listeners:
             host = listener.host or None        # "" = every interface, as Kafka's
             sec = self.security.listener(listener.name) if self.security is not None else None
-            # TLS: asyncio's SSL layer decrypts straight into the connection's receive buffer
-            kind = TlsBrokerConnection if sec is not None and sec.uses_tls else BrokerConnection
-            server = await self._loop.create_server(lambda sec=sec, kind=kind: kind(self, sec), host,
+            server = await self._loop.create_server(lambda sec=sec: BrokerConnection(self, sec), host,
                                                     listener.port, reuse_address=True, backlog=512)
             self.servers.append(server)
             for i, sock in enumerate(server.sockets):
@@ -167,8 +166,13 @@ class BrokerServer:
             await server.wait_closed()
 
 
-class BrokerConnection(asyncio.Protocol):
-    """One client connection (Kafka's KafkaChannel on a Processor)."""
+class BrokerConnection(asyncio.BufferedProtocol):
+    """One client connection (Kafka's KafkaChannel on a Processor).
+
+    Each read goes straight into the protocol connection's receive buffer (``get_buffer``):
+    asyncio's socket transport calls ``recv_into`` on it, its SSL layer decrypts into it. Nothing
+    is read on a TLS connection before ``start_tls`` takes the socket (``connection_made`` pauses
+    reading)."""
 
     def __init__(self, server: BrokerServer, security=None):
         self.server = server
@@ -204,11 +208,11 @@ class BrokerConnection(asyncio.Protocol):
             transport.pause_reading()       # nothing is read before start_tls takes the socket
         self.task = asyncio.get_running_loop().create_task(self._serve())
 
-    def data_received(self, data: bytes) -> None:
-        self.conn.receive_data(data)
-        self._received()
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn.get_buffer(sizehint)
 
-    def _received(self) -> None:
+    def buffer_updated(self, nbytes: int) -> None:
+        self.conn.buffer_updated(nbytes)
         self.last_active = time.monotonic()
         self._data_ready.set()
         if self.busy and not self.paused and self.conn.buffered > READ_PAUSE_BYTES:
@@ -529,20 +533,6 @@ class BrokerConnection(asyncio.Protocol):
         if body is not None and request is not None and not self.lost:
             await self._answer_observed(request, body)
         return False
-
-
-class TlsBrokerConnection(BrokerConnection, asyncio.BufferedProtocol):
-    """A connection of a TLS listener: asyncio's SSL layer decrypts each read straight into the
-    protocol connection's receive buffer (``BufferedProtocol``) instead of handing over a new
-    bytes object per TLS record, joined, then copied again behind a partial frame. Nothing is
-    read before ``start_tls`` takes the socket (``connection_made`` pauses reading)."""
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.conn.get_buffer(sizehint)
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.conn.buffer_updated(nbytes)
-        self._received()
 
 
 def pid_cpu_seconds(pid: int | None = None) -> float:

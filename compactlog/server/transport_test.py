@@ -157,3 +157,67 @@ def test_stop_does_not_wait_for_clients_that_stopped_reading(state):  # noqa: F8
 
     took = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert took < 3, f"stop took {took:.1f} s with clients that do not read"
+
+
+def test_plaintext_reads_into_the_connection_buffer_paused_while_busy(state):  # noqa: F811
+    """A PLAINTEXT client pipelining 3 MB of Produce requests behind one slow request: reads go
+    into the connection's receive buffer until a megabyte waits, then stop until the requests are
+    handled; every request is answered in order and stored; a quiet connection drops its buffer."""
+    import threading
+    import time
+
+    state.create_topic("t", 1)
+    release = threading.Event()
+    table = dispatch_table()
+    list_offsets = table[2].handler
+
+    def slow_list_offsets(st, request):
+        release.wait(30)
+        return list_offsets(st, request)
+
+    table[2] = Api(2, slow_list_offsets, THREAD)
+    state.apis = advertised_apis(table)
+    value = b"v" * 100_000
+    produces = [frame(0, 9, i, produce_body(9, "t", batch([value]), 1)) for i in range(2, 32)]
+
+    async def scenario():
+        pool = ThreadPoolExecutor(4)
+        # connections.max.idle.ms 3 s: the idle check runs every 0.75 s and drops the buffer of a
+        # connection quiet for longer than that
+        server = BrokerServer(state, table, state.apis, pool, max_request_size=1 << 20, idle_ms=3000)
+        state.appends.bind(asyncio.get_running_loop())
+        [(_, port)] = await server.start([Listener("PLAINTEXT", "127.0.0.1", 0)])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        lo_cls = request_schema(2, 7)
+        lo = build(lo_cls, replica_id=-1, isolation_level=0, topics=(build(
+            nested(lo_cls, "ListOffsetsTopic"), name="t", partitions=(build(
+                nested(lo_cls, "ListOffsetsPartition"), partition_index=0, timestamp=-1,
+                current_leader_epoch=-1),)),))
+        writer.write(frame(2, 7, 1, lo) + b"".join(produces))
+        (conn,) = server.connections
+        deadline = time.monotonic() + 20
+        while not conn.paused:
+            assert time.monotonic() < deadline, "reading never paused behind the busy request"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)                # paused: nothing more is read meanwhile
+        held = conn.conn.buffered
+        assert (1 << 20) < held < sum(map(len, produces)) and len(conn.conn._buffer) <= 4 << 20
+        release.set()
+        assert (await read_response(reader, 2, 7))[0] == 1
+        for i in range(2, 32):
+            cid, body = await read_response(reader, 0, 9)
+            assert cid == i and body.responses[0].partition_responses[0].error_code == ErrorCode.none
+        assert state.log("t", 0).log_end_offset == 30
+        assert conn.conn._buffer is not None
+        deadline = time.monotonic() + 10
+        while conn.conn._buffer is not None:    # quiet: the buffer goes, the connection stays
+            assert time.monotonic() < deadline, "a quiet connection kept its receive buffer"
+            await asyncio.sleep(0.05)
+        assert not conn.lost
+        writer.write(frame(3, 9, 40, metadata_body(9, ["t"])))
+        assert (await read_response(reader, 3, 9))[0] == 40
+        writer.close()
+        await server.stop(5)
+        pool.shutdown()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
