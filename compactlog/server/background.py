@@ -172,6 +172,10 @@ class Background:
             except CompactlogError as e:
                 failed += 1
                 manager_log.error(f"Error while recovering log {key[0]}-{key[1]}: {e}")
+            except OSError as e:            # a full or failing disk: one line, retried on first use
+                failed += 1
+                manager_log.error(f"Error while recovering log {key[0]}-{key[1]}: {e.strerror or e} "
+                                  f"(retried when the log is first used)")
             except Exception:
                 failed += 1
                 manager_log.exception(f"Error while recovering log {key[0]}-{key[1]}")
