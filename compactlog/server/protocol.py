@@ -222,10 +222,9 @@ class Connection:
     ``next_event`` has returned a ``Close``, it returns that same event forever and
     ``receive_data`` discards what it is given.
 
-    Bytes come in either through ``receive_data`` (the caller's bytes, kept as they are while
-    they hold whole frames) or through ``get_buffer``/``buffer_updated`` (asyncio's
-    ``BufferedProtocol``: the bytes are written straight into the connection's own receive
-    buffer, reused from read to read; ``release_buffer`` lets an idle connection drop it).
+    Bytes land in the connection's own receive buffer, reused from read to read: written there
+    by the socket (``get_buffer``/``buffer_updated``, asyncio's ``BufferedProtocol``) or copied
+    there by ``receive_data``; ``release_buffer`` lets an idle connection drop it.
 
     What the transport sets as a connection's security changes (security.md §3): ``principal`` and
     ``listener``, stamped on every decoded request; ``admitted_keys`` (None: every advertised API),
@@ -240,12 +239,10 @@ class Connection:
             raise ValueError(f"max_request_size must be >= 0, got {max_request_size}")
         self._apis = apis
         self._max_request_size = max_request_size
-        # Unparsed input is self._data[self._pos:self._end]. While nothing is pending, the
-        # caller's bytes object is kept as is, so a read holding whole requests is never copied.
-        self._data: bytes | bytearray | mmap.mmap = b""
+        # unparsed input is self._buffer[self._pos:self._end] (no buffer until the first read)
+        self._buffer: mmap.mmap | None = None
         self._pos = 0
         self._end = 0
-        self._buffer: mmap.mmap | None = None       # get_buffer's, once it is used
         self._closed: Close | None = None
         self._limit_name = "socket.request.max.bytes"
         self.principal = ANONYMOUS
@@ -271,32 +268,17 @@ class Connection:
         return self._end - self._pos
 
     def receive_data(self, data: bytes) -> None:
+        """Bytes read by the caller (any bytes-like object), copied into the receive buffer."""
         if self._closed is not None or not data:
             return
-        if self._buffer is not None:
-            # the receive buffer is in use: the bytes go where a read would have put them
-            view = memoryview(data).cast("B")
-            while view:
-                room = self.get_buffer(len(view))
-                n = min(len(room), len(view))
-                room[:n] = view[:n]
-                room.release()
-                self.buffer_updated(n)
-                view = view[n:]
-            return
-        if self._pos >= self._end:
-            self._data = data if type(data) is bytes else bytes(data)
-            self._pos = 0
-        elif type(self._data) is bytes:
-            pending = bytearray(memoryview(self._data)[self._pos:self._end])
-            pending += data
-            self._data, self._pos = pending, 0
-        else:
-            if self._pos:
-                del self._data[:self._pos]       # front deletion: O(1) amortised in CPython
-                self._pos = 0
-            self._data += data
-        self._end = len(self._data)
+        view = memoryview(data).cast("B")
+        while view:
+            room = self.get_buffer(len(view))
+            n = min(len(room), len(view))
+            room[:n] = view[:n]
+            room.release()
+            self.buffer_updated(n)
+            view = view[n:]
 
     def get_buffer(self, size_hint: int = -1) -> memoryview:
         """Where the next read goes (``asyncio.BufferedProtocol.get_buffer``): the free end of
@@ -306,30 +288,29 @@ class Connection:
         large request arrives in a few large reads."""
         buf, end = self._buffer, self._end
         want = size_hint if size_hint > RECEIVE_MIN_READ else RECEIVE_MIN_READ
-        if buf is not None and self._data is buf and len(buf) - end >= want:
+        if buf is not None and len(buf) - end >= want:
             return memoryview(buf)[end:]
         pos = self._pos
         pending = end - pos
         capacity = max(RECEIVE_BUFFER_BYTES, pending + want)
         if pending >= 4:
-            size = _SIZE.unpack_from(self._data, pos)[0]
+            size = _SIZE.unpack_from(buf, pos)[0]
             if 0 <= size <= self._max_request_size:
                 # towards the whole frame, but never more than twice the bytes already here
                 capacity = max(capacity, min(size + 4, 2 * (pending + want)))
-        in_use = buf is not None and self._data is buf
-        if in_use and len(buf) >= capacity:
+        if buf is not None and len(buf) >= capacity:
             if pending:
                 buf.move(0, pos, pending)
         else:
-            if in_use:
+            if buf is not None:
                 # a buffer filled with requests not read yet (a busy connection's pipeline, up
                 # to the transport's read pause) grows by doubling, not a read's worth at a time
                 capacity = max(capacity, 2 * len(buf))
             fresh = mmap.mmap(-1, capacity)
             if pending:
-                fresh[:pending] = memoryview(self._data)[pos:end]
+                fresh[:pending] = memoryview(buf)[pos:end]
             self._buffer = buf = fresh
-        self._data, self._pos, self._end = buf, 0, pending
+        self._pos, self._end = 0, pending
         return memoryview(buf)[pending:]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -342,12 +323,12 @@ class Connection:
         the next ``get_buffer`` makes a new one."""
         if self._buffer is not None and self._pos >= self._end:
             self._buffer = None
-            self._data, self._pos, self._end = b"", 0, 0
+            self._pos = self._end = 0
 
     def next_event(self) -> Event:
         if self._closed is not None:
             return self._closed
-        data, pos, end = self._data, self._pos, self._end
+        data, pos, end = self._buffer, self._pos, self._end
         available = end - pos
         if available < 4:
             return NEED_DATA
@@ -363,10 +344,7 @@ class Connection:
         start = pos + 4
         self._pos = start + size
         if self._pos == end:
-            if data is self._buffer:
-                self._pos = self._end = 0        # the buffer is read from the start again
-            else:
-                self._data, self._pos, self._end = b"", 0, 0     # drop the caller's bytes
+            self._pos = self._end = 0            # the buffer is read from the start again
         if self.raw_frames:
             return RawFrame(bytes(data[start:start + size]))
         view = memoryview(data)[start:start + size]
@@ -376,7 +354,7 @@ class Connection:
         try:
             event = self._decode(view, size)
         finally:
-            view.release()                       # lets receive_data resize a bytearray again
+            view.release()                       # the buffer is written again by the next read
         if event.__class__ is Close:
             self._closed = event
         return event
