@@ -50,19 +50,6 @@ _build_lock = threading.RLock()
 _shadows: dict[str, pytypes.ModuleType] = {}
 
 
-def mode() -> str:
-    """"auto", "jit" or "python" (``COMPACTLOG_KERNELS``)."""
-    return _mode
-
-
-def set_mode(new: str) -> None:
-    """Switch how kernels run in this process (tests, the warm-up)."""
-    global _mode
-    if new not in _MODES:
-        raise ValueError(f"kernel mode must be one of {', '.join(_MODES)}, not {new!r}")
-    _mode = new
-
-
 def compiled() -> bool:
     """Whether numba has been loaded for a kernel in this process."""
     return _compiled

@@ -181,6 +181,14 @@ def test_damaged_segments_agree_with_numba(tmp_path, differential):
     assert {"scan_records", "_walk"} <= set(differential), differential
 
 
+def _run_probe(code: str, data: str) -> str:
+    """stdout of ``code`` run in a fresh interpreter on ``data`` (kernel mode: the default)."""
+    env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
+    r = subprocess.run([sys.executable, "-c", code, data], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def test_small_work_runs_in_python_and_large_work_compiles(tmp_path):
     """A read of a small dir never imports numba; past the budget every kernel runs compiled."""
     data = str(tmp_path / "d")
@@ -190,21 +198,18 @@ def test_small_work_runs_in_python_and_large_work_compiles(tmp_path):
              "log = compactlog.open(sys.argv[1])\n"
              "n = sum(1 for p in log.partitions('t') for _ in log.read('t', p))\n"
              "print(n, 'numba' in sys.modules, jit.compiled())\n")
-    env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
-    small = subprocess.run([sys.executable, "-c", probe, data], capture_output=True, text=True, env=env,
-                           timeout=120)
-    assert small.returncode == 0, small.stderr
-    count, numba_loaded, compiled = small.stdout.split()
-    assert int(count) > 0 and numba_loaded == "False" and compiled == "False", small.stdout
-    big = subprocess.run([sys.executable, "-c", "import compactlog.record.jit as j; j.PYTHON_BUDGET = 0\n" + probe,
-                          data], capture_output=True, text=True, env=env, timeout=300)
-    assert big.returncode == 0, big.stderr
-    assert big.stdout.split()[0] == count and big.stdout.split()[1:] == ["True", "True"], big.stdout
+    small = _run_probe(probe, data)
+    count, numba_loaded, compiled = small.split()
+    assert int(count) > 0 and numba_loaded == "False" and compiled == "False", small
+    big = _run_probe("import compactlog.record.jit as j; j.PYTHON_BUDGET = 0\n" + probe, data)
+    assert big.split()[0] == count and big.split()[1:] == ["True", "True"], big
 
 
-def test_mode_is_checked():
-    with pytest.raises(ValueError, match="kernel mode"):
-        jit.set_mode("fast")
+def test_an_unknown_mode_is_named_and_auto_used():
+    r = subprocess.run([sys.executable, "-c", "import compactlog.record.jit as j; print(j._mode)"],
+                       capture_output=True, text=True, env={**os.environ, "COMPACTLOG_KERNELS": "fast"}, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "auto", r
+    assert "COMPACTLOG_KERNELS='fast' is not one of auto, jit, python" in r.stderr
 
 
 def test_threads_switching_to_numba_mid_read_agree(tmp_path):
@@ -222,8 +227,6 @@ def test_threads_switching_to_numba_mid_read_agree(tmp_path):
              "threads = [threading.Thread(target=read) for _ in range(4)]\n"
              "[t.start() for t in threads]; [t.join() for t in threads]\n"
              "print(sorted(set(counts)), len(counts), j.compiled())\n")
-    env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
-    r = subprocess.run([sys.executable, "-c", probe, data], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr
-    distinct, reads, compiled = r.stdout.rsplit(" ", 2)
-    assert reads == "12" and compiled.strip() == "True" and len(eval(distinct)) == 1, r.stdout
+    out = _run_probe(probe, data)
+    distinct, reads, compiled = out.rsplit(" ", 2)
+    assert reads == "12" and compiled.strip() == "True" and len(eval(distinct)) == 1, out
