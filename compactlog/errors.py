@@ -189,6 +189,13 @@ class StorageError(CompactlogError):
     kafka_error_name = "kafka_storage_error"
 
 
+class LogOfflineError(StorageError):
+    """A partition taken offline after a write it could not undo, or a failed fsync (after which
+    the kernel may have dropped the pages it could not write): every read and write of it is
+    refused (KAFKA_STORAGE_ERROR) until the writer restarts and recovery checks its files, as
+    Kafka's LogDirFailureChannel takes a log dir offline."""
+
+
 class LogChangedError(StorageError):
     """A read-only reader could not hold one consistent state of a partition: a writer beside it
     (a broker's cleaner or retention) kept swapping or deleting the segment files it needed. The

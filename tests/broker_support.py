@@ -29,8 +29,10 @@ def run_cli(data_dir, *args, stdin: bytes | None = None, timeout: float = 60) ->
 class Broker:
     """``compactlog --data-dir D --override K=V ... serve`` on 127.0.0.1, port chosen by the system."""
 
-    def __init__(self, data_dir, overrides: dict | None = None, *, port: int = 0, extra_args=()):
+    def __init__(self, data_dir, overrides: dict | None = None, *, port: int = 0, extra_args=(),
+                 env: dict | None = None):
         self.data_dir = str(data_dir)
+        self.env = env          # extra environment variables (LD_PRELOAD of the fault injector)
         # the metrics listener on a free port too (its default, 9644, is one per machine)
         self.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "metrics.listener": "127.0.0.1:0",
                           **(overrides or {})}
@@ -53,7 +55,8 @@ class Broker:
         args += ["serve", *self.extra_args]
         self._log = open(self.log_path, "ab")
         start_at = self._log.tell()
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL)
+        env = {**os.environ, **self.env} if self.env else None
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             text = self.log_text(start_at)

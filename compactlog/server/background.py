@@ -44,8 +44,9 @@ from ..cleaner.executor import TaskFailure
 from ..spark.executor import AutoExecutor
 from ..cleaner.log_format import CleanerLog
 from ..cleaner.manager import CleanerManager
-from ..errors import CompactlogError
+from ..errors import CompactlogError, StorageError
 from ..storage.config import LONG_MAX
+from ..storage.events import OFFLINE
 from .state import BrokerState
 
 cleaner_log = logging.getLogger("kafka.log.LogCleaner")
@@ -296,6 +297,10 @@ class Background:
             if now >= due:
                 try:
                     tasks[name](now)
+                except (OSError, StorageError) as e:
+                    # a full or failing disk: one line each time, not a traceback (the task runs
+                    # again at its next interval, and succeeds once the disk does)
+                    manager_log.error(f"Scheduled task {name} failed: {_reason(e)}")
                 except Exception:
                     manager_log.exception(f"Error in scheduled task {name}")
                 next_run[name] = now + interval
@@ -304,7 +309,8 @@ class Background:
         return wait
 
     def _logs(self):
-        return [log for log in list(self.datadir.logs.values()) if not log.closed]
+        """The open logs to maintain (an offline one is left alone until the next start)."""
+        return [log for log in list(self.datadir.logs.values()) if not log.closed and log.offline is None]
 
     def _retention_logs(self) -> list:
         """The logs retention may delete from: every open one, and each not opened since start
@@ -325,7 +331,7 @@ class Background:
                 if not by_topic[topic]:
                     continue
                 log = self.state.log(*key)
-            if log is not None and not log.closed:
+            if log is not None and not log.closed and log.offline is None:
                 out.append(log)
         return out
 
@@ -334,6 +340,8 @@ class Background:
         for log in self._retention_logs():
             try:
                 total += self.datadir.delete_old_segments(log)
+            except (OSError, StorageError) as e:
+                manager_log.error(f"Retention of {log.name} failed: {_reason(e)}")
             except Exception:
                 manager_log.exception(f"Error while deleting old segments of {log.name}")
         if total:
@@ -363,7 +371,13 @@ class Background:
     def _events(self, now: int) -> None:
         for event in self.datadir.drain_data_events():
             self.data_event_counts[event.kind] = self.data_event_counts.get(event.kind, 0) + 1
-            if event.sets_data_aside:
+            if event.sets_data_aside or event.kind == OFFLINE:
                 manager_log.warning(str(event))
             else:
                 manager_log.info(str(event))
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}" + (f": {e.filename}" if e.filename else "")
+    return str(e)

@@ -640,13 +640,30 @@ class DataDir:
         clean state) the clean-shutdown marker, then let go of the lock. A reader closes its files."""
         with self._logs_guard:
             try:
+                # every log closed even when one fails (a full disk): one that could not be closed
+                # cleanly, or is offline, leaves no clean-shutdown marker, so that the next start
+                # recovers the dir as after a crash
+                failed: list[str] = []
+                first_error: BaseException | None = None
                 for log in self.logs.values():
-                    log.close()
+                    try:
+                        log.close()
+                    except (OSError, StorageError) as e:
+                        failed.append(log.name)
+                        first_error = first_error or e
+                        log.take_offline(f"its clean close failed: {e.strerror if isinstance(e, OSError) else e}")
+                        log.close()
+                    if log.offline is not None and log.name not in failed:
+                        failed.append(log.name)
                 if self.writable:
                     self.checkpoint_logs()
-                    if self._had_clean_shutdown is not None and self._all_partitions_clean():
+                    if self._had_clean_shutdown is not None and not failed and self._all_partitions_clean():
                         atomic_write(os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE),
                                      json.dumps({"version": 0, "brokerEpoch": 0}).encode("utf-8"))
+                if first_error is not None:
+                    raise StorageError(f"{len(failed)} partition(s) could not be closed cleanly "
+                                       f"({', '.join(failed[:5])}{' ...' if len(failed) > 5 else ''}): "
+                                       f"{first_error}; the next start recovers them")
             finally:
                 self._end_session()
 

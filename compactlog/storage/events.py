@@ -22,6 +22,8 @@ REPAIRED = "repaired"
 REBUILT = "rebuilt"
 # a read-only open would cut, quarantine or repair (nothing changed: a writer's recovery will)
 WOULD_CUT = "would-cut"
+# a partition taken offline after a failed fsync or a write it could not undo (until a restart)
+OFFLINE = "offline"
 WOULD_REPAIR = "would-repair"
 
 EXIT_DATA_SET_ASIDE = 3

@@ -177,6 +177,21 @@ class IndexFile:
                     os.ftruncate(fd, self.length)
             self._disk_length = max(self.length, n * self.entry_size)
 
+    def cut_back(self, n: int) -> None:
+        """Undo a failed append: the first ``n`` entries kept and the file cut to them, then
+        zero-filled again to its length (as ``truncate_entries``, but also when the failed
+        write's bytes landed without an entry being counted), fsynced."""
+        del self._entries[n:]
+        self._loaded_entries = min(self._loaded_entries, n)
+        if self.read_only or self._disk_length == n * self.entry_size:
+            return
+        with self._writing() as fd:
+            os.ftruncate(fd, n * self.entry_size)
+            if self.length > n * self.entry_size:
+                os.ftruncate(fd, self.length)
+            os.fsync(fd)
+        self._disk_length = max(self.length, n * self.entry_size)
+
     def reset(self) -> None:
         """No entries, room for ``max_index_size`` bytes of them: the file is emptied but not
         preallocated again (as ``reserve``), so that rebuilding an index makes one system call at

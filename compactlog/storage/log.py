@@ -29,7 +29,8 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InvalidProducerEpochError, InvalidRecordError, OffsetOutOfRangeError, ReadOnlyError, TopicError
+from ..errors import (InvalidProducerEpochError, InvalidRecordError, LogOfflineError, OffsetOutOfRangeError,
+                      ReadOnlyError, StorageError, TopicError)
 from ..record import compression as codecs
 from ..record.batch import (BatchSpec, Record, columnar_records, encode_columnar_batch, encode_marker,
                             iter_batches)
@@ -37,7 +38,7 @@ from ..record.layout import MAGIC_V2
 from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
 from .config import LogConfig
-from .events import RETENTION, DataEvent
+from .events import OFFLINE, RETENTION, DataEvent
 from .isolation import last_fetchable_offset
 from .loader import LogLoader, rebuild_producer_state, repair_segments, replay_producer_state_from
 from .local_log import LocalLog, ReadSpan
@@ -65,6 +66,13 @@ class _MemoryCheckpoint(LeaderEpochCheckpointFile):
         pass
 
 
+def _reason(error: Exception) -> str:
+    """An I/O failure in a few words (the strerror, or the message), for logs and answers."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error)
+
+
 def _writer(method):
     """A method that changes the log: refused when read-only, run under the partition lock."""
     @functools.wraps(method)
@@ -75,6 +83,7 @@ def _writer(method):
             if self.deleted:
                 # a thread that held this Log across a topic deletion (a produce, the cleaner)
                 raise TopicError(f"partition {self.name} was deleted; {method.__name__} refused")
+            self.check_online()
             return method(self, *args, **kwargs)
     return locked
 
@@ -95,6 +104,8 @@ class Log:
 
     # set (under the lock) when the partition's topic is deleted: every later change is refused
     deleted = False
+    # why the log was taken offline (``take_offline``), None while it is online
+    offline: str | None = None
 
     def __init__(self, dir_path: str, config: LogConfig, *, clock: Clock = system_clock,
                  recovery_point: int = 0, log_start_offset: int = 0, had_clean_shutdown: bool = False,
@@ -323,7 +334,15 @@ class Log:
             return self.producer_state.active_producer_states()
 
     def _append_batches(self, batches: list, data, updates: ProducerUpdates) -> AppendInfo:
-        """Write validated batches (their producer-state changes already checked) and apply them."""
+        """Write validated batches (their producer-state changes already checked) and apply them.
+
+        All or nothing on disk too: every file an append writes (the ``.log``, its indexes, the
+        ``.txnindex``, the leader-epoch checkpoint) is written before anything changes in memory,
+        and a write that fails (a full disk, a short write, EIO) is undone: the segment cut back
+        to where it was, fsynced, the epochs restored, and the append refused with a
+        StorageError (KAFKA_STORAGE_ERROR), so that no torn bytes stay behind to lie under the
+        next append and nothing unacknowledged is ever served. A log whose undo fails too goes
+        offline (``take_offline``)."""
         first = batches[0].base_offset
         last = batches[-1].last_offset
         max_ts = -1
@@ -334,16 +353,55 @@ class Log:
                 max_ts, offset_of_max = b.max_timestamp, b.last_offset
             records += b.records_count
         self._maybe_roll(len(data), max_ts, first, last)
-        seg = self._local.append(last, max_ts, offset_of_max, data)
-        for b in batches:
-            if b.magic == MAGIC_V2:
-                if self.leader_epochs.assign(b.header.partition_leader_epoch, b.base_offset):
-                    self.leader_epochs.flush()
-        producer_append.apply(self.producer_state, updates, seg.txn_index)
+        seg = self.active_segment
+        mark = seg.append_mark()
+        epochs = list(self.leader_epochs.entries)
+        log_end = self.log_end_offset
+        try:
+            self._local.append(last, max_ts, offset_of_max, data)
+            changed = False
+            for b in batches:
+                if b.magic == MAGIC_V2:
+                    changed |= self.leader_epochs.assign(b.header.partition_leader_epoch, b.base_offset)
+            if changed:
+                self.leader_epochs.flush()
+            for entry in producer_append.aborted_entries(self.producer_state, updates):
+                seg.txn_index.append(entry)
+        except (OSError, StorageError) as e:
+            self._undo_append(seg, mark, log_end, epochs, e)
+        producer_append.apply(self.producer_state, updates)
         self.producer_state.last_map_offset = last + 1
         if self.log_end_offset - self.recovery_point >= self.config.get("flush.messages"):
             self.flush()
         return AppendInfo(first, last, max_ts, offset_of_max, records, len(data))
+
+    def _undo_append(self, seg: LogSegment, mark: tuple, log_end: int, epochs: list, error: Exception):
+        """Put the segment and the epochs back as they were before a failed append, then refuse
+        it; offline when even that fails."""
+        reason = _reason(error)
+        try:
+            seg.undo_append(mark)
+            self._local.log_end_offset = log_end
+            if self.leader_epochs.entries != epochs:
+                self.leader_epochs.entries = epochs
+                self.leader_epochs.flush()
+        except (OSError, StorageError) as undo:
+            self.take_offline(f"an append failed ({reason}) and could not be undone ({_reason(undo)})")
+            raise LogOfflineError(f"{self.name} is offline: {self.offline}") from None
+        raise StorageError(f"{self.name}: append failed, nothing written: {reason}") from None
+
+    def check_online(self) -> None:
+        if self.offline is not None:
+            raise LogOfflineError(f"{self.name} is offline: {self.offline}")
+
+    def take_offline(self, why: str) -> None:
+        """Refuse every later read and write of this log (KAFKA_STORAGE_ERROR) until the writer
+        restarts: its files may not be what memory says (an undo that failed, a failed fsync, a
+        swap cut short), and recovery at the next start checks them. Kafka takes the whole log
+        dir offline (its LogDirFailureChannel); one partition is all one failed file concerns."""
+        if self.offline is None:
+            self.offline = why
+            self.events.append(DataEvent(OFFLINE, self.name, self.dir, why))
 
     def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int) -> None:
         if self.active_segment.should_roll(now_ms=self.clock(), max_timestamp=max_ts, max_offset=last_offset,
@@ -366,8 +424,14 @@ class Log:
     # -- flushing and closing
     @_writer
     def flush(self, offset: int | None = None) -> None:
-        """fsync every segment below ``offset`` (default: the log end) and advance the recovery point."""
-        self._local.flush(offset)
+        """fsync every segment below ``offset`` (default: the log end) and advance the recovery
+        point. A failed fsync takes the log offline: the kernel may have dropped the pages it
+        could not write, so what it still serves from memory may not be on disk."""
+        try:
+            self._local.flush(offset)
+        except OSError as e:
+            self.take_offline(f"fsync failed: {_reason(e)}")
+            raise LogOfflineError(f"{self.name} is offline: {self.offline}") from None
 
     def close(self) -> None:
         """Clean close as Kafka's: producer snapshot at the log end, trimmed active indexes, flushed.
@@ -375,7 +439,8 @@ class Log:
         A read-only log only lets go of its files."""
         if self.closed:
             return
-        if self.read_only:
+        if self.read_only or self.offline is not None:
+            # an offline log is left as it is on disk for the next start's recovery
             self._local.close_handles()
             self.closed = True
             return
@@ -397,6 +462,7 @@ class Log:
         offset). Found under the partition lock; ``span.file`` is only safe to read while the
         caller still holds ``self.lock`` (a cleaner swap or retention may close it after)."""
         with self.lock:
+            self.check_online()
             return self._local.read_span(start_offset, max_bytes, min_one_batch,
                                          NO_UPPER_BOUND if max_offset is None else max_offset,
                                          log_start_offset=self.log_start_offset)
@@ -413,12 +479,14 @@ class Log:
     def batches(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator:
         """Every batch (RecordBatch or legacy entry) holding offsets >= start_offset, in order;
         a writer is never held up by the reading (``LocalLog.batches``)."""
+        self.check_online()
         start = self.log_start_offset if start_offset is None else start_offset
         return self._local.batches(start, NO_UPPER_BOUND if end_offset is None else end_offset)
 
     def records(self, start_offset: int | None = None, *, include_control: bool = False,
                 validate: bool = True) -> Iterator[Record]:
         """Records from ``start_offset`` (Python objects: for tools and small reads)."""
+        self.check_online()
         start = self.log_start_offset if start_offset is None else start_offset
         return self._local.records(start, include_control=include_control, validate=validate)
 
@@ -432,6 +500,7 @@ class Log:
         log start even when it equals the bound; a record found at or past the fetchable bound is not
         answered (None)."""
         with self.lock:     # a cleaner swap or retention must not close a segment under the lookup
+            self.check_online()
             fetchable = last_fetchable_offset(self, read_committed)
             if target == LATEST_TIMESTAMP:
                 return fetchable, -1
@@ -521,8 +590,14 @@ class Log:
         """Kafka's replaceSegments (``LocalLog.replace_segments``); the producer snapshot of each
         old segment whose base offset no new segment takes is deleted with it."""
         self.structure_epoch += 1
-        self._local.replace_segments(new_segments, old_segments,
-                                     on_dropped=self.producer_state.delete_snapshot)
+        try:
+            self._local.replace_segments(new_segments, old_segments,
+                                         on_dropped=self.producer_state.delete_snapshot)
+        except (OSError, StorageError) as e:
+            # renamed part way: the files and the segment map may disagree until the loader
+            # finishes or rolls back the swap at the next start (as after a crash)
+            self.take_offline(f"a segment swap failed part way: {_reason(e)}")
+            raise LogOfflineError(f"{self.name} is offline: {self.offline}") from None
 
     def repair(self) -> list[DataEvent]:
         """``verify --repair`` (``loader.repair_segments``), then the offsets, producer state and

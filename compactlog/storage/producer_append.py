@@ -143,13 +143,28 @@ def analyze(state: ProducerStateManager, batches, origin: str, pending: Pending 
     return updates
 
 
-def apply(state: ProducerStateManager, updates: ProducerUpdates, txn_index: TransactionIndex) -> None:
-    """Apply validated changes; an aborted transaction is indexed in ``txn_index`` (the segment
-    its marker went to) with the last stable offset right after it."""
+def aborted_entries(state: ProducerStateManager, updates: ProducerUpdates) -> list[AbortedTxn]:
+    """The ``.txnindex`` entries the aborted transactions of ``updates`` add, each with the last
+    stable offset right after it, as ``apply`` would leave the state at that point; computed
+    before anything is applied, so that the file can be written first and a failed write leaves
+    the producer state untouched."""
+    ongoing = dict(state.ongoing_txns)
+    for info in updates.infos.values():
+        for first in info.started_txn_first_offsets:
+            ongoing[first] = info.producer_id
+    out = []
+    for txn in updates.completed:
+        if txn.is_aborted:
+            lso = next((first for first in sorted(ongoing) if ongoing[first] != txn.producer_id),
+                       txn.last_offset + 1)
+            out.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+        ongoing.pop(txn.first_offset, None)
+    return out
+
+
+def apply(state: ProducerStateManager, updates: ProducerUpdates) -> None:
+    """Apply validated changes, in memory (their ``.txnindex`` entries are written already)."""
     for info in updates.infos.values():
         state.update(info)
     for txn in updates.completed:
-        if txn.is_aborted:
-            lso = state.last_stable_offset_after(txn)
-            txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
         state.complete_txn(txn)

@@ -8,7 +8,7 @@ from compactlog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from compactlog.record.batch import iter_batches
 from compactlog.record.batch import encode_marker
 from compactlog.storage.conftest import T0, batch
-from compactlog.storage.producer_append import analyze, apply, entry_after, find_duplicate
+from compactlog.storage.producer_append import aborted_entries, analyze, apply, entry_after, find_duplicate
 from compactlog.storage.producer_state import CLIENT, COORDINATOR, ProducerStateManager
 from compactlog.storage.txn_index import TransactionIndex
 
@@ -25,7 +25,7 @@ def state(tmp_path):
 def test_analyze_validates_without_applying(state):
     updates = analyze(state, [sent(0, 2, 0)], CLIENT)
     assert state.producers == {} and list(updates.infos) == [1] and updates.completed == []
-    apply(state, updates, None)
+    apply(state, updates)
     assert state.producers[1].last_seq == 1
     with pytest.raises(OutOfOrderSequenceError):
         analyze(state, [sent(2, 1, 5)], CLIENT)
@@ -46,26 +46,28 @@ def test_pending_entries_carry_a_request_forward_without_touching_the_manager(st
     assert find_duplicate(state, sent(0, 2, 0).header, pending).last_offset == 1
     assert find_duplicate(state, sent(0, 2, 0).header) is None
     # the pending entry is what update() will make of it
-    apply(state, analyze(state, [sent(0, 2, 0)], CLIENT), None)
-    apply(state, second, None)
+    apply(state, analyze(state, [sent(0, 2, 0)], CLIENT))
+    apply(state, second)
     assert list(state.producers[1].batches) == list(pending[1].batches)
 
 
 def test_entry_after_copies(state):
-    apply(state, analyze(state, [sent(0, 2, 0)], CLIENT), None)
+    apply(state, analyze(state, [sent(0, 2, 0)], CLIENT))
     info = analyze(state, [sent(2, 1, 2)], CLIENT).infos[1]
     after = entry_after(info)
     assert after.last_seq == 2 and state.producers[1].last_seq == 1 and after is not state.producers[1]
 
 
 def test_an_abort_marker_completes_the_transaction_and_is_indexed(state, tmp_path):
-    apply(state, analyze(state, [sent(0, 2, 0, transactional=True)], CLIENT), None)
+    apply(state, analyze(state, [sent(0, 2, 0, transactional=True)], CLIENT))
     marker = next(iter_batches(encode_marker(offset=2, commit=False, producer_id=1, producer_epoch=0,
                                              coordinator_epoch=0, timestamp=T0)))
     updates = analyze(state, [marker], COORDINATOR)
     assert [(t.first_offset, t.last_offset, t.is_aborted) for t in updates.completed] == [(0, 2, True)]
     index = TransactionIndex(str(tmp_path / "00000000000000000000.txnindex"), 0)
-    apply(state, updates, index)
+    for entry in aborted_entries(state, updates):
+        index.append(entry)
+    apply(state, updates)
     assert [(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset) for t in index.entries()] == \
         [(1, 0, 2, 3)]
     assert state.first_unstable_offset() is None

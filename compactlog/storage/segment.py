@@ -130,6 +130,15 @@ class FileRecords:
         self._disk_size = max(self._disk_size, self.size)
         return n
 
+    def cut_back(self, size: int) -> None:
+        """Undo a failed append: the file cut to ``size`` (whatever a short or failed write left
+        past it goes) and fsynced, so that no torn tail survives to lie behind later batches."""
+        self._writable()
+        with self._use() as fd:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        self.size = self._disk_size = size
+
     def truncate_to(self, size: int) -> int:
         if size > self.size or size < 0:
             raise StorageError(f"{self.path}: cannot truncate to {size} bytes, file holds {self.size}")
@@ -331,6 +340,23 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += n
+
+    def append_mark(self) -> tuple:
+        """What ``undo_append`` restores: the file's size, the index entries and the in-memory
+        state an append changes."""
+        return (self.log.size, self.offset_index.entries, self.time_index.entries, self.txn_index.entry_count(),
+                self._max_ts_offset, self.bytes_since_last_index_entry, self.rolling_based_timestamp)
+
+    def undo_append(self, mark: tuple) -> None:
+        """Cut the ``.log``, its indexes and its ``.txnindex`` back to ``mark`` (fsynced) after an
+        append failed part way: the segment is byte for byte what it was before it. Raises
+        OSError when the disk refuses even that (the caller takes the log offline)."""
+        (size, offsets, times, txns, self._max_ts_offset, self.bytes_since_last_index_entry,
+         self.rolling_based_timestamp) = mark
+        self.log.cut_back(size)
+        self.offset_index.cut_back(offsets)
+        self.time_index.cut_back(times)
+        self.txn_index.cut_back(txns)
 
     def on_become_inactive(self) -> None:
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,

@@ -69,6 +69,25 @@ class TransactionIndex:
                 f.write(txn.encode())
         entries.append(txn)
 
+    def entry_count(self) -> int:
+        """Entries so far (0, without reading the file, for one nobody has read or written)."""
+        return 0 if self._entries is None and not os.path.exists(self.path) else len(self.entries())
+
+    def cut_back(self, n: int) -> None:
+        """Undo a failed append: the first ``n`` entries kept, the file cut to them and fsynced."""
+        if self._entries is None and n == 0 and not os.path.exists(self.path):
+            return
+        del self.entries()[n:]
+        if self.read_only or not os.path.exists(self.path):
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            if os.fstat(fd).st_size != n * ENTRY_SIZE:
+                os.ftruncate(fd, n * ENTRY_SIZE)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         """Aborted transactions overlapping [fetch_offset, upper_bound); True once the search is complete."""
         found = []

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from ...errors import CompactlogError
+from ...errors import CompactlogError, LogOfflineError
 from ...record.compression import ZSTD
 from ...record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, COMPRESSION_MASK, INT16, INT32, INT64,
                               LOG_OVERHEAD, MAGIC_V2, PREFIX, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET,
@@ -257,7 +257,8 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
 def _storage_failed(state: BrokerState, p_cls, e_cls, topic: str, index: int, e: BaseException):
     """A partition whose files failed (a full disk, an I/O error): KAFKA_STORAGE_ERROR, logged
     with its paths, answered without them."""
-    state.logger.error(f"Produce to {topic}-{index} failed: {e}")
+    if not isinstance(e, LogOfflineError):     # logged once, when the partition went offline
+        state.logger.error(f"Produce to {topic}-{index} failed: {e}")
     code, message = partition_error(e, state.datadir.path)
     return _failed(p_cls, e_cls, index, code, message, (), None)
 
