@@ -140,3 +140,66 @@ def check_a_failed_start_keeps_nothing_empty(tmpfs, data: str) -> None:
         assert kept and all(os.path.getsize(os.path.join(data, "t-0", n)) == 112 for n in kept)
     finally:
         assert broker.stop() == 0
+
+
+def test_disk_full_then_freed_loses_no_acknowledged_record(tmpfs):
+    """The reproduction: a large batch is refused by a full disk (a short write), space is freed,
+    100 records are produced (acks=all, idempotent) and acknowledged, the broker restarts (SIGTERM):
+    all 100 are served at their acknowledged offsets, the refused batch never, and the broker's
+    log has no traceback. Before, the torn bytes stayed in the segment behind the acknowledged
+    records and recovery quarantined all of them at the restart."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    data = os.path.join(tmpfs, "data")
+    broker = broker_on(data, {"auto.create.topics.enable": "true", "num.partitions": "1",
+                              "message.max.bytes": "2000000"}).start()
+    conf = {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "acks": "all",
+            "message.timeout.ms": 3000, "linger.ms": 0, "message.max.bytes": 2_000_000}
+    acked: dict[bytes, int] = {}
+    failed: list = []
+
+    def delivered(err, msg):
+        if err is None:
+            acked[msg.value()] = msg.offset()
+        else:
+            failed.append(err)
+
+    try:
+        p = Producer(conf)
+        p.produce("t", key=b"first", value=b"first", on_delivery=delivered)
+        p.flush(10)
+        filler = fill(tmpfs)
+        # room for part of it only: free 600 KB of the filler, then send 1 MB incompressible
+        os.truncate(filler, max(0, os.path.getsize(filler) - 600_000))
+        p.produce("t", key=b"big", value=os.urandom(1_000_000), on_delivery=delivered)
+        p.flush(15)
+        assert failed, "the large batch should not fit"
+        os.remove(filler)
+        for i in range(100):
+            p.produce("t", key=b"k%d" % i, value=b"after-%d" % i, on_delivery=delivered)
+        p.flush(15)
+        del p
+        assert len(acked) == 101, (len(acked), failed[-3:])
+        assert all(len(v) < 100 for v in acked)
+    finally:
+        assert broker.stop() == 0
+    text = broker.log_text()
+    assert "Traceback" not in text, text[-3000:]
+    broker = broker_on(data).start()
+    try:
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "enable.partition.eof": True})
+        c.assign([TopicPartition("t", 0, OFFSET_BEGINNING)])
+        served = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is None:
+                continue
+            if m.error():
+                assert m.error().code() == -191, m.error()     # end of partition
+                break
+            served[m.value()] = m.offset()
+        c.close()
+    finally:
+        assert broker.stop() == 0
+    assert served == acked

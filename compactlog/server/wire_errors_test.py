@@ -77,7 +77,7 @@ def test_produce_on_a_full_disk_is_a_storage_error_of_that_partition(state, monk
 
     monkeypatch.setattr(segment_mod.FileRecords, "append", append)
     r0, r1 = produce(state, [("t", 0, batch([b"a"])), ("t", 1, batch([b"b"]))])
-    assert (r0.error_code, r0.base_offset) == (ErrorCode.none, 0)
+    assert (r0.error_code, r0.base_offset) == (ErrorCode.none, 0), r0.error_message
     assert r1.error_code == ErrorCode.kafka_storage_error and "/" not in r1.error_message
     assert state.log("t", 1).log_end_offset == 0
 
