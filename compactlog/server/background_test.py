@@ -155,3 +155,38 @@ def test_topics_deleted_during_the_cleaners_scan_are_skipped_quietly(tmp_path, c
         [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING][:3]
     assert not [r for r in caplog.records if r.exc_info]
     st.datadir.close()
+
+
+def test_a_full_disk_is_one_line_per_failed_task_and_an_offline_log_is_left_alone(tmp_path, caplog, monkeypatch):
+    """The issue: a full disk filled the broker's log with tracebacks from the background
+    checkpoint writer. Each failure is one line now, and a log taken offline is no longer
+    flushed, expired or retained (each would fail again every interval)."""
+    import errno
+    import os
+
+    from compactlog.storage import checkpoint as checkpoint_mod
+
+    st = make_state(tmp_path, {"log.flush.offset.checkpoint.interval.ms": "1000"})
+    st.datadir.create_topic("t", 1, {"flush.ms": "1000"})
+    log = st.log("t", 0)
+    fill(log, 3)
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "recovery-point-offset-checkpoint.tmp")
+
+    monkeypatch.setattr(checkpoint_mod, "atomic_write", full)
+    now = [int(time.time() * 1000)]
+    bg = Background(st, InProcessExecutor(), clock=lambda: now[0])
+    next_run = {}
+    with caplog.at_level(logging.INFO, logger="kafka"):
+        for _ in range(3):
+            bg.run_scheduled_once(next_run)
+            now[0] += 61_000
+    failures = [r for r in caplog.records if "Scheduled task checkpoint failed" in r.getMessage()]
+    assert len(failures) >= 2 and all(r.exc_info is None for r in failures)
+    assert "No space left on device" in failures[0].getMessage()
+    assert not any(r.exc_info for r in caplog.records)
+    monkeypatch.undo()
+    log.take_offline("test")
+    assert log not in bg._logs() and log not in bg._retention_logs()
+    st.datadir.close()
