@@ -162,7 +162,7 @@ def workload(bootstrap: str, *, deadline_s: float = 60) -> Acked:
 
     acked = Acked()
     t_end = time.monotonic() + deadline_s
-    common = {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000}
+    common = {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "log_level": 2}
     admin = AdminClient(common)
     small = {"segment.bytes": "4096", "segment.ms": "600000"}
     for topic, config in ((TOPIC, {**small, "retention.ms": "-1"}),
@@ -190,7 +190,10 @@ def workload(bootstrap: str, *, deadline_s: float = 60) -> Acked:
             value = f"p-{round_}-{i}"
             acked.sent.add(value)
             for topic in (TOPIC, COMPACTED):
-                producer.produce(topic, key=f"k{i % 13}".encode(), value=value.encode(), on_delivery=delivered)
+                try:
+                    producer.produce(topic, key=f"k{i % 13}".encode(), value=value.encode(), on_delivery=delivered)
+                except KafkaException as e:     # a topic the fault kept from being created
+                    acked.errors.append(f"produce: {e}")
         producer.flush(max(1.0, t_end - time.monotonic()))
         offset = round_ * 40 + 1
         try:
@@ -456,7 +459,8 @@ def main(argv=None) -> int:
     work = tempfile.mkdtemp(prefix="compactlog-faults-")
     try:
         counts, _ = run_census(work, injector)
-        points = points_of(counts)
+        order = ["pwrite", "fsync", "write", "rename", "ftruncate", "create", "mkdir"]
+        points = sorted(points_of(counts), key=lambda p: order.index(p.syscall) if p.syscall in order else 99)
         if args.only:
             points = choose(points, args.only)
         kinds = len(counts)
@@ -467,7 +471,10 @@ def main(argv=None) -> int:
             return 0
         trials = []
         for n, p in enumerate(points):
-            t = run_trial(work, injector, p, n)
+            try:
+                t = run_trial(work, injector, p, n)
+            except Exception as e:          # the trial itself broke: counted as a failure
+                t = Trial(p, fired=True, outcome=f"trial error: {type(e).__name__}: {_last_line(str(e))}")
             trials.append(t)
             print(f"{'ok  ' if t.outcome == 'ok' else 'FAIL'} {p}  ({t.seconds:.1f} s, fired={t.fired}, "
                   f"acked={t.acked}, errors={t.errors}){'' if t.outcome == 'ok' else ': ' + t.outcome}",
