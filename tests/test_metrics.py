@@ -474,7 +474,7 @@ def test_a_scrape_answers_while_a_fetch_long_polls(broker):
     t.start()
     time.sleep(0.3)
     took, _ = timed_scrape(broker)
-    assert took < 1.0
+    assert took < 2.5       # not held behind the 3 s long poll (quiet: ~0.01 s; a loaded machine is slower)
     assert get(broker.metrics_url + "/healthz")[0] == 200
     t.join(10)
     assert waited["s"] >= 2.5
@@ -488,6 +488,8 @@ def test_scrapes_answer_within_a_second_while_a_clean_runs(broker, raw):
     rounds = lambda s: sum(v for (n, labels), v in s.samples.items()  # noqa: E731
                            if n == "compactlog_cleaner_rounds_total")
     start = rounds(scrape(broker))
+    # the same scrape with nothing running, as a baseline under this machine's load
+    quiet = sorted(timed_scrape(broker)[0] for _ in range(5))[2]
     for i in range(12):
         raw.produce(None, [("bulky", 0, batch(5000, first=i * 5000, value_size=60))])
     times, seen = [], []
@@ -500,7 +502,8 @@ def test_scrapes_answer_within_a_second_while_a_clean_runs(broker, raw):
             break
         time.sleep(0.05)
     assert seen[-1] > 0, "the bulky topic was not cleaned"
-    assert max(times) < 1.0, times
+    # never held behind the clean: within a second, or (on a loaded machine) 20 quiet scrapes
+    assert max(times) < max(1.0, 20 * quiet), (quiet, times)
 
 
 # -- readiness while loading and after SIGTERM ---------------------------------------------------

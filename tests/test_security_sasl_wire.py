@@ -30,7 +30,8 @@ from kio.serial import entity_reader, entity_writer  # noqa: E402
 
 from compactlog.server.versions import request_schema, response_schema  # noqa: E402
 
-REAUTH_MS = 2000
+REAUTH_MS = 6000
+MIN_REAUTH_S = 0.9        # Kafka refuses a re-authentication within a second of the last one
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +154,12 @@ def _authenticate_plain(sock, user, password, correlation_id=1):
     return response(read_frame(sock), 36, 2)
 
 
+def _finish_plain(sock, user, password, correlation_id):
+    """The SaslAuthenticate after an accepted SaslHandshake."""
+    sock.sendall(frame(36, 2, request_schema(36, 2)(auth_bytes=f"\0{user}\0{password}".encode()), correlation_id))
+    assert response(read_frame(sock), 36, 2).error_code == 0
+
+
 def test_scram_apis_need_the_cluster_permissions(broker):                  # C6
     """SASL principals reach the authorizer: admin (no ACL) may neither list nor change credentials,
     nor write a topic; alice (a super user) may. (DescribeUserScramCredentials is asked with
@@ -211,20 +218,42 @@ EXPIRED = "kafka_network_socketserver_expiredconnectionskilledcount"
 
 
 def test_reauthentication_on_the_wire(broker):                            # KIP-368, A18
+    """Timed by what it checks, so that a loaded machine cannot make it lie: the too-soon
+    refusal is asserted only for an attempt made within the second after its authentication
+    (tried again on a new connection otherwise), and the sessions last REAUTH_MS (6 s), so that
+    "same", re-authenticated half-way, is still alive when "idle" has expired."""
     counts = broker.metric(REAUTHENTICATED, listener="REAUTH"), broker.metric(REAUTH_FAILED, listener="REAUTH")
     expired = broker.metric(EXPIRED)
+    early_accepted = early_refused = 0
     with connect(broker, "REAUTH") as same, connect(broker, "REAUTH") as other, \
-            connect(broker, "REAUTH") as idle, connect(broker, "REAUTH") as early:
-        for s in (same, other, idle, early):
+            connect(broker, "REAUTH") as idle:
+        for s in (same, other, idle):
             r = _authenticate_plain(s, "alice", PASSWORDS["alice"])
             assert r.error_code == 0 and r.session_lifetime.total_seconds() * 1000 == REAUTH_MS
         authenticated_at = time.monotonic()
         # too soon after the last authentication: refused, the session goes on
-        early.sendall(frame(17, 1, request_schema(17, 1)(mechanism="PLAIN"), 3))
-        assert response(read_frame(early), 17, 1).error_code == 34
-        early.sendall(frame(3, 12, metadata(), 4))
-        assert response(read_frame(early), 3, 12).brokers
-        time.sleep(max(0.0, authenticated_at + 1.05 - time.monotonic()))
+        for _ in range(5):
+            with connect(broker, "REAUTH") as early:
+                r = _authenticate_plain(early, "alice", PASSWORDS["alice"])
+                begun = time.monotonic()
+                early.sendall(frame(17, 1, request_schema(17, 1)(mechanism="PLAIN"), 3))
+                answer = response(read_frame(early), 17, 1)
+                if time.monotonic() - begun >= MIN_REAUTH_S:
+                    # too slow to tell (a loaded machine): the broker may accept it; a new connection
+                    if answer.error_code == 0:
+                        _finish_plain(early, "alice", PASSWORDS["alice"], 4)
+                        early_accepted += 1
+                    else:
+                        early_refused += 1
+                    continue
+                assert answer.error_code == 34
+                early_refused += 1
+                early.sendall(frame(3, 12, metadata(), 4))
+                assert response(read_frame(early), 3, 12).brokers
+                break
+        else:
+            pytest.skip("the machine was too loaded to send a request within a second five times")
+        time.sleep(max(0.0, authenticated_at + REAUTH_MS / 2000 - time.monotonic()))
         r = _authenticate_plain(same, "alice", PASSWORDS["alice"], 3)          # the same principal
         assert r.error_code == 0 and r.session_lifetime.total_seconds() * 1000 == REAUTH_MS
         r = _authenticate_plain(other, "bob", PASSWORDS["bob"], 3)             # another one
@@ -237,7 +266,7 @@ def test_reauthentication_on_the_wire(broker):                            # KIP-
         assert response(read_frame(same), 3, 12).brokers
     assert "Disconnecting expired channel" in broker.log_text()
     assert (broker.metric(REAUTHENTICATED, listener="REAUTH"), broker.metric(REAUTH_FAILED, listener="REAUTH")) \
-        == (counts[0] + 1, counts[1] + 1)
+        == (counts[0] + 1 + early_accepted, counts[1] + 1)     # a too-soon refusal is no failure
     assert broker.metric(EXPIRED) == expired + 1
 
 

@@ -17,12 +17,18 @@ from compactlog.spark import watchdog
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the watchdog reads /proc (Linux)")
 
 # a stand-in for the JVM: optionally deaf to SIGTERM, as a JVM stuck in its shutdown hooks is
-SLEEPER = "import signal, sys, time\nif sys.argv[1] == 'deaf': signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(120)"
+SLEEPER = ("import signal, sys, time\nif sys.argv[1] == 'deaf': signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+           "print('ready', flush=True)\ntime.sleep(120)")
 
 
 def start_owned(token: str, mode: str = "plain") -> subprocess.Popen:
+    """A sleeper owned by ``token``, returned once it is ready: a deaf one has its SIGTERM
+    ignored by then (under load, a SIGTERM sent while Python was still starting killed the
+    "deaf" sleeper before it could ignore it, and the test saw SIGTERM where it wanted SIGKILL)."""
     env = dict(os.environ, **{watchdog.OWNER_ENV: token})
-    return subprocess.Popen([sys.executable, "-c", SLEEPER, mode], env=env)
+    proc = subprocess.Popen([sys.executable, "-c", SLEEPER, mode], env=env, stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b"ready\n"       # bounded by the sleeper's own start
+    return proc
 
 
 def gone_within(proc: subprocess.Popen, seconds: float) -> bool:
