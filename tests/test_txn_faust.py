@@ -96,7 +96,7 @@ def test_table_counts_right_and_resume_after_restart(run, broker):
         assert first.proc.returncode == 0, first.log_tail()
         sent_before = len(sent.poll_all(20.0))
         # the changelog the new worker restores from has been compacted by the broker's cleaner
-        wait_until(lambda: cleanings(broker, run.changelog), 10, what="a cleaning of the changelog by the broker")
+        wait_until(lambda: cleanings(broker, run.changelog), 60, what="a cleaning of the changelog by the broker")
         second = start()
         run.feeder = Feeder(broker.bootstrap, run.input, TOTAL, KEYS, RATE, first=HALF)
         run.feeder.start()

@@ -86,7 +86,7 @@ def test_exactly_once_through_sigkill_of_the_app(run, broker):
     before, out_before = run.agreed_state()
     assert before
     # the changelog the new instance restores from has been compacted by the broker's cleaner
-    wait_until(lambda: cleanings(broker, run.changelog), 10, what="a cleaning of the changelog by the broker")
+    wait_until(lambda: cleanings(broker, run.changelog), 60, what="a cleaning of the changelog by the broker")
     # a new instance with an empty state dir: its state can only come from the changelog
     second = start_app(run, "state-2")
     run.feeder.finish()
@@ -100,7 +100,7 @@ def test_exactly_once_through_sigkill_of_the_app(run, broker):
     assert {k: v[0] - 1 for k, v in after.items()} == {k: before.get(k, 0) for k in after}
     second.stop()
     assert run.changelog_state() == expected
-    wait_until(lambda: cleanings(broker, run.changelog), 10, what="a cleaning of the changelog by the broker")
+    wait_until(lambda: cleanings(broker, run.changelog), 60, what="a cleaning of the changelog by the broker")
 
 
 def test_exactly_once_through_kill9_of_the_broker(run, broker):
@@ -118,5 +118,5 @@ def test_exactly_once_through_kill9_of_the_broker(run, broker):
     run.check_app()
     run.apps[-1].stop()
     assert run.changelog_state() == run.expected()
-    wait_until(lambda: cleanings(broker, run.changelog), 10, what="a cleaning of the changelog by the broker")
+    wait_until(lambda: cleanings(broker, run.changelog), 60, what="a cleaning of the changelog by the broker")
     print(f"app restarts after the broker's kill -9: {run.restarted}")
