@@ -64,8 +64,10 @@ class BrokerStateCollector:
         yield gauge("kafka_server_replicamanager_leadercount", "Partitions led by this node (all)", n)
         yield gauge("kafka_server_replicamanager_atminisrpartitioncount", "Partitions at min ISR (all with "
                     "one replica, as Kafka counts them)", n)
-        for name in ("underreplicatedpartitions", "underminisrpartitioncount", "offlinereplicacount",
-                     "reassigningpartitions"):
+        yield gauge("kafka_server_replicamanager_offlinereplicacount", "Partitions taken offline after a write "
+                    "they could not undo or a failed fsync (KAFKA_STORAGE_ERROR until the broker restarts)",
+                    scan.offline)
+        for name in ("underreplicatedpartitions", "underminisrpartitioncount", "reassigningpartitions"):
             yield gauge(f"kafka_server_replicamanager_{name}", "Always 0 on one node", 0)
         yield gauge("kafka_server_replicamanager_produceridcount", "Producer ids in the partitions' producer state",
                     scan.producers)

@@ -64,6 +64,7 @@ class PartitionScan:
         self.partitions = 0
         self.producers = 0
         self.open_txns = 0
+        self.offline = 0        # logs taken offline after a failed write or fsync
         self.topics: set[str] = set()
         self.per_partition = per_partition
         self.cleaner = cleaner
@@ -84,6 +85,7 @@ class PartitionScan:
             size, count = segments.size_in_bytes(), len(segments)
             start, end, lso = log.log_start_offset, log.log_end_offset, log.last_stable_offset
             ps = log.producer_state
+            self.offline += log.offline is not None
             self.producers += len(ps.producers)
             self.open_txns += len(ps.ongoing_txns)
         self.partitions += 1
