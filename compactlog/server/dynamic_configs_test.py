@@ -229,3 +229,23 @@ def test_kafkas_dynamic_sets():
     assert dc.DYNAMIC_BROKER_CONFIGS - dc.BROKER_QUOTA_CONFIGS <= KAFKA_CONFIG_NAMES
     assert not dc.NON_DYNAMIC_CONFIGS & dc.DYNAMIC_BROKER_CONFIGS
     assert dc.PER_BROKER_CONFIGS >= dc.SSL_STORE_CONFIGS and "max.connections" not in dc.PER_BROKER_CONFIGS
+
+
+def test_the_log_line_says_when_each_change_takes_effect(state, caplog):
+    from compactlog.storage.dynamic_config import effect
+    assert [effect(n, {"ssl"}) for n in ("log.retention.ms", "transaction.partition.verification.enable",
+                                         "listener.name.ssl.ssl.keystore.location",
+                                         "listener.name.other.ssl.keystore.location", "num.io.threads",
+                                         "listener.name.sasl_ssl.plain.sasl.jaas.config",
+                                         "sasl.kerberos.min.time.before.relogin", "log.cleaner.io.max.bytes.per.second",
+                                         "my.custom.prop")] == \
+        ["now", "now", "now", "next start", "next start", "next start", "never", "never", "never"]
+    with caplog.at_level("INFO", logger="kafka.server.KafkaApis"):
+        assert errors(incremental(state, (4, str(NODE), [
+            ("log.retention.ms", SET, "1000"), ("num.io.threads", SET, "4"), ("my.custom.prop", SET, "x"),
+            ("listener.name.sasl_ssl.plain.sasl.jaas.config", SET, 'x required user_a="pw-secret";')]))) == \
+            [(E.none, None)]
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Dynamic broker")]
+    assert line.endswith("; taking effect at the next start: listener.name.sasl_ssl.plain.sasl.jaas.config, "
+                         "num.io.threads; kept but not used by compactlog: my.custom.prop")
+    assert "pw-secret" not in line and "'[hidden]'" in line

@@ -22,14 +22,17 @@ key and trust store settings (SslConfigs.RECONFIGURABLE_CONFIGS) only with a lis
 on a broker's own resource, not as a cluster-wide default. Each refusal has Kafka's message
 (``dynamic_name_refusal``).
 
-When each takes effect: what compactlog reads as it goes (topic defaults, the cleaner's settings
-but its thread count, ``producer.id.expiration.ms``, ``transaction.partition.verification.enable``)
-at once, everywhere; a TLS listener's key and trust stores for its next connections (the
-listener's context is rebuilt, server/security/listeners.py); the rest (thread pools, connection
-limits, the SASL login and Kerberos settings Kafka's listeners reload, metric reporters, a
-listener's other settings) at the next start, as the broker's log line says. The config API checks
-the whole configuration as the next start would before it keeps a change
-(server/apis/configs.py).
+When each takes effect (``effect``), said in the broker's log line for each change: what
+compactlog reads as it goes (topic defaults, ``log.cleaner.backoff.ms`` and its buffer sizes,
+``producer.id.expiration.ms``, ``transaction.partition.verification.enable``) at once, everywhere
+(no component keeps a copy of the broker's settings: a change replaces ``DataDir.broker``); a TLS
+listener's key and trust stores for its next connections (its context is rebuilt,
+server/security/listeners.py); what compactlog reads when it starts (``num.io.threads``,
+``log.cleaner.threads``, a listener's SASL mechanisms, JAAS and TLS settings) at the next start;
+the Kafka settings of things compactlog does not have (Kerberos and SASL login refresh, connection
+limits, remote storage, quotas, metric reporters, the cleaner's I/O cap) and custom names are kept
+and described only. The config API checks the whole configuration as the next start would before
+it keeps a change (server/apis/configs.py).
 
 Group configs (Kafka 4.0's GroupConfig) hold the session and heartbeat of consumer (KIP-848) and
 share groups. compactlog runs classic groups only, for which Kafka stores and describes them
@@ -105,10 +108,17 @@ NON_DYNAMIC_CONFIGS = (KAFKA_CONFIG_NAMES | frozenset(BROKER_CONFIGS)) - DYNAMIC
 # listener settings compactlog cannot change while the broker runs: the listeners themselves
 # (Kafka's KRaft broker refuses to change its registered listeners too)
 NOT_AT_RUN_TIME = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
-# what compactlog reads each time it needs it; the key and trust stores of a live TLS listener
-# apply to its next connections (server/security/listeners.py); the rest of the dynamic names take
-# effect at the next start, and custom names are only kept
-APPLIED_AT_ONCE = DYNAMIC_LOG_CONFIGS | PRODUCER_STATE_CONFIGS | (LOG_CLEANER_CONFIGS - {"log.cleaner.threads"})
+# what compactlog reads each time it needs it (the key and trust stores of a live TLS listener
+# apply to its next connections too: server/security/listeners.py)
+APPLIED_AT_ONCE = DYNAMIC_LOG_CONFIGS | PRODUCER_STATE_CONFIGS | frozenset({
+    "log.cleaner.backoff.ms", "log.cleaner.io.buffer.size", "log.cleaner.dedupe.buffer.size"})
+# what compactlog reads when it starts: a change takes effect at the next start (a listener's
+# settings, listener-prefixed or not, as its security is built then)
+READ_AT_START = SSL_STORE_CONFIGS | frozenset({
+    "num.io.threads", "log.cleaner.threads", "sasl.enabled.mechanisms", "sasl.jaas.config", "ssl.client.auth",
+    "ssl.enabled.protocols", "ssl.cipher.suites", "principal.builder.class", "ssl.engine.factory.class",
+    "ssl.allow.dn.changes", "ssl.allow.san.changes"})
+_MECHANISM = re.compile(r"(?:plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.")
 
 _LISTENER_PREFIXED = re.compile(r"listener\.name\.[^.]*\.(.*)")
 
@@ -118,6 +128,23 @@ def listener_base_name(name: str) -> str | None:
     prefix, as Kafka's ListenerConfigRegex leaves it), None for an unprefixed name."""
     m = _LISTENER_PREFIXED.fullmatch(name)
     return m.group(1) if m else None
+
+
+def effect(name: str, live_tls_listeners=()) -> str:
+    """When a dynamic change of ``name`` takes effect: "now", "next start", or "never" (a name
+    compactlog keeps but does not use: a custom one, or a Kafka setting of something compactlog
+    does not have, such as Kerberos logins, remote storage, quotas or a cleaner I/O cap).
+    ``live_tls_listeners``: the lower-case names of the TLS listeners serving now."""
+    if name in APPLIED_AT_ONCE:
+        return "now"
+    base = listener_base_name(name)
+    if base is not None:
+        listener = name[len("listener.name."):-len(base) - 1]
+        setting = _MECHANISM.sub("", base, count=1) if _MECHANISM.match(base) else base
+        if setting in SSL_STORE_CONFIGS and listener in live_tls_listeners:
+            return "now"
+        return "next start" if setting in READ_AT_START else "never"
+    return "next start" if name in READ_AT_START else "never"
 
 
 def dynamic_name_refusal(names, *, per_broker: bool) -> str | None:

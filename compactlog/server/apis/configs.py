@@ -41,9 +41,8 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError, ConfigError
 from ...storage.config import TOPIC_CONFIGS, ConfigDef, ConfigValueError, kafka_string
-from ...storage.dynamic_config import (APPLIED_AT_ONCE, GROUP_CONFIGS, NOT_AT_RUN_TIME, SSL_STORE_CONFIGS,
-                                       DynamicConfigs, broker_kind, dynamic_name_refusal, listener_base_name,
-                                       validate_group_configs)
+from ...storage.dynamic_config import (GROUP_CONFIGS, NOT_AT_RUN_TIME, DynamicConfigs, broker_kind,
+                                       dynamic_name_refusal, effect, listener_base_name, validate_group_configs)
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
@@ -295,14 +294,15 @@ def _alter_broker(state: BrokerState, r, incremental: bool, validate_only: bool)
     """A BROKER resource's dynamic settings (this node's, or the cluster-wide defaults for the
     empty name): changed, checked with the static ones as a whole, kept, then applied.
 
-    What takes effect when: topic defaults, the producer-state settings and the cleaner's (but its
-    thread count) at once, everywhere they are read; a TLS listener's key and trust stores
-    (``listener.name.<l>.ssl.keystore.*`` / ``ssl.truststore.*``) for its next connections; every
-    other setting Kafka can change at run time (thread pools, connection limits, SASL login and
-    Kerberos settings, metric reporters, a listener's other settings) at the next start, as the
-    log line says; custom names (not Kafka's, not compactlog's) are kept and described, as Kafka
-    keeps them. The whole new configuration, security included, is checked as the next start
-    would check it, so that a change accepted now never stops the broker from starting."""
+    What takes effect when (storage.dynamic_config.effect, and the log line says it for each
+    name): topic defaults, the producer-state settings and the cleaner's backoff and buffers at
+    once, everywhere they are read; a TLS listener's key and trust stores
+    (``listener.name.<l>.ssl.keystore.*`` / ``ssl.truststore.*``) for its next connections; the
+    settings compactlog reads when it starts (thread counts, a listener's other settings) at the
+    next start; the Kafka settings of things compactlog does not have, and custom names, are kept
+    and described, as Kafka keeps them. The whole new configuration, security included, is checked
+    as the next start would check it, so that a change accepted now never stops the broker from
+    starting."""
     dd = state.datadir
     dyn = DynamicConfigs.read(dd.path)
     per_broker = r.resource_name != ""
@@ -333,10 +333,11 @@ def _alter_broker(state: BrokerState, r, incremental: bool, validate_only: bool)
     shown = {n: "[hidden]" if is_secret_setting(n) else v for n, v in new.items()}
     live_tls = {sec.name.lower() for sec in state.security.listeners.values() if sec.uses_tls} \
         if state.security is not None else set()
-    later = sorted(n for n in new if n not in APPLIED_AT_ONCE
-                   and not (listener_base_name(n) in SSL_STORE_CONFIGS and n.split(".")[2] in live_tls))
+    later = sorted(n for n in new if effect(n, live_tls) == "next start")
+    unused = sorted(n for n in new if effect(n, live_tls) == "never")
     state.logger.info(f"Dynamic {where} configs are now {shown or '{}'}"
-                      + (f"; {', '.join(later)} take effect at the next start" if later else ""))
+                      + (f"; taking effect at the next start: {', '.join(later)}" if later else "")
+                      + (f"; kept but not used by compactlog: {', '.join(unused)}" if unused else ""))
 
 
 def _check_listeners(state: BrokerState, broker, *, reload_files: bool) -> dict:
