@@ -1,7 +1,7 @@
 """Certificates made for each test run (the ``cryptography`` package), SCRAM users written to a
 data dir, and a broker with TLS and SASL listeners (security.md §11-12).
 
-``make_pki(dir)`` writes: ``ca.pem``; ``server.pem`` (key and chain, a PEM key store),
+``make_pki(dir)`` writes: ``ca.pem`` (and its key ``ca.key``); ``server.pem`` (key and chain, a PEM key store),
 ``server.crt``/``server.key``, ``server.p12`` (PKCS12, password ``p12-secret``) with a
 subjectAltName for 127.0.0.1 and localhost; client certificates ``alice`` (``CN=alice,OU=apps,
 O=example``), ``expired`` (same CA, expired yesterday) and ``stranger`` (another CA), each as
@@ -76,6 +76,7 @@ def make_pki(directory) -> str:
             f.write(data)
 
     write("ca.pem", _pem(ca))
+    write("ca.key", _pem(ca_key))           # for a test that signs another server certificate
     skey = _key()
     server = _cert(_name(CN="localhost"), skey, ca_name, ca_key,
                    san=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])

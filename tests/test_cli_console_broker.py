@@ -215,6 +215,11 @@ def test_configs_through_the_broker_and_on_its_data_dir_agree(broker, tmp_path):
         err = one_error(cli("configs", "--bootstrap-server", b, "--alter", *entity, "--add-config",
                             "num.partitions=2"))
         assert "Cannot update these configs dynamically" in err
+    # a name Kafka does not know: kept as a custom setting, as Kafka keeps it, and the tool says so
+    r = cli("configs", "--bootstrap-server", b, "--alter", "--broker", "0", "--add-config", "log.retention.msx=5")
+    assert r.returncode == 0 and ("note: log.retention.msx is not a Kafka broker setting: the broker keeps it as a "
+                                  "custom setting (did you mean log.retention.ms?)") in r.stderr, r.stderr
+    ok(cli("configs", "--bootstrap-server", b, "--alter", "--broker", "0", "--delete-config", "log.retention.msx"))
     # a dynamic one (Kafka's DynamicBrokerConfig): changed, described, deleted
     ok(cli("configs", "--bootstrap-server", b, "--alter", "--broker-defaults", "--add-config",
            "log.cleaner.backoff.ms=2000"))

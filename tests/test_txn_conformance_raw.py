@@ -110,6 +110,37 @@ def test_txn_offset_commit_without_add_offsets_to_txn(raw, topic):
     assert raw.offset_fetch(group, topic, [0], require_stable=True) == {0: (E.none, 5)}
 
 
+def test_verification_turned_off_at_run_time_through_the_admin_api(broker, raw, topic):
+    """transaction.partition.verification.enable changed through IncrementalAlterConfigs applies at
+    once to both of its readers, Produce and the group coordinator's TxnOffsetCommit, without a
+    restart (it had stayed on for TxnOffsetCommit until one), and back."""
+    admin_module = pytest.importorskip("confluent_kafka.admin")
+    admin = admin_module.AdminClient({"bootstrap.servers": broker.bootstrap})
+    node = str(admin.describe_cluster(request_timeout=30).result(30).controller.id)
+
+    def verification(value: str | None) -> None:
+        op = admin_module.AlterConfigOpType.SET if value is not None else admin_module.AlterConfigOpType.DELETE
+        res = admin_module.ConfigResource("broker", node, incremental_configs=[
+            admin_module.ConfigEntry("transaction.partition.verification.enable", value, incremental_operation=op)])
+        admin.incremental_alter_configs([res])[res].result(30)
+
+    tid, group, other = uid("tx"), uid("group"), uid("group")
+    pid, e = init(raw, tid)
+    assert raw.add_partitions(tid, pid, e, {topic: [0]}) == {(topic, 0): E.none}
+    # verified: neither the group's partition nor partition 1 is in the transaction
+    assert raw.txn_offset_commit(tid, group, pid, e, {(topic, 0): 5}) == {(topic, 0): E.invalid_txn_state}
+    assert raw.produce(tid, [(topic, 1, txn_batch(pid, e, 0, [b"x"]))]) == {(topic, 1): E.invalid_txn_state}
+    verification("false")
+    try:
+        # Kafka's pitfall with KIP-890 off: both writes are taken without the coordinator's word
+        assert raw.txn_offset_commit(tid, group, pid, e, {(topic, 0): 5}) == {(topic, 0): E.none}
+        assert raw.produce(tid, [(topic, 1, txn_batch(pid, e, 0, [b"x"]))]) == {(topic, 1): E.none}
+    finally:
+        verification(None)
+    assert raw.txn_offset_commit(tid, other, pid, e, {(topic, 0): 5}) == {(topic, 0): E.invalid_txn_state}
+    assert raw.end_txn(tid, pid, e, False) == E.none
+
+
 def test_transactional_offsets_against_plain_commits_and_the_group_checks(raw, topic):
     """§5.1: a marker's COMMIT makes a pending offset the group's only if it was written after the
     committed one (a later plain OffsetCommit wins); §2.8: an empty group id is INVALID_GROUP_ID;

@@ -52,8 +52,22 @@ def alter_through_broker(bootstrap: str, entity: Entity, changes: dict[str, str]
         invalid = [n for n in removals if n not in dynamic]
         if invalid:
             raise BrokerError(f"Invalid config(s): {','.join(invalid)}")
+    if entity.kind == "brokers":
+        _note_custom_names(changes)
     if entity.kind == "brokers" and entity.name == "":
         alter_default_broker_configs(bootstrap, changes, removals)
         return
     alter_configs(admin, "topic" if entity.kind == "topics" else "broker", entity.name, changes, removals)
+
+
+def _note_custom_names(changes: dict[str, str]) -> None:
+    """A broker keeps a name it does not know as a custom setting (as Kafka's does), so a typo is
+    not refused: say so on stderr, with the name it may have meant."""
+    import typer
+    from ..storage.config import broker_setting_names, did_you_mean
+    known = broker_setting_names()
+    for name in changes:
+        if name not in known and not name.startswith("listener.name."):
+            typer.echo(f"note: {name} is not a Kafka broker setting: the broker keeps it as a custom setting"
+                       f"{did_you_mean(name, known)}", err=True)
 

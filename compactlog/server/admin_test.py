@@ -643,7 +643,8 @@ def test_describe_the_broker(make_state):
     configs = by_name(result)
     # read-only unless Kafka can change it at run time (DynamicBrokerConfig.AllDynamicConfigs)
     assert not configs["log.cleanup.policy"].read_only and not configs["log.cleaner.backoff.ms"].read_only
-    assert configs["num.partitions"].read_only and configs["listeners"].read_only
+    assert configs["num.partitions"].read_only and configs["node.id"].read_only
+    assert not configs["listeners"].read_only           # DynamicListenerConfig lists it (per broker)
     assert (configs["num.partitions"].value, configs["num.partitions"].config_source) == ("3", 4)
     assert [(s.name, s.value, s.source) for s in configs["num.partitions"].synonyms] == [
         ("num.partitions", "3", 4), ("num.partitions", "1", 5)]

@@ -166,8 +166,10 @@ class Broker:
         """Serve until SIGINT/SIGTERM; the exit code."""
         dropped = getattr(self.datadir.broker, "dropped_dynamic", [])
         if dropped:
-            # DynamicBrokerConfig.removeInvalidConfigs: logged, and the broker starts without them
-            log.error(f"Dynamic broker configs with invalid values are ignored: {', '.join(dropped)}")
+            # DynamicBrokerConfig.removeInvalidConfigs and fromPersistentProps: logged, and the
+            # broker starts without them
+            log.error(f"Dynamic broker configs with invalid values, or that may not be set dynamically "
+                      f"there, are ignored: {', '.join(dropped)}")
         # TLS stores, SASL settings and the credentials file are checked before anything opens
         security = BrokerSecurity(self.datadir.broker.props, self.listeners,
                                   CredentialCache(self.datadir.path))

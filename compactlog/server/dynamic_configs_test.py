@@ -62,7 +62,9 @@ def test_refusals_validate_only_and_legacy_replace(state):
     assert [r.error_code for r in results] == [E.invalid_config, E.invalid_config, E.invalid_request,
                                                E.invalid_config]
     assert results[0].error_message == "Invalid value x for configuration log.cleaner.threads: Not a number of type INT"
-    assert results[2].error_message == "Cannot update these configs dynamically: Set(listeners)"
+    # a listener setting is a broker's own (DynamicBrokerConfig.PerBrokerConfigs)
+    assert results[2].error_message == ("Cannot update these configs at default cluster level, broker id must be "
+                                        "specified: Set(listeners)")
     assert results[3].error_message == "Can't APPEND to key log.retention.bytes because its type is not LIST."
     assert errors(incremental(state, (4, "", [("log.segment.bytes", SET, "4096")]), validate_only=True)) == \
         [(E.none, None)]
@@ -131,3 +133,119 @@ def test_group_configs_as_kafka_answers_them(state):
     assert errors(incremental(state, (32, "g1", [("consumer.session.timeout.ms", DELETE, None)]))) == [(E.none, None)]
     assert DynamicConfigs.read(state.datadir.path).groups == {"g1": {"share.auto.offset.reset": "earliest"}}
     assert one(describe(state, (32, "", None))).error_code == E.invalid_request
+
+
+# -- which names a BROKER resource takes (DynamicBrokerConfig.validateConfigs) ------------------------
+
+def test_custom_names_are_kept_as_kafka_keeps_them(state):
+    """KafkaJS's alterConfigs test sets cleanup.policy on a broker: not a broker config of Kafka's,
+    so a custom setting, kept and described (read-only, of no known type, so not shown)."""
+    assert errors(alter(state, (4, str(NODE), [("cleanup.policy", "delete"), ("my.custom.prop", "x")]))) == \
+        [(E.none, None)]
+    assert errors(incremental(state, (4, "", [("my.custom.default", SET, "y")]))) == [(E.none, None)]
+    dyn = DynamicConfigs.read(state.datadir.path)
+    assert dyn.broker == {"cleanup.policy": "delete", "my.custom.prop": "x"}
+    assert dyn.cluster_default == {"my.custom.default": "y"}
+    custom = by_name(one(describe(state, (4, str(NODE), None))))["my.custom.prop"]
+    assert (custom.config_source, custom.read_only, custom.is_sensitive, custom.value) == (2, True, True, None)
+    assert state.datadir.topic_config("t-later").delete          # a topic's cleanup.policy is not touched
+
+
+def test_kafkas_and_compactlogs_fixed_names_are_refused(state):
+    results = [one(incremental(state, resource)) for resource in (
+        (4, str(NODE), [("num.partitions", SET, "3"), ("log.dirs", SET, "/x")]),
+        (4, "", [("compactlog.cleaner.map", SET, "task")]),
+        (4, str(NODE), [("ssl.keystore.location", SET, "/etc/ks.pem")]))]
+    assert errors(results) == [
+        (E.invalid_request, "Cannot update these configs dynamically: Set(log.dirs, num.partitions)"),
+        (E.invalid_request, "Cannot update these configs dynamically: Set(compactlog.cleaner.map)"),
+        (E.invalid_request, "These security configs can be dynamically updated only per-listener using the "
+                            "listener prefix: Set(ssl.keystore.location)")]
+    assert DynamicConfigs.read(state.datadir.path) == DynamicConfigs()
+
+
+def test_sasl_and_listener_settings_are_a_brokers_own(state):
+    """librdkafka's 0081-admin: sasl.kerberos.min.time.before.relogin on the broker resource is a
+    valid change; Kafka keeps listener settings per broker (DynamicBrokerConfig.PerBrokerConfigs)."""
+    assert errors(incremental(state, (4, str(NODE), [("sasl.kerberos.min.time.before.relogin", SET, "58000")]))) == \
+        [(E.none, None)]
+    results = [one(incremental(state, resource)) for resource in (
+        (4, "", [("sasl.kerberos.min.time.before.relogin", SET, "58000")]),
+        (4, "", [("listener.name.ssl.ssl.keystore.location", SET, "/etc/ks.pem")]),
+        (4, str(NODE), [("sasl.kerberos.min.time.before.relogin", SET, "soon")]))]
+    assert errors(results) == [
+        (E.invalid_request, "Cannot update these configs at default cluster level, broker id must be specified: "
+                            "Set(sasl.kerberos.min.time.before.relogin)"),
+        (E.invalid_request, "Cannot update these configs at default cluster level, broker id must be specified: "
+                            "Set(listener.name.ssl.ssl.keystore.location)"),
+        (E.invalid_config, "Invalid value soon for configuration sasl.kerberos.min.time.before.relogin: "
+                           "Not a number of type LONG")]
+    # the cluster-wide listener settings (ClusterLevelListenerConfigs), prefixed or not
+    assert errors(incremental(state, (4, "", [("max.connections", SET, "100"),
+                                              ("listener.name.plaintext.max.connections", SET, "50")]))) == \
+        [(E.none, None)]
+    assert DynamicConfigs.read(state.datadir.path).broker == {"sasl.kerberos.min.time.before.relogin": "58000"}
+
+
+def test_librdkafka_0081_broker_set_append_subtract_delete(state):
+    for ops in ([("background.threads", SET, "9"), ("log.cleanup.policy", APPEND, "compact")],
+                [("background.threads", DELETE, None), ("log.cleanup.policy", SUBTRACT, "compact")]):
+        assert errors(incremental(state, (4, str(NODE), ops))) == [(E.none, None)]
+    assert DynamicConfigs.read(state.datadir.path).broker == {"log.cleanup.policy": "delete"}
+
+
+def test_names_not_dynamic_there_are_dropped_at_start(tmp_path):
+    """DynamicBrokerConfig.fromPersistentProps: a file holding names that may not be set (there)
+    starts without them."""
+    d = tmp_path / "d"
+    d.mkdir()
+    DynamicConfigs({"listeners": "PLAINTEXT://:1", "my.custom": "1"},
+                   {"num.partitions": "4", "ssl.key.password": "k", "listener.name.ssl.ssl.key.password": "k"}
+                   ).write(str(d))
+    assert oct((d / DYNAMIC_CONFIGS_FILE).stat().st_mode & 0o777) == "0o600"      # it may hold passwords
+    broker = load_broker_config(str(d))
+    assert sorted(broker.dropped_dynamic) == ["listeners", "num.partitions", "ssl.key.password"]
+    assert broker.props["my.custom"] == "1" and broker.props["listener.name.ssl.ssl.key.password"] == "k"
+    assert "num.partitions" not in broker.props
+
+
+def test_kafkas_dynamic_sets():
+    from compactlog.storage import dynamic_config as dc
+    from compactlog.storage.kafka_names import KAFKA_CONFIG_NAMES
+    # DynamicLogConfig.ReconfigurableConfigs: ServerTopicConfigSynonyms' first names (but
+    # log.message.format.version, which compactlog has no topic config for)
+    assert dc.DYNAMIC_LOG_CONFIGS == {
+        "log.segment.bytes", "log.roll.ms", "log.roll.jitter.ms", "log.index.size.max.bytes",
+        "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.bytes", "log.retention.ms",
+        "message.max.bytes", "log.index.interval.bytes", "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms",
+        "log.cleaner.min.cleanable.ratio", "log.cleanup.policy", "unclean.leader.election.enable",
+        "min.insync.replicas", "compression.type", "compression.gzip.level", "compression.lz4.level",
+        "compression.zstd.level", "log.preallocate", "log.message.timestamp.type",
+        "log.message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms", "log.message.downconversion.enable", "log.local.retention.ms",
+        "log.local.retention.bytes"}
+    # every dynamic name is one of Kafka's (but the quotas, which only DynamicConfig.Broker defines)
+    assert dc.DYNAMIC_BROKER_CONFIGS - dc.BROKER_QUOTA_CONFIGS <= KAFKA_CONFIG_NAMES
+    assert not dc.NON_DYNAMIC_CONFIGS & dc.DYNAMIC_BROKER_CONFIGS
+    assert dc.PER_BROKER_CONFIGS >= dc.SSL_STORE_CONFIGS and "max.connections" not in dc.PER_BROKER_CONFIGS
+
+
+def test_the_log_line_says_when_each_change_takes_effect(state, caplog):
+    from compactlog.storage.dynamic_config import effect
+    assert [effect(n, {"ssl"}) for n in ("log.retention.ms", "transaction.partition.verification.enable",
+                                         "listener.name.ssl.ssl.keystore.location",
+                                         "listener.name.other.ssl.keystore.location", "num.io.threads",
+                                         "listener.name.sasl_ssl.plain.sasl.jaas.config",
+                                         "sasl.kerberos.min.time.before.relogin", "log.cleaner.io.max.bytes.per.second",
+                                         "my.custom.prop")] == \
+        ["now", "now", "now", "next start", "next start", "next start", "never", "never", "never"]
+    with caplog.at_level("INFO", logger="kafka.server.KafkaApis"):
+        assert errors(incremental(state, (4, str(NODE), [
+            ("log.retention.ms", SET, "1000"), ("num.io.threads", SET, "4"), ("my.custom.prop", SET, "x"),
+            ("listener.name.sasl_ssl.plain.sasl.jaas.config", SET, 'x required user_a="pw-secret";')]))) == \
+            [(E.none, None)]
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Dynamic broker")]
+    assert line.endswith("; taking effect at the next start: listener.name.sasl_ssl.plain.sasl.jaas.config, "
+                         "num.io.threads; kept but not used by compactlog: my.custom.prop")
+    assert "pw-secret" not in line and "'[hidden]'" in line

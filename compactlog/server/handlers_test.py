@@ -101,8 +101,12 @@ def test_produce_checks_in_kafkas_order(state):
                      ErrorCode.invalid_record, ErrorCode.corrupt_message, ErrorCode.invalid_record,
                      ErrorCode.record_list_too_large]
     keyless = rs[7]
-    assert [e.batch_index for e in keyless.record_errors] == [1, 3]
-    assert "without a key" in keyless.error_message and "record 1" in keyless.error_message
+    why = "Compacted topic cannot accept message without key in topic partition c-0"
+    assert [(e.batch_index, e.batch_index_error_message) for e in keyless.record_errors] == [(1, why), (3, why)]
+    assert keyless.error_message == (      # Kafka's LogValidator.processRecordErrors, word for word
+        f"One or more records have been rejected due to 2 record errors in total, and only showing "
+        f"the first three errors at most: [RecordError(batchIndex=1, message='{why}'), "
+        f"RecordError(batchIndex=3, message='{why}')]")
     assert state.log("t", 0).log_end_offset == 0 and state.log("c", 0).log_end_offset == 0
     # message.timestamp.after.max.ms (1 h since Kafka 4.0) is not the default here; a topic sets it
     state.datadir.alter_topic("t", {"message.timestamp.after.max.ms": "3600000",
@@ -110,6 +114,10 @@ def test_produce_checks_in_kafkas_order(state):
     rs = produce(state, [("t", 0, old), ("t", 0, future)])
     assert [r.error_code for r in rs] == [ErrorCode.invalid_timestamp] * 2
     assert rs[0].record_errors[0].batch_index == 0
+    assert rs[0].record_errors[0].batch_index_error_message.startswith("Timestamp ")
+    assert " of message with offset 0 is out of range. The timestamp should be within [" in \
+        rs[0].record_errors[0].batch_index_error_message
+    assert rs[0].error_message == "One or more records have been rejected due to invalid timestamp"
 
 
 def test_produce_acks_internal_zstd_and_replicas(state):

@@ -12,15 +12,27 @@ setting (``server.properties``, ``--override``), the default. A name set dynamic
 synonyms of lower precedence (``log.roll.hours`` set dynamically wins over a static
 ``log.roll.ms``: DynamicBrokerConfig.overrideProps).
 
-Which names may change (DynamicBrokerConfig.AllDynamicConfigs, without the TLS/SASL and
-listener settings: compactlog serves PLAINTEXT only): the broker names of topic configs
-(DynamicLogConfig; applied at once to every topic without an override), the log cleaner's
-(LogCleaner.RECONFIGURABLE_CONFIGS), the thread pools', the producer state's, the connection
-limits', ``metric.reporters`` and ``config.providers``. Those compactlog reads as it goes (topic
-defaults, ``log.cleaner.backoff.ms`` and the cleaner's buffers, ``producer.id.expiration.ms``,
-``transaction.partition.verification.enable``) apply at once; the thread counts at the next
-start; the rest are accepted and kept, as a Kafka setting compactlog does not use is in
-``server.properties``.
+Which names may change (DynamicBrokerConfig.validateConfigs): every name but Kafka's own non-dynamic
+broker settings (``DynamicConfig.Broker.nonDynamicProps``: KafkaConfig's names outside
+AllDynamicConfigs) and compactlog's own settings, which are read at start only; a name that is
+neither Kafka's nor compactlog's is a custom setting, kept and described as Kafka keeps it. The
+key and trust store settings (SslConfigs.RECONFIGURABLE_CONFIGS) only with a listener prefix
+(``listener.name.<l>.ssl.keystore.location``); the listener settings
+(DynamicListenerConfig.ReconfigurableConfigs but the connection limits and network threads) only
+on a broker's own resource, not as a cluster-wide default. Each refusal has Kafka's message
+(``dynamic_name_refusal``).
+
+When each takes effect (``effect``), said in the broker's log line for each change: what
+compactlog reads as it goes (topic defaults, ``log.cleaner.backoff.ms`` and its buffer sizes,
+``producer.id.expiration.ms``, ``transaction.partition.verification.enable``) at once, everywhere
+(no component keeps a copy of the broker's settings: a change replaces ``DataDir.broker``); a TLS
+listener's key and trust stores for its next connections (its context is rebuilt,
+server/security/listeners.py); what compactlog reads when it starts (``num.io.threads``,
+``log.cleaner.threads``, a listener's SASL mechanisms, JAAS and TLS settings) at the next start;
+the Kafka settings of things compactlog does not have (Kerberos and SASL login refresh, connection
+limits, remote storage, quotas, metric reporters, the cleaner's I/O cap) and custom names are kept
+and described only. The config API checks the whole configuration as the next start would before
+it keeps a change (server/apis/configs.py).
 
 Group configs (Kafka 4.0's GroupConfig) hold the session and heartbeat of consumer (KIP-848) and
 share groups. compactlog runs classic groups only, for which Kafka stores and describes them
@@ -31,32 +43,130 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError, StorageError
 from .config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigDef, ConfigValueError, at_least, one_of
 from .fsutil import atomic_write
+from .kafka_names import KAFKA_CONFIG_NAMES
 
 DYNAMIC_CONFIGS_FILE = "compactlog.dynamic-configs.json"
 
 # DynamicLogConfig.ReconfigurableConfigs: the broker name of each topic config (its first synonym)
 DYNAMIC_LOG_CONFIGS = frozenset(d.broker[0] for d in TOPIC_CONFIGS.values() if d.broker)
-# LogCleaner.RECONFIGURABLE_CONFIGS
+# LogCleaner.ReconfigurableConfigs
 LOG_CLEANER_CONFIGS = frozenset({
     "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
     "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms"})
-# DynamicThreadPool.RECONFIGURABLE_CONFIGS and the network threads (DynamicListenerConfig)
+# DynamicThreadPool.ReconfigurableConfigs
 THREAD_POOL_CONFIGS = frozenset({"num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
-                                 "background.threads", "num.network.threads"})
+                                 "background.threads"})
 # DynamicProducerStateManagerConfig
 PRODUCER_STATE_CONFIGS = frozenset({"producer.id.expiration.ms", "transaction.partition.verification.enable"})
-# SocketServer.ReconfigurableConfigs and DynamicListenerConfig's connection limits
-CONNECTION_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate", "max.connections.per.ip",
-                                "max.connections.per.ip.overrides"})
-DYNAMIC_BROKER_CONFIGS = (DYNAMIC_LOG_CONFIGS | LOG_CLEANER_CONFIGS | THREAD_POOL_CONFIGS | PRODUCER_STATE_CONFIGS
-                          | CONNECTION_CONFIGS | {"metric.reporters", "config.providers"})
-# what compactlog reads each time it needs it (the rest takes effect at the next start)
-APPLIED_AT_ONCE = DYNAMIC_LOG_CONFIGS | PRODUCER_STATE_CONFIGS | (LOG_CLEANER_CONFIGS - {"log.cleaner.threads"})
+# SocketServer.ReconfigurableConfigs
+SOCKET_SERVER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate", "max.connections.per.ip",
+                                   "max.connections.per.ip.overrides"})
+# DynamicRemoteLogConfig.ReconfigurableConfigs
+REMOTE_LOG_CONFIGS = frozenset({"remote.log.index.file.cache.total.size.bytes", "remote.fetch.max.wait.ms",
+                                "remote.log.manager.copy.max.bytes.per.second",
+                                "remote.log.manager.fetch.max.bytes.per.second",
+                                "remote.list.offsets.request.timeout.ms"})
+# SslConfigs.RECONFIGURABLE_CONFIGS (DynamicBrokerConfig.DynamicSecurityConfigs): a listener's key and
+# trust stores, changeable only with a listener prefix
+SSL_STORE_CONFIGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates"})
+# DynamicListenerConfig.ReconfigurableConfigs: what a listener is built from
+LISTENER_CONFIGS = SSL_STORE_CONFIGS | frozenset({
+    "advertised.listeners", "listeners", "listener.security.protocol.map",
+    "principal.builder.class", "ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols",
+    "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.endpoint.identification.algorithm",
+    "ssl.secure.random.implementation", "ssl.client.auth", "ssl.engine.factory.class",
+    "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config", "sasl.enabled.mechanisms",
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds",
+    "max.connections", "max.connection.creation.rate", "num.network.threads"})
+# QuotaConfig.brokerQuotaConfigs: dynamic-only broker settings (DynamicConfig.Broker)
+BROKER_QUOTA_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                  "replica.alter.log.dirs.io.max.bytes.per.second"})
+# DynamicBrokerConfig.AllDynamicConfigs, with the quotas DynamicConfig.Broker adds
+DYNAMIC_BROKER_CONFIGS = (SSL_STORE_CONFIGS | LOG_CLEANER_CONFIGS | DYNAMIC_LOG_CONFIGS | THREAD_POOL_CONFIGS
+                          | {"metric.reporters"} | LISTENER_CONFIGS | SOCKET_SERVER_CONFIGS | PRODUCER_STATE_CONFIGS
+                          | REMOTE_LOG_CONFIGS | BROKER_QUOTA_CONFIGS)
+# DynamicBrokerConfig.ClusterLevelListenerConfigs and PerBrokerConfigs: the listener settings a
+# cluster-wide default may hold, and the ones only a broker's own resource may
+CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
+PER_BROKER_CONFIGS = LISTENER_CONFIGS - CLUSTER_LEVEL_LISTENER_CONFIGS
+# DynamicConfig.Broker.nonDynamicProps: Kafka's own names that are not dynamic, and compactlog's own
+# settings (read at start only); every other name is a custom setting, kept as given
+NON_DYNAMIC_CONFIGS = (KAFKA_CONFIG_NAMES | frozenset(BROKER_CONFIGS)) - DYNAMIC_BROKER_CONFIGS
+# listener settings compactlog cannot change while the broker runs: the listeners themselves
+# (Kafka's KRaft broker refuses to change its registered listeners too)
+NOT_AT_RUN_TIME = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
+# what compactlog reads each time it needs it (the key and trust stores of a live TLS listener
+# apply to its next connections too: server/security/listeners.py)
+APPLIED_AT_ONCE = DYNAMIC_LOG_CONFIGS | PRODUCER_STATE_CONFIGS | frozenset({
+    "log.cleaner.backoff.ms", "log.cleaner.io.buffer.size", "log.cleaner.dedupe.buffer.size"})
+# what compactlog reads when it starts: a change takes effect at the next start (a listener's
+# settings, listener-prefixed or not, as its security is built then)
+READ_AT_START = SSL_STORE_CONFIGS | frozenset({
+    "num.io.threads", "log.cleaner.threads", "sasl.enabled.mechanisms", "sasl.jaas.config", "ssl.client.auth",
+    "ssl.enabled.protocols", "ssl.cipher.suites", "principal.builder.class", "ssl.engine.factory.class",
+    "ssl.allow.dn.changes", "ssl.allow.san.changes"})
+_MECHANISM = re.compile(r"(?:plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.")
+
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.[^.]*\.(.*)")
+
+
+def listener_base_name(name: str) -> str | None:
+    """The setting a ``listener.name.<listener>.<setting>`` name stands for (with its mechanism
+    prefix, as Kafka's ListenerConfigRegex leaves it), None for an unprefixed name."""
+    m = _LISTENER_PREFIXED.fullmatch(name)
+    return m.group(1) if m else None
+
+
+def effect(name: str, live_tls_listeners=()) -> str:
+    """When a dynamic change of ``name`` takes effect: "now", "next start", or "never" (a name
+    compactlog keeps but does not use: a custom one, or a Kafka setting of something compactlog
+    does not have, such as Kerberos logins, remote storage, quotas or a cleaner I/O cap).
+    ``live_tls_listeners``: the lower-case names of the TLS listeners serving now."""
+    if name in APPLIED_AT_ONCE:
+        return "now"
+    base = listener_base_name(name)
+    if base is not None:
+        listener = name[len("listener.name."):-len(base) - 1]
+        setting = _MECHANISM.sub("", base, count=1) if _MECHANISM.match(base) else base
+        if setting in SSL_STORE_CONFIGS and listener in live_tls_listeners:
+            return "now"
+        return "next start" if setting in READ_AT_START else "never"
+    return "next start" if name in READ_AT_START else "never"
+
+
+def dynamic_name_refusal(names, *, per_broker: bool) -> str | None:
+    """Kafka's DynamicBrokerConfig.validateConfigs on the names a BROKER resource would hold: the
+    message of the first rule they break, or None. ``per_broker``: this node's resource (else the
+    cluster-wide default, the empty name)."""
+    names = set(names)
+    fixed = sorted(names & NON_DYNAMIC_CONFIGS)
+    if fixed:
+        return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
+    bare = sorted(names & SSL_STORE_CONFIGS)
+    if bare:
+        return ("These security configs can be dynamically updated only per-listener using the listener "
+                f"prefix: Set({', '.join(bare)})")
+    if not per_broker:
+        broker_only = sorted(n for n in names if n in PER_BROKER_CONFIGS
+                             or (listener_base_name(n) or "") not in ("", *CLUSTER_LEVEL_LISTENER_CONFIGS))
+        if broker_only:
+            return ("Cannot update these configs at default cluster level, broker id must be specified: "
+                    f"Set({', '.join(broker_only)})")
+    return None
+
 
 # types of the dynamic names that BROKER_CONFIGS and the topic configs do not define
 _EXTRA_KINDS = {
@@ -65,7 +175,16 @@ _EXTRA_KINDS = {
     "num.replica.fetchers": "int", "num.recovery.threads.per.data.dir": "int", "background.threads": "int",
     "num.network.threads": "int", "producer.id.expiration.ms": "int", "max.connections": "int",
     "max.connection.creation.rate": "int", "max.connections.per.ip": "int",
-    "max.connections.per.ip.overrides": "string", "metric.reporters": "list", "config.providers": "list",
+    "max.connections.per.ip.overrides": "string", "metric.reporters": "list",
+    "sasl.kerberos.min.time.before.relogin": "long", "sasl.kerberos.ticket.renew.window.factor": "double",
+    "sasl.kerberos.ticket.renew.jitter": "double", "sasl.kerberos.principal.to.local.rules": "list",
+    "sasl.login.refresh.window.factor": "double", "sasl.login.refresh.window.jitter": "double",
+    "sasl.login.refresh.min.period.seconds": "short", "sasl.login.refresh.buffer.seconds": "short",
+    "ssl.keystore.certificate.chain": "password", "ssl.keystore.key": "password",
+    "ssl.truststore.certificates": "password", "ssl.keystore.password": "password",
+    "ssl.key.password": "password", "ssl.truststore.password": "password", "sasl.jaas.config": "password",
+    "leader.replication.throttled.rate": "long", "follower.replication.throttled.rate": "long",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "long",
 }
 
 # DynamicBrokerConfig.brokerConfigSynonyms
@@ -212,8 +331,10 @@ class DynamicConfigs:
         doc = {"version": 1, "cluster_default": dict(sorted(self.cluster_default.items())),
                "broker": dict(sorted(self.broker.items())),
                "groups": {g: dict(sorted(c.items())) for g, c in sorted(self.groups.items()) if c}}
+        # owner-only: a listener's store passwords and JAAS settings may be in it (Kafka's KRaft
+        # metadata log holds them as given too)
         atomic_write(os.path.join(data_dir, DYNAMIC_CONFIGS_FILE),
-                     (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
+                     (json.dumps(doc, indent=2) + "\n").encode("utf-8"), mode=0o600)
 
     def broker_config(self, static: dict[str, str]) -> BrokerConfig:
         """The effective broker config: ``static`` under the cluster default under this broker's."""
@@ -225,16 +346,17 @@ class DynamicConfigs:
         return cfg
 
 
-def non_dynamic(names) -> list[str]:
-    """The names Kafka would refuse to change at run time ("Cannot update these configs dynamically")."""
-    return [n for n in names if n not in DYNAMIC_BROKER_CONFIGS]
-
-
 def load_dynamic_layers(static: dict[str, str], data_dir: str) -> tuple[BrokerConfig, list[str]]:
     """The effective BrokerConfig of ``data_dir``, and the dynamic entries dropped because their
     values are invalid (Kafka logs and ignores them: DynamicBrokerConfig.removeInvalidConfigs)."""
     dyn = DynamicConfigs.read(data_dir)
     dropped = []
+    # DynamicBrokerConfig.fromPersistentProps: names that may not be set dynamically (there)
+    for layer, per_broker in ((dyn.cluster_default, False), (dyn.broker, True)):
+        for name in list(layer):
+            if dynamic_name_refusal([name], per_broker=per_broker):
+                dropped.append(name)
+                del layer[name]
     for layer in (dyn.cluster_default, dyn.broker):
         for name in list(layer):
             trial = DynamicConfigs(*(({name: layer[name]}, {}) if layer is dyn.cluster_default

@@ -21,13 +21,17 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new content.
+def atomic_write(path: str, data: bytes, *, sync: bool = True, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new content;
+    ``mode``: the new file's permissions from its creation on (else the umask's).
 
     An OSError names the file it concerns (a failed ``write`` on an open file would not).
     """
     tmp = path + ".tmp"
     try:
+        if mode is not None:
+            _remove_quietly(tmp)
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()

@@ -61,7 +61,8 @@ def check_keys(config: LogConfig, key_lengths, *, partition: str, where: str) ->
     keyless = keyless_records(key_lengths)
     if not keyless.size:
         return
-    why = f"Compacted topic cannot accept message without key in topic partition {partition}."
+    # Kafka's text since its LogValidator moved to Java (3.5): no full stop after the partition
+    why = f"Compacted topic cannot accept message without key in topic partition {partition}"
     error = InvalidRecordError(
         f"{where}: compacted topic cannot accept a record without a key "
         f"(record {int(keyless[0])} of the batch"
@@ -152,7 +153,10 @@ def check_timestamps(config: LogConfig, timestamps, now: int, *, where: str) -> 
         raise InvalidTimestampError(
             f"{where}: record {i} timestamp {int(ts[i])} is out of range "
             f"(message.timestamp.before.max.ms={before}, after.max.ms={after}, now={now})",
-            record_errors=[(int(j), f"Timestamp {int(ts[j])} of record {int(j)} is out of range.")
+            # Kafka's RecordError text; a producer's batch starts at offset 0, so the record's
+            # offset is its index
+            record_errors=[(int(j), f"Timestamp {int(ts[j])} of message with offset {int(j)} is out of range. "
+                                    f"The timestamp should be within [{now - before}, {now + after}]")
                            for j in bad])
 
 

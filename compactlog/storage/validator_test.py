@@ -75,7 +75,7 @@ def test_keyless_records_on_a_compacted_topic_each_get_a_record_error():
     e = refused(data, config(cleanup_policy="compact"))
     assert str(e) == (f"{P}: batch at position 0: compacted topic cannot accept a record without a key "
                       f"(record 1 of the batch, 2 keyless in all)")
-    why = f"Compacted topic cannot accept message without key in topic partition {P}."
+    why = f"Compacted topic cannot accept message without key in topic partition {P}"       # Kafka's text
     assert e.record_errors == [(1, why), (2, why)] and e.kafka_error == 87
     validate_batch(one(data), config(), T0, partition=P)         # a delete topic takes them
 
@@ -114,8 +114,9 @@ def test_timestamps_within_the_allowed_skew():
     e = refused(batch(0, 3, ts=[T0, T0 - 1001, T0 + 501]), cfg)
     assert type(e) is InvalidTimestampError and e.kafka_error == 32
     assert f"record 1 timestamp {T0 - 1001} is out of range" in str(e)
-    assert e.record_errors == [(1, f"Timestamp {T0 - 1001} of record 1 is out of range."),
-                               (2, f"Timestamp {T0 + 501} of record 2 is out of range.")]
+    window = f"The timestamp should be within [{T0 - 1000}, {T0 + 500}]"     # Kafka's RecordError text
+    assert e.record_errors == [(1, f"Timestamp {T0 - 1001} of message with offset 1 is out of range. {window}"),
+                               (2, f"Timestamp {T0 + 501} of message with offset 2 is out of range. {window}")]
     e = refused(batch(0, 2, timestamp_type=LOG_APPEND_TIME))
     assert "only the broker may" in str(e)
     assert e.record_errors == [(0, "Invalid timestamp type LogAppendTime set by the producer."),

@@ -32,7 +32,7 @@ SOURCE_DEFAULT = 5
 SOURCE_GROUP = 8
 
 # DescribeConfigsResponse.ConfigType
-CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
+CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "password": 9}
 
 
 @dataclass

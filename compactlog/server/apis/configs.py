@@ -13,7 +13,9 @@ broker that receives the request and the controller:
 * ``DynamicBrokerConfig``: BROKER resources, this node's (its id) and the cluster-wide defaults
   (the empty name): the settings Kafka can change at run time are changed, kept in the data dir
   and applied (storage/dynamic_config.py: topic defaults at once to every topic without an
-  override), the others refused as Kafka refuses them.
+  override; a TLS listener's stores for its next connections; ``_alter_broker`` says what waits for
+  the next start), names Kafka cannot change at run time refused with its messages, custom names
+  kept.
 * GROUP resources (Kafka 4.0's group configs): validated against the broker's bounds, kept and
   described as Kafka does; compactlog's groups are classic ones, on which they have no effect.
 
@@ -24,8 +26,11 @@ resource (else CLUSTER_AUTHORIZATION_FAILED); a refused resource is answered wit
 configs.
 
 Where compactlog differs, on purpose: BROKER_LOGGER (log4j levels) and CLIENT_METRICS resources
-are not supported (INVALID_REQUEST for that resource), and TLS/SASL and listener settings cannot
-be changed at run time (compactlog serves PLAINTEXT only).
+are not supported (INVALID_REQUEST for that resource); ``listeners``, ``advertised.listeners`` and
+``listener.security.protocol.map`` cannot change while the broker runs; compactlog's own settings
+(``compactlog.*``, ``metrics.listener``, the authorizer's ``super.users``...) are not dynamic; and a
+change the next start would refuse (a Java class, a SASL mechanism compactlog does not offer, a
+key store that does not load) is refused now.
 """
 
 from __future__ import annotations
@@ -36,12 +41,13 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError, ConfigError
 from ...storage.config import TOPIC_CONFIGS, ConfigDef, ConfigValueError, kafka_string
-from ...storage.dynamic_config import (APPLIED_AT_ONCE, GROUP_CONFIGS, DynamicConfigs, broker_kind, non_dynamic,
-                                       validate_group_configs)
+from ...storage.dynamic_config import (GROUP_CONFIGS, NOT_AT_RUN_TIME, DynamicConfigs, broker_kind,
+                                       dynamic_name_refusal, effect, listener_base_name, validate_group_configs)
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
-from ..wire_errors import admin_error
+from ..security.redaction import is_secret_setting
+from ..wire_errors import admin_error, scrub
 from .config_entries import (SOURCE_DEFAULT, ConfigEntry, broker_config_entries, group_config_entries,
                              topic_config_entries)
 from .handler import THREAD, ApiHandler, Refused
@@ -185,12 +191,12 @@ def _preprocess_alter(state: BrokerState, resources, *, incremental: bool) -> di
                 if r.resource_name != "" and _parse_broker_id(r.resource_name, "Node id") != state.node_id:
                     raise Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected "
                                                              f"{state.node_id}, but received {r.resource_name}")
-                changed = [c.name for c in r.configs if not (incremental and c.config_operation == OP_DELETE)]
-                refused_names = non_dynamic(changed)
-                if refused_names:
-                    # DynamicBrokerConfig.validateConfigs
-                    raise Refused(ErrorCode.invalid_request, "Cannot update these configs dynamically: "
-                                                             f"Set({', '.join(refused_names)})")
+                # DynamicBrokerConfig.validateConfigs, on what the resource would hold (Kafka's
+                # ConfigAdminManager.validateBrokerConfigChange)
+                refusal = dynamic_name_refusal(_broker_layer_after(state, r, incremental),
+                                               per_broker=r.resource_name != "")
+                if refusal:
+                    raise Refused(ErrorCode.invalid_request, refusal)
             elif r.resource_type == RESOURCE_GROUP:
                 if not r.resource_name:
                     raise Refused(ErrorCode.invalid_request, "Group name must not be empty")
@@ -274,19 +280,40 @@ def _config_refusal(e: ConfigError) -> Refused:
     return Refused(ErrorCode.invalid_config, message)
 
 
-def _alter_broker(state: BrokerState, r, incremental: bool, validate_only: bool) -> None:
-    """A BROKER resource's dynamic settings (this node's, or the cluster-wide defaults for the
-    empty name): changed, checked with the static ones as a whole, kept, then applied."""
-    dd = state.datadir
-    dyn = DynamicConfigs.read(dd.path)
+def _broker_layer_after(state: BrokerState, r, incremental: bool, dyn: DynamicConfigs | None = None) -> dict[str, str]:
+    """A BROKER resource's dynamic settings once ``r``'s changes are made (this node's, or the
+    cluster-wide defaults for the empty name)."""
+    dyn = dyn or DynamicConfigs.read(state.datadir.path)
     layer = dyn.cluster_default if r.resource_name == "" else dyn.broker
     if incremental:
-        new = _incremental_overrides(layer, r.configs, _broker_kind_and_default)
-    else:
-        new = {c.name: c.value for c in r.configs}
+        return _incremental_overrides(layer, r.configs, _broker_kind_and_default)
+    return {c.name: c.value for c in r.configs}
+
+
+def _alter_broker(state: BrokerState, r, incremental: bool, validate_only: bool) -> None:
+    """A BROKER resource's dynamic settings (this node's, or the cluster-wide defaults for the
+    empty name): changed, checked with the static ones as a whole, kept, then applied.
+
+    What takes effect when (storage.dynamic_config.effect, and the log line says it for each
+    name): topic defaults, the producer-state settings and the cleaner's backoff and buffers at
+    once, everywhere they are read; a TLS listener's key and trust stores
+    (``listener.name.<l>.ssl.keystore.*`` / ``ssl.truststore.*``) for its next connections; the
+    settings compactlog reads when it starts (thread counts, a listener's other settings) at the
+    next start; the Kafka settings of things compactlog does not have, and custom names, are kept
+    and described, as Kafka keeps them. The whole new configuration, security included, is checked
+    as the next start would check it, so that a change accepted now never stops the broker from
+    starting."""
+    dd = state.datadir
+    dyn = DynamicConfigs.read(dd.path)
+    per_broker = r.resource_name != ""
+    layer = dyn.broker if per_broker else dyn.cluster_default
+    new = _broker_layer_after(state, r, incremental, dyn)
+    refusal = dynamic_name_refusal(new, per_broker=per_broker)     # the file may have changed since
+    if refusal:
+        raise Refused(ErrorCode.invalid_request, refusal)
     try:
         for name, raw in new.items():          # the types of names compactlog itself does not use
-            kind = broker_kind(name)
+            kind = broker_kind(listener_base_name(name) or name)
             if kind is not None:
                 ConfigDef(name, kind, None).parse(raw)
         layer.clear()
@@ -295,14 +322,62 @@ def _alter_broker(state: BrokerState, r, incremental: bool, validate_only: bool)
         broker.validate()
     except ConfigError as e:
         raise _config_refusal(e) from None
+    stores = _check_listeners(state, broker, reload_files=per_broker)
     if validate_only:
         return
     dyn.write(dd.path)
     dd.reconfigure_broker(broker)
+    if stores:
+        state.security.apply_stores(stores)
     where = "cluster-wide default" if r.resource_name == "" else f"broker {state.node_id}"
-    later = sorted(n for n in new if n not in APPLIED_AT_ONCE)
-    state.logger.info(f"Dynamic {where} configs are now {new or '{}'}"
-                      + (f"; {', '.join(later)} take effect at the next start" if later else ""))
+    shown = {n: "[hidden]" if is_secret_setting(n) else v for n, v in new.items()}
+    live_tls = {sec.name.lower() for sec in state.security.listeners.values() if sec.uses_tls} \
+        if state.security is not None else set()
+    later = sorted(n for n in new if effect(n, live_tls) == "next start")
+    unused = sorted(n for n in new if effect(n, live_tls) == "never")
+    state.logger.info(f"Dynamic {where} configs are now {shown or '{}'}"
+                      + (f"; taking effect at the next start: {', '.join(later)}" if later else "")
+                      + (f"; kept but not used by compactlog: {', '.join(unused)}" if unused else ""))
+
+
+def _check_listeners(state: BrokerState, broker, *, reload_files: bool) -> dict:
+    """The listener settings of ``broker`` (the configuration after the change) as the next start
+    checks them, and the TLS listeners whose stores change now (``BrokerSecurity.store_changes``).
+    Refused (INVALID_REQUEST "Invalid dynamic configuration", Kafka's words for a reconfiguration
+    that fails) with the reason, its paths reduced to file names."""
+    security = state.security
+    if security is None:        # no listener (the handlers' unit tests)
+        return {}
+    current = state.broker.props
+    moved = sorted(n for n in NOT_AT_RUN_TIME if broker.props.get(n) != current.get(n))
+    if moved:
+        raise Refused(ErrorCode.invalid_request,
+                      f"Invalid dynamic configuration: {', '.join(moved)} cannot change while the broker runs "
+                      f"(a Kafka broker in KRaft mode refuses to alter its registered listeners too); set "
+                      f"{'them' if len(moved) > 1 else 'it'} in server.properties and restart")
+    try:
+        _start_check(security, broker.props)
+    except ConfigError as e:
+        try:
+            _start_check(security, current)
+        except ConfigError:
+            # not this change's doing (a store file rewritten since the start no longer loads):
+            # Kafka applies the change and logs the listener's failure; so does compactlog
+            state.logger.warning(f"The listeners' settings no longer load as they are: {e}")
+        else:
+            raise Refused(ErrorCode.invalid_request,
+                          f"Invalid dynamic configuration: {scrub(str(e), state.datadir.path)}") from None
+    try:
+        return security.store_changes(broker.props, reload_files=reload_files)
+    except ConfigError as e:
+        raise Refused(ErrorCode.invalid_request,
+                      f"Invalid dynamic configuration: {scrub(str(e), state.datadir.path)}") from None
+
+
+def _start_check(security, props: dict[str, str]) -> None:
+    """The listeners built from ``props`` as the broker's start builds them (a ConfigError if one
+    cannot be), without a warning."""
+    type(security)(props, security.listeners.values(), security.credentials, quiet=True)
 
 
 def _alter_group(state: BrokerState, r, incremental: bool, validate_only: bool) -> None:

@@ -5,7 +5,10 @@ partition's error and nothing is appended there, while the other partitions go o
 the request (known partition, exactly one v2 batch, acks, internal topic, base offset 0) are made
 here on the batch header without decoding any record; ``Log.append_as_leader`` then does the rest
 (size, CRC, counts, per-record checks in numba kernels, producer epoch and sequence, duplicates)
-and raises an error class that carries its Kafka code. The batch is stored as received.
+and raises an error class that carries its Kafka code. The batch is stored as received. Records
+refused one by one (a keyless record on a compacted topic, a timestamp out of range) are answered as
+Kafka's RecordValidationException is (v8+: ``record_errors`` per record and Kafka's
+``error_message``) and logged in one line naming the partition.
 
 One replica is the whole ISR, so ``acks`` 1 and -1 are answered once the batch is in the log (the
 high watermark is the log end); like Kafka, nothing is fsynced first unless
@@ -29,11 +32,12 @@ verification guard, a non-transactional batch from a producer whose transaction 
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from ...errors import CompactlogError, LogOfflineError
+from ...errors import CompactlogError, InvalidRecordError, InvalidTimestampError, LogOfflineError
 from ...record.compression import ZSTD
 from ...record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, COMPRESSION_MASK, INT16, INT32, INT64,
                               LOG_OVERHEAD, MAGIC_V2, PREFIX, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET,
@@ -46,6 +50,8 @@ from ..wire_errors import is_storage_failure, partition_error
 from .handler import THREAD, ApiHandler
 
 LOG_APPEND_TIME = "LogAppendTime"
+
+append_log = logging.getLogger("kafka.server.ReplicaManager")
 
 
 class _Checked(NamedTuple):
@@ -243,7 +249,15 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
         if is_storage_failure(e):
             return _storage_failed(state, p_cls, e_cls, name, index, e)
         code, message = partition_error(e, state.datadir.path)
-        return _failed(p_cls, e_cls, index, code, message, getattr(e, "record_errors", ()), log)
+        record_errors = getattr(e, "record_errors", ())
+        if record_errors and isinstance(e, InvalidRecordError):
+            message = record_validation_message(e)
+            # ReplicaManager.processFailedRecord logs it at ERROR with its stack trace; one line
+            # here with the partition and Kafka's message (the rule and the record indexes, never
+            # the records' bytes)
+            append_log.warning(f"Error processing append operation on partition {name}-{index}: "
+                               f"{code.name.upper()}: {message}")
+        return _failed(p_cls, e_cls, index, code, message, record_errors, log)
     if stats is not None:       # BrokerTopicMetrics, per batch (ReplicaManager.appendToLocalLog)
         stats.appended(name, info.records, len(records), info.duplicate)
     if not info.duplicate:
@@ -252,6 +266,19 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
     return build(p_cls, index=index, error_code=ErrorCode.none, base_offset=info.first_offset,
                  log_append_time=_datetime(append_time), log_start_offset=log.log_start_offset,
                  record_errors=(), error_message=None)
+
+
+def record_validation_message(e: InvalidRecordError) -> str:
+    """The partition's error_message when records were refused one by one (Kafka's
+    RecordValidationException, built by LogValidator.processRecordErrors): a timestamp rule says
+    only that; any other names the count and the first three record errors as Java prints them.
+    Each record's own message is in record_errors."""
+    if isinstance(e, InvalidTimestampError):
+        return "One or more records have been rejected due to invalid timestamp"
+    shown = ", ".join(f"RecordError(batchIndex={i}, message=" + ("null" if m is None else f"'{m}'") + ")"
+                      for i, m in e.record_errors[:3])
+    return (f"One or more records have been rejected due to {len(e.record_errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]")
 
 
 def _storage_failed(state: BrokerState, p_cls, e_cls, topic: str, index: int, e: BaseException):

@@ -82,12 +82,18 @@ class GroupCoordinatorService:
     (the broker passes its own, which opens the logs under its metadata lock); ``notify`` wakes
     fetches of appended partitions."""
 
+    @property
+    def broker(self):
+        """The broker's settings of this moment: a dynamic change (storage/dynamic_config.py) makes
+        ``datadir.broker`` a new object, so none is kept (``transaction.partition.verification.enable``
+        is read per TxnOffsetCommit, as Kafka reads it)."""
+        return self.datadir.broker
+
     def __init__(self, datadir, *, clock: Callable[[], int] | None = None,
                  create_topic: Callable[[int, dict], object] | None = None,
                  notify: Callable[[list], None] | None = None,
                  metadata_lock: threading.RLock | None = None):
         self.datadir = datadir
-        self.broker = datadir.broker
         self.clock = clock or _wall_clock
         self._create_topic = create_topic
         self.notify = notify

@@ -399,6 +399,21 @@ def test_verification_disabled_writes_without_asking(tmp_path):
     dd.close()
 
 
+def test_verification_turned_off_at_run_time_applies_to_the_next_commit(tmp_path):
+    """A dynamic change of transaction.partition.verification.enable makes the data dir's broker
+    config a new object: the coordinator reads the one of the moment, not the one it started with."""
+    from compactlog.storage.config import BrokerConfig
+    dd, s, p, fake = txn_setup(tmp_path)
+    fake.answer = ErrorCode.transaction_abortable
+    assert txn_commit(s, [("t", 0, 5)], fake) == [ErrorCode.invalid_txn_state] and len(fake.calls) == 1
+    dd.reconfigure_broker(BrokerConfig({**dd.broker.props, "transaction.partition.verification.enable": "false"}))
+    assert txn_commit(s, [("t", 0, 5)], fake) == [ErrorCode.none] and len(fake.calls) == 1
+    assert s.write_txn_marker(p, 7, 0, 0, False) == ErrorCode.none      # that transaction ends
+    dd.reconfigure_broker(BrokerConfig({**dd.broker.props, "transaction.partition.verification.enable": "true"}))
+    assert txn_commit(s, [("t", 0, 6)], fake) == [ErrorCode.invalid_txn_state] and len(fake.calls) == 2
+    dd.close()
+
+
 def test_deleting_the_group_or_topic_removes_pending_offsets(tmp_path):
     dd, s, p, fake = txn_setup(tmp_path)
     txn_commit(s, [("t", 0, 5), ("gone", 0, 6)], fake)

@@ -12,6 +12,7 @@ The counters of ``AuthenticationStats`` are plain integers per listener (Kafka's
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from ...errors import ConfigError
 from .credentials import CredentialCache
 from .plain import MECHANISM as PLAIN, PlainServer, parse_plain_jaas
 from .scram import MECHANISMS as SCRAM_MECHANISMS, ScramServer
-from .tls import PrincipalMapper, ServerTls, TlsSettings, server_context
+from .tls import STORE_FIELDS, PrincipalMapper, ServerTls, TlsSettings, check_compatible, server_context
 
 log = logging.getLogger("kafka.network.SocketServer")
 
@@ -102,6 +103,10 @@ JAVA_CLASS_SETTINGS = ("principal.builder.class", "sasl.server.callback.handler.
 DEFAULT_PRINCIPAL_BUILDER = "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
 
 
+def _true(value) -> bool:
+    return str(value).strip().lower() == "true"
+
+
 def _refuse_java_classes(props: dict[str, str]) -> None:
     for name, value in props.items():
         # the bare name or a listener-prefixed one (listener.name.<l>.[<mechanism>.]<setting>)
@@ -156,11 +161,18 @@ class ListenerSecurity:
 
 
 class BrokerSecurity:
-    """Every listener's security, the SCRAM credentials and the authentication limits."""
+    """Every listener's security, the SCRAM credentials and the authentication limits.
 
-    def __init__(self, props: dict[str, str], listeners, credentials: CredentialCache):
+    Built once at start. At run time only the key and trust stores of a TLS listener change
+    (``store_changes`` then ``apply_stores``: Kafka's dynamic ``listener.name.<l>.ssl.keystore.*``
+    and ``ssl.truststore.*``, for the listener's next connections); the rest of a listener's
+    settings take effect at the next start. ``quiet``: no warnings (a check of settings not yet
+    in use)."""
+
+    def __init__(self, props: dict[str, str], listeners, credentials: CredentialCache, *, quiet: bool = False):
         self.credentials = credentials
         self.props = props
+        self._warn = (lambda message: None) if quiet else log.warning
         top = ListenerSettings(props, "")
         self.failed_authentication_delay_ms = max(0, top.integer("connection.failed.authentication.delay.ms"))
         self.max_receive_size = top.integer("sasl.server.max.receive.size")
@@ -170,7 +182,7 @@ class BrokerSecurity:
         self._unknown_user_secret = secrets.token_bytes(32)
         _refuse_java_classes(props)
         if props.get("sasl.jaas.config") is not None:
-            log.warning("sasl.jaas.config without a listener prefix is ignored on a broker, as Kafka ignores "
+            self._warn("sasl.jaas.config without a listener prefix is ignored on a broker, as Kafka ignores "
                         "it; use listener.name.<listener>.<mechanism>.sasl.jaas.config")
         self.listeners: dict[str, ListenerSecurity] = {}
         for listener in listeners:
@@ -193,12 +205,12 @@ class BrokerSecurity:
             self._sasl(settings, sec)
         return sec
 
-    def _tls_settings(self, settings: ListenerSettings, name: str, protocol: str) -> TlsSettings:
+    def _tls_settings(self, settings: ListenerSettings, name: str, protocol: str, *, quiet: bool = False) -> TlsSettings:
         client_auth = settings.get("ssl.client.auth")
         if protocol == "SASL_SSL" and not settings.prefixed("ssl.client.auth"):
             # ChannelBuilders (KIP-684): on SASL_SSL only a listener-prefixed ssl.client.auth applies
-            if client_auth.strip().lower() != "none" and "ssl.client.auth" in self.props:
-                log.warning(f"ssl.client.auth={client_auth} is ignored on the SASL_SSL listener {name}: "
+            if client_auth.strip().lower() != "none" and "ssl.client.auth" in self.props and not quiet:
+                self._warn(f"ssl.client.auth={client_auth} is ignored on the SASL_SSL listener {name}: "
                             f"set listener.name.{name.lower()}.ssl.client.auth to ask for client certificates there")
             client_auth = "none"
         return TlsSettings(
@@ -240,7 +252,7 @@ class BrokerSecurity:
             except ConfigError as e:        # the message names no value: it may hold passwords
                 raise ConfigError(f"{where}: {setting}: {e}") from None
             if sec.protocol == "SASL_PLAINTEXT":
-                log.warning(f"{where}: PLAIN sends passwords in clear on this listener; enable it on "
+                self._warn(f"{where}: PLAIN sends passwords in clear on this listener; enable it on "
                             f"SASL_SSL listeners only")
         credentials = self.credentials
         users = sec.plain_users
@@ -253,6 +265,48 @@ class BrokerSecurity:
             return ScramServer(scram, lambda user: credentials.lookup(user, scram), secret)
 
         sec.new_server = new_server
+
+    def store_changes(self, props: dict[str, str], *, reload_files: bool) -> dict[str, ServerTls]:
+        """The TLS listeners whose key or trust store ``props`` change, each with its new context,
+        built and checked against the one it replaces (Kafka's ``SslFactory.validateReconfiguration``:
+        the stores load, the certificate keeps its subject and names unless
+        ``ssl.allow.dn.changes`` / ``ssl.allow.san.changes``); a ConfigError for the first that
+        cannot be. Only the store settings count (SslConfigs.RECONFIGURABLE_CONFIGS): a change of
+        ``ssl.client.auth``, protocols or suites waits for the next start, as on Kafka.
+        ``reload_files``: a listener whose store files were rewritten in place is rebuilt too
+        (a change of this broker's own configs reloads them, as Kafka's DynamicConfigPublisher
+        does); one that fails then keeps its context, and a warning says why."""
+        changes = {}
+        for name, sec in self.listeners.items():
+            old = sec.tls
+            if old is None or old.settings is None:
+                continue
+            settings = ListenerSettings(props, name)
+            wanted = self._tls_settings(settings, name, sec.protocol, quiet=True)
+            new_settings = dataclasses.replace(old.settings, **{f: getattr(wanted, f) for f in STORE_FIELDS})
+            changed = new_settings != old.settings
+            if not changed and not (reload_files and old.files_changed()):
+                continue
+            try:
+                tls = server_context(new_settings)
+                check_compatible(old, tls, allow_dn_changes=_true(settings.get("ssl.allow.dn.changes")),
+                                 allow_san_changes=_true(settings.get("ssl.allow.san.changes")))
+            except ConfigError as e:
+                if changed:
+                    raise
+                self._warn(f"listener {name}: its rewritten key or trust store is not used ({e}); the "
+                           f"listener keeps the stores it had")
+                continue
+            changes[name] = tls
+        return changes
+
+    def apply_stores(self, changes: dict[str, ServerTls]) -> None:
+        """Make ``store_changes``' contexts the listeners' own: each new connection's handshake uses
+        its listener's context of that moment, connections already open keep their session."""
+        for name, tls in changes.items():
+            self.listeners[name].tls = tls
+            log.info(f"Listener {name}: new SSL key and trust stores for new connections "
+                     f"(key store {tls.settings.keystore_type}:{tls.settings.keystore_location or 'inline'})")
 
     def principal_from_certificate(self, sec: ListenerSecurity, dn: str | None) -> str | None:
         """``User:<mapped DN>`` of a verified client certificate, ANONYMOUS without one; None when

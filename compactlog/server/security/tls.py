@@ -72,23 +72,40 @@ class TlsSettings:
                 f"{self.keystore_location or 'inline'}, client_auth={self.client_auth})")
 
 
+# the TlsSettings fields a live listener may change (SslConfigs.RECONFIGURABLE_CONFIGS)
+STORE_FIELDS = ("keystore_type", "keystore_location", "keystore_password", "key_password", "keystore_key",
+                "keystore_chain", "truststore_type", "truststore_location", "truststore_password",
+                "truststore_certificates")
+
+
 @dataclass
 class ServerTls:
     """What one TLS listener was built with: its context and the earliest ``notAfter`` of its
-    stores (UNIX seconds, for the certificate expiry gauge; None when unknown)."""
+    stores (UNIX seconds, for the certificate expiry gauge; None when unknown); the settings, the
+    store files' modification times and the key store's certificate identity (subject, SANs), for
+    a reconfiguration to compare with (Kafka's ``SslFactory``)."""
 
     context: ssl.SSLContext
     keystore_not_after: float | None
     truststore_not_after: float | None
+    settings: TlsSettings | None = None
+    file_stamps: tuple = ()
+    identity: tuple[str, frozenset] | None = None
+
+    def files_changed(self) -> bool:
+        """A store file was rewritten since the context was built (DefaultSslEngineFactory's
+        ``shouldBeRebuilt``: a key store renewed in place)."""
+        return self.settings is not None and _file_stamps(self.settings) != self.file_stamps
 
 
 def server_context(s: TlsSettings) -> ServerTls:
     """The listener's ``SSLContext`` (``DefaultSslEngineFactory.createSslContext``)."""
     where = f"listener {s.listener}"
+    stamps = _file_stamps(s)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _protocols(ctx, s, where)
     _ciphers(ctx, s, where)
-    key_not_after = _load_keystore(ctx, s, where)
+    key_not_after, identity = _load_keystore(ctx, s, where)
     trust_not_after = None
     mode = CLIENT_AUTH.get(s.client_auth.strip().lower())
     if mode is None:
@@ -97,7 +114,34 @@ def server_context(s: TlsSettings) -> ServerTls:
     if mode != ssl.CERT_NONE:
         trust_not_after = _load_truststore(ctx, s, where)
     ctx.verify_mode = mode
-    return ServerTls(ctx, key_not_after, trust_not_after)
+    return ServerTls(ctx, key_not_after, trust_not_after, s, stamps, identity)
+
+
+def check_compatible(old: ServerTls, new: ServerTls, *, allow_dn_changes: bool, allow_san_changes: bool) -> None:
+    """SslFactory.CertificateEntries.ensureCompatible: a live listener's new key store names the same
+    subject (unless ``ssl.allow.dn.changes``) and at least the same subject alternative names
+    (unless ``ssl.allow.san.changes``) as the one it replaces. Skipped without ``cryptography``."""
+    if old.identity is None or new.identity is None:
+        return
+    (old_dn, old_san), (new_dn, new_san) = old.identity, new.identity
+    listener = new.settings.listener if new.settings is not None else "?"
+    if not allow_dn_changes and old_dn.lower() != new_dn.lower():
+        raise ConfigError(f"listener {listener}: Keystore DistinguishedName does not match: existing DN={old_dn}, "
+                          f"new DN={new_dn} (ssl.allow.dn.changes=true allows it)")
+    if not allow_san_changes and not new_san >= old_san:
+        raise ConfigError(f"listener {listener}: Keystore SubjectAltNames do not match: existing SAN="
+                          f"{sorted(old_san)}, new SAN={sorted(new_san)} (ssl.allow.san.changes=true allows it)")
+
+
+def _file_stamps(s: TlsSettings) -> tuple:
+    stamps = []
+    for path in (s.keystore_location, s.truststore_location):
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            st = None
+        stamps.append(None if st is None else (st.st_mtime_ns, st.st_size, st.st_ino))
+    return tuple(stamps)
 
 
 def _protocols(ctx: ssl.SSLContext, s: TlsSettings, where: str) -> None:
@@ -132,7 +176,9 @@ def _ciphers(ctx: ssl.SSLContext, s: TlsSettings, where: str) -> None:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_3
 
 
-def _load_keystore(ctx: ssl.SSLContext, s: TlsSettings, where: str) -> float | None:
+def _load_keystore(ctx: ssl.SSLContext, s: TlsSettings, where: str) -> tuple[float | None, tuple | None]:
+    """The key store loaded into ``ctx``: the earliest notAfter of its chain and its certificate's
+    (subject, SANs), each None when unknown."""
     kind = (s.keystore_type or "PEM").strip().upper()
     inline = s.keystore_key is not None or s.keystore_chain is not None
     if kind == "JKS":
@@ -155,16 +201,18 @@ def _load_keystore(ctx: ssl.SSLContext, s: TlsSettings, where: str) -> float | N
                                   f"ssl.keystore.certificate.chain")
             pem = _pem_text(s.keystore_key) + "\n" + _pem_text(s.keystore_chain) + "\n"
             _with_private_file(pem.encode(), lambda path: _load_chain(ctx, path, s.key_password, where))
-            return _not_after_pem(_pem_text(s.keystore_chain).encode())
+            chain = _pem_text(s.keystore_chain).encode()
+            return _not_after_pem(chain), _identity_pem(chain)
         _load_chain(ctx, s.keystore_location, s.key_password, where)
-        return _not_after_pem(_read(s.keystore_location, where))
+        data = _read(s.keystore_location, where)
+        return _not_after_pem(data), _identity_pem(data)
     if inline:
         raise ConfigError(f"{where}: ssl.keystore.key and ssl.keystore.certificate.chain go with "
                           f"ssl.keystore.type PEM")
     pem, not_after = _pkcs12_to_pem(_read(s.keystore_location, where), s.keystore_password, where,
                                     "ssl.keystore.location")
     _with_private_file(pem, lambda path: _load_chain(ctx, path, None, where))
-    return not_after
+    return not_after, _identity_pem(pem)
 
 
 def _load_truststore(ctx: ssl.SSLContext, s: TlsSettings, where: str) -> float | None:
@@ -269,6 +317,25 @@ def _crypto(where: str):
 def _cert_not_after(cert) -> float:
     when = getattr(cert, "not_valid_after_utc", None) or cert.not_valid_after.replace(tzinfo=datetime.timezone.utc)
     return when.timestamp()
+
+
+def _identity_pem(data: bytes) -> tuple[str, frozenset] | None:
+    """(subject, subject alternative names) of the first PEM certificate in ``data`` (the key's own
+    certificate), None without cryptography."""
+    try:
+        from cryptography import x509
+    except ImportError:
+        return None
+    try:
+        cert = x509.load_pem_x509_certificates(data)[0]
+    except (ValueError, IndexError):
+        return None
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        sans = frozenset(str(getattr(n, "value", n)) for n in names)
+    except x509.ExtensionNotFound:
+        sans = frozenset()
+    return cert.subject.rfc4514_string(), sans
 
 
 def _not_after_pem(data: bytes) -> float | None:

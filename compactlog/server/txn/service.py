@@ -75,9 +75,13 @@ class TransactionCoordinatorService:
     """See the module docstring. ``state`` is the BrokerState (logs, topic creation, producer ids,
     the group coordinator, fetch wake-ups)."""
 
+    @property
+    def broker(self):
+        """The broker's settings of this moment (a dynamic change replaces the object)."""
+        return self.state.broker
+
     def __init__(self, state, *, clock: Callable[[], int] | None = None, crash_after: str | None = None):
         self.state = state
-        self.broker = state.broker
         self.clock = clock or _wall_clock
         self.lock = threading.RLock()
         self.config = TxnConfig.from_broker(self.broker, self._partition_count())
