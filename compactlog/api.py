@@ -525,10 +525,11 @@ class Transactions:
             return self._coordinator
         # imported here: the coordinator's modules load kio's tables, which only transactions need
         from .server.txn.coordinator import TransactionCoordinator, TxnConfig
+        from .server.internal_topics import partition_count
         from .server.txn.state_log import TRANSACTION_STATE_TOPIC, StateLogError, replay
         dd = self._dd
         parts = dd.partitions(TRANSACTION_STATE_TOPIC) if dd.has_topic(TRANSACTION_STATE_TOPIC) else []
-        config = TxnConfig.from_broker(dd.broker, len(parts) or None)
+        config = TxnConfig.from_broker(dd.broker, partition_count(dd, TRANSACTION_STATE_TOPIC))
         coordinator = TransactionCoordinator(config, self._clock, _no_producer_ids)
         for p in parts:
             try:

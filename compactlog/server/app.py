@@ -1,7 +1,8 @@
 """``compactlog serve``: one broker process (Kafka's ``BrokerServer`` start-up and shutdown).
 
 Start-up: the data dir is already open for writing (the caller took the data-dir lock, which the
-broker holds until it exits); ``meta.properties`` gives the cluster and node ids; only the
+broker holds until it exits); ``meta.properties`` gives the cluster and node ids; an internal
+topic a crash left short during its creation is made whole (internal_topics.py); only the
 internal topics' logs are opened before the listeners, so that start-up does not grow with the
 partition count: each other log is opened on first use, which recovers what lies past its
 recovery point exactly as ``LogManager.loadLogs`` does, and after an unclean shutdown a background
@@ -35,6 +36,7 @@ from .authorizer.standard import authorizer_enabled, authorizer_for, parse_super
 from .authorizer.store import AclStore
 from .background import Background
 from .groups.service import for_broker as group_coordinator_for
+from .internal_topics import repair as repair_internal_topics
 from .txn.service import for_broker as transaction_coordinator_for
 from .dispatch import advertised_apis, dispatch_table
 from .metrics import BrokerMetrics
@@ -134,6 +136,8 @@ class Broker:
         dd = self.datadir
         manager_log = logging.getLogger("kafka.log.LogManager")
         clean = dd.had_clean_shutdown()         # consumes the marker: a crash from now on is unclean
+        # an internal topic a crash left short is made whole before anything opens it
+        repair_internal_topics(dd)
         if os.path.exists(os.path.join(dd.path, PRODUCER_ID_FILE)):
             # the coordinators' partitions are opened now, as before: they load them at once
             internal = [key for key in dd.all_partitions() if key[0] in INTERNAL_TOPICS]

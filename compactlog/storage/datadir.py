@@ -3,7 +3,11 @@
 Kafka keeps topic metadata outside the log dirs (in KRaft's metadata log). compactlog keeps it in
 one file at the data dir's root, ``compactlog.topics.json`` (a file, so Kafka's loader, which only
 looks at directories, ignores it). A directory Kafka wrote opens as is: every ``<topic>-<N>/`` is a
-partition of ``<topic>``, with Kafka's default configs until configured here.
+partition of ``<topic>``, with Kafka's default configs until configured here. A topic is created
+as Kafka's controller does it, its record first (the topics file, synced), then its directories:
+a crash in between leaves a topic whose count is known, each missing partition made on its first
+use (the broker completes its internal topics at start: ``complete_topic``), never one that
+passes for a smaller topic.
 
 A data dir is opened by one writer at a time (``writable=True``: Kafka's LogManager, which holds
 ``.lock`` for its whole life) or by any number of readers (the default), which never change a file:
@@ -62,6 +66,8 @@ INTERNAL_TOPIC_CONFIGS = {
                             "segment.bytes": "104857600"},
 }
 SERVER_PROPERTIES = "server.properties"
+CREATION_HOLD_ENV = "COMPACTLOG_TEST_TOPIC_CREATION_HOLD_FILE"
+CREATION_HOLD_MAX_S = 30.0
 
 
 def load_broker_config(data_dir: str, overrides: dict[str, str] | None = None) -> BrokerConfig:
@@ -74,6 +80,24 @@ def load_broker_config(data_dir: str, overrides: dict[str, str] | None = None) -
     broker, dropped = load_dynamic_layers(props, data_dir)
     broker.dropped_dynamic = dropped
     return broker
+
+
+def _creation_hold(made: int) -> None:
+    """Test hook: with ``COMPACTLOG_TEST_TOPIC_CREATION_HOLD_FILE=path``, a topic creation that has
+    made as many partition directories as that file says waits (at most 30 s) while the file
+    exists, so that a test can kill -9 the process in the middle of it."""
+    path = os.environ.get(CREATION_HOLD_ENV)
+    if not path:
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            if int(f.read().strip()) != made:
+                return
+    except (OSError, ValueError):
+        return
+    deadline = time.monotonic() + CREATION_HOLD_MAX_S
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _delete_dir_name(topic: str, partition: int) -> str:
@@ -337,21 +361,79 @@ class DataDir:
         topic_id = new_topic_id()
         meta = self._read_meta()
         meta["topics"][topic] = {"partitions": partitions, "configs": configs, "topic_id": topic_id}
-        made = []
+        # the record of the count first (written and synced), then the directories: a crash between
+        # leaves a topic whose count is known, never one that passes for a smaller topic
+        self._write_meta(meta)
+        made: list[str] = []
         try:
-            for p in range(partitions):
-                pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
-                if not os.path.isdir(pdir):
-                    os.makedirs(pdir)
-                    made.append(pdir)
-                PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(topic_id)
-            self._write_meta(meta)
-            self._dirs_added(topic, range(partitions))
+            self._make_partition_dirs(topic, range(partitions), topic_id, made)
         except BaseException:
-            # a half-created topic (disk full) would be listed by its directories: undo them
-            for pdir in made:
-                shutil.rmtree(pdir, ignore_errors=True)
+            # a failed creation (disk full) is undone: the record, then the directories made. A
+            # record that cannot be taken back keeps them (the topic is completed later instead)
+            if self._forget_topic_record(topic):
+                for pdir in made:
+                    shutil.rmtree(pdir, ignore_errors=True)
+            else:
+                self._dirs_cache = None         # listed again when next asked
             raise
+        self._dirs_added(topic, range(partitions))
+
+    def _forget_topic_record(self, topic: str) -> bool:
+        try:
+            meta = self._read_meta()
+            meta["topics"].pop(topic, None)
+            self._write_meta(meta)
+            return True
+        except (OSError, StorageError):
+            return False
+
+    def _make_partition_dirs(self, topic: str, partitions, topic_id: str, made: list[str]) -> list[int]:
+        """Make the directories ``partitions`` of ``topic`` that do not exist, each with the topic's
+        id in ``partition.metadata`` (written too where a crash left a directory without one), then
+        sync the data dir; the partitions made (their paths appended to ``made`` as they are)."""
+        numbers = []
+        for p in partitions:
+            pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
+            metadata = os.path.join(pdir, files.PARTITION_METADATA)
+            if not os.path.isdir(pdir):
+                os.makedirs(pdir)
+                made.append(pdir)
+                numbers.append(p)
+            elif os.path.exists(metadata):
+                continue
+            PartitionMetadataFile(metadata).write(topic_id)
+            _creation_hold(len(numbers))
+        if numbers:
+            fsync_dir(self.path)
+        return numbers
+
+    def registered_partitions(self, topic: str) -> int | None:
+        """The partition count the topics file records for ``topic`` (the count it was created
+        with, or grown to); None for a topic known only by its directories."""
+        entry = self._topics_meta().get(topic)
+        return None if entry is None else int(entry["partitions"])
+
+    def complete_topic(self, topic: str, partitions: int, configs: dict[str, str] | None = None) -> list[int]:
+        """Make ``topic`` whole with ``partitions`` partitions (a count is never lowered): the
+        topics file records the count first (a topic known only by its directories gets
+        ``configs`` and the id its directories hold, else a new one), then each missing directory
+        below it is made, empty, with the topic's id. The partitions made. It repairs a creation
+        a crash interrupted (``server/internal_topics.py``)."""
+        self._require_writer("completing a topic")
+        with self._logs_guard:
+            if not self.has_topic(topic):
+                raise TopicError(f"topic {topic!r} does not exist in {self.path}")
+            count = max([partitions, *(p + 1 for p in self.partitions(topic))])
+            topic_id = self.ensure_topic_id(topic)
+            meta = self._read_meta()
+            entry = meta["topics"].setdefault(topic, {"configs": dict(configs or {})})
+            entry["partitions"] = count
+            entry.setdefault("topic_id", topic_id)
+            if meta != self._meta():
+                self._write_meta(meta)
+            made = self._make_partition_dirs(topic, range(count), topic_id, [])
+            self._dirs_added(topic, range(count))
+            return made
 
     def reconfigure_broker(self, broker: BrokerConfig) -> None:
         """New broker settings at run time (a dynamic broker config changed): every open log
@@ -599,6 +681,9 @@ class DataDir:
                     raise TopicError(f"partition {topic}-{partition} does not exist in {self.path}")
                 self._require_writer("creating a partition")
                 os.makedirs(pdir)
+                topic_id = self.topic_id(topic)
+                if topic_id is not None:
+                    PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).write(topic_id)
                 self._dirs_added(topic, [partition])
             elif self.writable and partition not in self._partition_dirs().get(topic, ()):
                 self._dirs_added(topic, [partition])    # made beside this writer: in its map from now on

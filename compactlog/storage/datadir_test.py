@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import threading
+import time
 
 import pytest
 
@@ -11,7 +14,7 @@ from compactlog.errors import ConfigError, OffsetOutOfRangeError, TopicError
 from compactlog.storage import files
 from compactlog.storage.checkpoint import OffsetCheckpointFile, PartitionMetadataFile
 from compactlog.storage.conftest import Clock
-from compactlog.storage.datadir import DataDir
+from compactlog.storage.datadir import CREATION_HOLD_ENV, DataDir
 
 
 @pytest.fixture
@@ -36,6 +39,72 @@ def test_add_partitions_gives_new_directories_the_topic_id(dd):
         pdir = os.path.join(dd.path, files.partition_dir_name("t", p))
         assert PartitionMetadataFile(os.path.join(pdir, files.PARTITION_METADATA)).read() == topic_id
     assert dd.open_log("t", 4).log_end_offset == 0
+
+
+def test_a_creation_a_kill_interrupts_leaves_its_count_recorded(dd, tmp_path, monkeypatch):
+    """The data dir as a kill -9 leaves it in the middle of a creation (copied while the creation
+    is held after 3 of its 8 directories): the count is recorded, so the topic never passes for
+    one of 3 partitions; ``complete_topic`` makes the rest with the topic's id."""
+    hold = tmp_path / "hold"
+    hold.write_text("3")
+    monkeypatch.setenv(CREATION_HOLD_ENV, str(hold))
+    creation = threading.Thread(target=dd.create_topic, args=("t", 8, {"cleanup.policy": "compact"}))
+    creation.start()
+    try:
+        third = os.path.join(dd.path, "t-2", files.PARTITION_METADATA)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(third):
+            assert creation.is_alive() and time.monotonic() < deadline, "the creation never reached t-2"
+            time.sleep(0.01)
+        image = str(tmp_path / "image")
+        shutil.copytree(dd.path, image, ignore=shutil.ignore_patterns(".lock"))
+    finally:
+        hold.unlink()
+        creation.join(30)
+    assert sorted(n for n in os.listdir(image) if n.startswith("t-")) == ["t-0", "t-1", "t-2"]
+    crashed = DataDir(image, writable=True, clock=Clock())
+    try:
+        assert crashed.partitions("t") == list(range(8)) and crashed.registered_partitions("t") == 8
+        assert crashed.topic_overrides("t") == {"cleanup.policy": "compact"}
+        assert crashed.complete_topic("t", 8) == [3, 4, 5, 6, 7]
+        assert crashed.partition_dirs()["t"] == list(range(8))
+        for p in range(8):
+            assert PartitionMetadataFile(os.path.join(image, f"t-{p}", files.PARTITION_METADATA)).read() \
+                == crashed.topic_id("t") == dd.topic_id("t")
+        assert crashed.complete_topic("t", 8) == [] and crashed.complete_topic("t", 2) == []   # never lowered
+        assert crashed.registered_partitions("t") == 8
+    finally:
+        crashed.close()
+    assert dd.partition_dirs()["t"] == list(range(8))
+
+
+def test_a_failed_creation_leaves_no_topic(dd, monkeypatch):
+    real = PartitionMetadataFile.write
+    written = []
+
+    def disk_full(self, topic_id):
+        if len(written) == 2:
+            raise OSError(28, "No space left on device", self.path)
+        written.append(self.path)
+        real(self, topic_id)
+    monkeypatch.setattr(PartitionMetadataFile, "write", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        dd.create_topic("t", 5)
+    assert not dd.has_topic("t") and dd.registered_partitions("t") is None
+    assert not any(n.startswith("t-") for n in os.listdir(dd.path))
+
+
+def test_a_partition_made_on_first_use_gets_the_topic_id(dd):
+    dd.create_topic("t", 3)
+    shutil.rmtree(os.path.join(dd.path, "t-2"))      # as a creation a kill interrupted leaves it
+    dd.close()
+    again = DataDir(dd.path, writable=True, clock=Clock())
+    try:
+        again.open_log("t", 2, create=True)
+        assert PartitionMetadataFile(os.path.join(dd.path, "t-2", files.PARTITION_METADATA)).read() \
+            == again.topic_id("t")
+    finally:
+        again.close()
 
 
 def test_topic_ids_lists_the_ids_of_the_topics_file(dd):

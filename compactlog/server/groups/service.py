@@ -41,8 +41,8 @@ from kio.schema.errors import ErrorCode
 from ...errors import CompactlogError
 from ...record import consumer_offsets as R
 from ...record.control import ABORT, COMMIT, parse_control_key
-from ...storage.datadir import INTERNAL_TOPIC_CONFIGS
 from ...storage.producer_state import COORDINATOR, NO_SEQUENCE, VerificationGuard
+from ..internal_topics import offsets_topic_configs, partition_count
 from ..txn_verification import verification_enabled, verify_partition
 from .api_data import CommitPartition, JoinResponse, SyncResponse
 from .classic_group import complete_join, complete_sync
@@ -68,13 +68,6 @@ class TxnWrite(NamedTuple):
     producer_id: int
     producer_epoch: int
     verification_guard: VerificationGuard | None
-
-
-def offsets_topic_configs(broker) -> dict[str, str]:
-    """The configs Kafka gives ``__consumer_offsets`` at creation (its segment size is the broker's
-    ``offsets.topic.segment.bytes``)."""
-    return {**INTERNAL_TOPIC_CONFIGS[R.OFFSETS_TOPIC],
-            "segment.bytes": str(broker.get("offsets.topic.segment.bytes"))}
 
 
 class GroupCoordinatorService:
@@ -114,18 +107,9 @@ class GroupCoordinatorService:
 
     # -- the offsets topic ------------------------------------------------------------------------
     def _partition_count(self) -> int:
-        """The partitions of an existing ``__consumer_offsets`` (Kafka uses the topic's real count),
-        else ``offsets.topic.num.partitions``. A copied Kafka dir holding only some partition
-        directories keeps the configured count (its broker had them all)."""
-        configured = self.broker.get("offsets.topic.num.partitions")
-        dd = self.datadir
-        if not dd.has_topic(R.OFFSETS_TOPIC):
-            return configured
-        registered = dd._read_meta()["topics"].get(R.OFFSETS_TOPIC)
-        parts = dd.partitions(R.OFFSETS_TOPIC)
-        if registered is not None:
-            return len(parts)
-        return max(configured, max(parts, default=-1) + 1)
+        """The partitions of ``__consumer_offsets``: its recorded count once created, else
+        ``offsets.topic.num.partitions`` (``internal_topics.partition_count``)."""
+        return partition_count(self.datadir, R.OFFSETS_TOPIC, log)
 
     def topic_exists(self) -> bool:
         return self.datadir.has_topic(R.OFFSETS_TOPIC)

@@ -38,6 +38,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError
 from ...record import transaction_log as TL
+from ..internal_topics import partition_count
 from .coordinator import Decision, TransactionCoordinator, TxnConfig, TxnResult
 from .markers import RETRY_BACKOFF_MS, run_job
 from .state_log import TRANSACTION_STATE_TOPIC, StateLogError, describe_loaded, replay, topic_configs, value_bytes
@@ -100,16 +101,9 @@ class TransactionCoordinatorService:
 
     # -- the topic --------------------------------------------------------------------------------
     def _partition_count(self) -> int:
-        """An existing topic's real partition count (it must never change), else the setting."""
-        configured = self.broker.get("transaction.state.log.num.partitions")
-        dd = self.state.datadir
-        if not dd.has_topic(TRANSACTION_STATE_TOPIC):
-            return configured
-        n = len(dd.partitions(TRANSACTION_STATE_TOPIC))
-        if n != configured:
-            log.warning(f"{TRANSACTION_STATE_TOPIC} has {n} partitions, not transaction.state.log.num.partitions="
-                        f"{configured}: keeping {n} (the count must never change)")
-        return n
+        """The partitions of ``__transaction_state``: its recorded count once created, else
+        ``transaction.state.log.num.partitions`` (``internal_topics.partition_count``)."""
+        return partition_count(self.state.datadir, TRANSACTION_STATE_TOPIC, log)
 
     def ensure_topic(self) -> bool:
         """Create ``__transaction_state`` if missing (Kafka does on the first transactional
