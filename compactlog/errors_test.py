@@ -23,7 +23,7 @@ EXPECTED = {
     errors.OffsetOutOfRangeError: 1, errors.ConfigError: 40, errors.TopicError: 3,
     errors.UnknownTopicError: 3, errors.TopicExistsError: 36, errors.InvalidTopicError: 17,
     errors.StorageError: 56, errors.DataDirLockedError: -1, errors.ReadOnlyError: 56,
-    errors.LogChangedError: 56,
+    errors.LogChangedError: 56, errors.LogOfflineError: 56,
 }
 
 
