@@ -401,7 +401,9 @@ class Log:
         dir offline (its LogDirFailureChannel); one partition is all one failed file concerns."""
         if self.offline is None:
             self.offline = why
-            self.events.append(DataEvent(OFFLINE, self.name, self.dir, why))
+            self.events.append(DataEvent(OFFLINE, self.name, self.dir,
+                                         f"{why}; every request for it is refused (KAFKA_STORAGE_ERROR) "
+                                         f"until the next start recovers it"))
 
     def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int) -> None:
         if self.active_segment.should_roll(now_ms=self.clock(), max_timestamp=max_ts, max_offset=last_offset,
