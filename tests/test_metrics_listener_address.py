@@ -12,6 +12,8 @@ import json
 import pytest
 
 from broker_support import Broker, free_port, run_cli
+from compactlog.cli import live_status
+from compactlog.cli.main import main
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -68,3 +70,25 @@ def test_a_second_serve_on_a_locked_dir_names_the_holder_before_the_port(first):
     assert r.returncode == 1 and "locked by another writer" in err and f"pid {first.pid}" in err, err
     assert "metrics.listener" not in err
 
+
+def test_cleaner_status_refuses_another_brokers_status(first, tmp_path, monkeypatch, capsys):
+    """The address a broker reports for its HTTP listener reaches another broker (a port mapping,
+    a proxy, or the old warning's broker): ``--bootstrap-server`` fails loudly, printing none of
+    the other broker's partitions; through the right address it prints the broker's own."""
+    port = free_port()
+    with Broker(tmp_path / "second", {"metrics.listener": f"127.0.0.1:{port}"},
+                extra_args=["--engine", "local"]) as second:
+        admin = AdminClient({"bootstrap.servers": second.bootstrap})
+        admin.create_topics([NewTopic("second-topic", 1, 1, config={"cleanup.policy": "compact"})])[
+            "second-topic"].result(30)
+        assert main(["cleaner", "status", "--bootstrap-server", second.bootstrap, "--json"]) == 0
+        topics = [json.loads(x).get("topic") for x in capsys.readouterr().out.splitlines()]
+        assert "second-topic" in topics and "first-topic" not in topics
+        # the second broker's reported metrics.listener now leads to the first broker's listener
+        monkeypatch.setattr(live_status, "listener_url", lambda value, bootstrap: f"http://{first.metrics_address}")
+        assert main(["cleaner", "status", "--bootstrap-server", second.bootstrap, "--json"]) == 1
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err.startswith(f"error: http://{first.metrics_address}/v1/status.json is another broker's status"), err
+        assert f"not the one of {second.bootstrap}" in err and first.bootstrap in err and "--metrics-url" in err
+        assert len(err.strip().splitlines()) == 1

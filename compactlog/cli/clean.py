@@ -345,13 +345,19 @@ def status_cmd(ctx: typer.Context,
 def _live_status(topic: str | None, now_ms: int | None, as_json: bool, bootstrap: str | None,
                  metrics_url: str | None) -> None:
     """``cleaner status`` of a running broker: the rows its status document carries."""
-    from .live_status import fetch_status, metrics_url_of, status_url
+    from .live_status import broker_status_address, check_same_broker, fetch_status, status_url
     if bootstrap and metrics_url:
         fail("--bootstrap-server and --metrics-url exclude each other: give one", 2)
     if now_ms is not None:
         fail("--now-ms applies to a data dir; a live broker reports its state at its own clock", 2)
-    url = status_url(metrics_url if metrics_url else metrics_url_of(bootstrap))
-    doc = fetch_status(url)
+    if metrics_url:
+        url = status_url(metrics_url)
+        doc = fetch_status(url)
+    else:
+        identity, base = broker_status_address(bootstrap)
+        url = status_url(base)
+        doc = fetch_status(url)
+        check_same_broker(doc, identity, url, bootstrap)    # never another broker's partitions
     rows = doc["cleaner"]["statuses"]
     if topic is not None:
         if not any(t["name"] == topic for t in doc.get("topics", [])):
