@@ -97,7 +97,8 @@ class Broker:
 
         t0 = self.t0 = time.monotonic()
         self.proc = subprocess.Popen(COMMAND + ["--data-dir", self.data_dir, "--override",
-                                                "listeners=PLAINTEXT://127.0.0.1:0", "serve"],
+                                                "listeners=PLAINTEXT://127.0.0.1:0", "--override",
+                                                "metrics.listener=127.0.0.1:0", "serve"],
                                      stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, preexec_fn=limit)
         while time.monotonic() - t0 < START_TIMEOUT_S:

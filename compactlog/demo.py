@@ -61,10 +61,12 @@ class BackgroundBroker:
     def start(self) -> "BackgroundBroker":
         cmd = _exe() + ["--data-dir", self.data_dir,
                         "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                        "--override", "metrics.listener=127.0.0.1:0",
                         "--override", "log.cleaner.backoff.ms=200",
                         "serve", "--engine", self.engine]
         say(f"$ compactlog --data-dir {self.data_dir} --override listeners=PLAINTEXT://127.0.0.1:0 "
-            f"--override log.cleaner.backoff.ms=200 serve --engine {self.engine} &")
+            f"--override metrics.listener=127.0.0.1:0 --override log.cleaner.backoff.ms=200 "
+            f"serve --engine {self.engine} &")
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + TIMEOUT

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import time
 
 import pytest
 
@@ -291,3 +292,110 @@ def test_checkpoint_write_is_atomic(tmp_path):
     assert ck.read() == {("a", 0): 5}
     ck.write({("a", 0): 9})
     assert ck.read() == {("a", 0): 9} and not os.path.exists(ck.path + ".tmp")
+
+
+# --- base offsets going backwards (outside the CRC) --------------------------------------------
+
+def out_of_order_dir(root, bases: dict[str, tuple[int, int]]) -> str:
+    """A data dir, shut down cleanly, with a topic per entry of ``bases``: one segment of two valid
+    batches of two records each (a=1 b=2, then c=3 d=4), their base offsets then set to the pair
+    given (not covered by the CRC: every CRC stays valid)."""
+    from compactlog.storage.datadir import DataDir
+    dd = DataDir(str(root), create=True, writable=True)
+    for topic in bases:
+        dd.create_topic(topic, 1, {})
+        log = dd.open_log(topic, 0)
+        log.append_records([b"a", b"b"], [b"1", b"2"], timestamps=[T0, T0])
+        log.append_records([b"c", b"d"], [b"3", b"4"], timestamps=[T0, T0])
+    dd.close()
+    for topic, (first, second) in bases.items():
+        seg = os.path.join(str(root), f"{topic}-0", "00000000000000000000.log")
+        data = bytearray(read(seg))
+        (p1, *_), (p2, *_) = raw_batches(bytes(data))[0]
+        struct.pack_into(">q", data, p1, first)
+        struct.pack_into(">q", data, p2, second)
+        with open(seg, "wb") as f:
+            f.write(data)
+        assert all(ok for *_, ok in raw_batches(bytes(data))[0])
+    return str(root)
+
+
+def test_offsets_going_backwards_are_never_a_short_read(tmp_path, capsys):
+    """Every pair of base offsets: ``consume --from-beginning`` and the API print all 4 records (the
+    offsets increase) or fail naming the file and position; never fewer with exit 0. A second
+    batch below the first one used to end every read at the first (the log end offset, taken from
+    the last batch, lies below it): nothing printed, exit 0."""
+    import compactlog
+    from compactlog.cli.main import main
+    pairs = {f"t{a}{b}": (a, b) for a in range(5) for b in range(7)}
+    root = out_of_order_dir(tmp_path / "d", pairs)
+    for topic, (a, b) in pairs.items():
+        seg = os.path.join(root, f"{topic}-0", "00000000000000000000.log")
+        healthy = b > a + 1
+        code = main(["--data-dir", root, "consume", "--topic", topic, "--from-beginning",
+                     "--property", "print.offset=true"])
+        out, err = capsys.readouterr()
+        if healthy:
+            assert code == 0 and out.splitlines() == [f"Offset:{o}\t{v}" for o, v in
+                                                      zip((a, a + 1, b, b + 1), "1234")], (a, b, out, err)
+        else:
+            assert code == 1 and f"error: {seg}, position " in err and "Traceback" not in err, (a, b, out, err)
+            assert len(out.splitlines()) < 4
+        with compactlog.open(root) as log:
+            if healthy:
+                assert [r.value for r in log.read(topic)] == [b"1", b"2", b"3", b"4"]
+            else:
+                with pytest.raises(CorruptRecordError) as e:
+                    list(log.read(topic))
+                assert e.value.file == seg and e.value.position in (0, 79), (a, b, str(e.value))
+
+
+def test_a_second_batch_below_the_first(tmp_path, capsys):
+    """The reported case: the second batch's base offset below the first's. ``consume`` fails
+    naming the file, the batch where the reads stopped and the one going back; ``verify`` flags it."""
+    from compactlog.cli.main import main
+    root = out_of_order_dir(tmp_path / "d", {"t": (2, 0)})
+    seg = os.path.join(root, "t-0", "00000000000000000000.log")
+    assert main(["--data-dir", root, "consume", "--topic", "t", "--from-beginning"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"error: {seg}, position 0, offset 2: baseOffset: offsets 2-3 are at or above the log "
+                          f"end offset 2; the batch at position 79 goes back to offsets 0-1: the offsets go "
+                          f"backwards in the segment"), err
+    assert main(["--data-dir", root, "verify"]) == 1
+    assert f"{seg}: position 79: base offset 0 does not follow the last offset 3" in capsys.readouterr().out
+
+
+def test_a_broker_answers_corrupt_message_for_offsets_going_backwards(tmp_path):
+    """Through the broker's Fetch the same partitions answer CORRUPT_MESSAGE (librdkafka's
+    INVALID_MSG; Kafka's answer for a partition whose batches it cannot serve: ReplicaManager maps
+    a CorruptRecordException to it) rather than nothing forever below the high watermark (t), or
+    batches out of order (u); a sound partition beside them is served."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from broker_support import Broker
+    root = out_of_order_dir(tmp_path / "d", {"t": (2, 0), "u": (1, 0), "ok": (0, 2)})
+    with Broker(root) as b:
+        for topic, expected in (("t", None), ("u", None), ("ok", [b"1", b"2", b"3", b"4"])):
+            c = confluent_kafka.Consumer({"bootstrap.servers": b.bootstrap, "group.id": topic,
+                                          "enable.auto.commit": False, "enable.partition.eof": True})
+            c.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+            values, error = [], None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and error is None:
+                m = c.poll(0.5)
+                if m is None:
+                    continue
+                if m.error() is None:
+                    values.append(m.value())
+                elif m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    break
+                else:
+                    error = m.error()
+            c.close()
+            if expected is None:
+                assert error is not None and error.code() == confluent_kafka.KafkaError.INVALID_MSG, (topic, error)
+                assert values == [], (topic, values)
+            else:
+                assert error is None and values == expected, (topic, error, values)
+        assert b.alive()
+        assert f"Fetch from t-0 failed: {root}/t-0/00000000000000000000.log, position 0" in b.log_text()

@@ -267,3 +267,82 @@ def test_verify_of_a_kafka_dir_without_indexes_is_healthy_with_a_note(tmp_path, 
     assert main(["--data-dir", d, "verify", "--json"]) == 1
     summary = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert summary == {"partitions": 2, "segments": 2, "records": 13, "problems": 2, "notes": 2, "repairable": 2}
+
+
+# --- a clean that does nothing writes nothing -------------------------------------------------
+
+NILOUFAR = os.path.join(HERE, "data", "kafka-vectors", "Niloufar1171+LDI-POC")
+
+
+def full_tree(root) -> dict:
+    """Every file and directory under ``root``: (size, sha256, mtime), the lock file's too."""
+    import hashlib
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.stat(path)
+            if name in filenames:
+                with open(path, "rb") as f:
+                    out[os.path.relpath(path, root)] = (st.st_size, hashlib.sha256(f.read()).hexdigest(),
+                                                        st.st_mtime_ns)
+            else:
+                out[os.path.relpath(path, root)] = ("dir", st.st_mtime_ns)
+    return out
+
+
+def test_a_clean_with_nothing_to_clean_writes_nothing(tmp_path, capsys):
+    """On Kafka-written dirs (no compactlog file, indexes or snapshots missing in some) a clean
+    that cleans nothing leaves every file byte for byte and mtime for mtime, and adds none: no
+    lock file, index, snapshot, leader-epoch or recovery checkpoint, clean-shutdown marker or run
+    log beside the dir. It used to say "nothing to clean" and write 10 files."""
+    runs = {
+        BHEEM: [[], ["--json"], ["--force"], ["--topic", "__consumer_offsets"], ["--topic", "cities"]],
+        CONNECT: [[], ["--force", "--json"], ["--config", "cleanup.policy=compact", "--all-topics"]],
+        NILOUFAR: [[], ["--force"], ["--topic", "__consumer_offsets", "--partition", "6"]],
+    }
+    for i, (src, variants) in enumerate(runs.items()):
+        for j, extra in enumerate(variants):
+            where = tmp_path / f"{i}-{j}"
+            d = str(where / "d")
+            shutil.copytree(src, d)
+            before = full_tree(where)
+            code = main(["--data-dir", d, "clean", "--engine", "local", "--now-ms", str(NOW), *extra])
+            out, err = capsys.readouterr()
+            assert code == 0, (src, extra, out, err)
+            assert full_tree(where) == before, (src, extra, out)
+            if "--json" in extra:
+                assert all(not json.loads(x)["cleaned"] for x in out.splitlines()), out
+            elif "--topic" in extra:
+                assert out and all(": not cleaned: " in x for x in out.splitlines()), out
+            else:
+                assert out.startswith("nothing to clean"), out
+    # the same dir, with something to clean: cleaned (and written) as before
+    d = kafka_copy(tmp_path / "cleaning")
+    before = full_tree(d)
+    assert main(["--data-dir", d, "clean", "--roll", "--engine", "local", "--now-ms", str(NOW),
+                 "--topic", "__consumer_offsets"]) == 0
+    assert "cleaned log __consumer_offsets-0" in capsys.readouterr().out
+    assert full_tree(d) != before and os.path.exists(os.path.join(d, "cleaner-offset-checkpoint"))
+
+
+def test_a_cleaner_checkpoint_outside_the_log_is_reset_and_said(tmp_path, capsys):
+    """The one write of a clean that cleans nothing: a cleaner checkpoint past the log end is reset
+    to the log start, as Kafka's cleaner does (grabFilthiestCompactedLog), and the run says so."""
+    from compactlog.storage.checkpoint import OffsetCheckpointFile
+    from compactlog.storage.datadir import DataDir
+    d = str(tmp_path / "d")
+    with DataDir(d, create=True, writable=True) as dd:
+        dd.create_topic("t", 1, {"cleanup.policy": "compact"})
+        dd.open_log("t", 0).append_records([b"a", b"a"], [b"1", b"2"])
+    checkpoint = OffsetCheckpointFile(os.path.join(d, "cleaner-offset-checkpoint"))
+    checkpoint.write({("t", 0): 99})
+    assert main(["--data-dir", d, "clean", "--engine", "local", "--now-ms", str(NOW)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("t-0: cleaner checkpoint 99 lay outside the log's offsets [0, 2]: reset to the log "
+                          "start 0 (cleaner-offset-checkpoint), as Kafka's cleaner does\nnothing to clean:\n"), out
+    assert checkpoint.read() == {("t", 0): 0}
+    before = full_tree(tmp_path)
+    assert main(["--data-dir", d, "clean", "--engine", "local", "--now-ms", str(NOW)]) == 0
+    assert capsys.readouterr().out.startswith("nothing to clean:\n  t-0: active segment")
+    assert full_tree(tmp_path) == before        # then nothing is left to do, and nothing is written

@@ -52,7 +52,10 @@ def scratch(tmp_path_factory):
     shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{w}'" for w in COMMAND) + ' "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    subs = {"127.0.0.1:9092": f"127.0.0.1:{free_port()}", "127.0.0.1:9093": f"127.0.0.1:{free_port()}"}
+    subs = {"127.0.0.1:9092": f"127.0.0.1:{free_port()}", "127.0.0.1:9093": f"127.0.0.1:{free_port()}",
+            # the HTTP listener on a free port too: its default, 127.0.0.1:9644, is one per machine
+            # (a broker that cannot bind it does not start)
+            "connections.max.reauth.ms=3600000\n": "connections.max.reauth.ms=3600000\nmetrics.listener=127.0.0.1:0\n"}
     return {"work": work, "env": env, "subs": subs, "broker": None}
 
 

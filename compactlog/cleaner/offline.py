@@ -13,7 +13,14 @@ compacts such a topic for one run; this module keeps that from emptying it unask
   before anything is written; the run is refused unless ``--drop-keyless`` is given, and each
   task checks again (``PartitionCleanPlan.extra["refuse_keyless"]``) for records that arrived since;
 * ``dry_run``: what a clean would remove from each partition, per reason, writing nothing
-  (``explain_partition`` for every partition the run would consider).
+  (``explain_partition`` for every partition the run would consider);
+* ``idle_outcomes``: a run that would clean nothing, found read-only before the data dir is
+  opened for writing. Such a run then writes nothing at all: opening a copied Kafka dir as a
+  writer would take its lock, write the missing indexes, producer snapshots, leader-epoch and
+  recovery checkpoints and the clean-shutdown marker: none of it is the user's to pay for a run
+  that changes no log (the first run that cleans does all of it, as Kafka's broker would). A
+  cleaner checkpoint outside its partition's log is work, though: Kafka's cleaner resets it to
+  the log start even when it cleans nothing, and so does the run, saying so.
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..record.batch import as_u8, iter_batches
-from .cleaner import Cleaner, compacted_partitions
+from .cleaner import Cleaner, PartitionOutcome, compacted_partitions
 from .explain import Explanation, explain_partition
 from .fast_path import SegmentScan
+from .plan import log_to_clean, partition_status
+from .rolled_view import as_rolled
 
 NAMES_SHOWN = 10        # topics named in one error line before "and N more"
 
@@ -144,3 +153,40 @@ def dry_run(cleaner: Cleaner, now_ms: int, topics=None, partition: int | None = 
         out.append(explain_partition(cleaner, t, p, now_ms, roll=roll, simulate_force=force))
     return out
 
+
+
+def idle_outcomes(cleaner: Cleaner, now_ms: int, topics=None, partition: int | None = None, *,
+                  force: bool = False, roll: bool = False) -> list[PartitionOutcome] | None:
+    """What ``clean`` at ``now_ms`` (``Cleaner.run``, after ``--roll`` when ``roll``) would report
+    when it cleans no partition, decided as the run decides, on a data dir opened read-only; None
+    when it would clean one (or, with ``roll``, one that a roll makes cleanable) or reset a
+    cleaner checkpoint lying outside its log."""
+    dd = cleaner.datadir
+    enabled = dd.broker.get("log.cleaner.enable") and dd.broker.get("log.cleaner.threads") > 0
+    checkpoints = cleaner.manager.all_cleaner_checkpoints()
+    outcomes = []
+    for t, p in compacted_partitions(dd, topics, partition):
+        log = dd.open_log(t, p)
+        with log.lock:
+            log.producer_state.remove_expired(now_ms)
+            # ``clean --roll`` rolls a compacted partition's non-empty active segment first
+            view = as_rolled(log) if roll and log.config.compact and log.active_segment.size > 0 else log
+            st = partition_status(view, checkpoints.get((t, p)), now_ms)
+            outcomes.append(PartitionOutcome(t, p, st))
+            if st.force_checkpoint_update and st.first_dirty is not None:
+                return None         # a cleaner checkpoint outside the log: the run resets it, as Kafka's
+            if not st.compacted:
+                continue
+            if force and not st.eligible:           # Cleaner._force, on the view
+                upper = min(view.last_stable_offset, view.active_segment.base_offset)
+                ltc = log_to_clean(view, st.first_dirty, max(st.first_dirty, upper))
+                st.first_uncleanable = max(ltc.first_uncleanable, st.first_dirty)
+                st.cleanable_bytes = ltc.cleanable_bytes
+                if ltc.cleanable_bytes > 0:
+                    return None
+            elif not force and not enabled:
+                st.reason = "log.cleaner.enable is false or log.cleaner.threads is 0"
+                continue
+            if st.eligible:
+                return None
+    return outcomes

@@ -68,7 +68,7 @@ def clean_cmd(ctx: typer.Context,
                                         "so that all of its data can be cleaned (offline compaction).")):
     """One cleaner run at --now-ms: every eligible compacted partition cleaned once, as Kafka's cleaner would."""
     from ..cleaner.cleaner import Cleaner
-    from ..cleaner.log_format import CleanerLog, summary_text
+    from ..cleaner.log_format import CleanerLog
     c = context(ctx)
     session_configs = parse_configs(config)
     topics = list(dict.fromkeys(topic or []))
@@ -83,13 +83,22 @@ def clean_cmd(ctx: typer.Context,
     executor = _executor(c, engine, spark_master)
     run_log = CleanerLog(c.require_data_dir(), c.broker(), log_dir)   # a bad --log-dir fails before anything
     refuse_keyless = frozenset()
-    if session_configs:
-        # read-only: a run that is refused has written nothing, not even the lock file
-        with c.open(write=False, now_ms=now) as ro:
+    from ..cleaner.offline import idle_outcomes
+    from ..storage.lock import refuse_if_held
+    refuse_if_held(c.require_data_dir())    # a writer on the dir (a broker): refused, as the writable open would
+    # read-only first: a run that is refused, or that would clean nothing, writes nothing, not even
+    # the lock file (on a copied Kafka dir a writer's open alone writes indexes, snapshots and
+    # checkpoints)
+    with c.open(write=False, now_ms=now) as ro:
+        if session_configs:
             guarded = _session_scope(ro, session_configs, topics, partition, all_topics)
             if not drop_keyless:
                 _refuse_keyless_records(ro, guarded, roll, as_json)
                 refuse_keyless = frozenset(guarded)
+        idle = idle_outcomes(Cleaner(ro), now, topics, partition, force=force, roll=roll)
+    if idle is not None:
+        _report(idle, topics, as_json, roll, choice=None, totals=None)
+        return
     from .clean_progress import CleanProgress
     runner = CleanProgress(executor, enabled=os.isatty(2) and not as_json, waiting_text="done")
     with c.open(write=True, now_ms=now) as dd, runner:
@@ -108,6 +117,15 @@ def clean_cmd(ctx: typer.Context,
                 run_log.cleaned(o)
             elif o.error:
                 run_log.error(o)
+    totals = runner.totals
+    engine_name = choice.engine if choice is not None else getattr(executor, "name", None)
+    _report(outcomes, topics, as_json, roll, choice=choice,
+            totals=totals.text(engine_name) if totals.cleaned or totals.failed or totals.stopped else None)
+
+
+def _report(outcomes, topics: list[str], as_json: bool, roll: bool, *, choice, totals: str | None) -> None:
+    """What a ``clean`` run did to each partition, and its summary (exit 1 when one failed)."""
+    from ..cleaner.log_format import summary_text
     failed = [o for o in outcomes if o.error]
     for o in outcomes:
         if as_json:
@@ -122,12 +140,19 @@ def clean_cmd(ctx: typer.Context,
             typer.echo(f"error: {o.name}: {o.error}", err=True)
         elif topics and o.status is not None:
             typer.echo(f"{o.name}: not cleaned: {o.status.reason}")
+    for o in outcomes:
+        st = o.status
+        if not as_json and not (o.cleaned or o.error or o.aborted) and st is not None and st.force_checkpoint_update:
+            # the one write of a run that cleans nothing: said, with why
+            typer.echo(f"{o.name}: cleaner checkpoint {st.checkpoint} lay outside the log's offsets "
+                       f"[{st.first_dirty}, {st.log_end_offset}]: reset to the log start {st.first_dirty} "
+                       f"(cleaner-offset-checkpoint), as Kafka's cleaner does")
     if not as_json and not topics:
         _note_unknown_configs([o.status for o in outcomes if o.status is not None])
     if not as_json and not any(o.cleaned for o in outcomes) and not topics and not failed:
         typer.echo(_nothing_to_clean(outcomes, roll))
-    elif not as_json and (runner.totals.cleaned or runner.totals.failed or runner.totals.stopped):
-        typer.echo(runner.totals.text(choice.engine if choice is not None else getattr(executor, "name", None)))
+    elif not as_json and totals:
+        typer.echo(totals)
     if failed:
         raise typer.Exit(1)
 
@@ -345,13 +370,19 @@ def status_cmd(ctx: typer.Context,
 def _live_status(topic: str | None, now_ms: int | None, as_json: bool, bootstrap: str | None,
                  metrics_url: str | None) -> None:
     """``cleaner status`` of a running broker: the rows its status document carries."""
-    from .live_status import fetch_status, metrics_url_of, status_url
+    from .live_status import broker_status_address, check_same_broker, fetch_status, status_url
     if bootstrap and metrics_url:
         fail("--bootstrap-server and --metrics-url exclude each other: give one", 2)
     if now_ms is not None:
         fail("--now-ms applies to a data dir; a live broker reports its state at its own clock", 2)
-    url = status_url(metrics_url if metrics_url else metrics_url_of(bootstrap))
-    doc = fetch_status(url)
+    if metrics_url:
+        url = status_url(metrics_url)
+        doc = fetch_status(url)
+    else:
+        identity, base = broker_status_address(bootstrap)
+        url = status_url(base)
+        doc = fetch_status(url)
+        check_same_broker(doc, identity, url, bootstrap)    # never another broker's partitions
     rows = doc["cleaner"]["statuses"]
     if topic is not None:
         if not any(t["name"] == topic for t in doc.get("topics", [])):

@@ -95,3 +95,23 @@ def test_nothing_listening_is_one_line(capsys):
     assert main(["cleaner", "status", "--metrics-url", f"http://127.0.0.1:{port}"]) == 1
     err = capsys.readouterr().err.strip()
     assert err == f"error: http://127.0.0.1:{port}/v1/status.json: cannot connect: Connection refused"
+
+
+def test_check_same_broker():
+    from compactlog.cli.live_status import BrokerIdentity, check_same_broker
+    from compactlog.errors import CompactlogError
+    me = BrokerIdentity("c1", 0, "127.0.0.1:9092")
+    doc = {"broker": {"clusterId": "c1", "nodeId": 0, "advertised": "PLAINTEXT://127.0.0.1:9092",
+                      "advertisedListeners": ["PLAINTEXT://127.0.0.1:9092", "SASL_SSL://127.0.0.1:9093"]}}
+    check_same_broker(doc, me, "u", "b:1")
+    check_same_broker(doc, BrokerIdentity("c1", 0, "127.0.0.1:9093"), "u", "b:1")     # asked on another listener
+    # a document without the list (an older broker): its first listener
+    check_same_broker({"broker": {"clusterId": "c1", "nodeId": 0, "advertised": "PLAINTEXT://127.0.0.1:9092"}},
+                      me, "u", "b:1")
+    for other in ({"clusterId": "c2"}, {"nodeId": 1}, {"advertisedListeners": ["PLAINTEXT://127.0.0.1:9094"]}):
+        bad = {"broker": {**doc["broker"], **other, "dataDir": "/d"}}
+        with pytest.raises(CompactlogError, match=r"^u is another broker's status \(cluster .*data dir /d\), "
+                                                  r"not the one of b:1 \(cluster c1, node 0, 127.0.0.1:9092\)"):
+            check_same_broker(bad, me, "u", "b:1")
+    with pytest.raises(CompactlogError, match="does not say which broker"):
+        check_same_broker({"cleaner": {"statuses": []}}, me, "u", "b:1")

@@ -27,17 +27,26 @@ def serve_cmd(ctx: typer.Context,
     node.id, ... from DIR/server.properties and --override, with Kafka's names)."""
     from ..spark.executor import spark_master_for
     from ..server.app import Broker, check_settings, configure_logging
+    from ..server.metrics.broker_metrics import bind_listener
+    from ..storage.lock import refuse_if_held
     c = context(ctx)
     if engine not in ("auto", "spark", "local", "in-process"):
         fail(f"unknown --engine {engine!r}: use auto, spark or local", 2)
     broker = c.broker()
     check_settings(broker, c.require_data_dir())    # bad settings: refused before the dir is made or locked
     master = spark_master_for(spark_master, broker)
-    configure_logging(log_file)
-    dd = c.open(write=True, create=True)
+    refuse_if_held(c.require_data_dir())            # a second broker on the dir: the lock's holder named first
+    http = bind_listener(broker)                    # a port it cannot have: refused before the dir is made or locked
+    try:
+        configure_logging(log_file)
+        dd = c.open(write=True, create=True)
+    except BaseException:
+        if http is not None:
+            http.stop()
+        raise
     try:
         b = Broker(dd, engine=engine, spark_master=master,
-                   node_id_explicit="node.id" in broker.props)
+                   node_id_explicit="node.id" in broker.props, http=http)
         code = b.run()
     except KeyboardInterrupt:
         # Ctrl-C while the logs were still loading: what was opened is closed cleanly
@@ -46,4 +55,7 @@ def serve_cmd(ctx: typer.Context,
     except BaseException:
         dd.close()
         raise
+    finally:
+        if http is not None:
+            http.stop()                             # run() stopped it already, unless it never ran
     raise typer.Exit(code)

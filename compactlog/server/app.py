@@ -106,8 +106,9 @@ def check_settings(broker, data_dir: str) -> None:
 
 class Broker:
     def __init__(self, datadir: DataDir, *, engine: str = "auto", spark_master: str | None = None,
-                 node_id_explicit: bool = False):
+                 node_id_explicit: bool = False, http=None):
         self.datadir = datadir
+        self.http = http            # the HTTP listener, bound before the data dir was opened (or None)
         self.engine = engine
         self.spark_master = spark_master
         broker = datadir.broker
@@ -178,8 +179,9 @@ class Broker:
         security = BrokerSecurity(self.datadir.broker.props, self.listeners,
                                   CredentialCache(self.datadir.path))
         # the metrics listener first: the probes answer (503) while the logs load
-        metrics = self.metrics = BrokerMetrics.start(self.datadir, node_id=self.node_id, cluster_id=self.cluster_id,
-                                                     listeners=self.listeners, advertised=self.advertised)
+        metrics = self.metrics = BrokerMetrics.start(self.datadir, http=self.http, node_id=self.node_id,
+                                                     cluster_id=self.cluster_id, listeners=self.listeners,
+                                                     advertised=self.advertised)
         if metrics is not None and metrics.http is not None:
             register_status_page(metrics.http)
             log.info(f"Status page on {metrics.http.url}/ (its data: {metrics.http.url}/v1/status.json)")

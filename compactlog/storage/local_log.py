@@ -21,7 +21,10 @@ from ..record.batch import Record, iter_batches
 from ..record.layout import BASE_OFFSET_OFFSET, INT32, INT64, LENGTH_OFFSET, LOG_OVERHEAD
 from . import files
 from .events import REBUILT, DataEvent
+from .batch_order import past_bound
+from .index_check import breaks_order
 from .fsutil import fsync_dir
+from .layout import close_map
 from .segment import FileRecords, LogSegment
 from .segments import NO_UPPER_BOUND, LogSegments
 from .timestamp_lookup import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
@@ -237,7 +240,13 @@ class LocalLog:
                     base_offset, size = last_offset, size_field + LOG_OVERHEAD
                 else:
                     base_offset, last_offset, size = h.base_offset, h.last_offset, h.size
+                if length and breaks_order(base_offset, last):
+                    # offsets going backwards (a base offset is outside the CRC): not served
+                    raise CorruptRecordError(f"base offset {base_offset} is not above the previous batch's "
+                                             f"last offset {last} (the base offset is not covered by the CRC)",
+                                             file=f.path, position=p, offset=base_offset, field="baseOffset")
                 if base_offset >= bound:
+                    self._check_stop(seg, p, base_offset)
                     break
                 if length + size > max_bytes and (length > 0 or not min_one_batch):
                     break
@@ -245,6 +254,23 @@ class LocalLog:
                 last = last_offset
             return ReadSpan(f, pos, length, last)
         return NOTHING
+
+    def _check_stop(self, seg: LogSegment, position: int, base_offset: int) -> None:
+        """A fetch stops at the batch at ``position``; one at or above its segment's bound is
+        corrupt (``batch_order``): a fetch to the high watermark would end there, short of the
+        records after it, and answer nothing forever. Raised: CORRUPT_MESSAGE for the partition."""
+        following = self.segments.next_base(seg)
+        upper = following if following is not None else self.log_end_offset
+        if base_offset < upper:
+            return
+        buf = seg.log.map()
+        try:
+            error = past_bound(buf, seg.base_offset, position, seg.log.size, upper,
+                               last_segment=following is None, path=seg.log.path)
+        finally:
+            close_map(buf)
+        if error is not None:
+            raise error
 
     def batches(self, start: int, end: int) -> Iterator:
         """Every batch holding offsets in [start, end), in order (``read_batches`` under the lock)."""

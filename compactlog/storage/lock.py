@@ -92,6 +92,32 @@ def describe_holder(path: str) -> str | None:
         os.close(fd)
 
 
+def _locked_error(fd: int, data_dir: str) -> DataDirLockedError:
+    """The refusal of a writer whose lock file ``fd`` another process holds."""
+    pid = _holder_pid(fd)
+    text = _describe(fd)
+    mine = pid is not None and text.startswith(f"{pid} ")
+    bootstrap = _broker_address(fd) if mine else None
+    what = text.split(" ", 1)[1] if mine else (text or "not compactlog: a Kafka broker or another tool")
+    return DataDirLockedError(os.path.abspath(data_dir), pid, what, bootstrap=bootstrap)
+
+
+def refuse_if_held(path: str) -> None:
+    """Raise the refusal a writer of data dir ``path`` would get (``DataDirLockedError``) when
+    another process holds its lock now; nothing when the dir, its lock file or a holder is
+    missing. Read-only (F_GETLK): a command that must check other things before it takes the lock
+    (``serve`` binds its ports first) names the holder first, and creates nothing."""
+    try:
+        fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        if _holder_pid(fd) is not None:
+            raise _locked_error(fd, path)
+    finally:
+        os.close(fd)
+
+
 class DataDirLock:
     """An exclusive lock on ``<data dir>/.lock`` for the life of a writer."""
 
@@ -124,13 +150,9 @@ class DataDirLock:
                 if e.errno not in (errno.EACCES, errno.EAGAIN):
                     os.close(fd)
                     raise StorageError(f"{self.path}: cannot lock: {os.strerror(e.errno)}") from None
-                pid = _holder_pid(fd)
-                text = _describe(fd)
-                mine = pid is not None and text.startswith(f"{pid} ")
-                bootstrap = _broker_address(fd) if mine else None
+                error = _locked_error(fd, self.data_dir)
                 os.close(fd)
-                what = text.split(" ", 1)[1] if mine else (text or "not compactlog: a Kafka broker or another tool")
-                raise DataDirLockedError(self.data_dir, pid, what, bootstrap=bootstrap) from None
+                raise error from None
             _held[key] = self
         self._fd, self._key = fd, key
         try:

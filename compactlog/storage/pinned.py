@@ -135,15 +135,25 @@ class PinnedSegments:
         LogChangedError when the segment was replaced since the pin (its name may then hold another
         segment's index)."""
         seg = self.segments[i]
+        path = sibling_path(seg.path, suffix)
         try:
-            with open(sibling_path(seg.path, suffix), "rb") as f:
+            with open(path, "rb") as f:
                 raw = f.read()
         except FileNotFoundError:
             raw = None
         if not self.in_place(seg):
             raise changed(self.dir, f"{os.path.basename(seg.path)} was replaced before its "
                                     f"{suffix} could be read")
+        if raw is None and os.path.exists(path + files.SWAP_SUFFIX) and self._writer():
+            # a swap's last step renames the new segment's .log into place before its indexes:
+            # this one is still on its way (after a crash, the loader deletes such a file instead)
+            raise changed(self.dir, f"the {suffix} of {os.path.basename(seg.path)} was still being renamed "
+                                    f"into place by a swap")
         return raw
+
+    def _writer(self) -> bool:
+        """Whether a writer holds the data dir (the partition directory's parent) now."""
+        return describe_holder(os.path.dirname(os.path.abspath(self.dir))) is not None
 
     def close(self) -> None:
         for seg in self.segments:
@@ -152,9 +162,11 @@ class PinnedSegments:
 
 
 def changed(dir_path: str, what: str) -> LogChangedError:
-    return LogChangedError(f"{dir_path}: the log changed under the read ({what}): a writer (a broker's "
-                           f"cleaner or retention) replaced or deleted segments, and the read stopped "
-                           f"rather than return records of two states of the log: retry the read")
+    error = LogChangedError(f"{dir_path}: the log changed under the read ({what}): a writer (a broker's "
+                            f"cleaner or retention) replaced or deleted segments, and the read stopped "
+                            f"rather than return records of two states of the log: retry the read")
+    error.what = what           # what changed, for a caller that retries and then says why it stopped
+    return error
 
 
 def _log_names(dir_path: str) -> frozenset[str]:

@@ -46,6 +46,7 @@ from ..record.layout import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_FLAG, 
                              LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, RECORDS_COUNT_OFFSET,
                              TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG)
 from . import files
+from .batch_order import past_bound
 from .index_check import breaks_order, previous_lasts
 from .txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE, LAST_OFFSET_AT as TXN_LAST_OFFSET_AT
 from .txn_index import TransactionIndex, collect_aborted
@@ -190,6 +191,7 @@ class PartitionReader:
                     if b.last_offset < first:
                         continue
                     if b.base_offset >= end:
+                        self._check_stop(seg, as_u8(m), b.position, size)
                         return
                     cursor[0] = b.last_offset + 1
                     yield b
@@ -386,6 +388,21 @@ class PartitionReader:
                     cursor[0] = batch.column(2)[-1].as_py() + 1
                     yield batch
 
+    def _segment_bound(self, seg: SegmentFile) -> int:
+        """The offset every batch of ``seg`` lies below: the next segment's base offset, or for the
+        last segment the log end offset (its last batch's next offset, as Kafka reads it)."""
+        i = bisect.bisect_left(self._bases, seg.base_offset)
+        return self._bases[i + 1] if i + 1 < len(self._bases) else self.log_end_offset
+
+    def _check_stop(self, seg: SegmentFile, buf: np.ndarray, position: int, size: int) -> None:
+        """A read ends at the first batch at or past its end offset; one at or above its segment's
+        bound is corrupt (``batch_order``): the offsets go backwards after it, and a read to the
+        log end would stop there short of the records after it, without a word."""
+        error = past_bound(buf, seg.base_offset, position, size, self._segment_bound(seg),
+                           last_segment=seg.path == self._segments[-1].path, path=seg.path)
+        if error is not None:
+            raise error
+
     def _torn_tail(self, seg: SegmentFile, buf: np.ndarray, position: int) -> bool:
         """Is the unreadable batch at ``position`` a torn write recovery would cut: in the last
         segment, after a crash, with no valid batch anywhere after it?"""
@@ -447,6 +464,7 @@ class PartitionReader:
                 if status < 0:
                     self._raise_scan_error(seg, buf, view, int(status), pos, int(where), validate_crc)
                 if status == K.SCAN_END:
+                    self._check_stop(seg, buf, pos, size)
                     break
                 if status == K.SCAN_FULL:
                     if chunk.nb == 0 and chunk.nr == 0:

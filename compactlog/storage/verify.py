@@ -16,6 +16,12 @@ is no problem; the checkpoints, read first, are at most that state's offsets. Th
 flight is not reported either: index entries it appended after the pinned bytes of the active
 segment, or the part of a batch it is still writing. Anything else found is looked at again in a
 newer state, and reported only when it is still there.
+
+A segment's index files are read right after the pin, and belong to it only while its ``.log`` is
+still under its name (``PinnedSegments.sidecar``); a cleaner's swap in between makes that state
+unreadable (``LogChangedError``). The partition is then checked again in a newer state, as the
+other readers pin again (``pin_live_segments``), for up to ``CHANGED_TIMEOUT_S``: a check fails
+with ``LogChangedError`` only when the log keeps changing that long.
 """
 
 from __future__ import annotations
@@ -35,13 +41,15 @@ from .checkpoint import OffsetCheckpointFile
 from .config import LogConfig
 from .index_file import used_length
 from .lock import describe_holder
-from .pinned import PinnedSegment, PinnedSegments, pin_live_segments, sibling_path, without_in_flight
+from .pinned import (PIN_TIMEOUT_S, PinnedSegment, PinnedSegments, changed, pin_live_segments, sibling_path,
+                     without_in_flight)
 from .producer_state import read_snapshot
 from .txn_index import ENTRY as TXN_ENTRY, ENTRY_SIZE as TXN_ENTRY_SIZE, LAST_OFFSET_AT as TXN_LAST_OFFSET_AT
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 LIVE_LOOKS = 3          # beside a writer: how many states a problem must be found in to be reported
+CHANGED_TIMEOUT_S = PIN_TIMEOUT_S   # how long states changing under the check are retried
 
 
 @dataclass
@@ -276,18 +284,26 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
         return [Problem(pdir, "", "partition directory is missing")]
     # a writer at work (a broker holding the lock): what looks wrong may be a state it is leaving
     looks = LIVE_LOOKS if describe_holder(root) is not None else 1
-    for look in range(looks):
-        if look:
-            time.sleep(0.05 * look)
+    look = attempts = 0
+    started = time.monotonic()
+    while True:
         seen = VerifyCounts()
         try:
             problems = _verify_state(root, pdir, topic, partition, config, checkpoints, seen, writer=looks > 1)
-        except LogChangedError:
-            if look + 1 == looks:
-                raise
+        except LogChangedError as e:
+            # a state the writer changed before it was read whole: read a newer one, as long as
+            # the log does not keep changing
+            attempts += 1
+            waited = time.monotonic() - started
+            if waited >= CHANGED_TIMEOUT_S:
+                raise changed(pdir, f"{attempts} states of it changed before each was checked whole, for "
+                                    f"{round(waited, 1):g} s; the last: {getattr(e, 'what', e)}") from None
+            time.sleep(min(0.001 * 2 ** min(attempts, 10), 0.05))
             continue
-        if all(p.note or p.set_aside for p in problems):
+        look += 1
+        if look == looks or all(p.note or p.set_aside for p in problems):
             break
+        time.sleep(0.05 * look)
     counts.segments += seen.segments
     counts.records += seen.records
     return problems
@@ -308,12 +324,14 @@ def _verify_state(root: str, pdir: str, topic: str, partition: int, config: LogC
     pinned = pin_live_segments(pdir)
     try:
         segs = pinned.segments
+        # every index file read now, right after the pin: a swap soon after it is then no matter
+        indexes = [_index_reader(pinned, i) for i in range(len(segs))]
         for i, seg in enumerate(segs):
             next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
             facts = check_segment(seg, prev_last, problems, keys, cleaner_ckpt, next_base=next_base,
                                   max_message_bytes=config.max_message_size,
                                   in_flight=writer and next_base is None)
-            facts.index_bytes = _index_reader(pinned, i)
+            facts.index_bytes = indexes[i]
             if facts.last_offset is not None:
                 prev_last = facts.last_offset
             active = live and next_base is None
@@ -353,14 +371,11 @@ def _verify_state(root: str, pdir: str, topic: str, partition: int, config: LogC
 
 
 def _index_reader(pinned: PinnedSegments, i: int):
-    """suffix -> the bytes of the i-th pinned segment's index file, read once."""
-    cache: dict[str, bytes | None] = {}
-
-    def read(suffix: str) -> bytes | None:
-        if suffix not in cache:
-            cache[suffix] = pinned.sidecar(i, suffix)
-        return cache[suffix]
-    return read
+    """suffix -> the bytes of the i-th pinned segment's index file, read now (LogChangedError when
+    the segment was replaced since the pin)."""
+    cache = {suffix: pinned.sidecar(i, suffix)
+             for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)}
+    return cache.__getitem__
 
 
 def refused_directories(root: str) -> list[Problem]:

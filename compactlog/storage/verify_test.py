@@ -9,6 +9,9 @@ dir are what a crashed writer left: then they are reported.
 from __future__ import annotations
 
 import os
+import shutil
+
+import pytest
 
 from compactlog.storage import files, verify
 from compactlog.storage.checkpoint import OffsetCheckpointFile  # noqa: F401 - read_checkpoints uses it
@@ -92,3 +95,83 @@ def test_a_swap_and_a_deleted_snapshot_during_the_check_are_not_problems(tmp_pat
         assert problems(dd) == []
     finally:
         dd.close()
+
+
+def swapping_index_reads(monkeypatch, times: float) -> list:
+    """The first ``times`` index reads find their segment swapped since the pin (the same bytes in
+    another file under its name, as a cleaner's swap leaves it): that state cannot be checked."""
+    from compactlog.storage.pinned import PinnedSegments
+    real = PinnedSegments.sidecar
+    swapped = []
+
+    def sidecar(self, i, suffix):
+        if len(swapped) < times:
+            path = self.segments[i].path
+            shutil.copyfile(path, path + ".swap-copy")
+            os.replace(path + ".swap-copy", path)
+            swapped.append(path)
+        return real(self, i, suffix)
+    monkeypatch.setattr(PinnedSegments, "sidecar", sidecar)
+    return swapped
+
+
+def test_a_state_changed_before_its_indexes_were_read_is_checked_again(tmp_path, monkeypatch):
+    """A swap between the pin and the index reads: the partition is checked again in a newer
+    state, as the other readers pin again, and the check passes."""
+    dd, _ = writer(tmp_path)
+    try:
+        swapped = swapping_index_reads(monkeypatch, times=5)
+        assert problems(dd) == []
+        assert len(swapped) == 5
+    finally:
+        dd.close()
+
+
+def test_a_log_that_keeps_changing_fails_the_check_loudly(tmp_path, monkeypatch, capsys):
+    from compactlog.cli.main import main
+    from compactlog.errors import LogChangedError
+    dd, _ = writer(tmp_path)
+    try:
+        monkeypatch.setattr(verify, "CHANGED_TIMEOUT_S", 0.3)
+        swapping_index_reads(monkeypatch, times=float("inf"))
+        with pytest.raises(LogChangedError, match=r"the log changed under the read \(\d+ states of it changed "
+                                                  r"before each was checked whole, for [0-9.]+ s; the last: "
+                                                  r"\d{20}\.log was replaced before its \.index could be read\)"):
+            problems(dd)
+        assert main(["--data-dir", dd.path, "verify"]) == 1
+        out, err = capsys.readouterr()
+        assert out == ""                        # no partial result, no summary
+        assert err.startswith("error: ") and "the log changed under the read" in err and "retry" in err, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    finally:
+        dd.close()
+
+
+def test_an_index_a_swap_is_renaming_into_place_is_not_missing(tmp_path, monkeypatch):
+    """The last step of a swap renames the new segment's .log into place before its indexes: an
+    index read between the two is still ``.index.swap``. Beside the writer that state is read
+    again (no note about a missing index); after a crash the leftover is what the loader deletes,
+    and the missing index is the note."""
+    dd, log = writer(tmp_path)
+    index = log.segments.first.offset_index.path
+    pins = []
+
+    def pin_mid_swap(pdir, **kw):
+        pinned = pin_live_segments(pdir, **kw)
+        pins.append(pdir)
+        if len(pins) == 1:
+            os.replace(index, index + files.SWAP_SUFFIX)    # the first state: the index on its way
+        elif os.path.exists(index + files.SWAP_SUFFIX):
+            os.replace(index + files.SWAP_SUFFIX, index)    # then the swap is done
+        return pinned
+    monkeypatch.setattr(verify, "pin_live_segments", pin_mid_swap)
+    try:
+        assert problems(dd) == []
+        assert len(pins) == 2
+    finally:
+        dd.close()
+    monkeypatch.setattr(verify, "pin_live_segments", pin_live_segments)
+    os.replace(index, index + files.SWAP_SUFFIX)            # no writer: a crash's leftover
+    found = problems(DataDir(dd.path, clock=lambda: T0))
+    assert found == [f"{index}: offset index is missing: Kafka rebuilds it when it loads the log, and "
+                     f"`compactlog verify --repair` rebuilds it now"], found

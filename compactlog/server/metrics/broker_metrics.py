@@ -16,6 +16,7 @@ With ``metrics.listener`` empty there is no ``BrokerMetrics`` at all: no listene
 
 from __future__ import annotations
 
+import errno
 import gzip
 import logging
 import os
@@ -74,7 +75,8 @@ class _Scrape:
 
 
 class BrokerMetrics:
-    def __init__(self, datadir, *, node_id: int = 0, cluster_id: str = "", listeners=(), advertised=()):
+    def __init__(self, datadir, *, node_id: int = 0, cluster_id: str = "", listeners=(), advertised=(),
+                 http: HttpListener | None = None):
         broker = datadir.broker
         self.datadir = datadir
         self.node_id = node_id
@@ -102,23 +104,26 @@ class BrokerMetrics:
         self.background = None
         self.stopping = False
         self._port_names: dict[int, str] = {}
-        self.http: HttpListener | None = None
-        address = parse_listener(broker.get(SETTING), broker.get(ALLOW_SETTING))
-        if address is not None:
-            self.http = HttpListener(*address, context=self)
+        self.http: HttpListener | None = http
+        if http is None:
+            address = parse_listener(broker.get(SETTING), broker.get(ALLOW_SETTING))
+            if address is not None:
+                self.http = HttpListener(*address)
+        if self.http is not None:
+            self.http.context = self
             self.http.register_route("/metrics", metrics_route)
             for path, handler in ROUTES.items():
                 self.http.register_route(path, handler)
-        self._explicit = SETTING in broker.props
 
     @classmethod
-    def start(cls, datadir, **kwargs) -> "BrokerMetrics | None":
+    def start(cls, datadir, http: HttpListener | None = None, **kwargs) -> "BrokerMetrics | None":
         """A starting broker's metrics, serving already (BrokerState STARTING, or RECOVERY when the
-        data dir was not shut down cleanly); None when ``metrics.listener`` is empty (nothing is
-        counted then)."""
-        if parse_listener(datadir.broker.get(SETTING), datadir.broker.get(ALLOW_SETTING)) is None:
+        data dir was not shut down cleanly) on ``http`` (bound by ``bind_listener`` before the
+        data dir was opened; None: bound now); None when ``metrics.listener`` is empty (nothing
+        is counted then)."""
+        if http is None and parse_listener(datadir.broker.get(SETTING), datadir.broker.get(ALLOW_SETTING)) is None:
             return None
-        metrics = cls(datadir, **kwargs)
+        metrics = cls(datadir, http=http, **kwargs)
         unclean = datadir.topics() and not os.path.exists(os.path.join(datadir.path, files.CLEAN_SHUTDOWN_FILE))
         metrics.lifecycle.set(RECOVERY if unclean else STARTING)
         metrics.start_listener()
@@ -126,20 +131,12 @@ class BrokerMetrics:
 
     # -- the listener
     def start_listener(self) -> str | None:
-        """Bind and serve; the URL. A default address already taken is said and skipped (another
-        broker on this machine has it); a configured one that cannot be bound stops the broker."""
+        """Bind (unless ``bind_listener`` did) and serve; the URL. An address that cannot be bound,
+        the default one included, stops the broker (``bind_listener``'s error)."""
         if self.http is None:
             return None
-        try:
-            self.http.start()
-        except OSError as e:
-            where = f"{self.http.host}:{self.http.port}"
-            if self._explicit:
-                raise CompactlogError(f"cannot listen on {SETTING}={where}: {e.strerror or e}") from None
-            log.warning(f"The metrics listener cannot bind {where} ({e.strerror or e}); serving no metrics. "
-                        f"Set {SETTING} to another host:port (port 0: any free port), or to nothing")
-            self.http = None
-            return None
+        _bind(self.http)
+        self.http.start()
         log.info(f"Metrics listener on {self.http.url}: /metrics, /v1/status/ready, /v1/broker, "
                  f"/v1/broker-state, /healthz")
         return self.http.url
@@ -237,6 +234,32 @@ class BrokerMetrics:
         if "gzip" in accept_encoding:
             return gzip.compress(body, GZIP_LEVEL), content_type, [("Content-Encoding", "gzip")]
         return body, content_type, []
+
+
+def bind_listener(broker) -> HttpListener | None:
+    """The broker's HTTP listener (``metrics.listener``), bound but not serving yet; None when the
+    setting is empty. Bound before the data dir is created or locked: an address that cannot be
+    bound (another broker on this machine has the default one) refuses the start in one line, as
+    a Kafka listener's does, and leaves nothing behind. A broker that served no metrics while
+    still reporting ``metrics.listener`` would send ``cleaner status --bootstrap-server`` to
+    whichever process holds that address."""
+    address = parse_listener(broker.get(SETTING), broker.get(ALLOW_SETTING))
+    if address is None:
+        return None
+    http = HttpListener(*address)
+    _bind(http)
+    return http
+
+
+def _bind(http: HttpListener) -> None:
+    try:
+        http.bind()
+    except OSError as e:
+        host = f"[{http.host}]" if ":" in http.host else http.host
+        hint = (f" (another process, such as a broker on this machine, has it: set {SETTING} to another "
+                f"host:port, port 0 for any free one, or to nothing for no listener)"
+                if e.errno == errno.EADDRINUSE else "")
+        raise CompactlogError(f"cannot listen on {SETTING}={host}:{http.port}: {e.strerror or e}{hint}") from None
 
 
 def metrics_route(request: HttpRequest) -> HttpResponse:

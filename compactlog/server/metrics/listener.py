@@ -136,19 +136,30 @@ class HttpListener:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
+    def bind(self) -> tuple[str, int]:
+        """Bind the address (an ``OSError`` when it cannot be), without serving yet; the bound
+        (host, port). The broker binds before it creates or locks its data dir, so that a port it
+        cannot have refuses the start with nothing left behind."""
+        if self._server is None:
+            cls = _Server6 if ":" in self.host else _Server
+            self._server = make_server(self.host, self.port, self.app, server_class=cls,
+                                       handler_class=_QuietHandler)
+            self.port = self._server.server_address[1]
+        return self.host, self.port
+
     def start(self) -> tuple[str, int]:
-        """Bind and serve in a daemon thread; the bound (host, port)."""
-        cls = _Server6 if ":" in self.host else _Server
-        self._server = make_server(self.host, self.port, self.app, server_class=cls, handler_class=_QuietHandler)
-        self.port = self._server.server_address[1]
+        """Bind (unless bound already) and serve in a daemon thread; the bound (host, port)."""
+        self.bind()
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         daemon=True, name="metrics-listener")
         self._thread.start()
         return self.host, self.port
 
     def stop(self) -> None:
+        """Stop serving and close the socket (a listener bound but never started is closed)."""
         if self._server is not None:
-            self._server.shutdown()
+            if self._thread is not None:        # shutdown() waits for serve_forever: only once it runs
+                self._server.shutdown()
             self._server.server_close()
             self._server = None
         if self._thread is not None:

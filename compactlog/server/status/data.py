@@ -203,7 +203,11 @@ def status_data(state, background=None, now_ms: int | None = None) -> dict:
         "version": FORMAT_VERSION,
         "nowMs": now,
         "broker": {"nodeId": state.node_id, "clusterId": state.cluster_id, "dataDir": dd.path,
-                   "advertised": str(state.advertised) if state.advertised is not None else None},
+                   "advertised": str(state.advertised) if state.advertised is not None else None,
+                   # every listener's endpoint: ``cleaner status --bootstrap-server`` checks that the
+                   # document it read is the one of the broker it asked (``cli.live_status``)
+                   "advertisedListeners": [str(a) for a in (state.advertised_listeners or {}).values()]
+                   or ([str(state.advertised)] if state.advertised is not None else [])},
         "cleaner": {
             "enabled": enabled,
             "threadsConfigured": broker.get("log.cleaner.threads") if enabled else 0,
