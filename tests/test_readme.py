@@ -233,5 +233,7 @@ def _check_outputs(outputs: dict[str, str]) -> None:
         elif command.startswith("compactlog cleaner status --metrics-url"):
             rows = [json.loads(line) for line in out.splitlines()]
             assert {r["topic"] for r in rows[:-1]} >= {"prices", "__consumer_offsets"} and "maxDirtyPercent" in rows[-1]
+        elif "get-offsets --topic-partitions 'prices:0-2'" in command:
+            assert out.splitlines() == ["prices:0:2", "prices:1:1"], out      # p3 twice, p5 once
         elif command.startswith("compactlog metadata"):
             assert "(controller)" in out and 'topic "payments" with 2 partitions:' in out
