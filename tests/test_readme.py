@@ -2,13 +2,15 @@
 module starts on a free loopback port.
 
 Shell blocks run command by command through bash in a scratch directory (so the README's relative
-paths, ``build/broker-data`` included, land there), with ``compactlog`` the CLI under test; each
-command must exit 0. ``127.0.0.1:9092`` becomes the broker's address, ``127.0.0.1:9644`` its HTTP
-listener's, and the README's absolute
-paths become directories prepared here: ``/backup/kafka-logs`` a data dir holding an ``orders``
-topic (two partitions, keyed records), ``/copy/kafka-logs`` a copy of it, ``/data/archive`` an empty
-data dir. The README's ``serve`` line is the broker this module started; commands that run until
-stopped (``cleaner run``, ``consume --follow``) must still be running after a few seconds and stop
+paths, ``build/broker-data`` included, land there), with ``compactlog`` the CLI under test, found
+where ``make venv`` puts it (``.venv/bin/compactlog``, relative to that directory) through the PATH
+that the README's own ``export PATH=...`` step makes; each command must exit 0.
+``127.0.0.1:9092`` becomes the broker's address, ``127.0.0.1:9644`` its HTTP listener's, and the
+README's absolute paths become directories prepared here: ``/backup/kafka-logs`` a data dir
+holding an ``orders`` topic (two partitions, keyed records), ``/copy/kafka-logs`` a copy of it,
+``/data/archive`` an empty data dir. The README's ``serve`` line is the broker this module
+started; commands that run until stopped (``cleaner run``, ``consume --follow``) must still be
+running after a few seconds and stop
 on ^C. Python blocks run in a subprocess. A block preceded by ``<!-- readme-test: skip (why) -->``
 is skipped (used for what needs a cluster or builds the project), a ``text`` block is a picture;
 the "Transactions" section's
@@ -40,7 +42,7 @@ pytestmark = pytest.mark.skipif(KCAT is None, reason="the README's examples use 
 
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
 BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<mark>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<code>.*?)^```", re.S | re.M)
-ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*")
+ASSIGNMENT = re.compile(r"(?:export )?[A-Za-z_][A-Za-z0-9_]*=\S*")
 LONG_RUNNING_S = 5            # a command that runs until stopped must still be up after this long
 COMMAND_TIMEOUT_S = 300
 STOP_TIMEOUT_S = 60
@@ -68,16 +70,34 @@ def test_the_sections_with_brokers_of_their_own_are_run_elsewhere():
     assert len(transactions_blocks()) >= 4 and len(security_blocks()) >= 5
 
 
+def readme_exports() -> list[str]:
+    """The README's ``export NAME=...`` lines (its PATH step), in order: what the shell a reader
+    runs the examples in has done."""
+    return [c for _, lang, code, mark in BLOCKS if mark is None and lang in ("", "sh", "bash", "shell")
+            for c in shell_commands(code) if c.startswith("export ") and ASSIGNMENT.fullmatch(c)]
+
+
+def test_the_readme_puts_compactlog_on_path(world):
+    """Its first block that runs (right after ``make demo``/``make test``) puts the checkout's
+    ``.venv/bin``, where ``make venv`` installs the CLI, first on PATH."""
+    first = next(code for _, lang, code, mark in BLOCKS if mark is None)
+    assert any(c.startswith("export PATH=") for c in shell_commands(first)), first
+    assert shutil.which("compactlog", path=world["env"]["PATH"]) == str(world["work"] / ".venv" / "bin" / "compactlog")
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """The scratch directory, the broker, the prepared data dirs, and what to substitute."""
     work = tmp_path_factory.mktemp("readme")
-    bin_dir = work / "bin"
-    bin_dir.mkdir()
+    bin_dir = work / ".venv" / "bin"        # where `make venv` puts the CLI, relative to the checkout
+    bin_dir.mkdir(parents=True)
     shim = bin_dir / "compactlog"          # the CLI of this checkout, whatever is installed
     shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{w}'" for w in COMMAND) + ' "$@"\n')
     shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # the PATH of a shell that ran the README's export lines in the checkout (here, the scratch dir)
+    path = subprocess.run(["bash", "-c", "\n".join(readme_exports() + ['printf %s "$PATH"'])], cwd=work,
+                          capture_output=True, text=True, check=True, timeout=COMMAND_TIMEOUT_S).stdout
+    env = {**os.environ, "PATH": path}
     # the README's HTTP listener, 127.0.0.1:9644, on a port free here (a named one: `cleaner status
     # --bootstrap-server` reads it back from the broker's metrics.listener)
     metrics_address = f"127.0.0.1:{free_port()}"
@@ -233,6 +253,8 @@ def _check_outputs(outputs: dict[str, str]) -> None:
         elif command.startswith("compactlog cleaner status --metrics-url"):
             rows = [json.loads(line) for line in out.splitlines()]
             assert {r["topic"] for r in rows[:-1]} >= {"prices", "__consumer_offsets"} and "maxDirtyPercent" in rows[-1]
+        elif command.startswith("compactlog --version"):
+            assert re.fullmatch(r"compactlog \S+\n", out), out
         elif "get-offsets --topic-partitions 'prices:0-2'" in command:
             assert out.splitlines() == ["prices:0:2", "prices:1:1"], out      # p3 twice, p5 once
         elif command.startswith("compactlog metadata"):
