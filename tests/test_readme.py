@@ -255,6 +255,8 @@ def _check_outputs(outputs: dict[str, str]) -> None:
             assert {r["topic"] for r in rows[:-1]} >= {"prices", "__consumer_offsets"} and "maxDirtyPercent" in rows[-1]
         elif command.startswith("compactlog --version"):
             assert re.fullmatch(r"compactlog \S+\n", out), out
+        elif "-t latest-product-price -e -o beginning -K:" in command:
+            assert out.splitlines() == ["p3:10", "p5:7", "p3:11"], out     # the values as typed, no '$'
         elif "get-offsets --topic-partitions 'prices:0-2'" in command:
             assert out.splitlines() == ["prices:0:2", "prices:1:1"], out      # p3 twice, p5 once
         elif command.startswith("compactlog metadata"):
