@@ -11,9 +11,10 @@ holding an ``orders`` topic (two partitions, keyed records), ``/copy/kafka-logs`
 ``/data/archive`` an empty data dir. The README's ``serve`` line is the broker this module
 started; commands that run until stopped (``cleaner run``, ``consume --follow``) must still be
 running after a few seconds and stop
-on ^C. Python blocks run in a subprocess. A block preceded by ``<!-- readme-test: skip (why) -->``
-is skipped (used for what needs a cluster or builds the project), a ``text`` block is a picture;
-the "Transactions" section's
+on ^C. Python blocks run in a subprocess. What some commands and blocks
+print is checked too (``_check_outputs``, ``_check_python_output``). A block preceded by
+``<!-- readme-test: skip (why) -->`` is skipped (used for what needs a cluster or builds the
+project), a ``text`` block is a picture; the "Transactions" section's
 blocks are run by ``test_readme_transactions.py``, the "Security: TLS and SASL" section's by
 ``test_readme_security.py`` and the "Access control (ACLs)" section's by ``test_readme_acls.py``
 (their brokers need settings of their own), and are left out here.
@@ -224,11 +225,17 @@ def test_readme_block_runs_as_written(world, line, lang, code, mark):
     if lang == "text":
         return                  # a picture (a directory tree), not commands
     if lang == "python":
-        run_python_block(code, world)
+        _check_python_output(code, run_python_block(code, world))
         return
     assert lang in ("", "sh", "bash", "shell"), f"README line {line}: a {lang} block"
     outputs = run_shell_block(code, world)
     _check_outputs(outputs)
+
+
+def _check_python_output(code: str, out: str) -> None:
+    """What some Python blocks print."""
+    if '"enable.partition.eof": True' in code:      # the first one: the records, then each partition's end
+        assert out.splitlines() == ["1 0 b'p3' b'10'", "1 1 b'p3' None"], out
 
 
 def _check_outputs(outputs: dict[str, str]) -> None:
