@@ -17,7 +17,8 @@ print is checked too (``_check_outputs``, ``_check_python_output``). A block pre
 project), a ``text`` block is a picture; the "Transactions" section's
 blocks are run by ``test_readme_transactions.py``, the "Security: TLS and SASL" section's by
 ``test_readme_security.py`` and the "Access control (ACLs)" section's by ``test_readme_acls.py``
-(their brokers need settings of their own), and are left out here.
+(their brokers need settings of their own), and are left out here; that the README's brokers can
+run side by side, as a reader following it in order runs them, is checked here.
 """
 
 from __future__ import annotations
@@ -84,6 +85,34 @@ def test_the_readme_puts_compactlog_on_path(world):
     first = next(code for _, lang, code, mark in BLOCKS if mark is None)
     assert any(c.startswith("export PATH=") for c in shell_commands(first)), first
     assert shutil.which("compactlog", path=world["env"]["PATH"]) == str(world["work"] / ".venv" / "bin" / "compactlog")
+
+
+def test_the_readme_brokers_can_run_side_by_side():
+    """Followed in order, the README starts three brokers and stops none (its Transactions section
+    goes back to the first): the first one's (serve's defaults), the Security section's
+    (server.properties) and the ACL section's (--override), each on addresses of its own."""
+    from compactlog.storage.config import BROKER_CONFIGS
+
+    def addresses(settings: dict[str, str]) -> set[str]:
+        listeners = settings.get("listeners", BROKER_CONFIGS["listeners"].default)
+        return ({x.split("://", 1)[1] for x in listeners.split(",")}
+                | {settings.get("metrics.listener", BROKER_CONFIGS["metrics.listener"].default)})
+
+    serves = [c for _, lang, code, mark in BLOCKS if mark is None for c in shell_commands(code)
+              if is_serve(_words(c))]
+    assert serves == ["compactlog --data-dir build/broker-data serve            # PLAINTEXT://127.0.0.1:9092; "
+                      "^C stops it cleanly"]
+    first = addresses({})
+    properties = security_blocks()[1][1]
+    security = addresses(dict(line.split("=", 1) for line in properties.splitlines()
+                              if re.match(r"(listeners|metrics\.listener)=", line)))
+    acl_serve = next(c for c in shell_commands(acls_blocks()[0][1]) if c.endswith(" serve"))
+    words = _words(acl_serve)
+    acl = addresses(dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--override"))
+    assert first == {"127.0.0.1:9092", "127.0.0.1:9644"}
+    assert not first & security and not first & acl and not security & acl, (first, security, acl)
+    transactions = "".join(code for _, code in transactions_blocks())
+    assert set(re.findall(r"127\.0\.0\.1:\d+", transactions)) <= first
 
 
 @pytest.fixture(scope="module")
