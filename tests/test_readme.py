@@ -11,7 +11,7 @@ holding an ``orders`` topic (two partitions, keyed records), ``/copy/kafka-logs`
 ``/data/archive`` an empty data dir. The README's ``serve`` line is the broker this module
 started; commands that run until stopped (``cleaner run``, ``consume --follow``) must still be
 running after a few seconds and stop
-on ^C. Python blocks run in a subprocess. What some commands and blocks
+on ^C, as their comments say. Python blocks run in a subprocess. What some commands and blocks
 print is checked too (``_check_outputs``, ``_check_python_output``). A block preceded by
 ``<!-- readme-test: skip (why) -->`` is skipped (used for what needs a cluster or builds the
 project), a ``text`` block is a picture; the "Transactions" section's
@@ -261,6 +261,16 @@ def test_readme_block_runs_as_written(world, line, lang, code, mark):
     _check_outputs(outputs)
 
 
+def test_commands_that_run_until_stopped_say_so():
+    """A reader pastes the README's lines one by one: a command that does not return by itself
+    (``serve``, ``cleaner run``, ``consume --follow``) says in its comment that ^C stops it."""
+    for _, lang, code, mark in BLOCKS:
+        for command in shell_commands(code) if mark is None and lang in ("", "sh", "bash", "shell") else ():
+            words = _words(command)
+            if is_serve(words) or runs_until_stopped(words):
+                assert "^C" in command.partition("#")[2], command
+
+
 def _check_python_output(code: str, out: str) -> None:
     """What some Python blocks print."""
     if '"enable.partition.eof": True' in code:      # the first one: the records, then each partition's end
@@ -268,7 +278,8 @@ def _check_python_output(code: str, out: str) -> None:
 
 
 def _check_outputs(outputs: dict[str, str]) -> None:
-    """What some commands print, beyond their success (the console tools through the broker)."""
+    """What some commands print, beyond their success (the console tools through the broker, the
+    walkthrough of "Using it")."""
     for command, out in outputs.items():
         if "--topic payments --from-beginning --property print.key=true" in command:
             assert sorted(out.splitlines()) == ["alice\t25", "alice\t30", "bob\t12"], out
@@ -293,6 +304,16 @@ def _check_outputs(outputs: dict[str, str]) -> None:
             assert re.fullmatch(r"compactlog \S+\n", out), out
         elif "-t latest-product-price -e -o beginning -K:" in command:
             assert out.splitlines() == ["p3:10", "p5:7", "p3:11"], out     # the values as typed, no '$'
+        elif "consume --topic prices --from-beginning --property print.key=true   # p3 10" in command:
+            assert sorted(out.splitlines()) == ["p3\t10", "p3\t11", "p5\t7"], out
+        elif "cleaner status" in command and "--data-dir $D" in command:
+            assert "active segment" in out, out
+        elif "explain --topic prices --partition 0 --roll" in command:
+            assert "would remove 1 of 2 records" in out and "1 superseded" in out, out
+        elif "clean --roll" in command and "--data-dir $D" in command:
+            assert "1 of 3 records removed" in out.splitlines()[-1], out
+        elif "consume --topic prices --from-beginning --property print.key=true   # now" in command:
+            assert sorted(out.splitlines()) == ["p3\t11", "p5\t7"], out
         elif "get-offsets --topic-partitions 'prices:0-2'" in command:
             assert out.splitlines() == ["prices:0:2", "prices:1:1"], out      # p3 twice, p5 once
         elif command.startswith("compactlog metadata"):
