@@ -81,3 +81,43 @@ def test_tools_through_the_broker(broker, tmp_path):
     assert json.loads(out(run_cli(data, "topics", "list", "--json", *b))) == [{"name": "t", "partitions": 3}]
     out(run_cli(data, "topics", "delete", "--topic", "t", *b))
     assert json.loads(out(run_cli(data, "topics", "list", "--json", *b))) == []
+
+
+def test_get_offsets_topic_partitions_as_kafka_parses_them(tmp_path):
+    """--topic-partitions: kafka-get-offsets.sh's topic-partition patterns (a topic regex, then a
+    partition, a range with its upper bound excluded, an open range, or nothing), on a data dir and
+    through a broker alike."""
+    cases = [("t:0,u:1-3", ["t:0:0", "u:1:0", "u:2:0"]), ("t:2-", ["t:2:0", "t:3:0"]), ("t:-2", ["t:0:0", "t:1:0"]),
+             (":0", ["t:0:0", "u:0:0"]), ("u", ["u:0:0", "u:1:0", "u:2:0"]), ("[tu]:3", ["t:3:0"]),
+             ("t:1,", ["t:1:0"]), ("u:", ["u:0:0", "u:1:0", "u:2:0"])]
+
+    def check(data, *where):
+        for topic, n in (("t", 4), ("u", 3)):
+            out(run_cli(data, "topics", "create", "--topic", topic, "--partitions", n, *where))
+        for spec, rows in cases:
+            assert out(run_cli(data, "get-offsets", "--topic-partitions", spec, *where)).split() == rows, (spec, where)
+        r = run_cli(data, "get-offsets", "--topic-partitions", "t:5-,v", *where)
+        assert r.returncode == 1 and r.stderr.decode() == \
+            "error: Could not match any topic-partitions with the specified filters\n"
+
+    check(tmp_path / "d")
+    with Broker(tmp_path / "broker-data") as b:
+        check(b.data_dir, "--bootstrap-server", b.bootstrap)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--topic-partitions", "t:a"], "Invalid rule specification: t:a"),
+    (["--topic-partitions", "t:0,t:1:2"], "Invalid rule specification: t:1:2"),
+    (["--topic-partitions", "t:1-2-3"], "Invalid rule specification: t:1-2-3"),
+    (["--topic-partitions", "t:99999999999"], "Invalid rule specification: t:99999999999 (a partition is at most "
+                                              "2147483647)"),
+    (["--topic-partitions", "(t:0"], "(t is an invalid regex."),
+    (["--topic-partitions", "t:0", "--topic", "t"], "--topic-partitions cannot be used with --topic or --partitions"),
+    (["--topic-partitions", "t:0", "--partitions", "0"],
+     "--topic-partitions cannot be used with --topic or --partitions"),
+])
+def test_get_offsets_bad_topic_partitions_are_one_line(tmp_path, args, message):
+    data = tmp_path / "d"
+    out(run_cli(data, "topics", "create", "--topic", "t", "--partitions", "2"))
+    r = run_cli(data, "get-offsets", *args)
+    assert r.returncode == 2 and r.stderr.decode() == f"error: {message}\n" and r.stdout == b""

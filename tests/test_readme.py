@@ -2,19 +2,23 @@
 module starts on a free loopback port.
 
 Shell blocks run command by command through bash in a scratch directory (so the README's relative
-paths, ``build/broker-data`` included, land there), with ``compactlog`` the CLI under test; each
-command must exit 0. ``127.0.0.1:9092`` becomes the broker's address, ``127.0.0.1:9644`` its HTTP
-listener's, and the README's absolute
-paths become directories prepared here: ``/backup/kafka-logs`` a data dir holding an ``orders``
-topic (two partitions, keyed records), ``/copy/kafka-logs`` a copy of it, ``/data/archive`` an empty
-data dir. The README's ``serve`` line is the broker this module started; commands that run until
-stopped (``cleaner run``, ``consume --follow``) must still be running after a few seconds and stop
-on ^C. Python blocks run in a subprocess. A block preceded by ``<!-- readme-test: skip (why) -->``
-is skipped (used for what needs a cluster or builds the project), a ``text`` block is a picture;
-the "Transactions" section's
+paths, ``build/broker-data`` included, land there), with ``compactlog`` the CLI under test, found
+where ``make venv`` puts it (``.venv/bin/compactlog``, relative to that directory) through the PATH
+that the README's own ``export PATH=...`` step makes; each command must exit 0.
+``127.0.0.1:9092`` becomes the broker's address, ``127.0.0.1:9644`` its HTTP listener's, and the
+README's absolute paths become directories prepared here: ``/backup/kafka-logs`` a data dir
+holding an ``orders`` topic (two partitions, keyed records), ``/copy/kafka-logs`` a copy of it,
+``/data/archive`` an empty data dir. The README's ``serve`` line is the broker this module
+started; commands that run until stopped (``cleaner run``, ``consume --follow``) must still be
+running after a few seconds and stop
+on ^C, as their comments say. Python blocks run in a subprocess. What some commands and blocks
+print is checked too (``_check_outputs``, ``_check_python_output``). A block preceded by
+``<!-- readme-test: skip (why) -->`` is skipped (used for what needs a cluster or builds the
+project), a ``text`` block is a picture; the "Transactions" section's
 blocks are run by ``test_readme_transactions.py``, the "Security: TLS and SASL" section's by
 ``test_readme_security.py`` and the "Access control (ACLs)" section's by ``test_readme_acls.py``
-(their brokers need settings of their own), and are left out here.
+(their brokers need settings of their own), and are left out here; that the README's brokers can
+run side by side, as a reader following it in order runs them, is checked here.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ pytestmark = pytest.mark.skipif(KCAT is None, reason="the README's examples use 
 
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
 BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<mark>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<code>.*?)^```", re.S | re.M)
-ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*")
+ASSIGNMENT = re.compile(r"(?:export )?[A-Za-z_][A-Za-z0-9_]*=\S*")
 LONG_RUNNING_S = 5            # a command that runs until stopped must still be up after this long
 COMMAND_TIMEOUT_S = 300
 STOP_TIMEOUT_S = 60
@@ -68,16 +72,62 @@ def test_the_sections_with_brokers_of_their_own_are_run_elsewhere():
     assert len(transactions_blocks()) >= 4 and len(security_blocks()) >= 5
 
 
+def readme_exports() -> list[str]:
+    """The README's ``export NAME=...`` lines (its PATH step), in order: what the shell a reader
+    runs the examples in has done."""
+    return [c for _, lang, code, mark in BLOCKS if mark is None and lang in ("", "sh", "bash", "shell")
+            for c in shell_commands(code) if c.startswith("export ") and ASSIGNMENT.fullmatch(c)]
+
+
+def test_the_readme_puts_compactlog_on_path(world):
+    """Its first block that runs (right after ``make demo``/``make test``) puts the checkout's
+    ``.venv/bin``, where ``make venv`` installs the CLI, first on PATH."""
+    first = next(code for _, lang, code, mark in BLOCKS if mark is None)
+    assert any(c.startswith("export PATH=") for c in shell_commands(first)), first
+    assert shutil.which("compactlog", path=world["env"]["PATH"]) == str(world["work"] / ".venv" / "bin" / "compactlog")
+
+
+def test_the_readme_brokers_can_run_side_by_side():
+    """Followed in order, the README starts three brokers and stops none (its Transactions section
+    goes back to the first): the first one's (serve's defaults), the Security section's
+    (server.properties) and the ACL section's (--override), each on addresses of its own."""
+    from compactlog.storage.config import BROKER_CONFIGS
+
+    def addresses(settings: dict[str, str]) -> set[str]:
+        listeners = settings.get("listeners", BROKER_CONFIGS["listeners"].default)
+        return ({x.split("://", 1)[1] for x in listeners.split(",")}
+                | {settings.get("metrics.listener", BROKER_CONFIGS["metrics.listener"].default)})
+
+    serves = [c for _, lang, code, mark in BLOCKS if mark is None for c in shell_commands(code)
+              if is_serve(_words(c))]
+    assert serves == ["compactlog --data-dir build/broker-data serve            # PLAINTEXT://127.0.0.1:9092; "
+                      "^C stops it cleanly"]
+    first = addresses({})
+    properties = security_blocks()[1][1]
+    security = addresses(dict(line.split("=", 1) for line in properties.splitlines()
+                              if re.match(r"(listeners|metrics\.listener)=", line)))
+    acl_serve = next(c for c in shell_commands(acls_blocks()[0][1]) if c.endswith(" serve"))
+    words = _words(acl_serve)
+    acl = addresses(dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--override"))
+    assert first == {"127.0.0.1:9092", "127.0.0.1:9644"}
+    assert not first & security and not first & acl and not security & acl, (first, security, acl)
+    transactions = "".join(code for _, code in transactions_blocks())
+    assert set(re.findall(r"127\.0\.0\.1:\d+", transactions)) <= first
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """The scratch directory, the broker, the prepared data dirs, and what to substitute."""
     work = tmp_path_factory.mktemp("readme")
-    bin_dir = work / "bin"
-    bin_dir.mkdir()
+    bin_dir = work / ".venv" / "bin"        # where `make venv` puts the CLI, relative to the checkout
+    bin_dir.mkdir(parents=True)
     shim = bin_dir / "compactlog"          # the CLI of this checkout, whatever is installed
     shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{w}'" for w in COMMAND) + ' "$@"\n')
     shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # the PATH of a shell that ran the README's export lines in the checkout (here, the scratch dir)
+    path = subprocess.run(["bash", "-c", "\n".join(readme_exports() + ['printf %s "$PATH"'])], cwd=work,
+                          capture_output=True, text=True, check=True, timeout=COMMAND_TIMEOUT_S).stdout
+    env = {**os.environ, "PATH": path}
     # the README's HTTP listener, 127.0.0.1:9644, on a port free here (a named one: `cleaner status
     # --bootstrap-server` reads it back from the broker's metrics.listener)
     metrics_address = f"127.0.0.1:{free_port()}"
@@ -204,15 +254,32 @@ def test_readme_block_runs_as_written(world, line, lang, code, mark):
     if lang == "text":
         return                  # a picture (a directory tree), not commands
     if lang == "python":
-        run_python_block(code, world)
+        _check_python_output(code, run_python_block(code, world))
         return
     assert lang in ("", "sh", "bash", "shell"), f"README line {line}: a {lang} block"
     outputs = run_shell_block(code, world)
     _check_outputs(outputs)
 
 
+def test_commands_that_run_until_stopped_say_so():
+    """A reader pastes the README's lines one by one: a command that does not return by itself
+    (``serve``, ``cleaner run``, ``consume --follow``) says in its comment that ^C stops it."""
+    for _, lang, code, mark in BLOCKS:
+        for command in shell_commands(code) if mark is None and lang in ("", "sh", "bash", "shell") else ():
+            words = _words(command)
+            if is_serve(words) or runs_until_stopped(words):
+                assert "^C" in command.partition("#")[2], command
+
+
+def _check_python_output(code: str, out: str) -> None:
+    """What some Python blocks print."""
+    if '"enable.partition.eof": True' in code:      # the first one: the records, then each partition's end
+        assert out.splitlines() == ["1 0 b'p3' b'10'", "1 1 b'p3' None"], out
+
+
 def _check_outputs(outputs: dict[str, str]) -> None:
-    """What some commands print, beyond their success (the console tools through the broker)."""
+    """What some commands print, beyond their success (the console tools through the broker, the
+    walkthrough of "Using it")."""
     for command, out in outputs.items():
         if "--topic payments --from-beginning --property print.key=true" in command:
             assert sorted(out.splitlines()) == ["alice\t25", "alice\t30", "bob\t12"], out
@@ -233,5 +300,21 @@ def _check_outputs(outputs: dict[str, str]) -> None:
         elif command.startswith("compactlog cleaner status --metrics-url"):
             rows = [json.loads(line) for line in out.splitlines()]
             assert {r["topic"] for r in rows[:-1]} >= {"prices", "__consumer_offsets"} and "maxDirtyPercent" in rows[-1]
+        elif command.startswith("compactlog --version"):
+            assert re.fullmatch(r"compactlog \S+\n", out), out
+        elif "-t latest-product-price -e -o beginning -K:" in command:
+            assert out.splitlines() == ["p3:10", "p5:7", "p3:11"], out     # the values as typed, no '$'
+        elif "consume --topic prices --from-beginning --property print.key=true   # p3 10" in command:
+            assert sorted(out.splitlines()) == ["p3\t10", "p3\t11", "p5\t7"], out
+        elif "cleaner status" in command and "--data-dir $D" in command:
+            assert "active segment" in out, out
+        elif "explain --topic prices --partition 0 --roll" in command:
+            assert "would remove 1 of 2 records" in out and "1 superseded" in out, out
+        elif "clean --roll" in command and "--data-dir $D" in command:
+            assert "1 of 3 records removed" in out.splitlines()[-1], out
+        elif "consume --topic prices --from-beginning --property print.key=true   # now" in command:
+            assert sorted(out.splitlines()) == ["p3\t11", "p5\t7"], out
+        elif "get-offsets --topic-partitions 'prices:0-2'" in command:
+            assert out.splitlines() == ["prices:0:2", "prices:1:1"], out      # p3 twice, p5 once
         elif command.startswith("compactlog metadata"):
             assert "(controller)" in out and 'topic "payments" with 2 partitions:' in out

@@ -1,9 +1,10 @@
 """The README's "Access control (ACLs)" section runs as written: its first block (topics, a record
 and ACLs written offline into ``build/secure-data``, then the ``serve`` line) in a scratch
-directory, the serve line being the broker this module starts with that line's overrides on a
-free port (substituted for ``127.0.0.1:9093``); then the commands through the broker and the
-Python block, with what they print checked. A command whose comment says ``# refused: TEXT`` must
-fail with TEXT in its output, as the README says it does; every other one must succeed."""
+directory, the serve line being the broker this module starts with that line's overrides on free
+ports (for ``127.0.0.1:9094`` and its HTTP listener's ``127.0.0.1:9646``); then the commands
+through the broker and the Python block, with what they print checked. A command whose comment
+says ``# refused: TEXT`` must fail with TEXT in its output, as the README says it does; every other
+one must succeed."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.skipif(KCAT is None, reason="the section's examples use
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
 HEADING = "### Access control (ACLs)\n"
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
-ADDRESS = "127.0.0.1:9093"
+ADDRESS = "127.0.0.1:9094"
+METRICS_ADDRESS = "127.0.0.1:9646"
 TIMEOUT_S = 120
 
 
@@ -99,6 +101,7 @@ def test_the_acls_section_runs_as_written(world):
     words = shlex.split(serve[0])
     overrides = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--override")
     assert overrides.pop("listeners") == f"PLAINTEXT://{ADDRESS}"
+    assert overrides.pop("metrics.listener") == METRICS_ADDRESS      # Broker's own: a free port
     data_dir = work / "build" / "secure-data"
     assert words[1:3] == ["--data-dir", "$D"] and (data_dir / "compactlog.acls.json").is_file()
 

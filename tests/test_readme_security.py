@@ -1,10 +1,10 @@
 """The README's "Security: TLS and SASL" section runs as written, in a scratch directory, on free
-ports (substituted for ``127.0.0.1:9092`` and ``127.0.0.1:9093``): its ``openssl`` lines make the
-CA and the broker's key store, ``compactlog users`` writes SCRAM users offline, the section's
-``server.properties`` starts the broker (its ``serve`` line, run in the background until the end),
-then ``users`` through the broker with ``--command-config``, kcat with ``-X`` and ``-F``, and the
-confluent-kafka block, with their outputs checked; the broker stops cleanly on SIGINT and its log
-holds no password."""
+ports (substituted for its ``127.0.0.1:9093`` and ``127.0.0.1:9645``; that they are not the other
+brokers' is checked by test_readme.py): its ``openssl`` lines make the CA and the broker's key
+store, ``compactlog users`` writes SCRAM users offline, the section's ``server.properties`` starts
+the broker (its ``serve`` line, run in the background until the end), then ``users`` through the
+broker with ``--command-config``, kcat with ``-X`` and ``-F``, and the confluent-kafka block, with
+their outputs checked; the broker stops cleanly on SIGINT and its log holds no password."""
 
 from __future__ import annotations
 
@@ -52,10 +52,7 @@ def scratch(tmp_path_factory):
     shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{w}'" for w in COMMAND) + ' "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    subs = {"127.0.0.1:9092": f"127.0.0.1:{free_port()}", "127.0.0.1:9093": f"127.0.0.1:{free_port()}",
-            # the HTTP listener on a free port too: its default, 127.0.0.1:9644, is one per machine
-            # (a broker that cannot bind it does not start)
-            "connections.max.reauth.ms=3600000\n": "connections.max.reauth.ms=3600000\nmetrics.listener=127.0.0.1:0\n"}
+    subs = {"127.0.0.1:9093": f"127.0.0.1:{free_port()}", "127.0.0.1:9645": f"127.0.0.1:{free_port()}"}
     return {"work": work, "env": env, "subs": subs, "broker": None}
 
 
@@ -121,6 +118,7 @@ def test_the_security_section_runs_as_written(scratch):
         assert "Completed updating config for user alice." in out
         log = broker_log(scratch)
         assert f"Listener SASL_SSL (SASL_SSL) on {scratch['subs']['127.0.0.1:9093']}" in log
+        assert f"Metrics listener on http://{scratch['subs']['127.0.0.1:9645']}:" in log
 
         out = run_block(users, scratch)                  # through the broker, over SASL_SSL
         assert "Completed updating config for user bob." in out

@@ -15,8 +15,10 @@ On a data dir (no broker running for ``--alter``, which takes the data-dir lock)
 are its overrides in ``compactlog.topics.json``, described exactly as the broker describes them
 (the same entries, sources and synonyms); a broker's settings are ``DIR/server.properties``
 (STATIC_BROKER_CONFIG: ``--describe --all`` shows them, ``--alter`` rewrites the file, read when
-``serve`` starts). compactlog's broker has no dynamic broker configs: through it a broker's
-``--alter`` is refused as Kafka refuses a setting it cannot change at run time.
+``serve`` starts). Through a broker, a broker's ``--alter`` (``--entity-name N`` or
+``--entity-default``) changes its dynamic configs (Kafka's DynamicBrokerConfig,
+``storage/dynamic_config.py``): a setting Kafka cannot change at run time is refused with Kafka's
+message, a name Kafka does not know is kept as a custom setting (``broker_configs.py`` says so).
 """
 
 from __future__ import annotations

@@ -65,6 +65,12 @@ def _topic_matcher(topic: str | None, exclude_internal: bool):
 def get_offsets_cmd(ctx: typer.Context,
                     bootstrap_server: str = typer.Option(None, "--bootstrap-server",
                                                          help="Ask this broker (HOST:PORT) instead of reading --data-dir."),
+                    topic_partitions: str = typer.Option(None, "--topic-partitions",
+                                                         help="Comma-separated topic-partition patterns, as Kafka's: "
+                                                              "TOPIC_REGEX[:PARTITIONS], PARTITIONS a number, a range "
+                                                              "N-M (M excluded), N- or -M, or nothing for all; an empty "
+                                                              "topic matches any (t1:1,t2:0-3,t3,t4:5-,t5:-3,:0). Not "
+                                                              "with --topic or --partitions."),
                     topic: str = typer.Option(None, "--topic", help="Topics to list: a name or a regular expression "
                                                                      "(default: all)."),
                     partitions: str = typer.Option(None, "--partitions", help="Only these partitions: 0,2-4."),
@@ -76,17 +82,82 @@ def get_offsets_cmd(ctx: typer.Context,
                                                           help="Leave out topics whose name starts with __.")):
     """topic:partition:offset per partition, as kafka-get-offsets.sh prints them."""
     when = _time(time_)
-    keep = _partition_filter(partitions)
-    match = _topic_matcher(topic, exclude_internal)
-    rows = (_offsets_from_broker(bootstrap_server, match, keep, when) if bootstrap_server
-            else _offsets_from_dir(context(ctx), match, keep, when))
+    if topic_partitions is not None:
+        if topic is not None or partitions is not None:
+            fail("--topic-partitions cannot be used with --topic or --partitions", 2)
+        match, allowed = _topic_partition_filter(topic_partitions, exclude_internal)
+    else:
+        keep = _partition_filter(partitions)
+        match = _topic_matcher(topic, exclude_internal)
+
+        def allowed(t: str, p: int) -> bool:
+            return keep is None or p in keep
+    rows = (_offsets_from_broker(bootstrap_server, match, allowed, when) if bootstrap_server
+            else _offsets_from_dir(context(ctx), match, allowed, when))
+    if topic_partitions is not None and not rows:
+        raise TopicError("Could not match any topic-partitions with the specified filters")
     if topic is not None and not rows:
         raise TopicError(f"no topic matches {topic!r}")
     for t, p, off in sorted(rows):
         typer.echo(f"{t}:{p}:{'' if off is None else off}")
 
 
-def _offsets_from_dir(c, match, keep, when: int) -> list[tuple[str, int, int | None]]:
+# GetOffsetShell.TOPIC_PARTITION_PATTERN: a topic regex (empty: any topic), then optionally ':' and
+# a partition (N), a range (N-M, M excluded; N- ; -M) or nothing (every partition)
+_TOPIC_PARTITION = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
+_INT_MAX = 2 ** 31 - 1
+
+
+def _java_split(text: str, sep: str) -> list[str]:
+    """Java's String.split: the trailing empty strings dropped (``"a,"`` is one rule, ``""`` one
+    empty rule)."""
+    if sep not in text:
+        return [text]
+    parts = text.split(sep)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def _topic_partition_filter(spec: str, exclude_internal: bool):
+    """GetOffsetShell.createTopicPartitionFilterWithPatternList: a topic or partition passes when
+    any rule lets it through. (topic test, (topic, partition) test)."""
+    rules = []
+    for rule in _java_split(spec, ","):
+        m = _TOPIC_PARTITION.fullmatch(rule)
+        if m is None:
+            fail(f"Invalid rule specification: {rule}", 2)
+        topic_rx, exact, low, high = (m.group(i) or None for i in range(1, 5))
+        numbers = [int(n) for n in (exact, low, high) if n is not None]
+        if any(n > _INT_MAX for n in numbers):
+            fail(f"Invalid rule specification: {rule} (a partition is at most {_INT_MAX})", 2)
+        if exact is not None:
+            low, high = int(exact), int(exact) + 1
+        else:
+            low, high = int(low or 0), int(high) if high is not None else _INT_MAX
+        rules.append((_include_list(topic_rx if topic_rx is not None else ".*"), low, high))
+
+    def match(name: str) -> bool:
+        if exclude_internal and name.startswith("__"):
+            return False
+        return any(rx.fullmatch(name) for rx, _, _ in rules)
+
+    def allowed(name: str, p: int) -> bool:
+        return any(rx.fullmatch(name) and low <= p < high for rx, low, high in rules)
+    return match, allowed
+
+
+def _include_list(raw: str) -> re.Pattern:
+    """Kafka's TopicFilter.IncludeList: the regex trimmed, ',' as '|', spaces and surrounding quotes
+    dropped (property files may bring quotes), matched against the whole topic name."""
+    regex = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", raw.strip().replace(",", "|").replace(" ", "")))
+    try:
+        return re.compile(regex)
+    except re.error:
+        fail(f"{regex} is an invalid regex.", 2)
+
+
+def _offsets_from_dir(c, match, allowed, when: int) -> list[tuple[str, int, int | None]]:
     # consume --timestamp's lookup (Kafka's ListOffsets, its special times included), one reader
     # per partition; MAX_TIMESTAMP from batch headers, as the broker answers it
     from ..storage.reader import PartitionReader
@@ -98,20 +169,20 @@ def _offsets_from_dir(c, match, keep, when: int) -> list[tuple[str, int, int | N
             if not match(t):
                 continue
             for p in dd.partitions(t):
-                if keep is not None and p not in keep:
+                if not allowed(t, p):
                     continue
                 reader = PartitionReader(os.path.join(dd.path, files.partition_dir_name(t, p)))
                 rows.append((t, p, reader.visible().start_offset(start, f"{t}-{p}")))
     return rows
 
 
-def _offsets_from_broker(bootstrap: str, match, keep, when: int) -> list[tuple[str, int, int | None]]:
+def _offsets_from_broker(bootstrap: str, match, allowed, when: int) -> list[tuple[str, int, int | None]]:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
     from .remote import admin_client, result, topic_partitions
     admin = admin_client(bootstrap)
     wanted = [TopicPartition(t, p) for t, parts in topic_partitions(admin, bootstrap, None).items()
-              if match(t) for p in parts if keep is None or p in keep]
+              if match(t) for p in parts if allowed(t, p)]
     if not wanted:
         return []
     spec = {-1: OffsetSpec.latest(), -2: OffsetSpec.earliest(), -3: OffsetSpec.max_timestamp()}.get(when) \
