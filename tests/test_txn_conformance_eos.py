@@ -391,6 +391,11 @@ def _join(raw: Raw, group: str) -> tuple[int, str]:
     return r.generation_id, r.member_id
 
 
+# a member's session: long enough that a loaded machine's late heartbeat does not start a new
+# generation under a test that holds one (members leave with LeaveGroup, so no rebalance waits for it)
+SESSION_MS = 30000
+
+
 class Members:
     """Consumers of ``group`` (subscribed to ``topic``) by name, each polled in its own thread so
     that it takes part in every rebalance."""
@@ -411,13 +416,13 @@ class Members:
         if self.client == "confluent":
             from confluent_kafka import Consumer
             c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
-                          "session.timeout.ms": 6000, "heartbeat.interval.ms": 100,
+                          "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 100,
                           "partition.assignment.strategy": "roundrobin", "enable.auto.commit": False})
             c.subscribe([self.topic])
         else:
             import kafka
             c = kafka.KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
-                                    session_timeout_ms=6000, heartbeat_interval_ms=100,
+                                    session_timeout_ms=SESSION_MS, heartbeat_interval_ms=100,
                                     enable_auto_commit=False)
             # the topic's partitions known before the join: a kafka-python leader whose metadata
             # lacks them assigns nothing and does not rejoin until its next metadata refresh

@@ -736,8 +736,7 @@ class DataDir:
                     except (OSError, StorageError) as e:
                         failed.append(log.name)
                         first_error = first_error or e
-                        log.take_offline(f"its clean close failed: {e.strerror if isinstance(e, OSError) else e}")
-                        log.close()
+                        log.close(abandon=True)     # its files as they are, for the next start
                     if log.offline is not None and log.name not in failed:
                         failed.append(log.name)
                 if self.writable:
@@ -746,9 +745,7 @@ class DataDir:
                         atomic_write(os.path.join(self.path, files.CLEAN_SHUTDOWN_FILE),
                                      json.dumps({"version": 0, "brokerEpoch": 0}).encode("utf-8"))
                 if first_error is not None:
-                    raise StorageError(f"{len(failed)} partition(s) could not be closed cleanly "
-                                       f"({', '.join(failed[:5])}{' ...' if len(failed) > 5 else ''}): "
-                                       f"{first_error}; the next start recovers them")
+                    raise first_error       # the first failure, as it was (the others alike)
             finally:
                 self._end_session()
 

@@ -388,7 +388,10 @@ class Log:
         except (OSError, StorageError) as undo:
             self.take_offline(f"an append failed ({reason}) and could not be undone ({_reason(undo)})")
             raise LogOfflineError(f"{self.name} is offline: {self.offline}") from None
-        raise StorageError(f"{self.name}: append failed, nothing written: {reason}") from None
+        # undone: the caller sees the write's own error (an I/O error names its file), as before
+        if isinstance(error, OSError) and error.filename is None:
+            raise OSError(error.errno, error.strerror, seg.log.path) from None
+        raise error
 
     def check_online(self) -> None:
         if self.offline is not None:
@@ -435,13 +438,14 @@ class Log:
             self.take_offline(f"fsync failed: {_reason(e)}")
             raise LogOfflineError(f"{self.name} is offline: {self.offline}") from None
 
-    def close(self) -> None:
+    def close(self, *, abandon: bool = False) -> None:
         """Clean close as Kafka's: producer snapshot at the log end, trimmed active indexes, flushed.
 
-        A read-only log only lets go of its files."""
+        A read-only log only lets go of its files; so does an offline one, and one ``abandon``ed
+        (its clean close failed): the next start recovers them as after a crash."""
         if self.closed:
             return
-        if self.read_only or self.offline is not None:
+        if self.read_only or self.offline is not None or abandon:
             # an offline log is left as it is on disk for the next start's recovery
             self._local.close_handles()
             self.closed = True
