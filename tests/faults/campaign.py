@@ -408,7 +408,8 @@ def run_trial(work: str, injector: str, point: Point, n: int) -> Trial:
             trial.detail = "start refused: " + _last_line(str(e))
             return trial
         acked = workload(b.bootstrap)
-        if any(k in point.kind for k in (".cleaned", ".swap", ".deleted", "cleaner-offset")):
+        swap_step = point.syscall == "rename" and re.search(r"\.(log|index|timeindex|txnindex)$", point.kind)
+        if swap_step or any(k in point.kind for k in (".cleaned", ".swap", ".deleted", "cleaner-offset")):
             wait_for_cleaning(data, 15)         # the cleaner's files: let it run into the fault
     finally:
         try:
