@@ -88,7 +88,7 @@ def lanes_of(item) -> set[str]:
 # module collected last leaves the other workers idle while it runs alone (a stale list only
 # changes the order, never what runs)
 LONGEST_MODULES = [
-    "test_readme", "test_cli_console_broker", "test_transactions_cli", "test_corpus",
+    "test_readme", "test_fault_campaign", "test_cli_console_broker", "test_transactions_cli", "test_corpus",
     "test_corpus_cli", "test_txn_quix", "test_readers_beside_a_broker", "test_spark_datasource",
     "test_warmup", "test_spark_streaming", "test_broker_lifecycle", "test_read_only",
     "test_txn_coordinator", "test_groups_cli", "test_security_clients", "test_readme_transactions",
