@@ -63,7 +63,7 @@ def system_clock() -> int:
 class _MemoryCheckpoint(LeaderEpochCheckpointFile):
     """A read-only log's leader-epoch checkpoint: read from disk, never written."""
 
-    def write(self, entries, *, sync: bool = True) -> None:
+    def write(self, entries, *, sync: bool = True, sync_dir: bool = True) -> None:
         pass
 
 
@@ -128,7 +128,7 @@ class Log:
         offsets = LogLoader(path, config, segments, self.producer_state, self.leader_epochs, clock=clock,
                             name=self.name, recovery_point=recovery_point, log_start_offset=log_start_offset,
                             had_clean_shutdown=had_clean_shutdown, read_only=read_only,
-                            events=self.events).load()
+                            events=self.events, leader_epoch=leader_epoch).load()
         self._local = LocalLog(path, config, segments, recovery_point=offsets.recovery_point,
                                log_end_offset=offsets.log_end_offset, clock=clock, read_only=read_only,
                                name=self.name, lock=self.lock, events=self.events)
