@@ -130,23 +130,29 @@ FSYNC_THREADS = 16
 LEADER_EPOCH = 0
 
 
-def _run_all(jobs: list[Callable[[], object]], name: str, threads: int = FSYNC_THREADS) -> list[BaseException | None]:
-    """Run every job, up to ``threads`` at a time (one: in order, in this thread); per job, the
-    OSError or StorageError it raised, or None. Any other exception is raised (on threads, once
-    all are done)."""
-    from concurrent.futures import ThreadPoolExecutor
-    if len(jobs) <= 1 or threads <= 1:
-        out: list[BaseException | None] = []
-        for job in jobs:
+def _run_all(jobs: list[Callable[[], object]], name: str, threads: int | None = None) -> list[BaseException | None]:
+    """Run every job, on up to ``threads`` (FSYNC_THREADS) threads each taking every n-th job (one:
+    in order, in this thread); per job, the OSError or StorageError it raised, or None. Any other
+    exception is raised once all are done."""
+    threads = max(1, min(FSYNC_THREADS if threads is None else threads, len(jobs)))
+    errors: list[BaseException | None] = [None] * len(jobs)
+
+    def run(first: int) -> None:
+        for i in range(first, len(jobs), threads):
             try:
-                job()
-                out.append(None)
-            except (OSError, StorageError) as e:
-                out.append(e)
-        return out
-    with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix=name) as pool:
-        futures = [pool.submit(job) for job in jobs]
-    errors = [f.exception() for f in futures]
+                jobs[i]()
+            except BaseException as e:      # noqa: BLE001 - sorted out below
+                errors[i] = e
+
+    if threads <= 1:
+        run(0)
+    else:
+        workers = [threading.Thread(target=run, args=(k,), name=f"{name}-{k}", daemon=True)
+                   for k in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
     for e in errors:
         if e is not None and not isinstance(e, (OSError, StorageError)):
             raise e
@@ -470,7 +476,7 @@ class DataDir:
             nth += new
             jobs.append(functools.partial(make, pdir, new, nth))
         # the test hook holds a creation after its n-th directory: they are made in order then
-        _raise_first(_run_all(jobs, "create-partition", 1 if os.environ.get(CREATION_HOLD_ENV) else FSYNC_THREADS))
+        _raise_first(_run_all(jobs, "create-partition", 1 if os.environ.get(CREATION_HOLD_ENV) else None))
         if numbers:
             fsync_dir(self.path)
         return numbers

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from compactlog.errors import ConfigError, OffsetOutOfRangeError, TopicError
+from compactlog.errors import ConfigError, OffsetOutOfRangeError, StorageError, TopicError
 from compactlog.storage import files
 from compactlog.storage.checkpoint import OffsetCheckpointFile, PartitionMetadataFile
 from compactlog.storage.conftest import Clock
@@ -174,6 +174,42 @@ def test_a_new_partition_is_led_from_its_creation_and_its_first_append_costs_wha
     finally:
         again.close()
     assert dir_state(pdir) == before        # t-1: opened and closed, written by nobody
+
+
+def test_close_closes_the_logs_on_threads_and_leaves_no_marker_when_one_fails(dd, monkeypatch):
+    """DataDir.close closes its logs FSYNC_THREADS at a time: every log but the one whose fsync
+    failed is closed cleanly (its producer snapshot written), the failure is raised, no
+    clean-shutdown marker is written, and the next writer recovers the failed log with every
+    record."""
+    dd.create_topic("t", 40)
+    for p in range(40):
+        fill(dd.open_log("t", p), 3)
+    dd.close()
+    again = DataDir(dd.path, writable=True, clock=Clock())
+    again.had_clean_shutdown()
+    for p in range(40):
+        fill(again.open_log("t", p), 2)
+    real = os.fsync
+    failing = os.path.join(again.path, "t-17", "00000000000000000000.log")
+
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}") == failing:
+            raise OSError(5, "Input/output error")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(StorageError, match="t-17 is offline: fsync failed: Input/output error"):
+        again.close()
+    monkeypatch.undo()
+    assert not os.path.exists(os.path.join(dd.path, files.CLEAN_SHUTDOWN_FILE))
+    flushed = OffsetCheckpointFile(os.path.join(dd.path, files.RECOVERY_POINT_CHECKPOINT)).read()
+    assert flushed == {("t", p): 3 if p == 17 else 5 for p in range(40)}
+    third = DataDir(dd.path, writable=True, clock=Clock())
+    try:
+        assert not third.had_clean_shutdown()
+        assert [third.open_log("t", p).log_end_offset for p in range(40)] == [5] * 40
+    finally:
+        third.close()
 
 def test_topic_ids_lists_the_ids_of_the_topics_file(dd):
     dd.create_topic("a")
