@@ -2,6 +2,8 @@
 
     cd /work/main && PYTHONPATH=$PWD .venv/bin/python /path/to/benchmarks/scale.py   # main's code
     PYTHONPATH=$PWD .venv/bin/python benchmarks/scale.py                             # this tree's
+    .venv/bin/python benchmarks/scale.py --partitions 10000 --startup-runs 0 --metadata-topics '' \
+        --trees before=/work/main,after=.          # the partition figures of two checkouts, one run
 
 The broker (``compactlog serve``) and the data-dir builder run the code found first on
 PYTHONPATH, so one script measures two checkouts the same way. Figures, for each size in
@@ -11,11 +13,14 @@ PYTHONPATH, so one script measures two checkouts the same way. Figures, for each
   kill -9 comes after a record was written to every partition, so every log needs recovery),
   then a produce while the logs are being recovered, and when every log is recovered;
 - a produce of one record to each of ``--produce`` partitions (confluent-kafka, acks=all),
-  first send -> last acknowledgement;
+  first send -> last acknowledgement; then first writes: a topic of as many partitions made by
+  CreateTopics, one record to each of them (never written), one more to each of the written ones
+  and to the new ones (the new topic is deleted after);
 - an all-topics Metadata (AdminClient.list_topics), the median of 5;
 - open file descriptors after start and after the produce, and whether the broker starts at all
   under ``ulimit -n 1024``;
-- SIGTERM -> exit.
+- SIGTERM -> exit (with every log open, and after every log was recovered), and the span between
+  the broker's "shutting down" and "shut down completed" lines.
 
 Then, on dirs of 50, 300 and 2,000 one-partition topics, the all-topics Metadata time, and on
 the 300-topic dir the broker's CPU seconds over ``--idle-seconds`` of idleness (every 10th topic
@@ -159,10 +164,30 @@ class Broker:
                 self.proc.wait()
         return time.monotonic() - t0
 
+    def stop_figure(self) -> str:
+        """SIGTERM -> exit, and the span between the broker's "shutting down" and "shut down
+        completed" lines (its own shutdown: connections, coordinators, closing every log)."""
+        took = self.stop()
+        stamps = {}
+        for line in self.log().splitlines():
+            for key in ("] shutting down", "] shut down completed"):
+                if key in line:
+                    stamps[key] = _log_time(line)
+        if len(stamps) < 2:
+            return f"{took:.2f} s (no 'shut down completed' line: exit {self.proc.returncode})"
+        inner = stamps["] shut down completed"] - stamps["] shutting down"]
+        return f"{took:.2f} s ({inner:.2f} s from 'shutting down' to 'shut down completed')"
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def _log_time(line: str) -> float:
+    """Seconds of a ``[YYYY-mm-dd HH:MM:SS,mmm]`` log line's time stamp."""
+    stamp = line[1:24]
+    return time.mktime(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S")) + int(stamp[20:23]) / 1000
 
 
 # -- clients ------------------------------------------------------------------------------------
@@ -214,24 +239,47 @@ def fmt(v, unit="s") -> str:
     return str(v)
 
 
-def many_partitions(base: str, total: int, produce_to: int, report: dict) -> None:
+def first_writes(b: Broker, written: list[str], n: int, out: dict) -> None:
+    """One record to each of ``n`` partitions CreateTopics has just made (never written, their
+    logs opened by the creation), beside one more record to each of the written partitions the
+    produce before wrote to (open now), and to the new ones again; the new topic is deleted
+    after, so that the figures after it are those of the dir as built."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    t0 = time.monotonic()
+    admin.create_topics([NewTopic("fresh", n, 1)])["fresh"].result(120)
+    out[f"CreateTopics, one topic of {n} partitions"] = time.monotonic() - t0
+    secs, acked, sent = produce_one_each(b.bootstrap, ["fresh"], n)
+    out[f"  1 record to each of its {sent} never-written partitions"] = f"{secs:.2f} s ({acked} of {sent} acked)"
+    secs, acked, sent = produce_one_each(b.bootstrap, written, 10)
+    out[f"  1 more record to each of the {sent} written ones (open)"] = f"{secs:.2f} s ({acked} of {sent} acked)"
+    secs, acked, sent = produce_one_each(b.bootstrap, ["fresh"], n)
+    out[f"  1 more record to each of the {sent} new ones"] = f"{secs:.2f} s ({acked} of {sent} acked)"
+    admin.delete_topics(["fresh"])["fresh"].result(120)
+
+
+def many_partitions(base: str, total: int, produce_to: int, report: dict, tree: str = "") -> None:
     topics = total // 10
-    path = os.path.join(base, f"p{total}")
-    print(f"[{total} partitions] building ({topics} topics x 10) ...", flush=True)
-    report[f"build {total}"] = build(path, topics, 10)
+    path = os.path.join(base, f"p{total}{tree}")
+    name = f"{total} partitions{', ' + tree if tree else ''}"
+    code = subprocess.run([sys.executable, "-c", "import compactlog, os; "
+                           "print(os.path.dirname(os.path.dirname(compactlog.__file__)))"],
+                          capture_output=True, text=True).stdout.strip()
+    print(f"[{name}] (compactlog from {code}) building ({topics} topics x 10) ...", flush=True)
+    report[f"build {name}"] = build(path, topics, 10)
     out = {}
     b = Broker(path)
     first = b.start()                       # no producer-id file yet: every log is opened first
     out["first start (every log opened)"] = first
     if isinstance(first, str):
-        report[f"{total} partitions"] = out
+        report[name] = out
         print(f"  {first}", flush=True)
         return
-    out["stop (SIGTERM, every log open)"] = b.stop()
+    out["stop (SIGTERM, every log open)"] = b.stop_figure()
     b = Broker(path)
     out["start after clean stop"] = b.start()
     if isinstance(out["start after clean stop"], str):
-        report[f"{total} partitions"] = out
+        report[name] = out
         return
     out["fds after start"] = b.fds()
     out[f"Metadata, all {topics} topics"] = metadata_seconds(b.bootstrap, topics)
@@ -239,6 +287,7 @@ def many_partitions(base: str, total: int, produce_to: int, report: dict) -> Non
     secs, acked, sent = produce_one_each(b.bootstrap, names, 10)
     out[f"produce 1 record to each of {sent} partitions"] = f"{secs:.2f} s ({acked} of {sent} acked)"
     out["fds after produce"] = b.fds()
+    first_writes(b, names, produce_to, out)
     others = [f"t{i:05d}" for i in range(produce_to // 10, topics)]
     if others:
         secs, acked, sent = produce_one_each(b.bootstrap, others, 10)
@@ -251,7 +300,7 @@ def many_partitions(base: str, total: int, produce_to: int, report: dict) -> Non
         out[f"  then produce to {sent} partitions"] = f"{secs:.2f} s ({acked} of {sent} acked)"
         done = b.wait_for(" Recovered ", "Loaded ")
         out["  every log recovered (spawn ->)"] = done
-        out["  stop (SIGTERM)"] = b.stop()
+        out["  stop (SIGTERM, every log recovered)"] = b.stop_figure()
     b = Broker(path, nofile=1024)
     res = b.start()
     out["start under ulimit -n 1024"] = "ok" if not isinstance(res, str) else res
@@ -262,7 +311,7 @@ def many_partitions(base: str, total: int, produce_to: int, report: dict) -> Non
         out["  fds after it"] = b.fds()
         b.stop()
     b.kill()
-    report[f"{total} partitions"] = out
+    report[name] = out
     for k, v in out.items():
         print(f"  {k}: {fmt(v)}", flush=True)
     shutil.rmtree(path, ignore_errors=True)
@@ -344,6 +393,9 @@ def main(argv=None) -> int:
     ap.add_argument("--startup-runs", type=int, default=5)
     ap.add_argument("--dir", default=os.path.join("build", "bench-scale"))
     ap.add_argument("--json", help="write the figures here too")
+    ap.add_argument("--trees", type=lambda s: dict(kv.split("=", 1) for kv in s.split(",")), default=None,
+                    help="NAME=PATH,NAME=PATH: the partition-count figures for each checkout in turn, "
+                         "each size built and run with that checkout's code (an A/B in one run)")
     args = ap.parse_args(argv)
     import compactlog
     print(f"$ {' '.join([os.path.basename(sys.executable)] + sys.argv)}  "
@@ -352,10 +404,15 @@ def main(argv=None) -> int:
     shutil.rmtree(base, ignore_errors=True)
     os.makedirs(base)
     report: dict = {}
-    print("[start-up]", flush=True)
-    startup(base, args.startup_runs, report)
+    if args.startup_runs > 0:
+        print("[start-up]", flush=True)
+        startup(base, args.startup_runs, report)
     for n in (int(x) for x in args.partitions.split(",") if x):
-        many_partitions(base, n, min(args.produce, n), report)
+        for tree, tree_path in (args.trees or {"": None}).items():
+            if tree_path is not None:       # the broker and the builder run that checkout's code
+                os.environ["PYTHONPATH"] = os.path.abspath(tree_path)
+                os.environ["PYTHONSAFEPATH"] = "1"      # not the working directory's (-m and -c put it first)
+            many_partitions(base, n, min(args.produce, n), report, tree)
     metadata_and_idle(base, [int(x) for x in args.metadata_topics.split(",") if x], args.idle_topics,
                       args.idle_seconds, report)
     if args.json:

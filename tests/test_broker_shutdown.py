@@ -47,6 +47,16 @@ def read_frame(sock) -> bytes:
     return exactly(size)
 
 
+def pending_bytes(sock) -> int:
+    """Bytes waiting in the socket's receive queue, unread (FIONREAD)."""
+    import array
+    import fcntl
+    import termios
+    n = array.array("i", [0])
+    fcntl.ioctl(sock.fileno(), termios.FIONREAD, n)
+    return n[0]
+
+
 def test_sigterm_with_clients_that_stopped_reading(tmp_path):
     broker = Broker(tmp_path / "data", {"auto.create.topics.enable": "true", "num.partitions": "1"}).start()
     stalled = []
@@ -83,5 +93,74 @@ def test_sigterm_with_clients_that_stopped_reading(tmp_path):
     log = broker.log_text()
     assert "does not read its answers" in log or "unread answers dropped" in log or \
         "an answer being sent is dropped" in log, log[-3000:]
+    assert "shut down completed" in log
+    assert os.path.exists(tmp_path / "data" / ".kafka_cleanshutdown")
+
+
+def test_sigterm_with_tls_clients_in_the_handshake_or_not_reading(tmp_path):
+    """A TLS listener (the reproduction: SIGTERM always waited the whole 5 s grace period, for a
+    client still in the TLS handshake): a client that connected and sent nothing, one that sent
+    its ClientHello and never read the answer, and two that asked for the whole partition again
+    and again without reading (as above). Each is closed at once; nothing waits for the grace
+    period, and the data dir is left clean."""
+    import ssl
+
+    from security_support import SecureBroker, make_pki, security_overrides
+
+    from compactlog.server.app import SHUTDOWN_GRACE_S
+    from compactlog.server.transport_test import metadata_body
+
+    pki = make_pki(tmp_path / "pki")
+    broker = SecureBroker(tmp_path / "data", security_overrides(
+        pki, "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        **{"auto.create.topics.enable": "true", "num.partitions": "1"})).start()
+    ctx = ssl.create_default_context(cafile=str(tmp_path / "pki" / "ca.pem"))
+    stalled = []
+    try:
+        writer = socket.create_connection(("127.0.0.1", broker.ports["PLAINTEXT"]))
+        writer.sendall(frame(3, 9, 1, metadata_body(9, ["big"])))
+        read_frame(writer)
+        for i in range(16):
+            writer.sendall(produce_frame("big", 10 + i, 1000))
+            read_frame(writer)
+        writer.close()
+
+        def small_socket():
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", broker.ports["SSL"]))
+            stalled.append(s)
+            return s
+
+        small_socket()                                  # connected, sends nothing
+        outgoing = ssl.MemoryBIO()
+        hello = ctx.wrap_bio(ssl.MemoryBIO(), outgoing, server_hostname="127.0.0.1")
+        with pytest.raises(ssl.SSLWantReadError):
+            hello.do_handshake()
+        small_socket().sendall(outgoing.read())         # a ClientHello, then never a read
+        for part_max in (60_000, 1 << 22):
+            s = ctx.wrap_socket(small_socket(), server_hostname="127.0.0.1")
+            s.sendall(b"".join(frame(1, 12, i, fetch_body("big", 0, 0, max_bytes=part_max, part_max=part_max))
+                               for i in range(100)))
+            stalled[-1] = s
+        # the broker answered the ClientHello (it accepted both handshake clients: they came
+        # first) and began answering the fetches
+        deadline = time.monotonic() + 30
+        while not all(pending_bytes(s) for s in stalled[1:]):
+            assert time.monotonic() < deadline, "the broker never answered"
+            time.sleep(0.05)
+        started = time.monotonic()
+        broker.proc.send_signal(signal.SIGTERM)
+        broker.proc.wait(60)
+        took = time.monotonic() - started
+    finally:
+        for s in stalled:
+            s.close()
+        broker.kill()
+    log = broker.log_text()
+    assert broker.proc.returncode == 0, log[-3000:]
+    assert "still in flight" not in log, log[-3000:]
+    assert "a TLS handshake in progress is dropped" in log, log[-3000:]
+    assert took < SHUTDOWN_GRACE_S, f"SIGTERM took {took:.1f} s with TLS clients that do not read"
     assert "shut down completed" in log
     assert os.path.exists(tmp_path / "data" / ".kafka_cleanshutdown")

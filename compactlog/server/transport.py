@@ -13,7 +13,9 @@ code for the API (the API's declared error response, ``ApiHandler.error_body``),
 connection is closed where the API has no error field. Reading stops while a connection has a
 complete request waiting and a megabyte buffered, and a connection whose client does not read its
 responses is not answered further until it does (asyncio's write flow control). At shutdown such a
-connection is aborted, its unread answers dropped, so that it cannot hold the broker up.
+connection is aborted, its unread answers dropped (under TLS, whatever the socket beneath still
+holds counts: a graceful TLS close would wait behind it), and so is a connection still in its TLS
+handshake, so that none can hold the broker up.
 
 The transport depends on the protocol layer only: it is handed the dispatch table and the
 advertised API table (``dispatch.py`` builds both), and what to send for an answer, or whether to
@@ -144,7 +146,12 @@ class BrokerServer:
         self.state.appends.wake_all()           # long polls answer now
         for c in list(self.connections):
             c.wake()
-            if c.write_blocked:
+            if c.handshaking:
+                # nothing is owed to a client still in the TLS handshake (one that sent nothing,
+                # or stopped reading the server's hello): it would hold the grace period up
+                c.task.cancel()
+                c.abort("the broker is shutting down; a TLS handshake in progress is dropped")
+            elif c.write_blocked:
                 c.abort("the broker is shutting down and the client does not read its answers")
             elif c.sending_file and c.task is not None:
                 c.task.cancel()         # a sendfile waits for the socket, not for the transport
@@ -179,6 +186,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self.server = server
         self.security = security          # the listener's ListenerSecurity, or None (PLAINTEXT)
         self.transport: asyncio.Transport | None = None
+        # the socket's own transport; under TLS ``transport`` is asyncio's SSL layer above it
+        self.raw_transport: asyncio.Transport | None = None
+        self.handshaking = False        # in the TLS handshake (``_start_tls``)
         self.conn = Connection(server.apis, server.max_request_size)
         if security is not None:
             self.conn.listener = security.name
@@ -197,7 +207,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
     # -- asyncio callbacks
     def connection_made(self, transport) -> None:
-        self.transport = transport
+        self.transport = self.raw_transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
@@ -260,10 +270,19 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
     @property
     def unsent_bytes(self) -> int:
-        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+        """Bytes written and not yet taken by the client's socket: under TLS, the SSL layer's
+        and the socket transport's beneath it (a client that stopped reading leaves them there,
+        and a graceful TLS close would wait behind them)."""
+        if self.transport is None:
+            return 0
+        n = self.transport.get_write_buffer_size()
+        if self.raw_transport is not None and self.raw_transport is not self.transport:
+            n += self.raw_transport.get_write_buffer_size()
+        return n
 
     def abort(self, why: str) -> None:
-        """Close now, dropping what the client has not read (asyncio's ``abort``)."""
+        """Close now, dropping what the client has not read (asyncio's ``abort``; under TLS it
+        aborts the socket's transport too: no close_notify is waited for)."""
         if self.transport is not None and not self.lost:
             log.info(f"Closing connection from {self.peer}: {why}")
             self.transport.abort()
@@ -443,6 +462,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         if self.server.idle_ms > 0:
             timeout = min(timeout, self.server.idle_ms / 1000)
         loop = asyncio.get_running_loop()
+        self.handshaking = True
         try:
             self.transport = await loop.start_tls(self.transport, self, sec.tls.context, server_side=True,
                                                   ssl_handshake_timeout=timeout)
@@ -457,6 +477,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
             auth_log.info(f"Connection from /{self.peer} ended during the SSL handshake "
                           f"({type(e).__name__}{': ' + str(e) if str(e) else ''})")
             return False
+        finally:
+            self.handshaking = False
         if self.lost:
             return False
         # a bigger buffer than asyncio's 64 KiB keeps large fetch answers flowing

@@ -51,10 +51,11 @@ def read_checkpoint(path: str, version: int, parse_entry: Callable[[list[str]], 
     return entries
 
 
-def write_checkpoint(path: str, version: int, entries: Iterable[str], *, sync: bool = True) -> None:
+def write_checkpoint(path: str, version: int, entries: Iterable[str], *, sync: bool = True,
+                     sync_dir: bool = True) -> None:
     entries = list(entries)
     text = f"{version}\n{len(entries)}\n" + "".join(e + "\n" for e in entries)
-    atomic_write(path, text.encode("utf-8"), sync=sync)
+    atomic_write(path, text.encode("utf-8"), sync=sync, sync_dir=sync_dir)
 
 
 def _offset_entry(tokens: list[str]) -> tuple[tuple[str, int], int]:
@@ -127,8 +128,9 @@ class LeaderEpochCheckpointFile:
     def read(self) -> list[tuple[int, int]]:
         return read_checkpoint(self.path, self.VERSION, _epoch_entry)
 
-    def write(self, entries: list[tuple[int, int]], *, sync: bool = True) -> None:
-        write_checkpoint(self.path, self.VERSION, [f"{e} {o}" for e, o in entries], sync=sync)
+    def write(self, entries: list[tuple[int, int]], *, sync: bool = True, sync_dir: bool = True) -> None:
+        write_checkpoint(self.path, self.VERSION, [f"{e} {o}" for e, o in entries], sync=sync,
+                         sync_dir=sync_dir)
 
 
 class LeaderEpochCache:

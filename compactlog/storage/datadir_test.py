@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import threading
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from compactlog.errors import ConfigError, OffsetOutOfRangeError, TopicError
+from compactlog.errors import ConfigError, OffsetOutOfRangeError, StorageError, TopicError
 from compactlog.storage import files
 from compactlog.storage.checkpoint import OffsetCheckpointFile, PartitionMetadataFile
 from compactlog.storage.conftest import Clock
@@ -80,12 +81,11 @@ def test_a_creation_a_kill_interrupts_leaves_its_count_recorded(dd, tmp_path, mo
 
 def test_a_failed_creation_leaves_no_topic(dd, monkeypatch):
     real = PartitionMetadataFile.write
-    written = []
+    calls = itertools.count()           # the partitions' files are written on several threads
 
     def disk_full(self, topic_id):
-        if len(written) == 2:
+        if next(calls) == 2:
             raise OSError(28, "No space left on device", self.path)
-        written.append(self.path)
         real(self, topic_id)
     monkeypatch.setattr(PartitionMetadataFile, "write", disk_full)
     with pytest.raises(OSError, match="No space"):
@@ -106,6 +106,110 @@ def test_a_partition_made_on_first_use_gets_the_topic_id(dd):
     finally:
         again.close()
 
+
+def dir_state(pdir) -> dict:
+    """name -> (bytes, mtime) of every file in a partition directory."""
+    out = {}
+    for name in sorted(os.listdir(pdir)):
+        path = os.path.join(pdir, name)
+        with open(path, "rb") as f:
+            out[name] = (f.read(), os.stat(path).st_mtime_ns)
+    return out
+
+
+def count_fsyncs(monkeypatch) -> list:
+    calls = []
+    real = os.fsync
+
+    def fsync(fd):
+        calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls
+
+
+def test_a_new_partition_is_led_from_its_creation_and_its_first_append_costs_what_any_other_does(
+        dd, tmp_path, monkeypatch):
+    """Created partitions (CreateTopics, CreatePartitions) hold partition.metadata and the
+    leader-epoch-checkpoint of epoch 0 from offset 0, as Kafka writes them when it creates the log
+    and becomes its leader (the reproduction: each first append wrote and fsynced that checkpoint,
+    file and directory). The first append writes no checkpoint and fsyncs nothing, as the second;
+    reopened after a clean shutdown, a partition nobody wrote to is opened and closed without a
+    write, and its first append still fsyncs nothing."""
+    dd.create_topic("t", 2)
+    dd.add_partitions("t", 3)
+    for p in range(3):
+        pdir = os.path.join(dd.path, files.partition_dir_name("t", p))
+        assert sorted(os.listdir(pdir)) == ["leader-epoch-checkpoint", "partition.metadata"]
+        with open(os.path.join(pdir, "leader-epoch-checkpoint"), "rb") as f:
+            assert f.read() == b"0\n1\n0 0\n"
+    fsyncs = count_fsyncs(monkeypatch)
+    log = dd.open_log("t", 0)
+    epochs = os.path.join(log.dir, "leader-epoch-checkpoint")
+    written = os.stat(epochs).st_mtime_ns
+    fill(log, 1)
+    assert fsyncs == [] and os.stat(epochs).st_mtime_ns == written
+    fill(log, 1)
+    assert fsyncs == []
+    dd.open_log("t", 1)
+    dd.open_log("t", 2)
+    monkeypatch.undo()
+    dd.close()
+
+    # after a clean shutdown: t-1 (opened, never written) and t-2 (opened, never written)
+    again = DataDir(dd.path, writable=True, clock=Clock())
+    try:
+        again.had_clean_shutdown()
+        pdir = os.path.join(again.path, files.partition_dir_name("t", 1))
+        before = dir_state(pdir)
+        assert before["leader-epoch-checkpoint"][0] == b"0\n1\n0 0\n"
+        fsyncs = count_fsyncs(monkeypatch)
+        assert again.open_log("t", 1).log_end_offset == 0
+        assert fsyncs == [] and dir_state(pdir) == before
+        fill(again.open_log("t", 2), 1)
+        assert fsyncs == []
+        assert again.open_log("t", 0).leader_epochs.entries == [(0, 0)]
+        monkeypatch.undo()
+    finally:
+        again.close()
+    assert dir_state(pdir) == before        # t-1: opened and closed, written by nobody
+
+
+def test_close_closes_the_logs_on_threads_and_leaves_no_marker_when_one_fails(dd, monkeypatch):
+    """DataDir.close closes its logs FSYNC_THREADS at a time: every log but the one whose fsync
+    failed is closed cleanly (its producer snapshot written), the failure is raised, no
+    clean-shutdown marker is written, and the next writer recovers the failed log with every
+    record."""
+    dd.create_topic("t", 40)
+    for p in range(40):
+        fill(dd.open_log("t", p), 3)
+    dd.close()
+    again = DataDir(dd.path, writable=True, clock=Clock())
+    again.had_clean_shutdown()
+    for p in range(40):
+        fill(again.open_log("t", p), 2)
+    real = os.fsync
+    failing = os.path.join(again.path, "t-17", "00000000000000000000.log")
+
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}") == failing:
+            raise OSError(5, "Input/output error")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(StorageError, match="t-17 is offline: fsync failed: Input/output error"):
+        again.close()
+    monkeypatch.undo()
+    assert not os.path.exists(os.path.join(dd.path, files.CLEAN_SHUTDOWN_FILE))
+    flushed = OffsetCheckpointFile(os.path.join(dd.path, files.RECOVERY_POINT_CHECKPOINT)).read()
+    assert flushed == {("t", p): 3 if p == 17 else 5 for p in range(40)}
+    third = DataDir(dd.path, writable=True, clock=Clock())
+    try:
+        assert not third.had_clean_shutdown()
+        assert [third.open_log("t", p).log_end_offset for p in range(40)] == [5] * 40
+    finally:
+        third.close()
 
 def test_topic_ids_lists_the_ids_of_the_topics_file(dd):
     dd.create_topic("a")

@@ -21,10 +21,13 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes, *, sync: bool = True, mode: int | None = None) -> None:
+def atomic_write(path: str, data: bytes, *, sync: bool = True, mode: int | None = None,
+                 sync_dir: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new content;
     ``mode``: the new file's permissions from its creation on (else the umask's).
 
+    ``sync_dir=False``: the caller fsyncs the directory itself, after its other changes there
+    (one directory fsync for several files); until then the rename may not survive a crash.
     An OSError names the file it concerns (a failed ``write`` on an open file would not).
     """
     tmp = path + ".tmp"
@@ -46,7 +49,7 @@ def atomic_write(path: str, data: bytes, *, sync: bool = True, mode: int | None 
     except BaseException:
         _remove_quietly(tmp)
         raise
-    if sync:
+    if sync and sync_dir:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 

@@ -176,7 +176,8 @@ class LogLoader:
 
     def __init__(self, dir_path: str, config, segments: LogSegments, producer_state: ProducerStateManager,
                  leader_epochs: LeaderEpochCache, *, clock, name: str, recovery_point: int,
-                 log_start_offset: int, had_clean_shutdown: bool, read_only: bool, events: list[DataEvent]):
+                 log_start_offset: int, had_clean_shutdown: bool, read_only: bool, events: list[DataEvent],
+                 leader_epoch: int = 0):
         self.dir = dir_path
         self.config = config
         self.segments = segments
@@ -189,6 +190,7 @@ class LogLoader:
         self.had_clean_shutdown = had_clean_shutdown
         self.read_only = read_only
         self.events = events          # what recovery cut or set aside, for the user
+        self.leader_epoch = leader_epoch
 
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
         """A repaired segment swapped in while loading (repair.repair_segment's last step)."""
@@ -242,7 +244,14 @@ class LogLoader:
             log_end = segments.last.read_next_offset()
         recovery_point = log_end if self.had_clean_shutdown else min(self.recovery_point, log_end)
         segments.last.reserve_indexes(self.config.max_index_size)
-        self.leader_epochs.truncate_from_end(log_end)
+        epochs = self.leader_epochs.entries
+        if epochs and epochs[-1] == (self.leader_epoch, log_end):
+            # the log's own leader epoch, begun at the log end before its first record (written
+            # when the partition was created, as Kafka's makeLeader writes it): kept, where
+            # Kafka's loader drops it and its makeLeader writes it back at once
+            self.leader_epochs.truncate_from_end(log_end + 1)
+        else:
+            self.leader_epochs.truncate_from_end(log_end)
         start = max(log_start_offset, segments.first.base_offset)
         self.leader_epochs.truncate_from_start(log_start_offset)
         self.producer_state.remove_stray_snapshots(segments.bases())

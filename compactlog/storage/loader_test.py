@@ -88,6 +88,25 @@ def test_read_only_loading_changes_nothing_on_disk(open_log, tmp_path):
         seg.close_handles()
 
 
+
+def test_leader_epochs_past_the_log_end_go_but_the_own_epoch_begun_at_it_stays(tmp_path):
+    """Entries starting at or past the log end are dropped (Kafka's truncateFromEnd), except the
+    log's own leader epoch begun at the log end before its first record, as a partition is created
+    (Kafka drops it and its makeLeader writes it back): the file is left as it is."""
+    path = tmp_path / "topic-0"
+    path.mkdir()
+    (path / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    before = os.stat(path / "leader-epoch-checkpoint").st_mtime_ns
+    _, _, _, epochs, _ = load(path, clean=True)
+    assert epochs.entries == [(0, 0)]
+    assert os.stat(path / "leader-epoch-checkpoint").st_mtime_ns == before
+    # another epoch last, begun at the log end (a Kafka broker's makeLeader before it stopped):
+    # every entry from the log end goes, as Kafka's loader drops them
+    (path / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n4 0\n")
+    _, _, _, epochs, _ = load(path, clean=True)
+    assert epochs.entries == []
+    assert (path / "leader-epoch-checkpoint").read_text() == "0\n0\n"
+
 def test_an_unreadable_leader_epoch_checkpoint_is_rebuilt_and_reported(open_log, tmp_path):
     log = written(open_log)
     log.close()

@@ -166,17 +166,20 @@ class LocalLog:
         self.segments.add(seg)
         return seg
 
-    def flush(self, offset: int | None = None) -> None:
-        """fsync every segment below ``offset`` (default: the log end) and advance the recovery point."""
+    def flush(self, offset: int | None = None) -> bool:
+        """fsync every segment below ``offset`` (default: the log end) and advance the recovery
+        point; whether the directory was fsynced too (a segment made since the last flush)."""
         upto = self.log_end_offset if offset is None else offset
         if upto <= self.recovery_point:
-            return
+            return False
         flushed = self.segments.in_range(self.recovery_point, upto)
         for seg in flushed:
             seg.flush()
-        if any(seg.base_offset >= self.recovery_point for seg in flushed):
+        new_segment = any(seg.base_offset >= self.recovery_point for seg in flushed)
+        if new_segment:
             fsync_dir(self.dir)     # a segment made since the last flush (Kafka's LocalLog.flush)
         self.recovery_point = upto
+        return new_segment
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch at or after ``offset``: later segments deleted, the one holding it cut."""

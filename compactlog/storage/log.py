@@ -39,6 +39,7 @@ from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
 from .config import LogConfig
 from .events import OFFLINE, RETENTION, DataEvent
+from .fsutil import fsync_dir
 from .isolation import last_fetchable_offset
 from .loader import LogLoader, rebuild_producer_state, repair_segments, replay_producer_state_from
 from .local_log import LocalLog, ReadSpan
@@ -62,7 +63,7 @@ def system_clock() -> int:
 class _MemoryCheckpoint(LeaderEpochCheckpointFile):
     """A read-only log's leader-epoch checkpoint: read from disk, never written."""
 
-    def write(self, entries, *, sync: bool = True) -> None:
+    def write(self, entries, *, sync: bool = True, sync_dir: bool = True) -> None:
         pass
 
 
@@ -127,7 +128,7 @@ class Log:
         offsets = LogLoader(path, config, segments, self.producer_state, self.leader_epochs, clock=clock,
                             name=self.name, recovery_point=recovery_point, log_start_offset=log_start_offset,
                             had_clean_shutdown=had_clean_shutdown, read_only=read_only,
-                            events=self.events).load()
+                            events=self.events, leader_epoch=leader_epoch).load()
         self._local = LocalLog(path, config, segments, recovery_point=offsets.recovery_point,
                                log_end_offset=offsets.log_end_offset, clock=clock, read_only=read_only,
                                name=self.name, lock=self.lock, events=self.events)
@@ -422,18 +423,25 @@ class Log:
         if seg is active:
             return seg
         self.producer_state.last_map_offset = seg.base_offset
-        self.producer_state.take_snapshot()
-        self.flush(seg.base_offset)
+        self._snapshot_and_flush(seg.base_offset)
         return seg
+
+    def _snapshot_and_flush(self, offset: int | None = None) -> None:
+        """A producer snapshot at ``last_map_offset`` and the flush up to ``offset`` (roll, close),
+        with one fsync of the directory for the snapshot's rename and a new segment's files."""
+        snapshot = self.producer_state.take_snapshot(sync_dir=False)
+        if not self.flush(offset) and snapshot is not None:
+            fsync_dir(self.dir)
 
     # -- flushing and closing
     @_writer
-    def flush(self, offset: int | None = None) -> None:
+    def flush(self, offset: int | None = None) -> bool:
         """fsync every segment below ``offset`` (default: the log end) and advance the recovery
-        point. A failed fsync takes the log offline: the kernel may have dropped the pages it
-        could not write, so what it still serves from memory may not be on disk."""
+        point; whether the directory was fsynced too. A failed fsync takes the log offline: the
+        kernel may have dropped the pages it could not write, so what it still serves from
+        memory may not be on disk."""
         try:
-            self._local.flush(offset)
+            return self._local.flush(offset)
         except OSError as e:
             self.take_offline(f"fsync failed: {_reason(e)}")
             raise LogOfflineError(f"{self.name} is offline: {self.offline}") from None
@@ -454,8 +462,7 @@ class Log:
             if self.closed:
                 return
             self.producer_state.last_map_offset = self.log_end_offset
-            self.producer_state.take_snapshot()
-            self.flush()
+            self._snapshot_and_flush()
             self._local.close()
             self.closed = True
 

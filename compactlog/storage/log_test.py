@@ -358,6 +358,54 @@ def test_flush_messages(open_log):
     assert log.recovery_point == 3
 
 
+
+def fsync_calls(monkeypatch) -> list[str]:
+    """The name of each file or directory os.fsync is called on, in order (a directory as '<dir>')."""
+    calls = []
+    real = os.fsync
+
+    def fsync(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        calls.append("<dir>" if os.path.isdir(path) else os.path.basename(path))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls
+
+
+def test_clean_close_fsyncs_the_directory_once_after_the_snapshot_and_segment(open_log, monkeypatch):
+    """Close: the producer snapshot written and fsynced, the .log fsynced, then one directory
+    fsync for the snapshot's rename and the segment made since the last flush (it was two)."""
+    log = open_log()
+    put(log, 3)
+    calls = fsync_calls(monkeypatch)
+    log.close()
+    assert calls == ["00000000000000000003.snapshot.tmp", "00000000000000000000.log", "<dir>"]
+    assert seg_files(log, ".snapshot") == ["00000000000000000003.snapshot"]
+
+
+def test_closing_a_log_nobody_appended_to_writes_nothing(open_log, monkeypatch):
+    """A log opened after a clean shutdown and closed again without an append: no snapshot, no
+    fsync, no trim; every file byte for byte and to the nanosecond as it was."""
+    log = open_log()
+    put(log, 3)
+    log.close()
+
+    def state():
+        out = {}
+        for name in sorted(os.listdir(log.dir)):
+            path = os.path.join(log.dir, name)
+            with open(path, "rb") as f:
+                out[name] = (f.read(), os.stat(path).st_mtime_ns)
+        return out
+
+    before = state()
+    calls = fsync_calls(monkeypatch)
+    again = open_log(had_clean_shutdown=True, recovery_point=3)
+    assert [r.offset for r in again.records()] == [0, 1, 2]
+    again.close()
+    assert calls == [] and state() == before
+
 # --- reads ------------------------------------------------------------------------------------
 
 @pytest.fixture

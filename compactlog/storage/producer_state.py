@@ -340,7 +340,9 @@ class ProducerStateManager:
         offs = self.snapshot_offsets()
         return offs[-1] if offs else None
 
-    def take_snapshot(self, sync: bool = True) -> str | None:
+    def take_snapshot(self, sync: bool = True, *, sync_dir: bool = True) -> str | None:
+        """Write a snapshot at ``last_map_offset`` when it is past the last one; its path, or None.
+        ``sync_dir=False``: the caller fsyncs the log directory afterwards (``atomic_write``)."""
         if self.last_map_offset > self.last_snap_offset:
             path = self.snapshot_path(self.last_map_offset)
             if self.read_only:
@@ -348,7 +350,7 @@ class ProducerStateManager:
                 self._deleted.discard(self.last_map_offset)
                 self.last_snap_offset = self.last_map_offset
                 return None
-            write_snapshot(path, self.producers.values(), sync=sync)
+            write_snapshot(path, self.producers.values(), sync=sync, sync_dir=sync_dir)
             if self._on_disk[0] is not None:
                 self._on_disk[0].add(self.last_map_offset)
             self.last_snap_offset = self.last_map_offset
@@ -499,8 +501,8 @@ class ProducerStateManager:
                 for pid, e in self.producers.items()]
 
 
-def write_snapshot(path: str, entries, *, sync: bool = True) -> None:
-    atomic_write(path, encode_snapshot(entries), sync=sync)
+def write_snapshot(path: str, entries, *, sync: bool = True, sync_dir: bool = True) -> None:
+    atomic_write(path, encode_snapshot(entries), sync=sync, sync_dir=sync_dir)
 
 
 def encode_snapshot(entries) -> bytes:
