@@ -143,7 +143,10 @@ def test_find_hanging(broker, scene):
     for args in (("--broker-id", "0"), ("--topic", "orders"), ("--topic", "orders", "--partition", "0"),
                  ("--topic", "held", "--max-transaction-timeout", "10")):
         via, off = both(broker, "find-hanging", *args)
-        assert via == off
+        # the two runs are moments apart: Duration(min), the last column, may cross a minute between them
+        assert [r[:-1] for r in rows(via)] == [r[:-1] for r in rows(off)]
+        assert all(a[-1] == b[-1] or abs(int(a[-1]) - int(b[-1])) <= 1
+                   for a, b in zip(rows(via)[1:], rows(off)[1:]))
         table = rows(via)
         assert table[0] == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
                             "LastTimestamp", "Duration(min)"]

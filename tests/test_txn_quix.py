@@ -73,6 +73,15 @@ def run(broker, python, tmp_path):
     r.close()
 
 
+def rolled(broker, topic: str) -> bool:
+    """A partition of ``topic`` has a segment besides its active one (something the cleaner may clean)."""
+    for name in os.listdir(broker.data_dir):
+        if name.rsplit("-", 1)[0] == topic:
+            if sum(f.endswith(".log") for f in os.listdir(os.path.join(broker.data_dir, name))) > 1:
+                return True
+    return False
+
+
 def start_app(run: AppRun, state_dir: str) -> App:
     return run.start_app(run.group, run.input, run.output, os.path.join(run.tmp, state_dir))
 
@@ -85,8 +94,12 @@ def test_exactly_once_through_sigkill_of_the_app(run, broker):
     # the state the transactions committed: the changelog and the output agree on it
     before, out_before = run.agreed_state()
     assert before
-    # the changelog the new instance restores from has been compacted by the broker's cleaner
-    wait_until(lambda: cleanings(broker, run.changelog), 60, what="a cleaning of the changelog by the broker")
+    # the changelog the new instance restores from has been compacted by the broker's cleaner, once
+    # it has a segment to clean: on a loaded machine the app may have made a single checkpoint before
+    # the kill (15 records a partition, all in the active segment, which no cleaner touches); the
+    # end of the test asserts a cleaning either way
+    if rolled(broker, run.changelog):
+        wait_until(lambda: cleanings(broker, run.changelog), 60, what="a cleaning of the changelog by the broker")
     # a new instance with an empty state dir: its state can only come from the changelog
     second = start_app(run, "state-2")
     run.feeder.finish()

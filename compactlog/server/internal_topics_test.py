@@ -72,7 +72,9 @@ def test_an_offsets_topic_left_short_is_made_whole_at_the_configured_count(tmp_p
     assert dd.registered_partitions(OFFSETS) == 50
     assert dd.topic_id(OFFSETS) == topic_id and dir_ids(dd, OFFSETS) == {topic_id}
     assert dd.topic_overrides(OFFSETS) == IT.offsets_topic_configs(dd.broker)
-    assert os.listdir(os.path.join(dd.path, "__consumer_offsets-49")) == [files.PARTITION_METADATA]
+    # a new partition is led from its creation: its leader-epoch checkpoint beside its topic id
+    assert sorted(os.listdir(os.path.join(dd.path, "__consumer_offsets-49"))) == \
+        sorted([files.LEADER_EPOCH_CHECKPOINT, files.PARTITION_METADATA])
     assert IT.repair(dd) == []
     dd.close()
     dd = open_dir(path, **{"offsets.topic.num.partitions": "3"})     # the record wins from now on
