@@ -99,6 +99,10 @@ class _StopAware:
         return getattr(self._ran, "engine", engine_label(self.name))
 
 
+# logs the recovery thread flushes together (``DataDir.flush_logs``): their fsyncs wait at once
+RECOVERY_FLUSH_BATCH = 256
+
+
 class Background:
     def __init__(self, state: BrokerState, executor, clock=lambda: int(time.time() * 1000)):
         self.state = state
@@ -155,21 +159,31 @@ class Background:
         not open yet is opened, which recovers what lies past its recovery point, one at a time
         (a request, the cleaner or retention that needs a log sooner opens it itself). Once every
         log is open, a clean shutdown writes the clean-shutdown marker again; a shutdown before
-        that leaves the rest to the next start."""
+        that leaves the rest to the next start.
+
+        Each log whose recovery point is behind its end (the batches its recovery checked, and
+        any appended since) is flushed right after, by this thread: the clean shutdown then has
+        that much less to fsync at once (10,000 recovered logs: 20,000 fsyncs)."""
         started = time.monotonic()
         dd = self.datadir
         keys = dd.all_partitions()
         opened = failed = 0
+        behind: list = []
         for key in keys:
             if self.stop_event.is_set():
                 manager_log.info(f"Log recovery stopped by the shutdown after {opened} log(s); the "
                                  f"others are recovered after the next start")
                 return
-            if key in dd.logs:
-                continue            # opened (recovered) by its first user already
+            if len(behind) >= RECOVERY_FLUSH_BATCH:
+                failed += self._flush_recovered(behind)
+                behind = []
             try:
-                if self.state.log(*key) is not None:     # None: its topic was deleted meanwhile
-                    opened += 1
+                log = dd.logs.get(key)      # opened (recovered) by its first user already
+                if log is None:
+                    log = self.state.log(*key)      # None: its topic was deleted meanwhile
+                    opened += log is not None
+                if log is not None and log.recovery_point < log.log_end_offset:
+                    behind.append(log)
             except CompactlogError as e:
                 failed += 1
                 manager_log.error(f"Error while recovering log {key[0]}-{key[1]}: {e}")
@@ -180,9 +194,20 @@ class Background:
             except Exception:
                 failed += 1
                 manager_log.exception(f"Error while recovering log {key[0]}-{key[1]}")
+        failed += self._flush_recovered(behind)
         manager_log.info(f"Recovered {len(keys) - failed} log(s) after an unclean shutdown in "
                          f"{1000 * (time.monotonic() - started):.0f} ms ({opened} by this thread, the "
                          f"others on first use)" + (f"; {failed} could not be opened" if failed else ""))
+
+    def _flush_recovered(self, logs: list) -> int:
+        """Flush recovered logs, many at a time (``DataDir.flush_logs``); how many failed (each
+        logged in one line, and offline until the next start)."""
+        failed = 0
+        for log, error in zip(logs, self.datadir.flush_logs(logs)):
+            if error is not None:
+                failed += 1
+                manager_log.error(f"Error while flushing recovered log {log.name}: {_reason(error)}")
+        return failed
 
     # -- the cleaner: a thread takes the filthiest partition from the manager, cleans it, repeats
     def _start_cleaner(self, n: int) -> None:

@@ -174,6 +174,15 @@ def _new_partition_files(pdir: str, topic_id: str | None, leader_epoch: bool) ->
         fsync_dir(pdir)
 
 
+def _flush_if_open(log: Log) -> None:
+    if log.closed or log.offline is not None or log.deleted:
+        return
+    try:
+        log.flush()
+    except TopicError:
+        pass            # its topic was deleted meanwhile: nothing left to flush
+
+
 def _raise_first(errors: list[BaseException | None]) -> None:
     for e in errors:
         if e is not None:
@@ -786,6 +795,12 @@ class DataDir:
             self.recovery_checkpoint.write(recovery)
             if starts or os.path.exists(self.log_start_checkpoint.path):
                 self.log_start_checkpoint.write(starts)
+
+    def flush_logs(self, logs: list[Log]) -> list[BaseException | None]:
+        """Flush each log (``Log.flush``), FSYNC_THREADS at a time; per log, the OSError or
+        StorageError its flush raised (a failed fsync takes it offline), or None. A log closed,
+        offline or deleted meanwhile is left alone."""
+        return _run_all([functools.partial(_flush_if_open, log) for log in logs], "log-flush")
 
     def close(self) -> None:
         """Clean shutdown: close every log (FSYNC_THREADS at a time), write checkpoints and (when
