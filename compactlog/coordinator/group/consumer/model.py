@@ -357,9 +357,11 @@ class ConsumerGroup:
         names = [n for n, c in counts.items() if c > 0]
         if not names:
             return None
-        # new HashMap<>(map): capacity tableSizeFor(size / 0.75 + 1); Stream.max keeps the first
+        # new HashMap<>(map) of the group's counts (taken as iterating like a default HashMap):
+        # capacity tableSizeFor(size / 0.75 + 1); Stream.max keeps the first of equal counts
+        # (checked on JDK 17: {"range": 1, "uniform": 1} gives "uniform")
         best = None
-        for n in java_order(names, table_size_for(int(len(names) / 0.75 + 1))):
+        for n in java_order(java_order(names), table_size_for(int(len(names) / 0.75 + 1))):
             if best is None or counts[n] > counts[best]:
                 best = n
         return best
