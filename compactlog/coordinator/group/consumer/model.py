@@ -282,6 +282,8 @@ class ConsumerGroup:
         self.group_id = group_id
         self.group_epoch = 0
         self.metadata_hash = 0
+        # 0 for a new group, as Kafka's TimelineInteger starts; -1 only after the type 6 tombstone
+        # (spec §1.1 says -1 = none: Kafka's code is followed)
         self.assignment_epoch = 0
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target_assignment: dict[str, dict[uuid.UUID, frozenset]] = {}

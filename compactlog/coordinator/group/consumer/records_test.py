@@ -6,6 +6,7 @@ kafka-dump-log prints, and ``compactlog dump-log --offsets-decoder`` on a log ho
 from __future__ import annotations
 
 import base64
+import json
 import os
 import random
 import struct
@@ -304,3 +305,9 @@ def test_dump_log_offsets_decoder_prints_consumer_group_records(tmp_path, capsys
         '"memberEpoch":1,"previousMemberEpoch":0,"state":0,"assignedPartitions":[{"topicId":'
         '"T1-A4s3VTwiI5CTbEp6POw","partitions":[0,1]}],"partitionsPendingRevocation":[]}}',
         '{"type":"8","data":{"groupId":"g","memberId":"m"}} payload: <DELETE>']
+    assert main(["dump-log", "--offsets-decoder", "--json", "--files", path]) == 0
+    objs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    recs = [o for o in objs if o["type"] == "record"]
+    assert recs[1]["decodedKey"] == {"type": "3", "data": {"groupId": "g"}}
+    assert recs[1]["decodedValue"] == {"version": "0", "data": {"epoch": 1, "metadataHash": 42}}
+    assert recs[5]["decodedValue"] == "<DELETE>"
