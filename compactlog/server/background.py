@@ -23,11 +23,13 @@ that file removes it and dies.
 After an unclean shutdown a recovery thread opens every log not opened yet (the broker serves
 meanwhile; a log is recovered before its first use either way).
 
-The scheduler thread runs, each at its interval: retention (``log.retention.check.interval.ms``;
-it opens the logs not opened since a clean start whose topic deletes by size or time),
-producer-id expiration (``producer.id.expiration.check.interval.ms``), time-based flushes
-(``flush.ms`` / ``log.flush.interval.ms``), the recovery-point and log-start checkpoints
-(``log.flush.offset.checkpoint.interval.ms``), and the report of what recovery or retention
+The scheduler thread runs, each at its interval, the log manager's tasks (storage/log_manager.py,
+the same an offline ``cleaner run`` drives): retention (``log.retention.check.interval.ms``;
+every log but those being cleaned or backing off, the logs not opened since a clean start opened
+only where it may have work), producer-id expiration
+(``producer.id.expiration.check.interval.ms``), time-based flushes (``flush.ms`` /
+``log.flush.interval.ms``), the recovery-point and log-start checkpoints
+(``log.flush.offset.checkpoint.interval.ms``); and the report of what recovery or retention
 removed (``storage/events.py``), one log line per event.
 """
 
@@ -47,13 +49,13 @@ from ..cleaner.manager import CleanerManager
 from ..errors import CompactlogError, StorageError
 from ..storage.config import LONG_MAX
 from ..storage.events import OFFLINE
+from ..storage.log_manager import LogManager, reason as _reason
 from .state import BrokerState
 
 cleaner_log = logging.getLogger("kafka.log.LogCleaner")
 manager_log = logging.getLogger("kafka.log.LogManager")
 
 EVENTS_INTERVAL_MS = 1000
-MIN_FLUSH_INTERVAL_MS = 100
 RESTART_BACKOFF_SETTING = "compactlog.cleaner.thread.restart.backoff.ms"
 RESTART_BACKOFF_MAX_MS = 300000     # the doubling stops here (or at the setting, if larger)
 CRASH_FILE_ENV = "COMPACTLOG_TEST_CLEANER_CRASH_FILE"
@@ -118,7 +120,9 @@ class Background:
         self.activity = CleanerActivity()
         self.data_event_counts: dict[str, int] = {}     # kind -> events reported
         self._crash_file = os.environ.get(CRASH_FILE_ENV) or None
-        self._last_flush: dict[tuple[str, int], int] = {}
+        # retention, flushes, checkpoints, producer expiration: the one implementation an offline
+        # ``cleaner run`` drives too; logs not open yet are opened as a request would open them
+        self.log_manager = LogManager(self.datadir, open_log=state.log)
 
     # -- life cycle
     def start(self, recover_logs: bool = False) -> None:
@@ -301,10 +305,9 @@ class Background:
                "producer-expiration": b.get("producer.id.expiration.check.interval.ms"),
                "checkpoint": b.get("log.flush.offset.checkpoint.interval.ms") or LONG_MAX,
                "events": EVENTS_INTERVAL_MS}
-        flush_ms = [log.config.get("flush.ms") for log in list(self.datadir.logs.values())]
-        finite = [ms for ms in flush_ms if ms < LONG_MAX]
-        if finite:
-            out["flush"] = max(min(finite), MIN_FLUSH_INTERVAL_MS)
+        flush_ms = self.log_manager.flush_interval_ms()
+        if flush_ms is not None:
+            out["flush"] = flush_ms
         return out
 
     def run_scheduled_once(self, next_run: dict | None = None, final: bool = False) -> int:
@@ -333,65 +336,18 @@ class Background:
             wait = min(wait, due - now)
         return wait
 
-    def _logs(self):
-        """The open logs to maintain (an offline one is left alone until the next start)."""
-        return [log for log in list(self.datadir.logs.values()) if not log.closed and log.offline is None]
-
-    def _retention_logs(self) -> list:
-        """The logs retention may delete from: every open one, and each not opened since start
-        whose topic deletes by size or time (opened now, as Kafka's LogManager has every log
-        loaded; a log start offset only moves in an open log)."""
-        dd = self.datadir
-        opened = dd.logs
-        by_topic: dict[str, bool] = {}
-        out = []
-        for key in dd.all_partitions():
-            log = opened.get(key)
-            if log is None:
-                topic = key[0]
-                if topic not in by_topic:
-                    config = dd.topic_config(topic)
-                    by_topic[topic] = bool(config.delete and getattr(config, "known", True) and
-                                           (config.get("retention.ms") >= 0 or config.get("retention.bytes") >= 0))
-                if not by_topic[topic]:
-                    continue
-                log = self.state.log(*key)
-            if log is not None and not log.closed and log.offline is None:
-                out.append(log)
-        return out
-
     def _retention(self, now: int) -> None:
-        total = 0
-        for log in self._retention_logs():
-            try:
-                total += self.datadir.delete_old_segments(log)
-            except (OSError, StorageError) as e:
-                manager_log.error(f"Retention of {log.name} failed: {_reason(e)}")
-            except Exception:
-                manager_log.exception(f"Error while deleting old segments of {log.name}")
-        if total:
-            manager_log.info(f"Retention deleted {total} segment(s)")
+        self.log_manager.cleanup_logs(now)
 
     def _expire_producers(self, now: int) -> None:
-        for log in self._logs():
-            with log.lock:
-                log.producer_state.remove_expired(now)
+        self.log_manager.expire_producers(now)
 
     def _flush(self, now: int) -> None:
-        for log in self._logs():
-            flush_ms = log.config.get("flush.ms")
-            if flush_ms >= LONG_MAX:
-                continue
-            key = (log.topic, log.partition)
-            last = self._last_flush.setdefault(key, now)
-            if now - last >= flush_ms:
-                if log.log_end_offset > log.recovery_point:
-                    log.flush()
-                self._last_flush[key] = now
+        self.log_manager.flush_dirty_logs(now)
 
     def _checkpoint(self, now: int) -> None:
         with self.state.metadata_lock:        # checkpoint_logs takes the data dir's own guard
-            self.datadir.checkpoint_logs()
+            self.log_manager.checkpoint_logs()
 
     def _events(self, now: int) -> None:
         for event in self.datadir.drain_data_events():
@@ -401,8 +357,3 @@ class Background:
             else:
                 manager_log.info(str(event))
 
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.strerror:
-        return f"{e.strerror}" + (f": {e.filename}" if e.filename else "")
-    return str(e)
