@@ -46,7 +46,7 @@ from ..cleaner.executor import TaskFailure
 from ..spark.executor import AutoExecutor
 from ..cleaner.log_format import CleanerLog
 from ..cleaner.manager import CleanerManager
-from ..errors import CompactlogError, StorageError
+from ..errors import StorageError
 from ..storage.config import LONG_MAX
 from ..storage.events import OFFLINE
 from ..storage.log_manager import LogManager, reason as _reason
@@ -99,10 +99,6 @@ class _StopAware:
     def engine(self) -> str:
         """The engine ("local" or "spark") of this thread's last run."""
         return getattr(self._ran, "engine", engine_label(self.name))
-
-
-# logs the recovery thread flushes together (``DataDir.flush_logs``): their fsyncs wait at once
-RECOVERY_FLUSH_BATCH = 256
 
 
 class Background:
@@ -159,59 +155,9 @@ class Background:
 
     # -- recovery after an unclean shutdown
     def _recovery(self) -> None:
-        """Kafka's LogManager.loadLogs after an unclean shutdown, behind the listeners: every log
-        not open yet is opened, which recovers what lies past its recovery point, one at a time
-        (a request, the cleaner or retention that needs a log sooner opens it itself). Once every
-        log is open, a clean shutdown writes the clean-shutdown marker again; a shutdown before
-        that leaves the rest to the next start.
-
-        Each log whose recovery point is behind its end (the batches its recovery checked, and
-        any appended since) is flushed right after, by this thread: the clean shutdown then has
-        that much less to fsync at once (10,000 recovered logs: 20,000 fsyncs)."""
-        started = time.monotonic()
-        dd = self.datadir
-        keys = dd.all_partitions()
-        opened = failed = 0
-        behind: list = []
-        for key in keys:
-            if self.stop_event.is_set():
-                manager_log.info(f"Log recovery stopped by the shutdown after {opened} log(s); the "
-                                 f"others are recovered after the next start")
-                return
-            if len(behind) >= RECOVERY_FLUSH_BATCH:
-                failed += self._flush_recovered(behind)
-                behind = []
-            try:
-                log = dd.logs.get(key)      # opened (recovered) by its first user already
-                if log is None:
-                    log = self.state.log(*key)      # None: its topic was deleted meanwhile
-                    opened += log is not None
-                if log is not None and log.recovery_point < log.log_end_offset:
-                    behind.append(log)
-            except CompactlogError as e:
-                failed += 1
-                manager_log.error(f"Error while recovering log {key[0]}-{key[1]}: {e}")
-            except OSError as e:            # a full or failing disk: one line, retried on first use
-                failed += 1
-                manager_log.error(f"Error while recovering log {key[0]}-{key[1]}: {e.strerror or e} "
-                                  f"(retried when the log is first used)")
-            except Exception:
-                failed += 1
-                manager_log.exception(f"Error while recovering log {key[0]}-{key[1]}")
-        failed += self._flush_recovered(behind)
-        manager_log.info(f"Recovered {len(keys) - failed} log(s) after an unclean shutdown in "
-                         f"{1000 * (time.monotonic() - started):.0f} ms ({opened} by this thread, the "
-                         f"others on first use)" + (f"; {failed} could not be opened" if failed else ""))
-
-    def _flush_recovered(self, logs: list) -> int:
-        """Flush recovered logs, many at a time (``DataDir.flush_logs``); how many failed (each
-        logged in one line, and offline until the next start)."""
-        failed = 0
-        for log, error in zip(logs, self.datadir.flush_logs(logs)):
-            if error is not None:
-                failed += 1
-                manager_log.error(f"Error while flushing recovered log {log.name}: {_reason(error)}")
-        return failed
+        """The log manager's recovery of the logs not open yet (``LogManager.recover_logs``),
+        behind the listeners, until the shutdown."""
+        self.log_manager.recover_logs(self.stop_event.is_set)
 
     # -- the cleaner: a thread takes the filthiest partition from the manager, cleans it, repeats
     def _start_cleaner(self, n: int) -> None:

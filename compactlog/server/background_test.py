@@ -210,7 +210,7 @@ def test_recovery_flushes_the_logs_it_recovers_so_the_shutdown_has_not_to(tmp_pa
     st = make_state(tmp_path)
     assert not st.datadir.had_clean_shutdown()
     fill(st.log("t", 4), 2)                 # opened (recovered) by its first user, then appended to
-    monkeypatch.setattr("compactlog.server.background.RECOVERY_FLUSH_BATCH", 8)
+    monkeypatch.setattr("compactlog.storage.log_manager.RECOVERY_FLUSH_BATCH", 8)
     bg = Background(st, InProcessExecutor())
     with caplog.at_level(logging.INFO, logger="kafka"):
         bg._recovery()
