@@ -11,6 +11,9 @@ rule always, size and time for a topic whose ``cleanup.policy`` includes delete
 has every log loaded; compactlog opens logs on first use, so the logs not open yet are opened
 only where retention may have work: a topic that deletes by time or size, or a partition whose
 log start lies above its first segment (it has an entry in ``log-start-offset-checkpoint``).
+Kafka splits the visit in two (LogManager for the logs that are not compacted, the cleaner
+threads for the compacted ones), so with ``log.cleaner.enable=false`` its compacted logs get no
+retention at all; here one loop does both, whether a cleaner runs or not.
 """
 
 from __future__ import annotations
