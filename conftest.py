@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import pytest
 
+# every owner's settings registered (storage/config_registry.py), as the CLI and the broker have
+# them, whichever test module imports what first
+import compactlog.settings  # noqa: F401,E402
+
 LANE_MARKERS = {
     "spark": "needs a SparkSession (a JVM): slow to start",
     "broker": "starts a compactlog serve subprocess",

@@ -102,6 +102,7 @@ class DataDirectory:
             if not create:
                 raise CompactlogError(f"{path}: data directory does not exist")
             os.makedirs(path)
+        from . import settings  # noqa: F401 - every owner's settings, checked in server.properties
         broker = load_broker_config(path, dict(overrides or {}))
         self._dd = DataDir(path, broker=broker, writable=write, command="compactlog (Python API)")
         self._producer = Producer(self._dd, batch_records=MAX_BATCH_RECORDS)

@@ -145,14 +145,14 @@ class CleanerManager:
             topic = key[0]
             if topic not in compacted:
                 config = self.datadir.topic_config(topic)
-                compacted[topic] = bool(config.compact and getattr(config, "known", True))
+                compacted[topic] = bool(config.compact and config.known)
             if not compacted[topic]:
                 continue
             try:
                 log = self.datadir.open_log(*key)
             except (TopicError, FileNotFoundError):
                 continue                # deleted since it was listed: skipped quietly
-            if not log.config.compact or not getattr(log.config, "known", True):
+            if not log.config.compact or not log.config.known:
                 continue
             # under the partition lock: appends, retention and other cleaner threads change the
             # segments and the producer state meanwhile
@@ -306,6 +306,12 @@ class CleanerManager:
     def uncleanable_partitions(self) -> dict[tuple[str, int], Uncleanable]:
         with self._lock:
             return dict(self._uncleanable)
+
+    def busy_partitions(self, now_ms: int) -> set[tuple[str, int]]:
+        """The partitions retention leaves alone this time (Kafka's LogCleanerManager.deletableLogs
+        skips them): those being cleaned and the uncleanable ones backing off."""
+        with self._lock:
+            return {k for k, st in self._states.items() if st in (IN_PROGRESS, ABORTED)} | self._backing_off(now_ms)
 
     def backing_off(self, now_ms: int) -> set[tuple[str, int]]:
         """The uncleanable partitions not to be tried again yet."""

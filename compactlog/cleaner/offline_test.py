@@ -42,7 +42,8 @@ def test_only_partitions_compacted_by_the_session_are_guarded(tmp_path):
         dd.create_topic("plain", 2, {"cleanup.policy": "delete"})
         dd.create_topic("compacted", 1, {"cleanup.policy": "compact"})
         assert compacted_by_session(dd) == []
-        dd.session_configs = {"cleanup.policy": "compact"}
+    with DataDir(str(tmp_path), writable=True, clock=lambda: T0,
+                 session_configs={"cleanup.policy": "compact"}) as dd:
         assert compacted_by_session(dd) == [("plain", 0), ("plain", 1)]
         assert compacted_by_session(dd, ["compacted"]) == []
         assert config_scope_error(dd.topics(), [], False, "D") == (
@@ -61,16 +62,14 @@ def test_a_task_refuses_keyless_records_the_driver_did_not_count(tmp_path):
     with DataDir(root, create=True, writable=True, clock=lambda: T0) as dd:
         dd.create_topic("t", 1, {"cleanup.policy": "delete"})
         dd.open_log("t", 0).append_records([b"a", b"a", b"b"], [b"1", b"2", b"3"])
-    with DataDir(root, clock=lambda: T0) as ro:                  # the driver's read-only count
-        ro.session_configs = {"cleanup.policy": "compact"}
+    with DataDir(root, clock=lambda: T0, session_configs={"cleanup.policy": "compact"}) as ro:   # the driver's count
         guarded = compacted_by_session(ro)
         assert guarded == [("t", 0)] and find_keyless(ro, guarded, roll=True) == []
     with DataDir(root, writable=True, clock=lambda: T0) as dd:   # another writer, meanwhile
         log = dd.open_log("t", 0)
         log.append_records([None], [b"late"])
         log.roll()
-    with DataDir(root, writable=True, clock=lambda: T0) as dd:
-        dd.session_configs = {"cleanup.policy": "compact"}
+    with DataDir(root, writable=True, clock=lambda: T0, session_configs={"cleanup.policy": "compact"}) as dd:
         pdir = dd.open_log("t", 0).dir
         before = files_of(pdir)
         (out,) = Cleaner(dd).run(T0, force=True, refuse_keyless=frozenset(guarded))

@@ -138,7 +138,7 @@ def partition_status(log, checkpoint: int | None, now_ms: int) -> PartitionStatu
     st = PartitionStatus(log.topic, log.partition, log.config.compact, checkpoint,
                          log.log_start_offset, log.log_end_offset,
                          min_cleanable_dirty_ratio=log.config.get("min.cleanable.dirty.ratio"))
-    if not getattr(log.config, "known", True):
+    if not log.config.known:
         st.compacted = False
         st.reason = (f"configs unknown: topic {log.topic} has no entry in compactlog.topics.json (a Kafka "
                      f"data dir copied here?), so neither the cleaner nor retention touches it; set its "

@@ -4,8 +4,9 @@ A thin loop over the data dir's ``CleanerManager``: each iteration, at the wall 
 executor (the Spark session stays up), grabs every eligible partition and cleans them in one
 round, in partition order (``Cleaner.clean_filthiest``); a partition whose cleaning fails is
 reported and skipped until ``log.cleaner.backoff.ms`` has passed, while the others go on.
-Retention (``DataDir.delete_old_segments``) runs every ``log.retention.check.interval.ms`` on
-every log but those backing off.
+Retention runs every ``log.retention.check.interval.ms`` through the data dir's log manager
+(storage/log_manager.py), with the broker's rule; the recovery points and log starts are
+checkpointed after every round.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 
 from .cleaner import Cleaner
 from .log_format import CleanerLog
+from ..storage.log_manager import LogManager
 from .manager import CleanerManager
 
 
@@ -29,6 +31,7 @@ class CleanerService:
         self.clock = clock
         self.manager = CleanerManager.for_datadir(datadir)
         self.cleaner = Cleaner(datadir, executor, self.manager)
+        self.log_manager = LogManager(datadir)
         self.last_retention_ms = 0
         # told of each round's outcomes (``cleaner run``'s progress display and summary)
         self.on_outcomes = None
@@ -49,7 +52,6 @@ class CleanerService:
     def run_once(self, log: CleanerLog) -> bool:
         now = self.clock()
         dd = self.datadir
-        backing_off = self.manager.backing_off(now)
         outcomes = self.cleaner.clean_filthiest(now, limit=None)
         for o in outcomes:
             if o.error:
@@ -60,12 +62,9 @@ class CleanerService:
             self.on_outcomes(outcomes)
         if now - self.last_retention_ms >= dd.broker.get("log.retention.check.interval.ms"):
             self.last_retention_ms = now
-            for t, p in dd.all_partitions():
-                if (t, p) in backing_off:
-                    continue
-                dd.delete_old_segments(dd.open_log(t, p))
+            self.log_manager.cleanup_logs(now)
         for event in dd.drain_data_events():
             log.info(str(event))
             print(f"{'warning' if event.sets_data_aside else 'note'}: {event}", file=sys.stderr)
-        dd.checkpoint_logs()
+        self.log_manager.checkpoint_logs()
         return any(o.cleaned for o in outcomes)

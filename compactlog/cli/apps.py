@@ -60,6 +60,7 @@ def _global(ctx: typer.Context,
 
 def _setting_warnings(c: CliContext) -> list[str]:
     """Names in --override and server.properties that are not settings compactlog uses."""
+    from .. import settings  # noqa: F401 - every owner's settings registered before any is read
     lines = setting_warnings(c.overrides, "--override", explicit=True)
     if c.data_dir:
         from ..storage.datadir import SERVER_PROPERTIES

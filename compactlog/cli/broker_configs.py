@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .config_entries import Entity, Entry, section_header, shown_entries
+from ..storage.config_entries import Entity, Entry, section_header, shown_entries
 from .remote import BrokerError, admin_client, alter_configs, alter_default_broker_configs, config_entries, \
     default_broker_entries, result, source_name, topic_partitions
 

@@ -89,9 +89,9 @@ def clean_cmd(ctx: typer.Context,
     # read-only first: a run that is refused, or that would clean nothing, writes nothing, not even
     # the lock file (on a copied Kafka dir a writer's open alone writes indexes, snapshots and
     # checkpoints)
-    with c.open(write=False, now_ms=now) as ro:
+    with c.open(write=False, now_ms=now, session_configs=session_configs) as ro:
         if session_configs:
-            guarded = _session_scope(ro, session_configs, topics, partition, all_topics)
+            guarded = _session_scope(ro, topics, partition, all_topics)
             if not drop_keyless:
                 _refuse_keyless_records(ro, guarded, roll, as_json)
                 refuse_keyless = frozenset(guarded)
@@ -101,9 +101,7 @@ def clean_cmd(ctx: typer.Context,
         return
     from .clean_progress import CleanProgress
     runner = CleanProgress(executor, enabled=os.isatty(2) and not as_json, waiting_text="done")
-    with c.open(write=True, now_ms=now) as dd, runner:
-        if session_configs:
-            dd.session_configs = session_configs
+    with c.open(write=True, now_ms=now, session_configs=session_configs) as dd, runner:
         if roll:
             _roll_active_segments(dd, topics, partition)
         outcomes = Cleaner(dd, runner).run(now, topic=topics, partition=partition, force=force,
@@ -166,16 +164,15 @@ def _note_unknown_configs(statuses) -> None:
                    err=True)
 
 
-def _session_scope(dd, session_configs: dict, topics: list[str], partition, all_topics: bool):
-    """Check this run's --config (every name and value, then which topics it may reach) and set it
-    on ``dd``; the partitions it alone makes compacted."""
+def _session_scope(dd, topics: list[str], partition, all_topics: bool):
+    """Check this run's --config (every name and value, then which topics it may reach), given to
+    ``dd`` when it was opened; the partitions it alone makes compacted."""
     from ..cleaner.offline import compacted_by_session, config_scope_error
     from ..storage.config import LogConfig
-    LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
+    LogConfig(dict(dd.session_configs), dd.broker)   # every name and value checked before anything runs
     problem = config_scope_error(dd.topics(), topics, all_topics, dd.path)
     if problem:
         fail(problem, 2)
-    dd.session_configs = session_configs
     return compacted_by_session(dd, topics, partition)
 
 
@@ -204,8 +201,8 @@ def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json
     """``clean --dry-run``: the same choices as the run, on the data dir opened read-only."""
     from ..cleaner.cleaner import Cleaner
     from ..cleaner.offline import dry_run, find_keyless, would_clean
-    with c.open(write=False, now_ms=now) as dd:
-        guarded = _session_scope(dd, session_configs, topics, partition, all_topics) if session_configs else []
+    with c.open(write=False, now_ms=now, session_configs=session_configs) as dd:
+        guarded = _session_scope(dd, topics, partition, all_topics) if session_configs else []
         keyless = [] if drop_keyless else find_keyless(dd, guarded, roll=roll)
         enabled = dd.broker.get("log.cleaner.enable") and dd.broker.get("log.cleaner.threads") > 0
         previews = dry_run(Cleaner(dd), now, topics, partition, force=force, roll=roll)
@@ -282,10 +279,9 @@ def explain_cmd(ctx: typer.Context,
     c = context(ctx)
     session_configs = parse_configs(config)
     now = _now(now_ms)
-    with c.open(write=False, now_ms=now) as dd:
+    with c.open(write=False, now_ms=now, session_configs=session_configs) as dd:
         if session_configs:
-            LogConfig(session_configs, dd.broker)
-            dd.session_configs = session_configs
+            LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
         cleaner = Cleaner(dd)
         explanations = [explain_partition(cleaner, t, p, now, roll=roll)
                         for t, p in compacted_partitions(dd, topic, partition)]

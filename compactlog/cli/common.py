@@ -39,10 +39,11 @@ class CliContext:
             raise CompactlogError(f"{path}: not a directory (--data-dir must name a directory)")
         return load_broker_config(path, self.overrides)
 
-    def open(self, *, write: bool, create: bool = False, now_ms: int | None = None) -> DataDir:
+    def open(self, *, write: bool, create: bool = False, now_ms: int | None = None,
+             session_configs: dict[str, str] | None = None) -> DataDir:
         """The data dir for one command: ``write`` takes the data-dir lock (a second writer is
         refused at once, naming the holder); otherwise it is opened read-only and nothing in it
-        changes."""
+        changes. ``session_configs``: topic configs for this command only (``clean --config``)."""
         from ..storage.datadir import DataDir
         path = self.require_data_dir()
         if os.path.exists(path) and not os.path.isdir(path):
@@ -53,7 +54,8 @@ class CliContext:
             os.makedirs(path)
         clock = (lambda: now_ms) if now_ms is not None else (lambda: int(time.time() * 1000))
         command = _command_path(self.command)
-        dd = DataDir(path, broker=self.broker(), clock=clock, writable=write, command=command)
+        dd = DataDir(path, broker=self.broker(), clock=clock, writable=write, command=command,
+                     session_configs=session_configs)
         OPENED.append(dd)
         return dd
 

@@ -1,6 +1,6 @@
 """``configs``: kafka-configs.sh for topics and brokers, through a broker (``--bootstrap-server``:
 DescribeConfigs and IncrementalAlterConfigs with confluent-kafka's AdminClient, in
-``broker_configs.py``) or on a data dir; either side's entries are printed by ``config_entries.py``.
+``broker_configs.py``) or on a data dir; either side's entries are printed by ``storage/config_entries.py``.
 
 Kafka's options and output (ConfigCommand): ``--describe [--all]`` prints ``Dynamic configs for
 topic T are:`` (or ``All configs ...``, ``Default configs for brokers in the cluster are:``) and one
@@ -31,13 +31,10 @@ import typer
 from ..errors import ConfigError, TopicError
 from .apps import app
 from .common import context, fail
-from .config_entries import Entity, Entry, section_header, shown_entries
+from ..storage.config_entries import Entity, Entry, section_header, shown_entries
 
 ENTITY_TYPES = ("topics", "brokers")
 RESOURCE = {"topics": "topic", "brokers": "broker"}
-SOURCE_NAMES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-                4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-
 # ConfigCommand.parseConfigsToBeAdded: commas and '=' outside square brackets separate
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
 _KEY = re.compile(r"[$a-zA-Z0-9._-]*")
@@ -167,14 +164,8 @@ class _Node:
         self.broker = broker
 
 
-def entry_of(e) -> Entry:
-    """A server-side ConfigEntry (server.apis.config_entries) as the tool prints it."""
-    return Entry(e.name, e.value, SOURCE_NAMES.get(e.source, "UNKNOWN"), e.sensitive,
-                 [(SOURCE_NAMES.get(s, "UNKNOWN"), n, v) for n, v, s in e.synonyms])
-
-
 def _describe_offline(c, entity: Entity, all_: bool) -> list[tuple[str, list[Entry]]]:
-    from ..server.apis.config_entries import broker_config_entries, topic_config_entries
+    from ..storage.config_entries import broker_config_entries, topic_config_entries
     sections = []
     with c.open(write=False) as dd:
         node = _Node(dd, dd.broker)
@@ -182,7 +173,7 @@ def _describe_offline(c, entity: Entity, all_: bool) -> list[tuple[str, list[Ent
             if entity.name is not None and not dd.has_topic(entity.name):
                 return [(f"The topic '{entity.name}' doesn't exist and doesn't have dynamic config.", [])]
             for name in [entity.name] if entity.name is not None else dd.topics():
-                entries = [entry_of(e) for e in topic_config_entries(node, name)]
+                entries = [e.printed() for e in topic_config_entries(node, name)]
                 sections.append((section_header(entity.kind, name, all_),
                                  shown_entries(entries, entity.kind, name, all_)))
             return sections
@@ -191,7 +182,7 @@ def _describe_offline(c, entity: Entity, all_: bool) -> list[tuple[str, list[Ent
         for name in names:
             if name not in ("", str(node_id)):
                 return [(f"The broker '{name}' doesn't exist and doesn't have dynamic config.", [])]
-            entries = [] if name == "" else [entry_of(e) for e in broker_config_entries(node)]
+            entries = [] if name == "" else [e.printed() for e in broker_config_entries(node)]
             sections.append((section_header(entity.kind, name, all_), shown_entries(entries, entity.kind, name, all_)))
     return sections
 

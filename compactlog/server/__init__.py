@@ -7,9 +7,20 @@ in its own module of ``apis/`` (and ``groups/handlers.py``); ``dispatch`` derive
 table and the advertised APIs from those declarations; ``transport`` runs it all on asyncio.
 """
 
-from .protocol import (NEED_DATA, Close, Connection, EncodedResponse, FileRegion, NeedData, Request,
-                       encode_response)
-from .versions import ApiRange, SupportedApis
+# this package's settings, registered with every owner's (storage/config_registry.py)
+from . import config as _config  # noqa: F401
 
-__all__ = ["NEED_DATA", "Close", "Connection", "EncodedResponse", "FileRegion", "NeedData", "Request",
-           "encode_response", "ApiRange", "SupportedApis"]
+# the protocol's names, imported on first use: importing a module of this package (its settings,
+# read by every command that checks server.properties) does not load the wire protocol's schemas
+_EXPORTS = {"NEED_DATA": "protocol", "Close": "protocol", "Connection": "protocol",
+            "EncodedResponse": "protocol", "FileRegion": "protocol", "NeedData": "protocol",
+            "Request": "protocol", "encode_response": "protocol", "ApiRange": "versions",
+            "SupportedApis": "versions"}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

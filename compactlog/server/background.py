@@ -23,11 +23,13 @@ that file removes it and dies.
 After an unclean shutdown a recovery thread opens every log not opened yet (the broker serves
 meanwhile; a log is recovered before its first use either way).
 
-The scheduler thread runs, each at its interval: retention (``log.retention.check.interval.ms``;
-it opens the logs not opened since a clean start whose topic deletes by size or time),
-producer-id expiration (``producer.id.expiration.check.interval.ms``), time-based flushes
-(``flush.ms`` / ``log.flush.interval.ms``), the recovery-point and log-start checkpoints
-(``log.flush.offset.checkpoint.interval.ms``), and the report of what recovery or retention
+The scheduler thread runs, each at its interval, the log manager's tasks (storage/log_manager.py,
+the same an offline ``cleaner run`` drives): retention (``log.retention.check.interval.ms``;
+every log but those being cleaned or backing off, the logs not opened since a clean start opened
+only where it may have work), producer-id expiration
+(``producer.id.expiration.check.interval.ms``), time-based flushes (``flush.ms`` /
+``log.flush.interval.ms``), the recovery-point and log-start checkpoints
+(``log.flush.offset.checkpoint.interval.ms``); and the report of what recovery or retention
 removed (``storage/events.py``), one log line per event.
 """
 
@@ -44,16 +46,16 @@ from ..cleaner.executor import TaskFailure
 from ..spark.executor import AutoExecutor
 from ..cleaner.log_format import CleanerLog
 from ..cleaner.manager import CleanerManager
-from ..errors import CompactlogError, StorageError
+from ..errors import StorageError
 from ..storage.config import LONG_MAX
 from ..storage.events import OFFLINE
+from ..storage.log_manager import LogManager, reason as _reason
 from .state import BrokerState
 
 cleaner_log = logging.getLogger("kafka.log.LogCleaner")
 manager_log = logging.getLogger("kafka.log.LogManager")
 
 EVENTS_INTERVAL_MS = 1000
-MIN_FLUSH_INTERVAL_MS = 100
 RESTART_BACKOFF_SETTING = "compactlog.cleaner.thread.restart.backoff.ms"
 RESTART_BACKOFF_MAX_MS = 300000     # the doubling stops here (or at the setting, if larger)
 CRASH_FILE_ENV = "COMPACTLOG_TEST_CLEANER_CRASH_FILE"
@@ -99,10 +101,6 @@ class _StopAware:
         return getattr(self._ran, "engine", engine_label(self.name))
 
 
-# logs the recovery thread flushes together (``DataDir.flush_logs``): their fsyncs wait at once
-RECOVERY_FLUSH_BATCH = 256
-
-
 class Background:
     def __init__(self, state: BrokerState, executor, clock=lambda: int(time.time() * 1000)):
         self.state = state
@@ -118,7 +116,9 @@ class Background:
         self.activity = CleanerActivity()
         self.data_event_counts: dict[str, int] = {}     # kind -> events reported
         self._crash_file = os.environ.get(CRASH_FILE_ENV) or None
-        self._last_flush: dict[tuple[str, int], int] = {}
+        # retention, flushes, checkpoints, producer expiration: the one implementation an offline
+        # ``cleaner run`` drives too; logs not open yet are opened as a request would open them
+        self.log_manager = LogManager(self.datadir, open_log=state.log)
 
     # -- life cycle
     def start(self, recover_logs: bool = False) -> None:
@@ -155,59 +155,9 @@ class Background:
 
     # -- recovery after an unclean shutdown
     def _recovery(self) -> None:
-        """Kafka's LogManager.loadLogs after an unclean shutdown, behind the listeners: every log
-        not open yet is opened, which recovers what lies past its recovery point, one at a time
-        (a request, the cleaner or retention that needs a log sooner opens it itself). Once every
-        log is open, a clean shutdown writes the clean-shutdown marker again; a shutdown before
-        that leaves the rest to the next start.
-
-        Each log whose recovery point is behind its end (the batches its recovery checked, and
-        any appended since) is flushed right after, by this thread: the clean shutdown then has
-        that much less to fsync at once (10,000 recovered logs: 20,000 fsyncs)."""
-        started = time.monotonic()
-        dd = self.datadir
-        keys = dd.all_partitions()
-        opened = failed = 0
-        behind: list = []
-        for key in keys:
-            if self.stop_event.is_set():
-                manager_log.info(f"Log recovery stopped by the shutdown after {opened} log(s); the "
-                                 f"others are recovered after the next start")
-                return
-            if len(behind) >= RECOVERY_FLUSH_BATCH:
-                failed += self._flush_recovered(behind)
-                behind = []
-            try:
-                log = dd.logs.get(key)      # opened (recovered) by its first user already
-                if log is None:
-                    log = self.state.log(*key)      # None: its topic was deleted meanwhile
-                    opened += log is not None
-                if log is not None and log.recovery_point < log.log_end_offset:
-                    behind.append(log)
-            except CompactlogError as e:
-                failed += 1
-                manager_log.error(f"Error while recovering log {key[0]}-{key[1]}: {e}")
-            except OSError as e:            # a full or failing disk: one line, retried on first use
-                failed += 1
-                manager_log.error(f"Error while recovering log {key[0]}-{key[1]}: {e.strerror or e} "
-                                  f"(retried when the log is first used)")
-            except Exception:
-                failed += 1
-                manager_log.exception(f"Error while recovering log {key[0]}-{key[1]}")
-        failed += self._flush_recovered(behind)
-        manager_log.info(f"Recovered {len(keys) - failed} log(s) after an unclean shutdown in "
-                         f"{1000 * (time.monotonic() - started):.0f} ms ({opened} by this thread, the "
-                         f"others on first use)" + (f"; {failed} could not be opened" if failed else ""))
-
-    def _flush_recovered(self, logs: list) -> int:
-        """Flush recovered logs, many at a time (``DataDir.flush_logs``); how many failed (each
-        logged in one line, and offline until the next start)."""
-        failed = 0
-        for log, error in zip(logs, self.datadir.flush_logs(logs)):
-            if error is not None:
-                failed += 1
-                manager_log.error(f"Error while flushing recovered log {log.name}: {_reason(error)}")
-        return failed
+        """The log manager's recovery of the logs not open yet (``LogManager.recover_logs``),
+        behind the listeners, until the shutdown."""
+        self.log_manager.recover_logs(self.stop_event.is_set)
 
     # -- the cleaner: a thread takes the filthiest partition from the manager, cleans it, repeats
     def _start_cleaner(self, n: int) -> None:
@@ -301,10 +251,9 @@ class Background:
                "producer-expiration": b.get("producer.id.expiration.check.interval.ms"),
                "checkpoint": b.get("log.flush.offset.checkpoint.interval.ms") or LONG_MAX,
                "events": EVENTS_INTERVAL_MS}
-        flush_ms = [log.config.get("flush.ms") for log in list(self.datadir.logs.values())]
-        finite = [ms for ms in flush_ms if ms < LONG_MAX]
-        if finite:
-            out["flush"] = max(min(finite), MIN_FLUSH_INTERVAL_MS)
+        flush_ms = self.log_manager.flush_interval_ms()
+        if flush_ms is not None:
+            out["flush"] = flush_ms
         return out
 
     def run_scheduled_once(self, next_run: dict | None = None, final: bool = False) -> int:
@@ -333,65 +282,18 @@ class Background:
             wait = min(wait, due - now)
         return wait
 
-    def _logs(self):
-        """The open logs to maintain (an offline one is left alone until the next start)."""
-        return [log for log in list(self.datadir.logs.values()) if not log.closed and log.offline is None]
-
-    def _retention_logs(self) -> list:
-        """The logs retention may delete from: every open one, and each not opened since start
-        whose topic deletes by size or time (opened now, as Kafka's LogManager has every log
-        loaded; a log start offset only moves in an open log)."""
-        dd = self.datadir
-        opened = dd.logs
-        by_topic: dict[str, bool] = {}
-        out = []
-        for key in dd.all_partitions():
-            log = opened.get(key)
-            if log is None:
-                topic = key[0]
-                if topic not in by_topic:
-                    config = dd.topic_config(topic)
-                    by_topic[topic] = bool(config.delete and getattr(config, "known", True) and
-                                           (config.get("retention.ms") >= 0 or config.get("retention.bytes") >= 0))
-                if not by_topic[topic]:
-                    continue
-                log = self.state.log(*key)
-            if log is not None and not log.closed and log.offline is None:
-                out.append(log)
-        return out
-
     def _retention(self, now: int) -> None:
-        total = 0
-        for log in self._retention_logs():
-            try:
-                total += self.datadir.delete_old_segments(log)
-            except (OSError, StorageError) as e:
-                manager_log.error(f"Retention of {log.name} failed: {_reason(e)}")
-            except Exception:
-                manager_log.exception(f"Error while deleting old segments of {log.name}")
-        if total:
-            manager_log.info(f"Retention deleted {total} segment(s)")
+        self.log_manager.cleanup_logs(now)
 
     def _expire_producers(self, now: int) -> None:
-        for log in self._logs():
-            with log.lock:
-                log.producer_state.remove_expired(now)
+        self.log_manager.expire_producers(now)
 
     def _flush(self, now: int) -> None:
-        for log in self._logs():
-            flush_ms = log.config.get("flush.ms")
-            if flush_ms >= LONG_MAX:
-                continue
-            key = (log.topic, log.partition)
-            last = self._last_flush.setdefault(key, now)
-            if now - last >= flush_ms:
-                if log.log_end_offset > log.recovery_point:
-                    log.flush()
-                self._last_flush[key] = now
+        self.log_manager.flush_dirty_logs(now)
 
     def _checkpoint(self, now: int) -> None:
         with self.state.metadata_lock:        # checkpoint_logs takes the data dir's own guard
-            self.datadir.checkpoint_logs()
+            self.log_manager.checkpoint_logs()
 
     def _events(self, now: int) -> None:
         for event in self.datadir.drain_data_events():
@@ -401,8 +303,3 @@ class Background:
             else:
                 manager_log.info(str(event))
 
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.strerror:
-        return f"{e.strerror}" + (f": {e.filename}" if e.filename else "")
-    return str(e)

@@ -85,7 +85,10 @@ def test_the_broker_uses_the_one_executor_factory_and_names_a_fixed_engine_alone
     st.datadir.close()
 
 
-def test_retention_waits_for_the_cleaner_thread_instead_of_failing_it(tmp_path):
+def test_retention_skips_the_log_being_cleaned_and_deletes_after(tmp_path):
+    """Kafka's rule (LogCleanerManager.deletableLogs): retention leaves a log the cleaner is
+    working on alone (the clean is neither failed nor aborted) and deletes from it at its next
+    run. Before the log manager, the broker's retention aborted the clean and waited for it."""
     import threading
     st = make_state(tmp_path, {"log.cleaner.backoff.ms": "50"})
     st.datadir.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "400",
@@ -108,21 +111,20 @@ def test_retention_waits_for_the_cleaner_thread_instead_of_failing_it(tmp_path):
     bg.start()
     try:
         assert Gate.entered.wait(30)
-        retention = threading.Thread(target=lambda: bg.run_scheduled_once({"retention": 0}))
-        retention.start()
-        deadline = time.monotonic() + 20
-        while bg.manager.cleaning_state("c", 0) != "aborted" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert bg.manager.cleaning_state("c", 0) == "aborted" and retention.is_alive()   # waiting
         bases = log.segment_bases()
+        assert bg.log_manager.cleanup_logs(bg.clock()) == 0          # at once: the log is skipped
+        assert bg.manager.cleaning_state("c", 0) == "in progress" and log.segment_bases() == bases
         Gate.release.set()
-        retention.join(30)
-        assert log.segment_bases()[0] == bases[2]        # retention deleted the two below the start
+        deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not st.datadir.cleaner_checkpoint.read().get(("c", 0)):
             time.sleep(0.05)
+        while time.monotonic() < deadline and bg.manager.cleaning_state("c", 0) is not None:
+            time.sleep(0.01)
+        bg.log_manager.cleanup_logs(bg.clock())
+        assert log.segment_bases()[0] >= bases[2]      # the segments below the start, deleted now
     finally:
         bg.stop(30)
-    assert len(Gate.rounds) >= 2                   # the aborted round, then the clean after retention
+    assert not any(isinstance(o, TaskFailure) for r in Gate.rounds for o in r)     # never aborted
     assert bg.manager.uncleanable_partitions() == {}
     assert st.datadir.cleaner_checkpoint.read().get(("c", 0))
     assert log.log_start_offset > 0
@@ -188,7 +190,8 @@ def test_a_full_disk_is_one_line_per_failed_task_and_an_offline_log_is_left_alon
     assert not any(r.exc_info for r in caplog.records)
     monkeypatch.undo()
     log.take_offline("test")
-    assert log not in bg._logs() and log not in bg._retention_logs()
+    lm = bg.log_manager
+    assert log not in lm.maintained_logs() and log not in lm.retention_logs(now[0])
     st.datadir.close()
 
 
@@ -207,7 +210,7 @@ def test_recovery_flushes_the_logs_it_recovers_so_the_shutdown_has_not_to(tmp_pa
     st = make_state(tmp_path)
     assert not st.datadir.had_clean_shutdown()
     fill(st.log("t", 4), 2)                 # opened (recovered) by its first user, then appended to
-    monkeypatch.setattr("compactlog.server.background.RECOVERY_FLUSH_BATCH", 8)
+    monkeypatch.setattr("compactlog.storage.log_manager.RECOVERY_FLUSH_BATCH", 8)
     bg = Background(st, InProcessExecutor())
     with caplog.at_level(logging.INFO, logger="kafka"):
         bg._recovery()

@@ -227,7 +227,20 @@ def test_kafkas_dynamic_sets():
         "log.local.retention.bytes"}
     # every dynamic name is one of Kafka's (but the quotas, which only DynamicConfig.Broker defines)
     assert dc.DYNAMIC_BROKER_CONFIGS - dc.BROKER_QUOTA_CONFIGS <= KAFKA_CONFIG_NAMES
-    assert not dc.NON_DYNAMIC_CONFIGS & dc.DYNAMIC_BROKER_CONFIGS
+    assert not dc.KAFKA_NON_DYNAMIC_CONFIGS & dc.DYNAMIC_BROKER_CONFIGS
+
+
+def test_owners_update_modes_are_kafkas():
+    """Each compactlog setting's update mode, declared by its owner, is what Kafka's
+    DynamicBrokerConfig says of the same name: dynamic exactly when Kafka lists it, per-broker
+    exactly for the listener settings a cluster-wide default may not hold."""
+    from compactlog.storage import dynamic_config as dc
+    from compactlog.storage.config_def import PER_BROKER, READ_ONLY
+    from compactlog.storage.config_registry import BROKER_CONFIGS
+    for name, d in BROKER_CONFIGS.items():
+        assert (d.dynamic != READ_ONLY) == (name in dc.DYNAMIC_BROKER_CONFIGS), name
+        assert (d.dynamic == PER_BROKER) == (name in dc.PER_BROKER_CONFIGS), name
+        assert dc.is_non_dynamic(name) == (d.dynamic == READ_ONLY)
     assert dc.PER_BROKER_CONFIGS >= dc.SSL_STORE_CONFIGS and "max.connections" not in dc.PER_BROKER_CONFIGS
 
 

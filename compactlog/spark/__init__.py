@@ -5,6 +5,9 @@ read covers and its tasks; no PySpark), ``datasource.py`` (the PySpark classes),
 appends under the data dir's lock), ``snapshot.py`` (latest state on Spark or in this process).
 """
 
+# this package's settings, registered with every owner's (storage/config_registry.py)
+from . import config as _config  # noqa: F401
+
 from .session import session, stop
 
 

@@ -1,5 +1,7 @@
-"""Topic configs (Kafka's LogConfig) and broker settings (KafkaConfig, CleanerConfig), with Kafka's
-names, types, defaults and validators.
+"""Topic configs (Kafka's LogConfig) and the log settings of the broker (ServerLogConfigs,
+ProducerStateManagerConfig), with Kafka's names, types, defaults, validators and documentation;
+``BrokerConfig``, a broker's settings read through every owner's definitions (config_registry.py:
+the cleaner, server, security, coordinator and Spark settings are defined by their packages).
 
 A topic config's default comes from its broker property (``server.properties`` or ``--override``)
 when set there, else from Kafka's default. ``segment.bytes`` accepts values down to 14, as Kafka
@@ -28,9 +30,10 @@ from typing import Any, Iterable
 from ..errors import ConfigError
 # the value parsing and validators (config_def.py) and the .properties format (properties.py);
 # re-exported: callers import them from here
-from .config_def import (INT_MAX, LONG_MAX, MIB, BetweenOr, CompactionLagConflict, ConfigDef,  # noqa: F401
-                         ConfigValueError, ListOf, Rule, at_least, between, did_you_mean,
+from .config_def import (CLUSTER_WIDE, INT_MAX, LONG_MAX, MIB, BetweenOr, CompactionLagConflict,  # noqa: F401
+                         ConfigDef, ConfigValueError, ListOf, Rule, at_least, between, did_you_mean,
                          java_double, kafka_string, one_of)
+from .config_registry import BROKER_CONFIGS, check_all, register
 from .kafka_names import KAFKA_BROKER_SETTINGS
 from .properties import parse_assignments, parse_properties, read_properties  # noqa: F401
 
@@ -50,134 +53,107 @@ _gzip_level = BetweenOr(1, 9, -1)
 
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
-    ConfigDef("cleanup.policy", "list", ["delete"], ("log.cleanup.policy",), _policy),
-    ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, ("log.cleaner.min.cleanable.ratio",), between(0, 1)),
-    ConfigDef("min.compaction.lag.ms", "long", 0, ("log.cleaner.min.compaction.lag.ms",), at_least(0)),
-    ConfigDef("max.compaction.lag.ms", "long", LONG_MAX, ("log.cleaner.max.compaction.lag.ms",), at_least(1)),
-    ConfigDef("delete.retention.ms", "long", 86400000, ("log.cleaner.delete.retention.ms",), at_least(0)),
-    ConfigDef("segment.bytes", "int", 1073741824, ("log.segment.bytes",), at_least(14)),
-    ConfigDef("segment.ms", "long", 604800000, ("log.roll.ms", "log.roll.hours"), at_least(1)),
-    ConfigDef("segment.jitter.ms", "long", 0, ("log.roll.jitter.ms", "log.roll.jitter.hours"), at_least(0)),
-    ConfigDef("segment.index.bytes", "int", 10485760, ("log.index.size.max.bytes",), at_least(4)),
-    ConfigDef("index.interval.bytes", "int", 4096, ("log.index.interval.bytes",), at_least(0)),
-    ConfigDef("retention.ms", "long", 604800000, ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), at_least(-1)),
-    ConfigDef("retention.bytes", "long", -1, ("log.retention.bytes",)),
-    ConfigDef("file.delete.delay.ms", "long", 60000, ("log.segment.delete.delay.ms",), at_least(0)),
-    ConfigDef("max.message.bytes", "int", 1048588, ("message.max.bytes",), at_least(0)),
-    ConfigDef("message.timestamp.type", "string", "CreateTime", ("log.message.timestamp.type",), one_of("CreateTime", "LogAppendTime")),
-    ConfigDef("message.timestamp.before.max.ms", "long", LONG_MAX, ("log.message.timestamp.before.max.ms",), at_least(0)),
-    ConfigDef("message.timestamp.after.max.ms", "long", LONG_MAX, ("log.message.timestamp.after.max.ms",), at_least(0)),
-    ConfigDef("message.timestamp.difference.max.ms", "long", LONG_MAX, ("log.message.timestamp.difference.max.ms",), at_least(0)),
-    ConfigDef("compression.type", "string", "producer", ("compression.type",), one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    ConfigDef("compression.gzip.level", "int", -1, ("compression.gzip.level",), _gzip_level),
-    ConfigDef("compression.lz4.level", "int", 9, ("compression.lz4.level",), between(1, 17)),
-    ConfigDef("compression.zstd.level", "int", 3, ("compression.zstd.level",), between(-131072, 22)),
-    ConfigDef("preallocate", "bool", False, ("log.preallocate",)),
-    ConfigDef("flush.messages", "long", LONG_MAX, ("log.flush.interval.messages",), at_least(1)),
-    ConfigDef("flush.ms", "long", LONG_MAX, ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"), at_least(0)),
-    ConfigDef("min.insync.replicas", "int", 1, ("min.insync.replicas",), at_least(1)),
-    ConfigDef("unclean.leader.election.enable", "bool", False, ("unclean.leader.election.enable",)),
-    ConfigDef("message.downconversion.enable", "bool", True, ("log.message.downconversion.enable",)),
-    ConfigDef("local.retention.ms", "long", -2, ("log.local.retention.ms",), at_least(-2)),
-    ConfigDef("local.retention.bytes", "long", -2, ("log.local.retention.bytes",), at_least(-2)),
-    ConfigDef("remote.storage.enable", "bool", False, ()),
+    ConfigDef("cleanup.policy", "list", ["delete"], ("log.cleanup.policy",), _policy,
+              doc="How old data is reclaimed: 'delete' drops whole segments by age or size, 'compact' keeps "
+                  "only the latest record of each key; both may be listed."),
+    ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, ("log.cleaner.min.cleanable.ratio",), between(0, 1),
+              doc="Share of the log not yet compacted above which the cleaner picks the partition."),
+    ConfigDef("min.compaction.lag.ms", "long", 0, ("log.cleaner.min.compaction.lag.ms",), at_least(0),
+              doc="Records younger than this are never compacted away."),
+    ConfigDef("max.compaction.lag.ms", "long", LONG_MAX, ("log.cleaner.max.compaction.lag.ms",), at_least(1),
+              doc="Records older than this become eligible for compaction even when the dirty ratio is not "
+                  "reached."),
+    ConfigDef("delete.retention.ms", "long", 86400000, ("log.cleaner.delete.retention.ms",), at_least(0),
+              doc="How long tombstones and transaction markers survive compaction, so that consumers reading "
+                  "from the start can see them."),
+    ConfigDef("segment.bytes", "int", 1073741824, ("log.segment.bytes",), at_least(14),
+              doc="Size at which the active segment is closed and a new one begun."),
+    ConfigDef("segment.ms", "long", 604800000, ("log.roll.ms", "log.roll.hours"), at_least(1),
+              doc="Age at which the active segment is rolled even when it is not full."),
+    ConfigDef("segment.jitter.ms", "long", 0, ("log.roll.jitter.ms", "log.roll.jitter.hours"), at_least(0),
+              doc="Largest random time subtracted from segment.ms, so that segments do not all roll together."),
+    ConfigDef("segment.index.bytes", "int", 10485760, ("log.index.size.max.bytes",), at_least(4),
+              doc="Largest size of a segment's offset and time indexes."),
+    ConfigDef("index.interval.bytes", "int", 4096, ("log.index.interval.bytes",), at_least(0),
+              doc="Bytes appended between two entries of the offset index."),
+    ConfigDef("retention.ms", "long", 604800000, ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), at_least(-1),
+              doc="How long records are kept under the delete policy; -1 keeps them forever."),
+    ConfigDef("retention.bytes", "long", -1, ("log.retention.bytes",),
+              doc="Largest size of a partition under the delete policy before its oldest segments go; -1 means "
+                  "no limit."),
+    ConfigDef("file.delete.delay.ms", "long", 60000, ("log.segment.delete.delay.ms",), at_least(0),
+              doc="Wait before a segment set aside for deletion is removed from disk."),
+    ConfigDef("max.message.bytes", "int", 1048588, ("message.max.bytes",), at_least(0),
+              doc="Largest record batch the topic accepts, compressed size."),
+    ConfigDef("message.timestamp.type", "string", "CreateTime", ("log.message.timestamp.type",), one_of("CreateTime", "LogAppendTime"),
+              doc="CreateTime keeps the producer's timestamps; LogAppendTime has the broker stamp each batch "
+                  "when it is appended."),
+    ConfigDef("message.timestamp.before.max.ms", "long", LONG_MAX, ("log.message.timestamp.before.max.ms",), at_least(0),
+              doc="How far a CreateTime timestamp may lie in the past before the batch is refused."),
+    ConfigDef("message.timestamp.after.max.ms", "long", LONG_MAX, ("log.message.timestamp.after.max.ms",), at_least(0),
+              doc="How far a CreateTime timestamp may lie in the future before the batch is refused."),
+    ConfigDef("message.timestamp.difference.max.ms", "long", LONG_MAX, ("log.message.timestamp.difference.max.ms",), at_least(0),
+              doc="Deprecated bound on a timestamp's distance from the broker's clock; the before/after "
+                  "settings replace it."),
+    ConfigDef("compression.type", "string", "producer", ("compression.type",), one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+              doc="Codec of stored batches: gzip, snappy, lz4, zstd, uncompressed, or producer to keep what the "
+                  "producer sent."),
+    ConfigDef("compression.gzip.level", "int", -1, ("compression.gzip.level",), _gzip_level,
+              doc="Level used when the broker compresses with gzip."),
+    ConfigDef("compression.lz4.level", "int", 9, ("compression.lz4.level",), between(1, 17),
+              doc="Level used when the broker compresses with lz4."),
+    ConfigDef("compression.zstd.level", "int", 3, ("compression.zstd.level",), between(-131072, 22),
+              doc="Level used when the broker compresses with zstd."),
+    ConfigDef("preallocate", "bool", False, ("log.preallocate",),
+              doc="Whether a new segment file is created at its full size."),
+    ConfigDef("flush.messages", "long", LONG_MAX, ("log.flush.interval.messages",), at_least(1),
+              doc="Records appended between two forced flushes to disk."),
+    ConfigDef("flush.ms", "long", LONG_MAX, ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"), at_least(0),
+              doc="Time between two forced flushes to disk."),
+    ConfigDef("min.insync.replicas", "int", 1, ("min.insync.replicas",), at_least(1),
+              doc="Replicas that must have a write for acks=all to succeed; a single-node broker can only meet "
+                  "1."),
+    ConfigDef("unclean.leader.election.enable", "bool", False, ("unclean.leader.election.enable",),
+              doc="Whether a replica outside the in-sync set may become leader (no effect on a single node)."),
+    ConfigDef("message.downconversion.enable", "bool", True, ("log.message.downconversion.enable",),
+              doc="Whether old fetch versions may be sent down-converted batches."),
+    ConfigDef("local.retention.ms", "long", -2, ("log.local.retention.ms",), at_least(-2),
+              doc="Local retention time under tiered storage; -2 means retention.ms."),
+    ConfigDef("local.retention.bytes", "long", -2, ("log.local.retention.bytes",), at_least(-2),
+              doc="Local retention size under tiered storage; -2 means retention.bytes."),
+    ConfigDef("remote.storage.enable", "bool", False, (),
+              doc="Whether the topic uses tiered storage (compactlog has none)."),
 ]}
 
 # broker settings in another unit than the topic config they default: (ms per unit, Kafka's check)
 _BROKER_UNIT = {"log.roll.hours": (3600000, at_least(1)), "log.roll.jitter.hours": (3600000, at_least(0)),
                 "log.retention.minutes": (60000, None), "log.retention.hours": (3600000, None)}
 
-BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
-    ConfigDef("log.cleaner.enable", "bool", True),
-    ConfigDef("log.cleaner.threads", "int", 1, check=at_least(0)),
-    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728, check=at_least(0)),
-    ConfigDef("log.cleaner.io.buffer.size", "int", 524288, check=at_least(0)),
-    ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9),
-    ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308),
-    ConfigDef("log.cleaner.backoff.ms", "long", 15000, check=at_least(0)),
-    ConfigDef("message.max.bytes", "int", 1048588, check=at_least(0)),
-    ConfigDef("producer.id.expiration.ms", "int", 86400000, check=at_least(1)),
-    ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, check=at_least(1)),
-    ConfigDef("log.retention.check.interval.ms", "long", 300000, check=at_least(1)),
-    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, check=at_least(0)),
-    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, check=at_least(0)),
-    ConfigDef("num.partitions", "int", 1, check=at_least(1)),
-    ConfigDef("auto.create.topics.enable", "bool", True),
-    # the broker (`compactlog serve`); listeners are checked when it starts (server/state.py)
-    ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092"),
-    ConfigDef("advertised.listeners", "string", ""),
-    ConfigDef("node.id", "int", 0, check=at_least(0)),
-    ConfigDef("default.replication.factor", "int", 1, check=at_least(1)),
-    ConfigDef("socket.request.max.bytes", "int", 104857600, check=at_least(1)),
-    ConfigDef("connections.max.idle.ms", "long", 600000),
-    ConfigDef("num.io.threads", "int", 8, check=at_least(1)),
-    # security (security.md §1.2; each may also be set per listener: listener.name.<l>.<name>)
-    ConfigDef("listener.security.protocol.map", "string",
-              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
-    ConfigDef("sasl.enabled.mechanisms", "list", []),
-    ConfigDef("sasl.server.max.receive.size", "int", 524288, check=at_least(1)),
-    ConfigDef("connections.max.reauth.ms", "long", 0),
-    ConfigDef("connection.failed.authentication.delay.ms", "int", 100, check=at_least(0)),
-    ConfigDef("ssl.client.auth", "string", "none", check=one_of("required", "requested", "none")),
-    ConfigDef("ssl.keystore.type", "string", "PEM"),
-    ConfigDef("ssl.keystore.location", "string", ""),
-    ConfigDef("ssl.truststore.type", "string", "PEM"),
-    ConfigDef("ssl.truststore.location", "string", ""),
-    ConfigDef("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
-    ConfigDef("ssl.cipher.suites", "list", []),
-    ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT"),
-    # the group coordinator (GroupCoordinatorConfig)
-    ConfigDef("group.min.session.timeout.ms", "int", 6000),
-    ConfigDef("group.max.session.timeout.ms", "int", 1800000),
-    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, check=at_least(0)),
-    ConfigDef("group.max.size", "int", 2147483647, check=at_least(1)),
-    ConfigDef("offsets.topic.num.partitions", "int", 50, check=at_least(1)),
-    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, check=at_least(1)),
-    ConfigDef("offsets.retention.minutes", "int", 10080, check=at_least(1)),
-    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, check=at_least(1)),
-    ConfigDef("offset.metadata.max.bytes", "int", 4096),
-    # the transaction coordinator (TransactionLogConfig, TransactionStateManagerConfig). Kafka's
-    # defaults but two: __transaction_state's replication factor (Kafka 3) and min ISR (Kafka 2)
-    # are 1, which is all one node can meet (else every transactional client waits for
-    # COORDINATOR_NOT_AVAILABLE until it times out)
-    ConfigDef("transaction.state.log.num.partitions", "int", 50, check=at_least(1)),
-    ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, check=at_least(1)),
-    ConfigDef("transaction.state.log.replication.factor", "short", 1, check=at_least(1)),
-    ConfigDef("transaction.state.log.min.isr", "int", 1, check=at_least(1)),
-    ConfigDef("transaction.state.log.load.buffer.size", "int", 5242880, check=at_least(1)),
-    ConfigDef("transaction.partition.verification.enable", "bool", True),
-    ConfigDef("transaction.max.timeout.ms", "int", 900000, check=at_least(1)),
-    ConfigDef("transactional.id.expiration.ms", "int", 604800000, check=at_least(1)),
-    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, check=at_least(1)),
-    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, check=at_least(1)),
-    # authorization (StandardAuthorizer; server/authorizer/): off unless authorizer.class.name is set
-    ConfigDef("authorizer.class.name", "string", ""),
-    ConfigDef("super.users", "string", ""),
-    ConfigDef("allow.everyone.if.no.acl.found", "bool", False),
-    # KIP-939 (two-phase commit) is not offered: InitProducerId v6 is not advertised
-    ConfigDef("transaction.two.phase.commit.enable", "bool", False),
-    # compactlog's own settings (not Kafka's)
-    ConfigDef("compactlog.spark.master", "string", "local[*]"),
-    ConfigDef("compactlog.spark.local.dir", "string", ""),
-    ConfigDef("compactlog.cleaner.task.memory.bytes", "long", 2147483648, check=at_least(1024)),
-    ConfigDef("compactlog.cleaner.map", "string", "auto", check=one_of("auto", "task", "distributed")),
-    # where the cleaner's run log goes (default: <data dir>.logs, never inside the data dir)
-    ConfigDef("compactlog.cleaner.log.dir", "string", ""),
-    # a cleaner thread whose loop died is started again after this long, doubled per death in a
-    # row up to 5 minutes (Kafka leaves it dead until the broker restarts); a minute by default so
-    # that DeadThreadCount shows the death to a Prometheus scraping every 15-60 s
-    ConfigDef("compactlog.cleaner.thread.restart.backoff.ms", "long", 60000, check=at_least(0)),
-    # the coordinator's transaction protocol level (Kafka's finalized feature transaction.version,
-    # set with kafka-storage/kafka-features, not a broker setting): 2 as on a new Kafka 4.x
-    # cluster (v1 __transaction_state values, KIP-890 epoch rules for the coordinator's own aborts);
-    # 0 and 1 for tests (v0 values at 0)
-    ConfigDef("compactlog.transaction.version", "int", 2, check=between(0, 2)),
-    # the HTTP listener of /metrics and the health endpoints (server/metrics; empty: none)
-    ConfigDef("metrics.listener", "string", "127.0.0.1:9644"),
-    ConfigDef("metrics.listener.allow.non.loopback", "bool", False),
-    ConfigDef("metrics.partition.level", "bool", True),
-]}
+# the broker settings of the log manager and the producer state (Kafka's ServerLogConfigs,
+# ProducerStateManagerConfig); ``register`` below adds them to every owner's in config_registry
+LOG_SETTINGS = (
+    ConfigDef("message.max.bytes", "int", 1048588, check=at_least(0), dynamic=CLUSTER_WIDE, importance="high",
+              doc="Largest record batch accepted; the default of max.message.bytes."),
+    ConfigDef("producer.id.expiration.ms", "int", 86400000, check=at_least(1), dynamic=CLUSTER_WIDE, importance="low",
+              doc="Idle time after which a producer id's state is dropped."),
+    ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, check=at_least(1), importance="low",
+              doc="Interval between checks for expired producer ids."),
+    ConfigDef("log.retention.check.interval.ms", "long", 300000, check=at_least(1), importance="medium",
+              doc="Interval between retention checks."),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, check=at_least(0), importance="high",
+              doc="Interval between writes of the recovery-point checkpoint."),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, check=at_least(0), importance="high",
+              doc="Interval between writes of the log-start-offset checkpoint."),
+)
 
+
+def _check_topic_defaults(broker: "BrokerConfig") -> None:
+    # every topic config's broker default parses (a bad log.segment.bytes fails at start)
+    for d in TOPIC_CONFIGS.values():
+        broker.topic_default(d)
+
+
+register("storage", __name__, LOG_SETTINGS, _check_topic_defaults)
 
 _TOPIC_BY_BROKER_NAME = {prop: d for d in TOPIC_CONFIGS.values() for prop in d.broker}
 
@@ -207,39 +183,13 @@ class BrokerConfig:
         return d.default
 
     def validate(self) -> None:
-        """Every setting compactlog knows checked alone (Kafka's ConfigDef), then together (Kafka's
-        KafkaConfig.validateValues, and the floors compactlog needs to make progress)."""
+        """Every setting compactlog knows checked alone (Kafka's ConfigDef), then together, each
+        owner's part (Kafka's KafkaConfig.validateValues, and the floors compactlog needs to make
+        progress: the cleaner's buffers, cleaner/config.py)."""
         for name, raw in self.props.items():
             if name in BROKER_CONFIGS:
                 BROKER_CONFIGS[name].parse(raw)
-        for d in TOPIC_CONFIGS.values():
-            self.topic_default(d)
-        threads = self.get("log.cleaner.threads")
-        if threads == 0:
-            return      # no cleaner: its buffers are never allocated
-        dedupe = self.get("log.cleaner.dedupe.buffer.size")
-        if dedupe // threads <= MIB:
-            raise ConfigError(f"invalid value {dedupe} for configuration log.cleaner.dedupe.buffer.size: "
-                              f"it must be more than 1 MiB per cleaner thread (Kafka's rule; "
-                              f"log.cleaner.threads={threads})")
-        io_buffer = self.get("log.cleaner.io.buffer.size")
-        # each thread reads and writes through buffers of io.buffer.size / threads / 2 bytes (Kafka's
-        # Cleaner) that grow by doubling when a batch does not fit: from 0 they never grow and the
-        # cleaner spins forever (Kafka's does too); from 1 byte up they reach any batch
-        if io_buffer // threads // 2 < 1:
-            raise ConfigError(f"invalid value {io_buffer} for configuration log.cleaner.io.buffer.size: "
-                              f"each cleaner thread's buffers would be io.buffer.size / threads / 2 = 0 bytes, "
-                              f"which never grow (the cleaner would loop forever); with log.cleaner.threads="
-                              f"{threads} it must be at least {2 * threads}")
-        load_factor = self.get("log.cleaner.io.buffer.load.factor")
-        slots = min(dedupe // threads, INT_MAX) // 24
-        if not slots * load_factor > 1:
-            # Kafka's cleaner thread refuses to start: its offset map (24 bytes a key, filled up to
-            # the load factor) would not hold a single key
-            raise ConfigError(f"invalid value {load_factor} for configuration log.cleaner.io.buffer.load.factor: "
-                              f"the offset map ({slots} slots of 24 bytes per cleaner thread) would not hold "
-                              f"one key; it must be more than {1 / slots:.3g}")
-
+        check_all(self)
 
     def topic_default(self, d: ConfigDef):
         """The broker's default for topic config ``d``: its first broker synonym that is set."""
@@ -332,14 +282,14 @@ def _suggestion(name: str) -> str:
 class LogConfig:
     """The effective configs of one topic: overrides, else broker defaults, else Kafka defaults."""
 
-    # False for a topic found only as directories (a copied Kafka dir): its real configs live in
-    # the Kafka cluster's metadata, so retention and the cleaner leave it alone (DataDir sets it)
-    known = True
-
-    def __init__(self, overrides: dict[str, Any] | None = None, broker: BrokerConfig | None = None):
+    def __init__(self, overrides: dict[str, Any] | None = None, broker: BrokerConfig | None = None, *,
+                 known: bool = True):
         # as Kafka's LogConfig.validate: every name, then every value (each parsed once), then
         # the values together; each failure a ConfigError subclass that says what was wrong
         self.broker = broker or BrokerConfig()
+        # False for a topic found only as directories (a copied Kafka dir): its real configs live
+        # in the Kafka cluster's metadata, so retention and the cleaner leave it alone
+        self.known = known
         self.overrides: dict[str, str] = {}
         for name, raw in (overrides or {}).items():
             if name not in TOPIC_CONFIGS:
@@ -370,7 +320,7 @@ class LogConfig:
                 raise UnknownConfigError(name)
             merged.pop(name, None)
         merged.update(changes)
-        return LogConfig(merged, self.broker)
+        return LogConfig(merged, self.broker, known=self.known)
 
     # -- the values the storage layer reads, by their Kafka meaning
     @property

@@ -1,7 +1,9 @@
 """How a config value is parsed and checked, as Kafka's ``ConfigDef`` does: the types (short, int,
 long, double, boolean, string, list, class), the validators (``Rule``: at least, between, one of,
 list of), the errors a refusal raises, and Kafka's printed forms of values (``java_double``,
-``kafka_string``). ``config.py`` holds the definitions themselves (topic configs, broker settings).
+``kafka_string``). The definitions themselves live with their owners (``config.py``: topic configs
+and the log settings; ``cleaner/config.py``, ``server/security/config.py``, ...), gathered by
+``config_registry.py``.
 
 Numbers are ASCII digits with an optional sign, booleans ignore case, enumerated values are
 case-sensitive (Kafka's ValidString/ValidList). A double may also be written as Python reads one
@@ -111,6 +113,13 @@ def kafka_string(kind: str, value) -> str | None:
     return str(value)
 
 
+def is_secret_setting(name: str) -> bool:
+    """Settings that hold a secret, listener-prefixed or not: never logged, masked in
+    DescribeConfigs (Kafka's PASSWORD-type settings)."""
+    return ("password" in name or "secret" in name or name.endswith("jaas.config")
+            or name.endswith("ssl.keystore.key"))
+
+
 def did_you_mean(name: str, known: Iterable[str], *, n: int = 1, cutoff: float = 0.75,
                  spell: Callable[[str], str] | None = None) -> str:
     """`` (did you mean X?)`` naming the known names closest to a misspelt one (difflib), or "".
@@ -146,14 +155,26 @@ class CompactionLagConflict(ConfigError):
         self.min_lag, self.max_lag = min_lag, max_lag
 
 
+# Kafka's ConfigDef.Importance and DynamicBrokerConfig's update modes (the "Update Mode" of
+# Kafka's documentation): how a broker setting may change while the broker runs
+IMPORTANCE = ("high", "medium", "low")
+READ_ONLY, PER_BROKER, CLUSTER_WIDE = "read-only", "per-broker", "cluster-wide"
+UPDATE_MODES = (READ_ONLY, PER_BROKER, CLUSTER_WIDE)
+
+
 @dataclass(frozen=True)
 class ConfigDef:
+    """One setting as its owner defines it (Kafka's ``ConfigDef.define``): name, type, default,
+    the broker settings standing for it (a topic config's synonyms, first match wins), validator,
+    documentation, importance and, for a broker setting, its update mode (``dynamic``)."""
     name: str
-    kind: str              # short, int, long, double, bool, list, string
+    kind: str              # short, int, long, double, bool, list, string, password
     default: Any
     broker: tuple[str, ...] = ()   # broker properties that set the default, first match wins
     check: Rule | None = None
     doc: str = ""
+    importance: str = "medium"
+    dynamic: str = READ_ONLY
 
     def parse(self, raw, name: str | None = None) -> Any:
         """The value of ``raw``; ``name`` is the setting the user wrote, when it is a broker synonym.

@@ -40,6 +40,7 @@ import threading
 import uuid
 import time
 from contextlib import contextmanager, nullcontext
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from ..errors import ReadOnlyError, StorageError, TopicError
@@ -202,6 +203,9 @@ class LogCleaning(Protocol):
     def forget_partition(self, topic: str, partition: int) -> None:
         """The partition was deleted: drop what the cleaner keeps about it."""
 
+    def busy_partitions(self, now_ms: int) -> set[tuple[str, int]]:
+        """Partitions retention skips this time: being cleaned, or uncleanable and backing off."""
+
 
 class NoCleaner:
     """No log cleaner in this process (a CLI command, a reader): nothing to stop or pause."""
@@ -214,6 +218,9 @@ class NoCleaner:
 
     def forget_partition(self, topic: str, partition: int) -> None:
         pass
+
+    def busy_partitions(self, now_ms: int) -> set[tuple[str, int]]:
+        return set()
 
 
 def scan_partition_dirs(path: str) -> dict[str, list[int]]:
@@ -233,7 +240,8 @@ def scan_partition_dirs(path: str) -> dict[str, list[int]]:
 class DataDir:
     def __init__(self, path: str, *, broker: BrokerConfig | None = None,
                  clock: Callable[[], int] = system_clock, create: bool = False,
-                 writable: bool = False, command: str = "compactlog"):
+                 writable: bool = False, command: str = "compactlog",
+                 session_configs: dict[str, str] | None = None):
         self.path = os.path.abspath(path)
         if not os.path.isdir(self.path):
             if os.path.exists(self.path):
@@ -261,9 +269,9 @@ class DataDir:
         self._dirs_cache: dict[str, list[int]] | None = None
         self._dir_topic_ids: dict[str, str] = {}
         self.cleaner: LogCleaning = NoCleaner()
-        # topic configs for this process only (offline compaction of a copied Kafka data dir);
-        # never written to compactlog.topics.json
-        self.session_configs: dict[str, str] = {}
+        # topic configs for this process only (offline compaction of a copied Kafka data dir:
+        # ``clean --config``), fixed for the data dir's life; never written to compactlog.topics.json
+        self.session_configs = MappingProxyType(dict(session_configs or {}))
         self._had_clean_shutdown: bool | None = None
         self.cleaner_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.CLEANER_CHECKPOINT))
         self.recovery_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.RECOVERY_POINT_CHECKPOINT))
@@ -410,9 +418,8 @@ class DataDir:
         internal = INTERNAL_TOPIC_CONFIGS.get(topic, {})
         overrides = dict(meta.get("configs", {})) if meta else {}
         session_configs = self.session_configs if session else {}
-        cfg = LogConfig({**internal, **overrides, **session_configs}, self.broker)
-        cfg.known = meta is not None or bool(session_configs) or bool(internal)
-        return cfg
+        return LogConfig({**internal, **overrides, **session_configs}, self.broker,
+                         known=meta is not None or bool(session_configs) or bool(internal))
 
     def is_configured(self, topic: str) -> bool:
         return self.topic_config(topic).known

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError, StorageError
 from .config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigDef, ConfigValueError, at_least, one_of
+from .config_def import READ_ONLY
 from .fsutil import atomic_write
 from .kafka_names import KAFKA_CONFIG_NAMES
 
@@ -102,9 +103,28 @@ DYNAMIC_BROKER_CONFIGS = (SSL_STORE_CONFIGS | LOG_CLEANER_CONFIGS | DYNAMIC_LOG_
 # cluster-wide default may hold, and the ones only a broker's own resource may
 CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
 PER_BROKER_CONFIGS = LISTENER_CONFIGS - CLUSTER_LEVEL_LISTENER_CONFIGS
-# DynamicConfig.Broker.nonDynamicProps: Kafka's own names that are not dynamic, and compactlog's own
-# settings (read at start only); every other name is a custom setting, kept as given
-NON_DYNAMIC_CONFIGS = (KAFKA_CONFIG_NAMES | frozenset(BROKER_CONFIGS)) - DYNAMIC_BROKER_CONFIGS
+# DynamicConfig.Broker.nonDynamicProps: Kafka's own names that are not dynamic; with compactlog's
+# settings whose owner declares them read-only (``non_dynamic``), every other name is a custom
+# setting, kept as given
+KAFKA_NON_DYNAMIC_CONFIGS = KAFKA_CONFIG_NAMES - DYNAMIC_BROKER_CONFIGS
+
+
+def is_non_dynamic(name: str) -> bool:
+    """Whether ``name`` may not be set dynamically: a compactlog setting its owner declares
+    read-only (config_registry), or one of Kafka's that DynamicBrokerConfig does not list."""
+    d = BROKER_CONFIGS.get(name)
+    if d is not None:
+        return d.dynamic == READ_ONLY
+    return name in KAFKA_NON_DYNAMIC_CONFIGS
+
+
+def is_dynamic(name: str) -> bool:
+    """Whether the broker setting ``name`` may change at run time (DescribeConfigs' read_only is
+    the contrary): its owner's update mode for a compactlog setting, Kafka's list for the others."""
+    d = BROKER_CONFIGS.get(name)
+    if d is not None:
+        return d.dynamic != READ_ONLY
+    return name in DYNAMIC_BROKER_CONFIGS
 # listener settings compactlog cannot change while the broker runs: the listeners themselves
 # (Kafka's KRaft broker refuses to change its registered listeners too)
 NOT_AT_RUN_TIME = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
@@ -152,7 +172,7 @@ def dynamic_name_refusal(names, *, per_broker: bool) -> str | None:
     message of the first rule they break, or None. ``per_broker``: this node's resource (else the
     cluster-wide default, the empty name)."""
     names = set(names)
-    fixed = sorted(names & NON_DYNAMIC_CONFIGS)
+    fixed = sorted(n for n in names if is_non_dynamic(n))
     if fixed:
         return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
     bare = sorted(names & SSL_STORE_CONFIGS)
@@ -230,20 +250,29 @@ class GroupConfigDef:
     broker: str | None = None        # the broker setting that defaults it (GROUP_PREFIX + name)
     floor: str | None = None         # the broker settings bounding it (GroupConfig.validate)
     ceiling: str | None = None
+    doc: str = ""                    # DescribeConfigs' documentation (compactlog's words)
 
 
 GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in [
     GroupConfigDef("consumer.heartbeat.interval.ms", "int", "5000", "group.consumer.heartbeat.interval.ms",
-                   "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"),
+                   "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+                   "Heartbeat interval given to the members of a consumer group (KIP-848); no effect on "
+                   "classic groups."),
     GroupConfigDef("consumer.session.timeout.ms", "int", "45000", "group.consumer.session.timeout.ms",
-                   "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
-    GroupConfigDef("share.auto.offset.reset", "string", "latest"),
+                   "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+                   "Time without a heartbeat after which a consumer group member (KIP-848) is removed; no "
+                   "effect on classic groups."),
+    GroupConfigDef("share.auto.offset.reset", "string", "latest",
+                   doc="Where a share group starts on a partition without a committed position."),
     GroupConfigDef("share.heartbeat.interval.ms", "int", "5000", "group.share.heartbeat.interval.ms",
-                   "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+                   "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms",
+                   "Heartbeat interval given to the members of a share group."),
     GroupConfigDef("share.record.lock.duration.ms", "int", "30000", "group.share.record.lock.duration.ms",
-                   "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
+                   "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms",
+                   "How long a share group member holds the records it fetched."),
     GroupConfigDef("share.session.timeout.ms", "int", "45000", "group.share.session.timeout.ms",
-                   "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+                   "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms",
+                   "Time without a heartbeat after which a share group member is removed."),
 ]}
 # Kafka's defaults of the broker settings the group configs read (GroupCoordinatorConfig,
 # ShareGroupConfig); compactlog does not define them otherwise

@@ -5,8 +5,8 @@ RemoteLogManagerConfig, the SSL/SASL security configs, ...), plus a few older na
 brokers still read (``port``, ``host.name``).
 
 A data dir's ``server.properties`` is often a Kafka broker's own: these names are expected there and
-are not reported as unknown. Names compactlog uses are in ``config.BROKER_CONFIGS`` and in the broker
-synonyms of ``config.TOPIC_CONFIGS`` (``log.segment.bytes``, ``log.retention.hours``, ...).
+are not reported as unknown. Names compactlog uses are in ``config_registry.BROKER_CONFIGS`` (every
+owner's) and in the broker synonyms of ``config.TOPIC_CONFIGS`` (``log.segment.bytes``, ``log.retention.hours``, ...).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def rules(config, log_start_offset: int, clock: Callable[[], int]) -> list[Rule]
     """The rules deleteOldSegments applies, in Kafka's order: the log start offset always, size
     and time for a topic whose cleanup.policy includes delete. A topic whose configs are unknown
     (a copied Kafka dir) gets none: its retention would be a guess."""
-    if not getattr(config, "known", True):
+    if not config.known:
         return []
     out: list[Rule] = [lambda segs, leo, hw: log_start_offset_breached(segs, leo, hw, log_start_offset)]
     if config.delete:

@@ -230,8 +230,8 @@ def test_rules_are_a_prefix_below_the_high_watermark():
 
 def test_which_rules_apply():
     from compactlog.storage import retention
+    from compactlog.storage.config import LogConfig
     assert len(retention.rules(config(), 0, lambda: T0)) == 3
     assert len(retention.rules(config(cleanup_policy="compact"), 0, lambda: T0)) == 1   # log start only
-    unknown = config()
-    unknown.known = False
+    unknown = LogConfig(known=False)        # a copied Kafka dir's topic: its configs are not here
     assert retention.rules(unknown, 0, lambda: T0) == []

@@ -9,7 +9,7 @@ broker that receives the request and the controller:
   ``ConfigurationControlManager`` (incrementalAlterConfigResource, legacyAlterConfigResource,
   validateAlterConfig): config changes, validated as a whole (``topic_validation.py``), then the
   existence of the topic.
-* ``ConfigHelper.describeConfigs``: DescribeConfigs (the entries: ``config_entries.py``).
+* ``ConfigHelper.describeConfigs``: DescribeConfigs (the entries: ``storage/config_entries.py``).
 * ``DynamicBrokerConfig``: BROKER resources, this node's (its id) and the cluster-wide defaults
   (the empty name): the settings Kafka can change at run time are changed, kept in the data dir
   and applied (storage/dynamic_config.py: topic defaults at once to every topic without an
@@ -48,8 +48,8 @@ from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
 from ..security.redaction import is_secret_setting
 from ..wire_errors import admin_error, scrub
-from .config_entries import (SOURCE_DEFAULT, ConfigEntry, broker_config_entries, group_config_entries,
-                             topic_config_entries)
+from ...storage.config_entries import (SOURCE_DEFAULT, ConfigEntry, broker_config_entries, group_config_entries,
+                                       topic_config_entries)
 from .handler import THREAD, ApiHandler, Refused
 from .topic_validation import topic_name_error, validate_topic_configs
 
@@ -266,7 +266,7 @@ def _topic_kind_and_default(name: str) -> tuple[str | None, str | None]:
 
 def _broker_kind_and_default(name: str) -> tuple[str | None, str | None]:
     """A broker setting's type and Kafka's default (the topic config's, for a topic default)."""
-    from .config_entries import _broker_default
+    from ...storage.config_entries import _broker_default
     return broker_kind(name), _broker_default(name)
 
 

@@ -36,7 +36,7 @@ from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_types
 from ..state import BrokerState
 from ..wire_errors import admin_error
-from .config_entries import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, UNIT_SETTINGS
+from ...storage.config_entries import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, UNIT_SETTINGS
 from .handler import THREAD, ApiHandler, Refused
 from .topic_validation import colliding_topic, topic_name_error, validate_topic_configs
 

@@ -6,3 +6,6 @@ set; ``store`` the data dir's ACL file; ``auth_helper`` the questions API handle
 (``AuthHelper``). The ACL admin APIs are declared in ``server/apis/acls.py``, the
 ``compactlog acls`` command in ``cli/acls.py``.
 """
+
+# this package's settings, registered with every owner's (storage/config_registry.py)
+from . import config as _config  # noqa: F401

@@ -10,3 +10,6 @@ Split as Kafka's group coordinator is (all sans-IO, an injected clock, timers th
 ``__consumer_offsets``, transactional offset commits and the transaction coordinator's markers,
 loading at start, timers and offset expiry) and ``handlers`` answers the group APIs.
 """
+
+# this package's settings, registered with every owner's (storage/config_registry.py)
+from . import config as _config  # noqa: F401

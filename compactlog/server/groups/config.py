@@ -1,8 +1,38 @@
-"""The group coordinator's settings under Kafka's names (``GroupCoordinatorConfig``)."""
+"""The group coordinator's settings under Kafka's names (``GroupCoordinatorConfig``,
+``OffsetConfig``): their definitions (type, default, validator, documentation, importance, update
+mode), registered with every owner's (storage/config_registry.py), and ``GroupConfig``, the values
+the coordinator runs with. A small module on purpose: it moves with the coordinator.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ...storage.config_def import ConfigDef, at_least
+from ...storage.config_registry import register
+
+GROUP_SETTINGS = (
+    ConfigDef("group.min.session.timeout.ms", "int", 6000, importance="medium",
+              doc="Shortest session timeout a group member may ask for."),
+    ConfigDef("group.max.session.timeout.ms", "int", 1800000, importance="medium",
+              doc="Longest session timeout a group member may ask for."),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, check=at_least(0), importance="medium",
+              doc="How long the first rebalance of an empty group waits for more members to join."),
+    ConfigDef("group.max.size", "int", 2147483647, check=at_least(1), importance="medium",
+              doc="Most members a consumer group may have."),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, check=at_least(1), importance="high",
+              doc="Partitions of __consumer_offsets, created on first use."),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, check=at_least(1), importance="high",
+              doc="Segment size of __consumer_offsets (small segments compact sooner)."),
+    ConfigDef("offsets.retention.minutes", "int", 10080, check=at_least(1), importance="high",
+              doc="How long committed offsets are kept after their group empties or their last commit."),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, check=at_least(1), importance="high",
+              doc="Interval between checks for expired committed offsets."),
+    ConfigDef("offset.metadata.max.bytes", "int", 4096, importance="high",
+              doc="Longest metadata string a committed offset may carry."),
+)
+
+register("groups", __name__, GROUP_SETTINGS)
 
 
 @dataclass(frozen=True)

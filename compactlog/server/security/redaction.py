@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import re
 
+from ...storage.config_def import is_secret_setting  # noqa: F401 - the one rule, beside the config types
+
 
 HIDDEN_BODIES = frozenset({17, 36, 51})
 CONFIG_BODIES = frozenset({19, 33, 44})
 # kio's repr of a config entry: name='...', [config_operation=..., ]value='...'
 _CONFIG = re.compile(r"""(name=(['"])(?P<name>.*?)\2, (?:config_operation=[^,]+, )?value=)(?P<q>['"]).*?(?P=q)""")
-
-
-def is_secret_setting(name: str) -> bool:
-    """Settings that hold a secret, listener-prefixed or not: never logged, masked in
-    DescribeConfigs (Kafka's PASSWORD-type settings)."""
-    return ("password" in name or "secret" in name or name.endswith("jaas.config")
-            or name.endswith("ssl.keystore.key"))
 
 
 def redacted_body(request) -> str:

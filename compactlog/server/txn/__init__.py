@@ -3,3 +3,6 @@ transaction-coordinator module): ``metadata`` (one id's state machine and epoch 
 ``coordinator`` (the sans-IO decisions), ``state_log`` (``__transaction_state``), ``markers``
 (COMMIT/ABORT markers on local partitions), ``service`` (locking, loading, timers) and
 ``handlers`` (the wire APIs)."""
+
+# this package's settings, registered with every owner's (storage/config_registry.py)
+from . import config as _config  # noqa: F401

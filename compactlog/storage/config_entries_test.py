@@ -3,7 +3,7 @@ entry line, section headers and the entries a section shows."""
 
 from __future__ import annotations
 
-from .config_entries import Entry, section_header, shown_entries
+from compactlog.storage.config_entries import Entry, section_header, shown_entries
 
 
 def test_entry_line_prints_null_and_synonyms_as_kafka():
