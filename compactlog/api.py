@@ -399,7 +399,7 @@ class ConsumerGroups:
 
     def __init__(self, datadir):
         # imported here: the group coordinator loads kio's tables, which only groups need
-        from .server.groups.service import GroupCoordinatorService
+        from .coordinator.group.service import GroupCoordinatorService
         self._dd = datadir
         self._service = GroupCoordinatorService(datadir)
         self._service.load_now()
@@ -432,7 +432,7 @@ class ConsumerGroups:
 
     def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Commit offsets as an admin does (no member, no generation); the error code of each."""
-        from .server.groups.api_data import CommitPartition
+        from .coordinator.group.api_data import CommitPartition
         parts = [CommitPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
         errors = self._service.commit_offsets(group, -1, "", None, parts)
         return {(c.topic, c.partition): e for c, e in zip(parts, errors)}
@@ -504,7 +504,7 @@ class Transactions:
     """A data dir's transactions, without a broker: what ``kafka-transactions.sh`` asks a broker.
 
     ``__transaction_state`` is replayed when first asked about, as a starting coordinator loads it
-    (``server/txn``'s loader and its answers to DescribeTransactions / ListTransactions, filters and errors alike)
+    (``coordinator/txn``'s loader and its answers to DescribeTransactions / ListTransactions, filters and errors alike)
     but nothing is written: a transaction left between its decision and its markers shows as
     PrepareCommit/PrepareAbort until a broker starts on the directory and finishes it. Producers
     are each partition's producer state (DescribeProducers). ``abort`` is the admin's abort of a
@@ -524,9 +524,9 @@ class Transactions:
         if self._coordinator is not None:
             return self._coordinator
         # imported here: the coordinator's modules load kio's tables, which only transactions need
-        from .server.txn.coordinator import TransactionCoordinator, TxnConfig
-        from .server.internal_topics import partition_count
-        from .server.txn.state_log import TRANSACTION_STATE_TOPIC, StateLogError, replay
+        from .coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
+        from .coordinator.internal_topics import partition_count
+        from .coordinator.txn.state_log import TRANSACTION_STATE_TOPIC, StateLogError, replay
         dd = self._dd
         parts = dd.partitions(TRANSACTION_STATE_TOPIC) if dd.has_topic(TRANSACTION_STATE_TOPIC) else []
         config = TxnConfig.from_broker(dd.broker, partition_count(dd, TRANSACTION_STATE_TOPIC))
@@ -582,7 +582,7 @@ class Transactions:
         partitions through the group coordinator, which drops the producer's pending offsets);
         the append's error code (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED,
         UNKNOWN_TOPIC_OR_PARTITION ...), nothing written unless NONE."""
-        from .server.txn.markers import write_marker
+        from .coordinator.txn.markers import write_marker
         if not self._dd.writable:
             raise ReadOnlyError(f"{self._dd.path}: opened read-only; aborting a transaction needs a writer")
         if self._marker_target is None:
@@ -627,7 +627,7 @@ class _MarkerTarget:
     @property
     def groups(self):
         if self._groups is None:
-            from .server.groups.service import GroupCoordinatorService
+            from .coordinator.group.service import GroupCoordinatorService
             self._groups = GroupCoordinatorService(self._dd)
             self._groups.load_now()
         return self._groups

@@ -3,7 +3,7 @@
 ``protocol`` turns bytes into request events and answers into the parts to write (Kafka's
 SocketServer, RequestHeader, RequestChannel); ``versions`` holds the API table type and the
 ApiVersions answer (ApiVersionsRequest, KafkaApis.handleApiVersionsRequest). Each API is declared
-in its own module of ``apis/`` (and ``groups/handlers.py``); ``dispatch`` derives the dispatch
+in its own module of ``apis/``; ``dispatch`` derives the dispatch
 table and the advertised APIs from those declarations; ``transport`` runs it all on asyncio.
 """
 

@@ -55,7 +55,7 @@ def test_protocol_and_transport_import_no_api_module(module):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": ROOT})
     loaded = set(eval(out.stdout))
-    handlers = {m for m in loaded if m.startswith(("compactlog.server.apis.", "compactlog.server.groups"))
+    handlers = {m for m in loaded if m.startswith(("compactlog.server.apis.", "compactlog.coordinator.group"))
                 or m == "compactlog.server.dispatch"}
     assert handlers <= {"compactlog.server.apis.handler"}, handlers
 

@@ -1,0 +1,23 @@
+"""Consumer groups: Kafka's classic group coordinator and the ``__consumer_offsets`` topic.
+
+Split as Kafka's group coordinator is (all sans-IO, an injected clock, timers the caller drives):
+``classic_group`` (a group and its members; ``classic_group_state`` its states),
+``group_manager`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, the rebalance timers),
+``offset_manager`` (committed offsets: commit, fetch, delete, expiry, replay) and ``shard``
+(the two composed); ``coordinator.runtime`` holds what they share with the transaction
+coordinator (results, timers, loading partitions, the error table, the running thread),
+``api_data`` the requests and answers, ``config`` the settings. The record formats are
+``compactlog.record.consumer_offsets``. ``service`` runs the shard inside the broker (appends to
+``__consumer_offsets``, transactional offset commits and the transaction coordinator's markers,
+loading at start, timers and offset expiry) on that runtime; ``server/apis/groups.py`` answers
+the group APIs.
+
+Where the next group types go (Kafka's ``group`` package has one ``Group`` interface and a class
+per type): KIP-848's consumer group as ``consumer_group.py`` (``ConsumerGroup``, its member and
+assignor state) managed by ``group_manager`` beside the classic groups, with its records
+(``ConsumerGroupMetadata``, ``...TargetAssignment``, ...) replayed by ``shard.replay`` instead of
+skipped at load; its APIs (ConsumerGroupHeartbeat, ConsumerGroupDescribe) in
+``server/apis/groups.py``. Share groups (KIP-932) get a package of their own beside this one,
+``coordinator/share/``, on the same ``coordinator.runtime`` (``__share_group_state``), as Kafka's
+share coordinator sits beside the group coordinator on coordinator-common.
+"""
