@@ -174,7 +174,7 @@ def entry_of(e) -> Entry:
 
 
 def _describe_offline(c, entity: Entity, all_: bool) -> list[tuple[str, list[Entry]]]:
-    from ..server.apis.config_entries import broker_config_entries, topic_config_entries
+    from ..server import broker_config_entries, topic_config_entries
     sections = []
     with c.open(write=False) as dd:
         node = _Node(dd, dd.broker)

@@ -35,6 +35,9 @@ from .txn.state_log import TRANSACTION_STATE_TOPIC, topic_configs
 
 log = logging.getLogger("kafka.log.LogManager")
 
+# Kafka's Topic.INTERNAL_TOPICS: the coordinators' topics, which clients may not write or delete
+INTERNAL_TOPICS = frozenset({R.OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"})
+
 # the broker setting each internal topic is created with
 PARTITION_SETTINGS = {R.OFFSETS_TOPIC: "offsets.topic.num.partitions",
                       TRANSACTION_STATE_TOPIC: "transaction.state.log.num.partitions"}
