@@ -14,7 +14,7 @@ share groups (KIP-932) in ``share/`` on the same runtime.
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import exports
 
 _EXPORTS = {
     # groups: the group coordinator of a data dir, and the one input its offset commit takes
@@ -32,11 +32,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _EXPORTS)

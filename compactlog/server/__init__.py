@@ -13,8 +13,8 @@ for ``configs --describe``. They resolve on first use, so that importing this pa
 of them (``dispatch_test`` checks that the CLI imports nothing deeper).
 """
 
-import importlib
 
+from ..lazy import exports
 from .protocol import (NEED_DATA, Close, Connection, EncodedResponse, FileRegion, NeedData, Request,
                        encode_response)
 from .versions import ApiRange, SupportedApis
@@ -39,14 +39,7 @@ PUBLIC = {
 }
 """The public surface: name -> the module of this package that defines it."""
 
-
-def __getattr__(name: str):
-    module = PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, PUBLIC)
 
 
 __all__ = ["NEED_DATA", "Close", "Connection", "EncodedResponse", "FileRegion", "NeedData", "Request",

@@ -18,18 +18,11 @@ from compactlog.server.conftest import FakeTransactions
 from compactlog.coordinator.group.service import GroupCoordinatorService
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.datadir import DataDir
+from compactlog.coordinator.conftest import Clock
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VECTORS = os.path.join(REPO, "tests", "data", "kafka-vectors")
 SUB = R.encode_subscription(["t"])
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_700_000_000_000
-
-    def __call__(self):
-        return self.now
 
 
 def open_dir(path, **props):

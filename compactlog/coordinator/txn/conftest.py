@@ -16,6 +16,7 @@ from compactlog.coordinator.txn.coordinator import TransactionCoordinator, TxnCo
 from compactlog.coordinator.txn.service import TransactionCoordinatorService
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.datadir import DataDir
+from compactlog.coordinator.conftest import Clock  # noqa: F401 - the tests import it from here too
 
 E = ErrorCode
 
@@ -85,14 +86,6 @@ class H:
 
 
 BROKER = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "4"}
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_700_000_000_000
-
-    def __call__(self):
-        return self.now
 
 
 class Broker:

@@ -33,7 +33,7 @@ from kio.schema.errors import ErrorCode
 
 from .handler import ASYNC, INLINE, THREAD, ApiHandler
 from ..authorizer import auth_helper
-from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, nested, response_class
+from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, millis, nested, response_class
 from ...errors import CompactlogError
 from ..state import CLIENT_HOST, BrokerState
 from ..wire_errors import coordinator_error
@@ -54,12 +54,6 @@ TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 def _group_denied(state: BrokerState, request, operation, group_id: str) -> bool:
     return not auth_helper.authorize(state, request, operation, auth_helper.GROUP, group_id)
-
-
-def _ms(value) -> int:
-    if isinstance(value, datetime.timedelta):
-        return value // datetime.timedelta(milliseconds=1)
-    return int(value)
 
 
 def _service(state: BrokerState):
@@ -122,8 +116,8 @@ async def handle_join_group(state: BrokerState, request, run):
     if _group_denied(state, request, auth_helper.READ, body.group_id):
         return JOIN_GROUP.error_body(request, GROUP_DENIED)
     svc = _service(state)
-    session = _ms(body.session_timeout)
-    rebalance = _ms(getattr(body, "rebalance_timeout", body.session_timeout))
+    session = millis(body.session_timeout)
+    rebalance = millis(getattr(body, "rebalance_timeout", body.session_timeout))
     req = JoinRequest(group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
                       protocols=[(p.name, p.metadata) for p in body.protocols],
                       session_timeout_ms=session, rebalance_timeout_ms=rebalance,
@@ -208,7 +202,7 @@ def handle_offset_commit(state: BrokerState, request):
     svc = _service(state)
     denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC, (t.name for t in body.topics))
     known, slots = _commit_triage(state, body.topics, denied)
-    retention = _ms(getattr(body, "retention_time", _DEFAULT_RETENTION))
+    retention = millis(getattr(body, "retention_time", _DEFAULT_RETENTION))
     errors = iter(svc.commit_offsets(body.group_id, body.generation_id_or_member_epoch, body.member_id,
                                      getattr(body, "group_instance_id", None), known, retention,
                                      request.api_version) if known else [])

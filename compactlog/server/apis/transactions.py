@@ -28,7 +28,7 @@ from ...record.consumer_offsets import OFFSETS_TOPIC
 from ...record.consumer_offsets import partition_for as offsets_partition_for
 from .handler import THREAD, ApiHandler
 from ..authorizer import auth_helper
-from ..messages import NO_THROTTLE, build, nested, response_class
+from ..messages import NO_THROTTLE, build, millis, nested, response_class
 from ..state import INTERNAL_TOPICS, BrokerState
 from ...coordinator.txn.markers import GROUP_NOT_READY, write_marker
 
@@ -39,12 +39,6 @@ TXN_ID_DENIED = ErrorCode.transactional_id_authorization_failed
 
 def _txn_id_denied(state: BrokerState, request, operation, transactional_id: str) -> bool:
     return not auth_helper.authorize(state, request, operation, auth_helper.TRANSACTIONAL_ID, transactional_id)
-
-
-def _ms(value) -> int:
-    if isinstance(value, datetime.timedelta):
-        return value // datetime.timedelta(milliseconds=1)
-    return int(value)
 
 
 def _service(state: BrokerState):
@@ -87,7 +81,7 @@ def init_transactional_producer(state: BrokerState, request, answer):
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     expected = None if pid == -1 else (pid, epoch)
-    r = svc.init_producer_id(body.transactional_id, _ms(body.transaction_timeout), expected)
+    r = svc.init_producer_id(body.transactional_id, millis(body.transaction_timeout), expected)
     if r.error != ErrorCode.none:
         return answer(fenced_for(r.error, request.api_version, 4))
     return answer(ErrorCode.none, r.producer_id, r.producer_epoch)
@@ -316,7 +310,8 @@ ADD_PARTITIONS_TO_TXN = ApiHandler(24, "AddPartitionsToTxn", 0, 3, mode=THREAD, 
                                    error_response=_add_partitions_error, coordinator=True)
 ADD_OFFSETS_TO_TXN = ApiHandler(25, "AddOffsetsToTxn", 0, 4, mode=THREAD, handler=handle_add_offsets_to_txn,
                                 error_response=_error_code_only, coordinator=True)
-END_TXN = ApiHandler(26, "EndTxn", 0, 4, mode=THREAD, handler=handle_end_txn, error_response=_end_txn_error, coordinator=True)
+END_TXN = ApiHandler(26, "EndTxn", 0, 4, mode=THREAD, handler=handle_end_txn, error_response=_end_txn_error,
+                     coordinator=True)
 # v0 was removed in Kafka 4.0; v1 only is what admin clients send (v2 is KIP-1228's)
 WRITE_TXN_MARKERS = ApiHandler(27, "WriteTxnMarkers", 1, 1, mode=THREAD, handler=handle_write_txn_markers,
                                error_response=_write_txn_markers_error)
