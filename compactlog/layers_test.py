@@ -6,6 +6,7 @@ packages' public names only, and no module of compactlog imports itself back thr
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 import compactlog
@@ -30,11 +31,17 @@ def _modules(include_tests: bool = False) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path: str) -> ast.AST:
+    with open(path) as f:
+        return ast.parse(f.read())
+
+
 def _imports(dotted: str, path: str) -> list[tuple[str, tuple[str, ...]]]:
     """(module imported, names taken from it) for each import of the file, at any level."""
     package = dotted.split(".") if path.endswith("__init__.py") else dotted.split(".")[:-1]
     out = []
-    for node in ast.walk(ast.parse(open(path).read())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
             base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
             out.append((".".join(p for p in (base, node.module) if p), tuple(a.name for a in node.names)))
@@ -70,7 +77,7 @@ def test_every_api_is_declared_in_server_apis():
     for dotted, path in _modules().items():
         if dotted.startswith("compactlog.server.apis."):
             continue
-        for node in ast.walk(ast.parse(open(path).read())):
+        for node in ast.walk(_tree(path)):
             called = getattr(node.func, "id", getattr(node.func, "attr", None)) if isinstance(node, ast.Call) else None
             if called == "ApiHandler":
                 declared_elsewhere.append(dotted)
