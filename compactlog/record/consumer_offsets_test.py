@@ -182,8 +182,9 @@ def test_offsets_decoder_text_is_kafkas():
                                         R.encode_value(other), 0)
     assert '"subscription":"AAE=","assignment":""' in payload
     assert R.offsets_decoder_text(recs[4].key, None, 4)[1] == "<DELETE>"
-    assert R.offsets_decoder_text(b"\x00\x05\x00\x01g", b"", 9) == \
-        ("Unknown record type 5 at offset 9, skipping.", None)
+    # share-group types (10-15) are not decoded (the consumer-group ones, 3-8 and 16, are)
+    assert R.offsets_decoder_text(b"\x00\x0b\x00\x01g", b"", 9) == \
+        ("Unknown record type 11 at offset 9, skipping.", None)
     text, none = R.offsets_decoder_text(recs[1].key, b"\x00\x03\x00", 3)
     assert text.startswith("Error at offset 3, skipping. could not read record with version 3")
     assert none is None

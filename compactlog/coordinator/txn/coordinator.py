@@ -286,14 +286,17 @@ class TransactionCoordinator:
             if md is None:
                 raise TxnError(ErrorCode.invalid_producer_id_mapping)
             state = md.state
-            # the epoch rules of the protocol the transaction's last transition used
-            md_tv2 = md.client_tv >= TV_2
-            retry_overflow = (md_tv2 and md.prev_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
+            # the epoch rules of the request's version, as Kafka dispatches them (below v5:
+            # endTransactionWithTV1, strict equality), not of the id's last transition: after a
+            # TV2 timeout-abort bumped e to e+1, a TV1 client's EndTxn with e is fenced, never
+            # taken for the retry of a bump it cannot have made
+            tv2 = client_tv >= TV_2
+            retry_overflow = (tv2 and md.prev_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
                               and md.producer_epoch == 0)
-            retry_bump = md_tv2 and md.producer_epoch == producer_epoch + 1
+            retry_bump = tv2 and md.producer_epoch == producer_epoch + 1
             is_retry = retry_bump or retry_overflow
             current = producer_epoch == md.producer_epoch
-            if not md_tv2:
+            if not tv2:
                 valid = current
             elif state in PREPARED:
                 valid = is_retry
@@ -308,7 +311,6 @@ class TransactionCoordinator:
                                f"epoch {producer_epoch} is not {transactional_id}'s current {md.producer_epoch}")
             if md.pending:
                 raise TxnError(ErrorCode.concurrent_transactions)
-            tv2 = client_tv >= TV_2
             target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
             if state == S.ONGOING:
                 return self._prepare(md, target, client_tv, no_partition_added=False)

@@ -134,6 +134,26 @@ def test_a_timed_out_instance_reclaims_the_epoch_with_tv2_and_is_fenced_with_tv0
         assert h.init(expected=(pid, e)) == expected
 
 
+def test_end_txn_epoch_rules_follow_the_request_version_not_the_last_transition():
+    """Kafka dispatches EndTxn on the request's version (TC.endTransaction: a client below v5 goes
+    to endTransactionWithTV1, strict epoch equality), whatever TV the id's last transition used.
+    After a TV2 timeout-abort (epoch e+1, client TV 2 in the metadata) librdkafka's EndTxn v1
+    abort with epoch e is PRODUCER_FENCED there, as for a TV0 coordinator; it was answered NONE
+    (a "clean" abort of a transaction the coordinator had already fenced)."""
+    h = H(tv=2)
+    pid, e = h.ongoing()
+    h.now += 60001
+    h.abort_timed_out()
+    assert (h.md().state, h.md().producer_epoch, h.md().client_tv) == (S.COMPLETE_ABORT, e + 1, 2)
+    assert h.end("t", pid, e, False, tv=0).error == E.producer_fenced
+    assert h.end("t", pid, e, True, tv=0).error == E.producer_fenced
+    # a v5 client's abort with e is the retry of the abort that bumped to e+1: NONE, new epoch
+    assert h.end("t", pid, e, False, tv=2) == TxnResult(E.none, pid, e + 1)
+    # a TV1 abort at the current epoch after the TV2 abort: CompleteAbort + abort is a retry (NONE)
+    assert h.end("t", pid, e + 1, False, tv=0).error == E.none
+    assert h.states()[-2:] == ["PrepareAbort", "CompleteAbort"]      # nothing more written
+
+
 def test_failed_fence_write_tv1_keeps_the_bump_and_does_not_bump_twice():
     h = H(tv=0)
     pid, e = h.ongoing()
