@@ -13,11 +13,12 @@ loading at start, timers and offset expiry) on that runtime; ``server/apis/group
 the group APIs.
 
 Where the next group types go (Kafka's ``group`` package has one ``Group`` interface and a class
-per type): KIP-848's consumer group as ``consumer_group.py`` (``ConsumerGroup``, its member and
-assignor state) managed by ``group_manager`` beside the classic groups, with its records
-(``ConsumerGroupMetadata``, ``...TargetAssignment``, ...) replayed by ``shard.replay`` instead of
-skipped at load; its APIs (ConsumerGroupHeartbeat, ConsumerGroupDescribe) in
-``server/apis/groups.py``. Share groups (KIP-932) get a package of their own beside this one,
+per type): KIP-848's consumer group is ``consumer/`` (its sans-IO cores: model, assignors,
+reconciliation, target assignment, regexes); ``group_manager`` manages its groups beside the
+classic ones, ``shard.replay`` replays its records (``ConsumerGroupMetadata``,
+``...TargetAssignment``, ...) instead of skipping them at load, its timers run on
+``coordinator.runtime``, and its APIs (ConsumerGroupHeartbeat, ConsumerGroupDescribe) are declared
+in ``server/apis/groups.py``. Share groups (KIP-932) get a package of their own beside this one,
 ``coordinator/share/``, on the same ``coordinator.runtime`` (``__share_group_state``), as Kafka's
 share coordinator sits beside the group coordinator on coordinator-common.
 """
