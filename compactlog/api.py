@@ -400,10 +400,9 @@ class ConsumerGroups:
 
     def __init__(self, datadir):
         # imported here: the group coordinator loads kio's tables, which only groups need
-        from .server.groups.service import GroupCoordinatorService
+        from .coordinator import load_groups
         self._dd = datadir
-        self._service = GroupCoordinatorService(datadir)
-        self._service.load_now()
+        self._service = load_groups(datadir)
         self._shard = self._service.coordinator
 
     def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str]]:
@@ -433,7 +432,7 @@ class ConsumerGroups:
 
     def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Commit offsets as an admin does (no member, no generation); the error code of each."""
-        from .server.groups.api_data import CommitPartition
+        from .coordinator import CommitPartition
         parts = [CommitPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
         errors = self._service.commit_offsets(group, -1, "", None, parts)
         return {(c.topic, c.partition): e for c, e in zip(parts, errors)}
@@ -505,7 +504,7 @@ class Transactions:
     """A data dir's transactions, without a broker: what ``kafka-transactions.sh`` asks a broker.
 
     ``__transaction_state`` is replayed when first asked about, as a starting coordinator loads it
-    (``server/txn``'s loader and its answers to DescribeTransactions / ListTransactions, filters and errors alike)
+    (``coordinator/txn``'s loader and its answers to DescribeTransactions / ListTransactions, filters and errors alike)
     but nothing is written: a transaction left between its decision and its markers shows as
     PrepareCommit/PrepareAbort until a broker starts on the directory and finishes it. Producers
     are each partition's producer state (DescribeProducers). ``abort`` is the admin's abort of a
@@ -522,27 +521,11 @@ class Transactions:
 
     def _loaded(self):
         """The coordinator's cache as a starting broker loads it (without re-driving anything)."""
-        if self._coordinator is not None:
-            return self._coordinator
-        # imported here: the coordinator's modules load kio's tables, which only transactions need
-        from .server.txn.coordinator import TransactionCoordinator, TxnConfig
-        from .server.internal_topics import partition_count
-        from .server.txn.state_log import TRANSACTION_STATE_TOPIC, StateLogError, replay
-        dd = self._dd
-        parts = dd.partitions(TRANSACTION_STATE_TOPIC) if dd.has_topic(TRANSACTION_STATE_TOPIC) else []
-        config = TxnConfig.from_broker(dd.broker, partition_count(dd, TRANSACTION_STATE_TOPIC))
-        coordinator = TransactionCoordinator(config, self._clock, _no_producer_ids)
-        for p in parts:
-            try:
-                txns, _ = replay(dd.open_log(TRANSACTION_STATE_TOPIC, p))
-            except (StateLogError, CompactlogError, OSError) as e:
-                coordinator.fail_loading(p, f"{TRANSACTION_STATE_TOPIC}-{p} could not be loaded: {e}")
-                continue
-            with coordinator.cache_lock:
-                coordinator.txns.update(txns)
-        coordinator.active = True
-        self._coordinator = coordinator
-        return coordinator
+        if self._coordinator is None:
+            # imported here: the coordinator's modules load kio's tables, which only transactions need
+            from .coordinator import load_transactions
+            self._coordinator = load_transactions(self._dd, self._clock)
+        return self._coordinator
 
     @property
     def unreadable(self) -> dict[int, str]:
@@ -583,11 +566,11 @@ class Transactions:
         partitions through the group coordinator, which drops the producer's pending offsets);
         the append's error code (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED,
         UNKNOWN_TOPIC_OR_PARTITION ...), nothing written unless NONE."""
-        from .server.txn.markers import write_marker
+        from .coordinator import OfflineBroker, write_marker
         if not self._dd.writable:
             raise ReadOnlyError(f"{self._dd.path}: opened read-only; aborting a transaction needs a writer")
         if self._marker_target is None:
-            self._marker_target = _MarkerTarget(self._dd)
+            self._marker_target = OfflineBroker(self._dd)
         return write_marker(self._marker_target, topic, partition, producer_id, producer_epoch,
                             coordinator_epoch, False)
 
@@ -598,42 +581,3 @@ class Transactions:
             self._marker_target.close()
             self._marker_target = None
 
-
-def _no_producer_ids() -> int:
-    raise CompactlogError("the offline transaction coordinator hands out no producer ids")
-
-
-class _NoFetchWaiters:
-    """No broker, so no long-polling Fetch to wake after a marker."""
-
-    def notify(self, partitions) -> None:
-        pass
-
-
-class _MarkerTarget:
-    """What the broker's ``write_marker`` uses of a running broker, over a data dir without one:
-    the partitions' logs, the group coordinator (loaded only when a ``__consumer_offsets``
-    partition gets a marker) and the fetch wake-ups."""
-
-    def __init__(self, datadir):
-        self._dd = datadir
-        self._groups = None
-        self.appends = _NoFetchWaiters()
-
-    def log(self, topic: str, partition: int):
-        if not self._dd.has_topic(topic) or partition not in self._dd.partitions(topic):
-            return None
-        return self._dd.open_log(topic, partition)
-
-    @property
-    def groups(self):
-        if self._groups is None:
-            from .server.groups.service import GroupCoordinatorService
-            self._groups = GroupCoordinatorService(self._dd)
-            self._groups.load_now()
-        return self._groups
-
-    def close(self) -> None:
-        if self._groups is not None:
-            self._groups.stop()
-            self._groups = None

@@ -13,7 +13,7 @@ from compactlog.api import ProducerState, TransactionDescription, TransactionLis
 from compactlog.errors import ReadOnlyError
 from compactlog.record import consumer_offsets as R
 from compactlog.record import transaction_log as TL
-from compactlog.server.txn.state_log import TRANSACTION_STATE_TOPIC, partition_for
+from compactlog.coordinator.txn.state_log import TRANSACTION_STATE_TOPIC, partition_for
 
 T0 = 1_700_000_000_000
 PARTS = 3          # __transaction_state's partitions here: the formula follows the topic's real count

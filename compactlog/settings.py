@@ -11,11 +11,11 @@ tests/test_readme_settings.py).
 from __future__ import annotations
 
 from .cleaner import config as _cleaner  # noqa: F401
+from .coordinator.group import config as _groups  # noqa: F401
+from .coordinator.txn import config as _txn  # noqa: F401
 from .server import config as _server  # noqa: F401
 from .server.authorizer import config as _authorizer  # noqa: F401
-from .server.groups import config as _groups  # noqa: F401
 from .server.security import config as _security  # noqa: F401
-from .server.txn import config as _txn  # noqa: F401
 from .spark import config as _spark  # noqa: F401
 from .storage import config as _storage  # noqa: F401
 from .storage.config import TOPIC_CONFIGS

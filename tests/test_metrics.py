@@ -512,7 +512,7 @@ def test_readiness_is_503_until_the_offsets_are_loaded_and_after_sigterm(tmp_pat
     """A broker of its own: recovering a torn write (BrokerState 2, the cut counted), loading a large
     __consumer_offsets (503), ready, metrics.partition.level=false, then SIGTERM (503)."""
     from compactlog.record import consumer_offsets as R
-    from compactlog.server.groups.service import offsets_topic_configs
+    from compactlog.coordinator.group.service import offsets_topic_configs
     from compactlog.storage.config import BrokerConfig
     from compactlog.storage.datadir import DataDir
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import typer
 
 from ..errors import ConfigError
-from ..server.authorizer.acl import (ANY_ENTRY, CLUSTER_NAME, WILDCARD, AccessControlEntry,
-                                     AccessControlEntryFilter, AclBinding, AclBindingFilter, AclOperation,
-                                     AclPermissionType, PatternType, ResourcePattern, ResourcePatternFilter,
-                                     ResourceType, parse_name, parse_principal, pascal_name, supported_operations)
+from ..server import (ANY_ENTRY, CLUSTER_NAME, WILDCARD, AccessControlEntry, AccessControlEntryFilter, AclBinding,
+                      AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourcePattern,
+                      ResourcePatternFilter, ResourceType, parse_name, parse_principal, pascal_name,
+                      supported_operations)
 from .common import fail
 
 _PATTERN_TYPES = ("literal", "prefixed", "any", "match")
@@ -241,7 +241,7 @@ class DataDirAcls:
         self.changed = False
 
     def __enter__(self) -> "DataDirAcls":
-        from ..server.authorizer.store import AclStore
+        from ..server import AclStore
         path = self.c.require_data_dir()
         if self.write:
             self.dd = self.c.open(write=True, create=True)      # the lock: no broker or other writer there
@@ -255,7 +255,7 @@ class DataDirAcls:
         if self.dd is None:
             return
         self.dd.close()
-        from ..server.authorizer.standard import authorizer_enabled
+        from ..server import authorizer_enabled
         try:
             enabled = authorizer_enabled(self.dd.broker)
         except ConfigError:

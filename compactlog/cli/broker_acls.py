@@ -12,7 +12,7 @@ there is no authorizer).
 
 from __future__ import annotations
 
-from ..server.authorizer.acl import AclBinding, AclBindingFilter
+from ..server import AclBinding, AclBindingFilter
 from .remote import TIMEOUT_S, BrokerError, ClientLog, result
 
 

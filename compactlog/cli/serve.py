@@ -26,8 +26,7 @@ def serve_cmd(ctx: typer.Context,
     """Run a Kafka broker on the data dir until SIGINT/SIGTERM (listeners, advertised.listeners,
     node.id, ... from DIR/server.properties and --override, with Kafka's names)."""
     from ..spark.executor import spark_master_for
-    from ..server.app import Broker, check_settings, configure_logging
-    from ..server.metrics.broker_metrics import bind_listener
+    from ..server import Broker, bind_listener, check_settings, configure_logging
     from ..storage.lock import refuse_if_held
     c = context(ctx)
     if engine not in ("auto", "spark", "local", "in-process"):

@@ -137,7 +137,7 @@ def _read_password(user: str, mechanism: str) -> str:
 
 
 def _describe_offline(c, names: list[str]) -> dict[str, list[tuple[int, int]]]:
-    from ..server.security.credentials import CredentialCache
+    from ..server import CredentialCache
     path = c.require_data_dir()
     if not os.path.isdir(path):
         raise CompactlogError(f"{path}: data directory does not exist")
@@ -146,8 +146,7 @@ def _describe_offline(c, names: list[str]) -> dict[str, list[tuple[int, int]]]:
 
 
 def _alter_offline(c, user: str, upserts: dict[str, dict], deletions: list[str]) -> None:
-    from ..server.security.credentials import CredentialCache, Deletion, Upsertion
-    from ..server.security.scram import MECHANISMS, salted_password
+    from ..server import MECHANISMS, CredentialCache, Deletion, Upsertion, salted_password
     import secrets
     try:
         dd = c.open(write=True, create=True)

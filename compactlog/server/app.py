@@ -2,14 +2,14 @@
 
 Start-up: the data dir is already open for writing (the caller took the data-dir lock, which the
 broker holds until it exits); ``meta.properties`` gives the cluster and node ids; an internal
-topic a crash left short during its creation is made whole (internal_topics.py); only the
+topic a crash left short during its creation is made whole (coordinator/internal_topics.py); only the
 internal topics' logs are opened before the listeners, so that start-up does not grow with the
 partition count: each other log is opened on first use, which recovers what lies past its
 recovery point exactly as ``LogManager.loadLogs`` does, and after an unclean shutdown a background
 thread recovers the logs not used yet (on a dir no broker has served, every log is opened first,
 to find the highest producer id). Then the listeners, the worker pool and the background threads start, the group
-coordinator loads ``__consumer_offsets`` in its own thread (groups/service.py) and the transaction
-coordinator, once that is done, ``__transaction_state`` (txn/service.py; the topic is created on
+coordinator loads ``__consumer_offsets`` in its own thread (coordinator/group/service.py) and the transaction
+coordinator, once that is done, ``__transaction_state`` (coordinator/txn/service.py; the topic is created on
 first use).
 Shutdown on SIGINT/SIGTERM (``BrokerServer.shutdown``): stop accepting, let in-flight requests
 finish for at most ``SHUTDOWN_GRACE_S`` (a client that stopped reading is not waited for: its
@@ -35,9 +35,9 @@ from ..storage.datadir import DataDir
 from .authorizer.standard import authorizer_enabled, authorizer_for, parse_super_users
 from .authorizer.store import AclStore
 from .background import Background
-from .groups.service import for_broker as group_coordinator_for
-from .internal_topics import repair as repair_internal_topics
-from .txn.service import for_broker as transaction_coordinator_for
+from ..coordinator.group.service import for_broker as group_coordinator_for
+from ..coordinator.internal_topics import repair as repair_internal_topics
+from ..coordinator.txn.service import for_broker as transaction_coordinator_for
 from .dispatch import advertised_apis, dispatch_table
 from .metrics import BrokerMetrics
 from .metrics.health import NOT_RUNNING, RUNNING, SHUTTING_DOWN, shutdown_hold

@@ -2,11 +2,10 @@
 
 Kafka routes each request in ``KafkaApis.handle``, enables versions in ``ApiKeys`` and answers a
 failed request with the request class's ``getErrorResponse``: three places to keep in step. Here
-each API declares all of it once, in its own module (``apis/*.py``, ``groups/handlers.py`` for
-the group APIs and FindCoordinator, ``txn/handlers.py`` for the transaction APIs, ``apis/acls.py``
-for the ACL admin APIs), as Redpanda's
-handlers do; this module only collects the
-declarations. ``dispatch_table`` is what the transport runs (API key -> handler and where it
+each API declares all of it once, in its own module of ``apis/`` (``apis/groups.py`` for the
+group APIs and FindCoordinator, ``apis/transactions.py`` for the transaction APIs, ``apis/acls.py``
+for the ACL admin APIs), with a ``coordinator`` flag for the APIs a coordinator serves, as
+Redpanda's handlers do; this module only collects the declarations. ``dispatch_table`` is what the transport runs (API key -> handler and where it
 runs); ``advertised_apis`` is the ApiVersions table restricted to the APIs that have a handler,
 so a client is never offered an API this broker cannot answer.
 """
@@ -28,8 +27,8 @@ from .apis.records import DELETE_RECORDS
 from .apis.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .apis.scram_credentials import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from .apis.topics import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
-from .groups.handlers import GROUP_APIS
-from .txn.handlers import TXN_APIS
+from .apis.groups import GROUP_APIS
+from .apis.transactions import TXN_APIS
 from .versions import SupportedApis
 
 __all__ = ["BROKER", "BROKER_APIS", "DECLARED_APIS", "GROUP_APIS", "SECURITY_APIS", "TXN_APIS", "advertised_apis",

@@ -178,7 +178,7 @@ def test_init_producer_id(state, tmp_path):
     assert b.producer_id == a.producer_id + 1
     assert init(pid=5).error_code == ErrorCode.invalid_request
     assert init(tid="").error_code == ErrorCode.invalid_request
-    # a transactional id goes to the transaction coordinator (txn/handlers_test.py); none runs here
+    # a transactional id goes to the transaction coordinator (apis/transactions_test.py); none runs here
     assert init(tid="tx").error_code == ErrorCode.coordinator_not_available
     # ids are never handed out twice, across restarts too
     again = ProducerIdManager(state.datadir.path)

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from .versions import response_schema
 
 NO_THROTTLE = datetime.timedelta(0)
+
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka's "authorized operations not requested" marker
 OPERATIONS_NOT_REQUESTED = -2147483648
@@ -31,6 +32,13 @@ OPERATIONS_NOT_REQUESTED = -2147483648
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 # IsolationLevel.READ_COMMITTED (Fetch and ListOffsets)
 READ_COMMITTED = 1
+
+
+def millis(value) -> int:
+    """A duration field in ms: kio gives ``timedelta`` for Kafka's timed int fields."""
+    if isinstance(value, datetime.timedelta):
+        return value // datetime.timedelta(milliseconds=1)
+    return int(value)
 
 
 @functools.lru_cache(maxsize=None)

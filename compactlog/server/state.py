@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ..coordinator.internal_topics import INTERNAL_TOPICS  # noqa: F401 - Kafka's Topic.INTERNAL_TOPICS
 from ..errors import ConfigError, StorageError, TopicError
 from ..storage.checkpoint import decode_topic_id
 from ..storage.config import LogConfig
@@ -40,8 +41,6 @@ from .security.listeners import DEFAULT_PROTOCOL_MAP, parse_protocol_map
 META_PROPERTIES = "meta.properties"
 PRODUCER_ID_FILE = "compactlog.producer-ids.json"
 PRODUCER_ID_BLOCK = 1000          # Kafka's controller hands out blocks of 1000 ids
-# Kafka's Topic.INTERNAL_TOPICS
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 ADMIN_CLIENT_ID = "__admin_client"
 
 # the client's address as Kafka prints it (``InetAddress.toString()``: "/127.0.0.1"), set by the

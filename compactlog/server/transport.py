@@ -365,12 +365,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
         except Exception as e:
             # Kafka's code for it (a storage failure: KAFKA_STORAGE_ERROR, or COORDINATOR_NOT_AVAILABLE
             # for a coordinator's API) and a message that names no server file
-            code, message = request_error(e, request.api_key, state.datadir.path)
+            declared = self.server.apis.get(request.api_key)
+            coordinator = isinstance(declared, ApiHandler) and declared.coordinator
+            code, message = request_error(e, coordinator, state.datadir.path)
             request_log.error(f"Error when handling request: clientId={request.client_id}, "
                               f"correlationId={request.correlation_id}, api={request.api_name}, "
                               f"version={request.api_version}, peer={self.peer}, body={redacted_body(request)}",
                               exc_info=True)
-            declared = self.server.apis.get(request.api_key)
             if not isinstance(declared, ApiHandler):
                 return False        # no error response to give: the connection closes
             body = declared.error_body(request, code, message)

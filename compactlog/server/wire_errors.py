@@ -23,31 +23,6 @@ from kio.schema.errors import ErrorCode
 
 from ..errors import CompactlogError, DataDirLockedError, ReadOnlyError, StorageError
 
-# the APIs served by a coordinator: a storage failure makes it unavailable (FindCoordinator's
-# lookup, the group and transaction operations)
-COORDINATOR_APIS = frozenset({
-    8,      # OffsetCommit
-    9,      # OffsetFetch
-    10,     # FindCoordinator
-    11,     # JoinGroup
-    12,     # Heartbeat
-    13,     # LeaveGroup
-    14,     # SyncGroup
-    15,     # DescribeGroups
-    16,     # ListGroups
-    22,     # InitProducerId
-    24,     # AddPartitionsToTxn
-    25,     # AddOffsetsToTxn
-    26,     # EndTxn
-    28,     # TxnOffsetCommit
-    42,     # DeleteGroups
-    47,     # OffsetDelete
-    65,     # DescribeTransactions
-    66,     # ListTransactions
-    68,     # ConsumerGroupHeartbeat
-    69,     # ConsumerGroupDescribe
-})
-
 STORAGE_MESSAGE = "Disk error when trying to access log file on the disk"
 COORDINATOR_MESSAGE = "The coordinator is not available."
 
@@ -103,10 +78,11 @@ def coordinator_error(e: BaseException, data_dir: str | None) -> tuple[ErrorCode
     return partition_error(e, data_dir)
 
 
-def request_error(e: BaseException, api_key: int, data_dir: str | None) -> tuple[ErrorCode, str]:
+def request_error(e: BaseException, coordinator: bool, data_dir: str | None) -> tuple[ErrorCode, str]:
     """What the transport answers for an exception a handler did not catch (its message names
-    the exception's class, as Kafka's ``ApiError.fromThrowable`` does)."""
-    code, message = coordinator_error(e, data_dir) if api_key in COORDINATOR_APIS else partition_error(e, data_dir)
-    if isinstance(e, CompactlogError) and not (api_key in COORDINATOR_APIS and is_storage_failure(e)):
+    the exception's class, as Kafka's ``ApiError.fromThrowable`` does); ``coordinator``: the API
+    is a coordinator's (``ApiHandler.coordinator``: a storage failure makes it unavailable)."""
+    code, message = coordinator_error(e, data_dir) if coordinator else partition_error(e, data_dir)
+    if isinstance(e, CompactlogError) and not (coordinator and is_storage_failure(e)):
         message = f"{type(e).__name__}: {message}"
     return code, message

@@ -14,8 +14,8 @@ from compactlog.server import wire_errors
 from compactlog.server.apis.handler import THREAD, Api
 from compactlog.server.apis.list_offsets import handle_list_offsets
 from compactlog.server.apis.fetch import read_fetch
-from compactlog.server.groups import handlers_test as groups_handlers
-from compactlog.server.groups.handlers_test import call, req
+from compactlog.server.apis import groups_test as groups_handlers
+from compactlog.server.apis.groups_test import call, req
 from compactlog.server.handlers_test import batch, fetch_body, produce, request, state  # noqa: F401
 from compactlog.server.messages import build, nested
 from compactlog.server.versions import request_schema
@@ -46,9 +46,9 @@ def test_codes_by_kind_of_failure():
     assert wire_errors.partition_error(StorageError("/data/t-0/a.log: bad"), d) == \
         (ErrorCode.kafka_storage_error, "t-0/a.log: bad")
     assert wire_errors.partition_error(TopicError("no t"), d)[0] == ErrorCode.unknown_topic_or_partition
-    assert wire_errors.request_error(enospc("/data/p"), 10, d)[0] == ErrorCode.coordinator_not_available
-    assert wire_errors.request_error(enospc("/data/p"), 0, d)[0] == ErrorCode.kafka_storage_error
-    code, msg = wire_errors.request_error(RuntimeError("a bug at /data/t-0"), 2, d)
+    assert wire_errors.request_error(enospc("/data/p"), True, d)[0] == ErrorCode.coordinator_not_available
+    assert wire_errors.request_error(enospc("/data/p"), False, d)[0] == ErrorCode.kafka_storage_error
+    code, msg = wire_errors.request_error(RuntimeError("a bug at /data/t-0"), False, d)
     assert code == ErrorCode.unknown_server_error and msg == "RuntimeError: a bug at t-0"
 
 

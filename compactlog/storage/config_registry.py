@@ -18,7 +18,7 @@ The owners (``OWNERS``):
 * ``cleaner`` (cleaner/config.py): ``log.cleaner.*`` and compactlog's cleaner settings;
 * ``server`` (server/config.py): listeners, node, requests, topic creation, authorizer, metrics;
 * ``security`` (server/security/config.py): TLS and SASL;
-* ``groups`` (server/groups/config.py), ``transactions`` (server/txn/config.py): the coordinators';
+* ``groups`` (coordinator/group/config.py), ``transactions`` (coordinator/txn/config.py): the coordinators';
 * ``spark`` (spark/config.py): the Spark engine's.
 """
 

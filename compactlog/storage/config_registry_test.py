@@ -23,8 +23,8 @@ def test_every_owner_registers_in_its_own_package():
     assert {o.name: o.module for o in R.OWNERS.values()} == {
         "storage": "compactlog.storage.config", "cleaner": "compactlog.cleaner.config",
         "server": "compactlog.server.config", "authorizer": "compactlog.server.authorizer.config",
-        "security": "compactlog.server.security.config", "groups": "compactlog.server.groups.config",
-        "transactions": "compactlog.server.txn.config", "spark": "compactlog.spark.config"}
+        "security": "compactlog.server.security.config", "groups": "compactlog.coordinator.group.config",
+        "transactions": "compactlog.coordinator.txn.config", "spark": "compactlog.spark.config"}
     assert sum(len(o.settings) for o in R.OWNERS.values()) == len(R.BROKER_CONFIGS) == 68
     # the owners are where Kafka puts them: the cleaner's in CleanerConfig, TLS in SslConfigs, ...
     assert R.owner_of("log.cleaner.threads") == "cleaner"

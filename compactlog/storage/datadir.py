@@ -508,7 +508,7 @@ class DataDir:
         topics file records the count first (a topic known only by its directories gets
         ``configs`` and the id its directories hold, else a new one), then each missing directory
         below it is made, empty, with the topic's id. The partitions made. It repairs a creation
-        a crash interrupted (``server/internal_topics.py``)."""
+        a crash interrupted (``coordinator/internal_topics.py``)."""
         self._require_writer("completing a topic")
         with self._logs_guard:
             if not self.has_topic(topic):

@@ -155,7 +155,7 @@ class DataDirBackend:
             raise self._refused(code)
 
     def topics(self) -> list[str]:
-        from ...server.state import INTERNAL_TOPICS
+        from ...coordinator import INTERNAL_TOPICS
         return sorted(t for t in self.dd.topics() if t not in INTERNAL_TOPICS)
 
     def topic_partitions(self, topics: list[str], broker_id: int | None) -> list[tuple[str, int]]:

@@ -37,11 +37,15 @@ class Api:
 @dataclass(frozen=True, kw_only=True)
 class ApiHandler(ApiRange):
     """One API as the broker serves it. Its versions (``ApiRange``: advertised min and max, and
-    the accepted minimum where it differs) go into the ApiVersions answer as they are."""
+    the accepted minimum where it differs) go into the ApiVersions answer as they are.
+    ``coordinator``: the API is served by a coordinator (the group or the transaction
+    coordinator), so a storage failure its handler did not catch makes the coordinator
+    unavailable (COORDINATOR_NOT_AVAILABLE) rather than the partition (KAFKA_STORAGE_ERROR)."""
 
     mode: str
     handler: Callable
     error_response: Callable
+    coordinator: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:

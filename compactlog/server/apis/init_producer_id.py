@@ -2,7 +2,7 @@
 idempotent producers, ``TransactionCoordinator.handleInitProducerId``.
 
 Without a transactional id Kafka always hands out a new id with epoch 0 (the supplied id and
-epoch are ignored). With one, the transaction coordinator answers (``txn/handlers.py``: epoch
+epoch are ignored). With one, the transaction coordinator answers (``apis/transactions.py``: epoch
 bumps, fencing, KIP-360 recovery, epoch exhaustion; transactions.md §2.2). v5 only declares that
 the client understands TRANSACTION_ABORTABLE; v6 (KIP-939 two-phase commit) is not offered.
 
@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, response_class
 from ..state import BrokerState
-from ..txn.handlers import init_transactional_producer
+from .transactions import init_transactional_producer
 from .handler import THREAD, ApiHandler
 
 
@@ -53,4 +53,4 @@ def init_producer_id_error(body, cls, code, message):
 
 # the producer id block is persisted before an id of it is handed out: a worker thread
 INIT_PRODUCER_ID = ApiHandler(22, "InitProducerId", 0, 5, mode=THREAD, handler=handle_init_producer_id,
-                              error_response=init_producer_id_error)
+                              error_response=init_producer_id_error, coordinator=True)

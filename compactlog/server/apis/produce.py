@@ -21,7 +21,7 @@ may not WRITE is answered TOPIC_AUTHORIZATION_FAILED for each of its partitions,
 says whether it exists (idempotent batches need no more than that); transactional batches of more
 than one producer (id and epoch) refuse it whole with INVALID_PRODUCER_ID_MAPPING
 (``ReplicaManager.handleProduceAppend``); then each partition's first transactional write of a
-transaction is verified with the transaction coordinator (``txn_verification.verify_partition``,
+transaction is verified with the transaction coordinator (``coordinator.txn.verification.verify_partition``,
 when ``transaction.partition.verification.enable``) and its answer mapped for the request's
 version (``verification_error``: the postVerificationCallback of ``handleProduceAppend``) before
 the checks of the append. The append itself enforces the rest (``storage.producer_append``): the
@@ -45,7 +45,7 @@ from ...record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, COMPRESSI
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_class
 from ..state import ADMIN_CLIENT_ID, INTERNAL_TOPICS, BrokerState
-from ..txn_verification import verification_enabled, verify_partition
+from ...coordinator.txn.verification import verification_enabled, verify_partition
 from ..wire_errors import is_storage_failure, partition_error
 from .handler import THREAD, ApiHandler
 
@@ -143,7 +143,7 @@ def verification_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str]:
     """A failed verification as the Produce answer of ``version`` carries it (ReplicaManager's
     postVerificationCallback): CONCURRENT_TRANSACTIONS (for v11 and below) and the coordinator's
     unavailability become NOT_ENOUGH_REPLICAS; the rest are the coordinator's answer as
-    ``txn_verification.client_error`` mapped it."""
+    ``coordinator.txn.verification.client_error`` mapped it."""
     if code in _VERIFICATION_UNAVAILABLE or (code == ErrorCode.concurrent_transactions and version <= 11):
         return (ErrorCode.not_enough_replicas, f"Unable to verify the partition has been added to the "
                                                f"transaction. Underlying error: {code.name.upper()}")

@@ -22,7 +22,7 @@ from compactlog.server.dispatch import DECLARED_APIS, advertised_apis, dispatch_
 from compactlog.server.messages import OPERATIONS_NOT_REQUESTED, ZERO_UUID, build, nested
 from compactlog.server.protocol import Request, encode_response
 from compactlog.server.state import CLIENT_HOST
-from compactlog.server.txn.conftest import Broker, Clock
+from compactlog.coordinator.txn.conftest import Broker, Clock
 from compactlog.server.versions import request_schema
 
 ALICE, ADMIN = "User:alice", "User:admin"

@@ -19,7 +19,7 @@ import os
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ... import __version__
-from ..groups.classic_group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from ...coordinator.group.classic_group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 
 
 def gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = None) -> GaugeMetricFamily:

@@ -121,8 +121,8 @@ def test_threads_and_recent_cleanings(tmp_path):
 
 
 def test_groups_with_lag(tmp_path):
-    from compactlog.server.groups.service import for_broker
-    from compactlog.server.groups.api_data import CommitPartition
+    from compactlog.coordinator.group.service import for_broker
+    from compactlog.coordinator.group.api_data import CommitPartition
     st = make_state(tmp_path)
     st.datadir.create_topic("orders", 1, {})
     fill(st.log("orders", 0), 10)

@@ -1,0 +1,117 @@
+"""The group APIs' requests and answers as the coordinator reads and gives them: Kafka's generated
+``*RequestData`` / ``*ResponseData`` reduced to the fields it uses. ``server/apis/groups.py`` turns kio
+requests into these and these into kio responses; errors are kio's ``ErrorCode``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from .classic_group_state import DEAD
+
+UNKNOWN_MEMBER = ""         # JoinGroupRequest.UNKNOWN_MEMBER_ID: a member joining for the first time
+NO_LEADER = ""
+NO_GENERATION = -1
+CLASSIC = "classic"         # the group type ListGroups names
+
+
+# -- JoinGroup / SyncGroup ------------------------------------------------------------------------
+
+@dataclass
+class JoinRequest:
+    group_id: str
+    member_id: str
+    protocol_type: str
+    protocols: list                                 # [(name, metadata bytes)]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 7
+    reason: str | None = None
+
+
+@dataclass
+class JoinResponse:
+    """What a member's JoinGroup is answered (with its parked future, ``ClassicGroupMember``)."""
+    error: ErrorCode = ErrorCode.none
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = NO_LEADER
+    member_id: str = UNKNOWN_MEMBER
+    members: list = field(default_factory=list)     # [(member id, instance id, metadata)], leader only
+    skip_assignment: bool = False
+
+
+@dataclass
+class SyncRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: dict = field(default_factory=dict)  # member id -> bytes (leader only)
+
+
+@dataclass
+class SyncResponse:
+    """What a member's SyncGroup is answered."""
+    error: ErrorCode = ErrorCode.none
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+# -- OffsetCommit / OffsetFetch -------------------------------------------------------------------
+
+@dataclass
+class CommitPartition:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@dataclass
+class FetchedOffset:
+    partition: int
+    offset: int = -1
+    leader_epoch: int = -1
+    metadata: str = ""
+    error: ErrorCode = ErrorCode.none
+
+
+# -- DescribeGroups / ListGroups ------------------------------------------------------------------
+
+@dataclass
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass
+class DescribedGroup:
+    group_id: str
+    error: ErrorCode = ErrorCode.none
+    state: str = DEAD
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: list = field(default_factory=list)
+
+
+@dataclass
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = CLASSIC

@@ -1,8 +1,0 @@
-"""The transaction coordinator (Kafka's ``kafka.coordinator.transaction`` and the
-transaction-coordinator module): ``metadata`` (one id's state machine and epoch rules),
-``coordinator`` (the sans-IO decisions), ``state_log`` (``__transaction_state``), ``markers``
-(COMMIT/ABORT markers on local partitions), ``service`` (locking, loading, timers) and
-``handlers`` (the wire APIs)."""
-
-# this package's settings, registered with every owner's (storage/config_registry.py)
-from . import config as _config  # noqa: F401
