@@ -137,6 +137,73 @@ class SegmentSource(ABC):
         the segments open (its segment map follows the commit), when there is one."""
 
 
+class HeldSegment:
+    """One segment of an ``ObjectPin``: its bytes fetched on first use (``data``)."""
+
+    def __init__(self, source: SegmentSource, entry: SegmentEntry):
+        self.source = source
+        self.base_offset = entry.base_offset
+        self.size = entry.size
+        self.path = source.location(entry.base_offset)
+        self.identity = entry.identity
+        self._data = None
+
+    @property
+    def data(self):
+        if self._data is None:
+            self._data = self.source.read_segment(self.base_offset, self.size)
+        return self._data
+
+    @data.setter
+    def data(self, value) -> None:
+        self._data = value
+
+    @property
+    def file(self):
+        from .layout import SegmentFile
+        return SegmentFile(self.base_offset, self.path, self.size)
+
+    def next_offset(self) -> int:
+        """Kafka's readNextOffset of the held bytes: the last complete batch's next offset."""
+        if not self.size:
+            return self.base_offset
+        from ..record import kernels
+        from ..record.batch import as_u8
+        nxt, _ = kernels.last_batch_end(as_u8(self.data), 0, self.size)
+        return self.base_offset if nxt < 0 else int(nxt)
+
+    def release_pages(self) -> None:
+        self._data = None       # fetched again if read again: a pass holds one segment at a time
+
+
+class ObjectPin:
+    """The pin of a source whose segments are immutable objects (an object store): the listing
+    is the state, and every object it names keeps its bytes, so nothing has to be held open; the
+    ``PinnedSegments`` interface the readers use (``segments``, ``files``, ``sidecar``,
+    ``location``, ``close``)."""
+
+    def __init__(self, source: SegmentSource, entries: list[SegmentEntry]):
+        self.source = source
+        self.dir = source.location()
+        self.segments = [HeldSegment(source, e) for e in entries]
+
+    def __len__(self) -> int:
+        return len(self.segments)
+
+    def files(self) -> list:
+        return [s.file for s in self.segments]
+
+    def location(self, i: int, suffix: str) -> str:
+        return self.source.location(self.segments[i].base_offset, suffix)
+
+    def sidecar(self, i: int, suffix: str) -> bytes | None:
+        return self.source.read_index(self.segments[i].base_offset, suffix)
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.release_pages()
+
+
 def as_source(where) -> SegmentSource:
     """A source for ``where``: a source already, or a partition directory's path."""
     if isinstance(where, SegmentSource):
@@ -303,4 +370,4 @@ class LocalDirSource(SegmentSource):
 
 
 __all__ = ["SegmentSource", "SegmentEntry", "ReplacementWriter", "LocalDirSource", "LocalReplacement",
-           "as_source", "INDEX_SUFFIXES"]
+           "ObjectPin", "as_source", "INDEX_SUFFIXES"]
