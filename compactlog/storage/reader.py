@@ -1,13 +1,13 @@
 """A read-only view of one partition: its live segments, batches, records and columns.
 
 ``PartitionReader(dir)`` reads a partition directory; ``PartitionReader(source)`` any segment
-source (``segment_source.py``), through which every byte is read. It never writes anything: no recovery, no producer snapshots, no index
-rebuild, no clean-shutdown marker, and no renaming or deleting of leftover files. It works out in
-memory which ``.log`` files Kafka's loader would consider live (``loader.py`` and
-segment-files.md §10, passes 1-3): ``*.deleted`` and ``*.cleaned`` files are ignored, ``.swap``
-files at or above the lowest ``.cleaned`` offset are ignored (an interrupted split), and the
-remaining ``.log.swap`` files replace every segment whose base offset falls in
-[lowest swap base, highest swap next offset).
+source (``segment_source.py``), through which every byte is read. It never writes anything: no
+recovery, no producer snapshots, no index rebuild, no clean-shutdown marker, and no renaming or
+deleting of leftover files. For a directory it works out in memory which ``.log`` files Kafka's
+loader would consider live (``loader.py`` and segment-files.md §10, passes 1-3): ``*.deleted`` and
+``*.cleaned`` files are ignored, ``.swap`` files at or above the lowest ``.cleaned`` offset are
+ignored (an interrupted split), and the remaining ``.log.swap`` files replace every segment whose
+base offset falls in [lowest swap base, highest swap next offset).
 
 A reader reads one state of the partition, whatever a writer beside it does: it pins the live
 segment files when it is made (``pinned.py``: all mapped, the listing checked again) and reads only
