@@ -16,7 +16,8 @@ Reference (the issue): Kafka's own cleaner on this workload, 2-core machine: 76 
 ``--trees NAME=PATH,NAME=PATH`` instead cleans fresh copies of the same workload in this process's
 engine (``InProcessExecutor``) with each checkout's code (``PYTHONPATH``), alternating the trees
 for ``--rounds`` rounds after one untimed warm-up each (numba's cache), and reports the median
-seconds of each and their ratio; the cleaned partitions must be byte for byte the same.
+wall and CPU seconds of the clean and their ratios (CPU is the steadier on a loaded machine); the
+cleaned partitions must be byte for byte the same.
 """
 
 from __future__ import annotations
@@ -183,9 +184,9 @@ from compactlog.storage.config import BrokerConfig
 from compactlog.storage.datadir import DataDir
 data, now, topic = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 with DataDir(data, broker=BrokerConfig({}), clock=lambda: now, writable=True) as dd:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     outs = [o for o in Cleaner(dd, InProcessExecutor()).run(now) if o.topic == topic]
-    secs = time.perf_counter() - t0
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
 assert outs and all(o.cleaned for o in outs), [o.error for o in outs]
 digest = hashlib.sha256()
 for name in sorted(os.listdir(data)):
@@ -194,7 +195,7 @@ for name in sorted(os.listdir(data)):
         for f in sorted(os.listdir(pdir)):
             digest.update(f.encode())
             digest.update(open(os.path.join(pdir, f), "rb").read())
-print(json.dumps({"seconds": secs, "digest": digest.hexdigest()}))
+print(json.dumps({"seconds": secs, "cpu": cpu, "digest": digest.hexdigest()}))
 """
 
 
@@ -203,6 +204,7 @@ def ab_trees(trees: dict, src: str, base: str, mb: float, rounds: int) -> int:
     import statistics
     names = list(trees)
     times: dict = {n: [] for n in names}
+    cpus: dict = {n: [] for n in names}
     digests: dict = {n: set() for n in names}
     for r in range(rounds + 1):
         for n in (names if r % 2 == 0 else names[::-1]):
@@ -220,15 +222,19 @@ def ab_trees(trees: dict, src: str, base: str, mb: float, rounds: int) -> int:
             digests[n].add(out["digest"])
             if r:                  # round 0 warms numba's cache of each tree
                 times[n].append(out["seconds"])
-                print(f"round {r} [{n}]: {out['seconds']:.3f} s = {mb / out['seconds']:.1f} MB/s", flush=True)
+                cpus[n].append(out["cpu"])
+                print(f"round {r} [{n}]: {out['seconds']:.3f} s = {mb / out['seconds']:.1f} MB/s, "
+                      f"CPU {out['cpu']:.3f} s", flush=True)
     med = {n: statistics.median(times[n]) for n in names}
+    cpu = {n: statistics.median(cpus[n]) for n in names}
     for n in names:
-        print(f"{n}: median {med[n]:.3f} s = {mb / med[n]:.1f} MB/s over {rounds} round(s) ({trees[n]})")
+        print(f"{n}: median {med[n]:.3f} s = {mb / med[n]:.1f} MB/s, CPU {cpu[n]:.3f} s over {rounds} "
+              f"round(s) ({trees[n]})")
     same = len(set().union(*digests.values())) == 1
     print(f"cleaned partitions byte for byte the same in every run: {'yes' if same else 'NO'}")
     if len(names) == 2:
         a, b = names
-        print(f"{b} / {a} seconds: {med[b] / med[a]:.3f}")
+        print(f"{b} / {a}: wall {med[b] / med[a]:.3f}, CPU {cpu[b] / cpu[a]:.3f} (medians)")
     return 0 if same else 1
 
 

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER = os.path.join(ROOT, "compactlog", "server")
 
@@ -52,6 +54,7 @@ def test_the_check_sees_relative_and_absolute_imports(tmp_path):
         "compactlog.spark.executor", "compactlog.spark.executor.SparkExecutor", "compactlog.spark.session"]
 
 
+@pytest.mark.slow     # a subprocess importing the broker
 def test_the_broker_and_its_executors_load_no_spark_until_spark_is_chosen():
     code = ("import sys\n"
             "import compactlog.server.app, compactlog.server.background\n"
