@@ -1,6 +1,7 @@
 """Cleaner benchmark on the reference workload (a script, not a test).
 
     .venv/bin/python benchmarks/clean.py [--records 5000000] [--keys 1000000] [--dir build/bench-data]
+    .venv/bin/python benchmarks/clean.py --trees before=/tmp/main-tree,after=. --rounds 5   (A/B of two checkouts)
 
 Writes 5,000,000 records (1,000,000 distinct uniform keys, 100-byte random values, uncompressed
 batches of 200, 100 MiB segments, all cleanable), then:
@@ -11,6 +12,12 @@ batches of 200, 100 MiB segments, all cleanable), then:
      the kept records) on the same segments, in the same run.
 Peak RSS is sampled from /proc for the driver, the JVM and the Python workers.
 Reference (the issue): Kafka's own cleaner on this workload, 2-core machine: 76 MB/s cold, 82 MB/s warm.
+
+``--trees NAME=PATH,NAME=PATH`` instead cleans fresh copies of the same workload in this process's
+engine (``InProcessExecutor``) with each checkout's code (``PYTHONPATH``), alternating the trees
+for ``--rounds`` rounds after one untimed warm-up each (numba's cache), and reports the median
+wall and CPU seconds of the clean and their ratios (CPU is the steadier on a loaded machine); the
+cleaned partitions must be byte for byte the same.
 """
 
 from __future__ import annotations
@@ -169,6 +176,68 @@ def python_dict_baseline(src: str, out_path: str) -> tuple[float, int]:
     return time.time() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+_TREE_RUN = """
+import hashlib, json, os, sys, time
+from compactlog.cleaner.cleaner import Cleaner
+from compactlog.cleaner.executor import InProcessExecutor
+from compactlog.storage.config import BrokerConfig
+from compactlog.storage.datadir import DataDir
+data, now, topic = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with DataDir(data, broker=BrokerConfig({}), clock=lambda: now, writable=True) as dd:
+    t0, c0 = time.perf_counter(), time.process_time()
+    outs = [o for o in Cleaner(dd, InProcessExecutor()).run(now) if o.topic == topic]
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+assert outs and all(o.cleaned for o in outs), [o.error for o in outs]
+digest = hashlib.sha256()
+for name in sorted(os.listdir(data)):
+    pdir = os.path.join(data, name)
+    if name.startswith(topic + "-") and os.path.isdir(pdir):
+        for f in sorted(os.listdir(pdir)):
+            digest.update(f.encode())
+            digest.update(open(os.path.join(pdir, f), "rb").read())
+print(json.dumps({"seconds": secs, "cpu": cpu, "digest": digest.hexdigest()}))
+"""
+
+
+def ab_trees(trees: dict, src: str, base: str, mb: float, rounds: int) -> int:
+    """Each tree cleans a fresh copy of ``src`` in turn; medians and the ratio (see the docstring)."""
+    import statistics
+    names = list(trees)
+    times: dict = {n: [] for n in names}
+    cpus: dict = {n: [] for n in names}
+    digests: dict = {n: set() for n in names}
+    for r in range(rounds + 1):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            copy = os.path.join(base, f"tree-{n}")
+            shutil.copytree(src, copy)
+            os.sync()
+            env = {**os.environ, "PYTHONPATH": os.path.abspath(trees[n])}
+            p = subprocess.run([sys.executable, "-c", _TREE_RUN, copy, str(NOW), TOPIC], capture_output=True,
+                               text=True, env=env)
+            shutil.rmtree(copy)
+            if p.returncode != 0:
+                print(f"[{n}] failed:\n{p.stderr}")
+                return 1
+            out = json.loads(p.stdout.strip().splitlines()[-1])
+            digests[n].add(out["digest"])
+            if r:                  # round 0 warms numba's cache of each tree
+                times[n].append(out["seconds"])
+                cpus[n].append(out["cpu"])
+                print(f"round {r} [{n}]: {out['seconds']:.3f} s = {mb / out['seconds']:.1f} MB/s, "
+                      f"CPU {out['cpu']:.3f} s", flush=True)
+    med = {n: statistics.median(times[n]) for n in names}
+    cpu = {n: statistics.median(cpus[n]) for n in names}
+    for n in names:
+        print(f"{n}: median {med[n]:.3f} s = {mb / med[n]:.1f} MB/s, CPU {cpu[n]:.3f} s over {rounds} "
+              f"round(s) ({trees[n]})")
+    same = len(set().union(*digests.values())) == 1
+    print(f"cleaned partitions byte for byte the same in every run: {'yes' if same else 'NO'}")
+    if len(names) == 2:
+        a, b = names
+        print(f"{b} / {a}: wall {med[b] / med[a]:.3f}, CPU {cpu[b] / cpu[a]:.3f} (medians)")
+    return 0 if same else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=5_000_000)
@@ -183,6 +252,10 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--trees", type=lambda s: dict(kv.split("=", 1) for kv in s.split(",")), default=None,
+                    help="NAME=PATH,NAME=PATH: an A/B of two checkouts' cleaners (in-process engine) on the "
+                         "same workload, e.g. before=/tmp/main-tree,after=.")
+    ap.add_argument("--rounds", type=int, default=5, help="timed runs of each tree with --trees")
     args = ap.parse_args(argv)
     print(f"$ {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
     base = os.path.abspath(args.dir)
@@ -198,6 +271,11 @@ def main(argv=None) -> int:
     mb = input_bytes / 1e6
     print(f"workload: {args.records:,} records, {args.records if args.unique else args.keys:,} keys, "
           f"{args.partitions} partition(s), {mb:,.1f} MB cleanable (written in {time.time() - t0:.1f} s)")
+    if args.trees:
+        code = ab_trees(args.trees, src, base, mb, args.rounds)
+        if not args.keep:
+            shutil.rmtree(base)
+        return code
     results = {}
     overrides = {"compactlog.cleaner.map": args.map}
     exe = os.path.join(os.path.dirname(sys.executable), "compactlog")

@@ -3,21 +3,20 @@
 Kafka's LogCleaner thread picks the filthiest log, cleans it and repeats (``clean_filthiest``,
 over the data dir's ``CleanerManager``: the broker's cleaner threads and ``cleaner run``); one run
 (``run``: ``clean``) chooses every partition Kafka would clean at that time and cleans each once,
-the partitions in parallel tasks. Files are replaced only by renames (``.cleaned`` -> ``.swap`` ->
-live, old -> ``.deleted``), and the cleaner checkpoint is written after the swap. A clean whose
-partition a change of the log is waiting for (``CleanerManager.abort_and_pause_cleaning``) stops
-before it is planned or before its swap, without error.
+the partitions in parallel tasks. Segments are read, staged and swapped in only through the log's
+segment source (``storage/segment_source.py``; a local directory's by Kafka's renames,
+``.cleaned`` -> ``.swap`` -> live, old -> ``.deleted``), and the cleaner checkpoint is written after
+the swap. A clean whose partition a change of the log is waiting for
+(``CleanerManager.abort_and_pause_cleaning``) stops before it is planned or before its swap,
+without error.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from ..errors import CompactlogError, TopicError
-from ..storage import files
 from ..storage.datadir import DataDir
-from ..storage.segment import LogSegment
 from .executor import InProcessExecutor, TaskFailure
 from .manager import CleanerManager, GrabbedLog
 from .plan import PartitionStatus, partition_status
@@ -120,7 +119,7 @@ def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> Pa
     map_kind, map_reason, expected_keys = choose_map(log, status.first_dirty, status.first_uncleanable, broker)
     return PartitionCleanPlan(
         map_kind=map_kind, extra={"map_reason": map_reason, "expected_keys": expected_keys},
-        topic=log.topic, partition=log.partition, dir=log.dir, first_dirty=status.first_dirty,
+        topic=log.topic, partition=log.partition, source=log.segment_source, first_dirty=status.first_dirty,
         first_uncleanable=status.first_uncleanable, now_ms=now_ms, segments=segment_infos(log),
         last_offsets_in_index={s.base_offset: s.offset_index.last_offset for s in log.segments},
         active_producers=log.last_records_of_active_producers(),
@@ -132,15 +131,8 @@ def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> Pa
 
 
 def swap_in(log, result: PartitionCleanResult) -> None:
-    """Replace every cleaned group in one rename sequence the loader can finish or undo."""
-    by_base = {s.base_offset: s for s in log.segments}
-    new_segments, old_segments = [], []
-    for group in result.groups:
-        new_segments.append(LogSegment(log.dir, group[0], log.config, now_ms=log.clock(),
-                                       suffix=files.CLEANED_SUFFIX))
-        old_segments.extend(by_base[b] for b in group)
-    if new_segments:
-        log.replace_segments(new_segments, old_segments)
+    """Replace every cleaned group in one commit the source finishes or undoes after a crash."""
+    log.segment_source.commit_swap(result.groups, log)
 
 
 def _size_below(log, offset: int | None) -> int:
@@ -151,10 +143,9 @@ def _size_below(log, offset: int | None) -> int:
         return sum(s.size for s in log.segments if s.base_offset < offset)
 
 
-def discard_cleaned_files(log_dir: str) -> None:
-    for name in os.listdir(log_dir):
-        if name.endswith(files.CLEANED_SUFFIX):
-            os.remove(os.path.join(log_dir, name))
+def discard_cleaned_files(source) -> None:
+    """Every replacement a task staged (``.cleaned`` files) and that will not be swapped in."""
+    source.discard_replacements()
 
 
 class Cleaner:
@@ -256,7 +247,7 @@ class Cleaner:
 
     def _plan(self, round_: "_Round", log, out: PartitionOutcome, now_ms: int) -> PartitionCleanPlan:
         """Under the log's lock: the plan of one partition's clean, and the epoch it was made at."""
-        discard_cleaned_files(log.dir)
+        discard_cleaned_files(log.segment_source)
         # the cleaned range's size, as Kafka's "Start size" (the active segment keeps growing)
         out.start_size = _size_below(log, out.status.first_uncleanable)
         plan = make_plan(self.datadir, log, out.status, now_ms)
@@ -274,20 +265,20 @@ class Cleaner:
             if self.manager.cleaning_aborted(*key):
                 # a change of the log (retention, DeleteRecords, truncation, topic deletion) is
                 # waiting for this clean: it stops here, without error, and is cleaned again later
-                discard_cleaned_files(plans[key].dir)
+                discard_cleaned_files(plans[key].source)
                 round_.abort(out)
                 continue
             log = self.datadir.open_log(res.topic, res.partition)
             if isinstance(res, TaskFailure):
                 out.error = res.error
-                discard_cleaned_files(log.dir)
+                discard_cleaned_files(log.segment_source)
                 round_.checkpoint_updates.pop(key, None)   # a partition that could not be read stays as it was
                 continue
             with log.lock:
                 if log.structure_epoch != round_.planned_epochs[key]:
                     # truncated, trimmed by retention or replaced while it was cleaned (Kafka aborts
                     # such a cleaning): the result may cover segments that are gone
-                    discard_cleaned_files(log.dir)
+                    discard_cleaned_files(log.segment_source)
                     out.error = (f"{log.dir}: cleaning aborted: the log changed while it was cleaned "
                                  f"(truncation, retention or another swap); it is retried next round")
                     continue

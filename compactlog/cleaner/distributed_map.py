@@ -76,7 +76,7 @@ def _aborted_ranges(log: SourceLog, lo: int, hi: int):
 def keyed_records(plan: PartitionCleanPlan, seg_base: int, lo: int, hi: int):
     """(h1, h2, offsets, records read, bytes read) of the keyed records in [lo, hi) of one segment,
     without control records and aborted transactional data."""
-    log = SourceLog(plan.dir, plan.segments, plan.max_message_size)
+    log = SourceLog(plan.source, plan.segments, plan.max_message_size)
     try:
         seg = next(s for s in log.segments if s.base_offset == seg_base)
         seg.check_structure(log.next_base(seg))

@@ -1,9 +1,10 @@
 """Running partition cleaning tasks in this process, and the cost model that chooses an engine.
 
 A task is ``clean_partition`` on a plan, guarded so that one partition's failure becomes a
-``TaskFailure`` while the others go on. ``InProcessExecutor`` runs them here; the Spark executors
-(``spark/executor.py``: Spark, and ``AutoExecutor`` choosing per round) run the same tasks on a
-Spark job. ``CostModel`` is fitted to ``benchmarks/engine_crossover.py``; ``snapshot`` asks it too.
+``TaskFailure`` while the others go on. ``InProcessExecutor`` runs them here; Spark's executor
+(``spark/executor.py``, registered in ``engines.py``, where ``AutoExecutor`` chooses per round)
+runs the same tasks on a Spark job. ``CostModel`` is fitted to ``benchmarks/engine_crossover.py``;
+``snapshot`` asks it too.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
-"""Writes a cleaned segment (``*.cleaned`` files) the way Kafka's LogSegment.append indexes it."""
+"""Writes a cleaned segment the way Kafka's LogSegment.append indexes it, as a replacement staged
+by the plan's segment source (``.cleaned`` files in a local partition directory)."""
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 
 from ..errors import StorageError
 from ..storage import files
+from ..storage.segment_source import SegmentSource, as_source
 from ..storage.txn_index import AbortedTxn
 
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -16,19 +17,13 @@ INT_MAX = 2147483647
 
 
 class CleanedSegmentWriter:
-    def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int,
-                 max_index_size: int, suffix: str = files.CLEANED_SUFFIX):
-        self.dir = dir_path
+    def __init__(self, source: SegmentSource | str, base_offset: int, *, index_interval_bytes: int,
+                 max_index_size: int):
         self.base_offset = base_offset
-        self.suffix = suffix
         self.index_interval_bytes = index_interval_bytes
         self.max_offset_entries = max_index_size // 8
         self.max_time_entries = max_index_size // 12
-        self.paths = {s: files.segment_file(dir_path, base_offset, s, suffix) for s in files.SEGMENT_SUFFIXES}
-        for p in self.paths.values():
-            if os.path.exists(p):
-                os.remove(p)
-        self._log = open(self.paths[files.LOG_SUFFIX], "wb")
+        self._out = as_source(source).create_replacement(base_offset)
         self.size = 0
         self.bytes_since_last_index_entry = 0
         self.offset_entries: list[tuple[int, int]] = []
@@ -48,7 +43,7 @@ class CleanedSegmentWriter:
         if not 0 <= rel <= INT_MAX:
             raise StorageError(f"cleaned segment {self.base_offset}: offset {largest_offset} overflows "
                                f"the 32-bit relative range")
-        self._log.write(data)
+        self._out.append(data)
         self.io_seconds += time.perf_counter() - t0
         self.size += len(data)
         if largest_timestamp > self.max_ts:
@@ -80,37 +75,17 @@ class CleanedSegmentWriter:
         """Final time-index entry, index files written trimmed, everything fsynced."""
         t0 = time.perf_counter()
         self._maybe_append_time_entry(self.max_ts, self.offset_of_max_ts, skip_full_check=True)
-        self._log.flush()
-        os.fsync(self._log.fileno())
-        self._log.close()
-        with open(self.paths[files.INDEX_SUFFIX], "wb") as f:
-            f.write(b"".join(_OFFSET_ENTRY.pack(o - self.base_offset, p) for o, p in self.offset_entries))
-            f.flush()
-            os.fsync(f.fileno())
-        with open(self.paths[files.TIME_INDEX_SUFFIX], "wb") as f:
-            f.write(b"".join(_TIME_ENTRY.pack(t, o - self.base_offset) for t, o in self.time_entries))
-            f.flush()
-            os.fsync(f.fileno())
-        if self.aborted:
-            with open(self.paths[files.TXN_INDEX_SUFFIX], "wb") as f:
-                f.write(b"".join(t.encode() for t in self.aborted))
-                f.flush()
-                os.fsync(f.fileno())
-        if mtime_ms is not None:
-            ns = mtime_ms * 1_000_000
-            os.utime(self.paths[files.LOG_SUFFIX], ns=(ns, ns))
+        indexes = [
+            (files.INDEX_SUFFIX, b"".join(_OFFSET_ENTRY.pack(o - self.base_offset, p) for o, p in self.offset_entries)),
+            (files.TIME_INDEX_SUFFIX, b"".join(_TIME_ENTRY.pack(t, o - self.base_offset) for t, o in self.time_entries)),
+        ]
+        if self.aborted:       # no empty .txnindex: Kafka's TransactionIndex creates its file on the first entry
+            indexes.append((files.TXN_INDEX_SUFFIX, b"".join(t.encode() for t in self.aborted)))
+        self._out.finish(indexes, mtime_ms)
         self.io_seconds += time.perf_counter() - t0
 
     def abort(self) -> None:
-        try:
-            self._log.close()
-        except Exception:
-            pass
-        for p in self.paths.values():
-            try:
-                os.remove(p)
-            except FileNotFoundError:
-                pass
+        self._out.abort()
 
 
 class DryRunWriter:

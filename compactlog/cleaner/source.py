@@ -1,22 +1,24 @@
-"""A read-only view of a partition's segments, for the code that runs inside a cleaning task."""
+"""A read-only view of a partition's segments, for the code that runs inside a cleaning task.
+
+Every byte is read through the plan's segment source (``storage/segment_source.py``): the local
+directory, or any store a Spark task can reach; this module names no file.
+"""
 
 from __future__ import annotations
 
 import bisect
-import mmap
-import os
 import struct
 from dataclasses import dataclass
 
 from ..errors import CorruptRecordError
 from ..record.batch import iter_batches
 from ..storage import files
-from ..storage.index_check import SegmentLayout, read_file, walk_segment
+from ..storage.index_check import SegmentLayout, walk_segment
+from ..storage.segment_source import SegmentSource, as_source
 from ..storage.txn_index import TransactionIndex, collect_aborted
 from . import validate
 
 _OFFSET_ENTRY = struct.Struct(">ii")
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
 @dataclass(frozen=True)
@@ -33,13 +35,15 @@ class SourceSegment:
     """One segment as a cleaning task reads it: nothing is used before ``validate`` checked it
     (see validate.py); ``max_message_bytes`` bounds what a compressed batch may inflate to."""
 
-    def __init__(self, dir_path: str, info: SegmentInfo, max_message_bytes: int | None = None):
+    def __init__(self, source: SegmentSource | str, info: SegmentInfo, max_message_bytes: int | None = None):
+        self.source = source = as_source(source)
         self.info = info
         self.base_offset = info.base_offset
         self.size = info.log_bytes
-        self.path = files.segment_file(dir_path, info.base_offset, files.LOG_SUFFIX)
-        self.index_path = files.segment_file(dir_path, info.base_offset, files.INDEX_SUFFIX)
-        self.txn_index = TransactionIndex(files.segment_file(dir_path, info.base_offset, files.TXN_INDEX_SUFFIX),
+        # names for messages only: the bytes come from the source
+        self.path = source.location(info.base_offset, files.LOG_SUFFIX)
+        self.index_path = source.location(info.base_offset, files.INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(source.location(info.base_offset, files.TXN_INDEX_SUFFIX),
                                           info.base_offset)
         self.max_message_bytes = max_message_bytes
         self._buffer = None
@@ -55,17 +59,7 @@ class SourceSegment:
     @property
     def buffer(self):
         if self._buffer is None:
-            if self.size == 0:
-                self._buffer = b""
-            else:
-                with open(self.path, "rb") as f:
-                    actual = os.fstat(f.fileno()).st_size
-                    if actual < self.size:
-                        raise CorruptRecordError(f"segment shrank from {self.size} to {actual} bytes "
-                                                 f"while being cleaned", file=self.path)
-                    # pre-fault the whole mapping: one kernel pass instead of a fault per page
-                    self._buffer = mmap.mmap(f.fileno(), self.size, flags=mmap.MAP_SHARED | _POPULATE,
-                                             prot=mmap.PROT_READ)
+            self._buffer = self.source.read_segment(self.base_offset, self.size)
         return self._buffer
 
     def layout(self) -> SegmentLayout:
@@ -91,7 +85,7 @@ class SourceSegment:
     def txn_index_bytes(self) -> bytes:
         """The ``.txnindex`` bytes, read once: every check of the file and its entries use them."""
         if self._txn_raw is None:
-            self._txn_raw = read_file(self.txn_index.path)
+            self._txn_raw = self.source.read_index(self.base_offset, files.TXN_INDEX_SUFFIX) or b""
         return self._txn_raw
 
     def txn_entries(self) -> list:
@@ -106,7 +100,7 @@ class SourceSegment:
         """The offset index, checked against the batches before it is trusted (a flipped entry
         would make the map start past records it must see)."""
         if self._index is None:
-            raw = read_file(self.index_path)
+            raw = self.source.read_index(self.base_offset, files.INDEX_SUFFIX) or b""
             validate.check_offset_index_of(self, raw)
             raw = raw[:len(raw) - len(raw) % 8]
             self._index = [(self.base_offset + r, p) for r, p in _OFFSET_ENTRY.iter_unpack(raw)]
@@ -134,7 +128,7 @@ class SourceSegment:
         return last if last is not None else self.base_offset
 
     def close(self) -> None:
-        if self._buffer is not None and not isinstance(self._buffer, bytes):
+        if self._buffer is not None and hasattr(self._buffer, "close"):
             try:
                 self._buffer.close()
             except BufferError:
@@ -143,9 +137,10 @@ class SourceSegment:
 
 
 class SourceLog:
-    def __init__(self, dir_path: str, segments: list[SegmentInfo], max_message_bytes: int | None = None):
-        self.dir = dir_path
-        self.segments = [SourceSegment(dir_path, s, max_message_bytes) for s in segments]
+    def __init__(self, source: SegmentSource | str, segments: list[SegmentInfo],
+                 max_message_bytes: int | None = None):
+        self.source = source = as_source(source)
+        self.segments = [SourceSegment(source, s, max_message_bytes) for s in segments]
         self.bases = [s.base_offset for s in self.segments]
 
     def segments_in_range(self, start: int, end: int) -> list[SourceSegment]:

@@ -1,8 +1,9 @@
 """One partition's cleaning round, as a self-contained task: the unit a Spark task runs.
 
-The driver describes the round (``PartitionCleanPlan``, plain data); the task builds the key map,
-rewrites the segment groups into ``.cleaned`` files in the partition directory and returns only
-small results (stats and the groups it wrote). The driver then swaps the files in.
+The driver describes the round (``PartitionCleanPlan``, plain data, with the partition's segment
+source); the task builds the key map, rewrites the segment groups into replacements the source
+stages (``.cleaned`` files in a local partition directory) and returns only small results (stats
+and the groups it wrote). The driver then has the source commit the swap.
 Nothing the task reads is trusted before validate.py checked it (CRCs, offsets, indexes): a
 violation fails the task, its ``.cleaned`` files are removed and the partition stays as it was.
 """
@@ -13,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import CompactlogError
-from ..storage import files
+from ..storage.segment_source import SegmentSource
 from .grouping import SegmentSizes, group_segments_by_size
 from .map_builder import build_offset_map
 from .offset_map import CompactOffsetMap, InTaskOffsetMap
@@ -28,7 +29,7 @@ from .txn_state import CleanedTransactionState
 class PartitionCleanPlan:
     topic: str
     partition: int
-    dir: str
+    source: SegmentSource                    # where the segments are: read and replaced through it
     first_dirty: int
     first_uncleanable: int
     now_ms: int
@@ -49,6 +50,11 @@ class PartitionCleanPlan:
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+    @property
+    def dir(self) -> str:
+        """Where the partition is, as messages name it (the partition directory of a local source)."""
+        return self.source.location()
 
 
 @dataclass
@@ -92,7 +98,7 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
     tombstone and marker that stays.
     """
     stats = CleanerStats(start_s=time.time())
-    log = SourceLog(plan.dir, plan.segments, plan.max_message_size)
+    log = SourceLog(plan.source, plan.segments, plan.max_message_size)
     try:
         if offset_map is None:
             if CompactOffsetMap.fits(plan.first_dirty, plan.first_uncleanable):
@@ -120,7 +126,7 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
                 if dry_run:
                     w = DryRunWriter(group[0])
                 else:
-                    w = CleanedSegmentWriter(plan.dir, group[0], index_interval_bytes=plan.index_interval_bytes,
+                    w = CleanedSegmentWriter(plan.source, group[0], index_interval_bytes=plan.index_interval_bytes,
                                              max_index_size=plan.max_index_size)
                 writers.append(w)
                 clean_group(log, segs, w, ctx, txn, stats)
@@ -148,6 +154,3 @@ def _refuse_keyless(plan: PartitionCleanPlan, stats: CleanerStats) -> None:
                               f"compacted only by this run's --config); nothing of the partition changed; "
                               f"--drop-keyless removes them")
 
-
-def cleaned_files(plan_dir: str, base: int) -> list[str]:
-    return [files.segment_file(plan_dir, base, s, files.CLEANED_SUFFIX) for s in files.SEGMENT_SUFFIXES]

@@ -24,7 +24,7 @@ def _now(now_ms: int | None) -> int:
 
 
 def _executor(ctx, engine: str, spark_master: str | None):
-    from ..spark.executor import make_executor, spark_master_for
+    from ..cleaner.engines import make_executor, spark_master_for
     try:
         return make_executor(engine, spark_master_for(spark_master, ctx.broker()))
     except ValueError as e:

@@ -86,9 +86,9 @@ def _local_executors(executor) -> list[InProcessExecutor]:
 
 def _spark_fraction(executor) -> float | None:
     """Finished tasks of the running Spark stages, as a fraction; None when Spark is not running."""
-    from ..spark.executor import SparkExecutor
-    inner = getattr(executor, "spark_executor", executor)
-    if not isinstance(inner, SparkExecutor) or inner._spark is None:
+    # an AutoExecutor's Spark executor exists once a round went to Spark (spark/ is imported then)
+    inner = getattr(executor, "_spark_executor", None) or executor
+    if getattr(inner, "_spark", None) is None:
         return None
     tracker = inner._spark.sparkContext.statusTracker()
     done = total = 0

@@ -29,7 +29,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..spark.executor import make_executor
+from ..cleaner.engines import make_executor
 from ..errors import CompactlogError, ConfigError
 from ..storage.datadir import DataDir
 from .authorizer.standard import authorizer_enabled, authorizer_for, parse_super_users

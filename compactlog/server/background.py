@@ -10,7 +10,7 @@ backoff while the others go on. The partition's lock is held only to plan and to
 while rewriting, so appends and fetches go on during a clean; retention (here), DeleteRecords
 and topic deletion pause the partition's cleaning first and wait for a clean in progress to stop.
 Small rounds are cleaned in this process, large ones (or every round, with a Spark master) on
-Spark (``spark.executor.AutoExecutor``).
+Spark (``cleaner.engines.AutoExecutor``).
 
 A cleaner thread whose loop dies (an exception escapes it: a bug, not a failed partition) is
 counted dead (Kafka's ``DeadThreadCount``, which Kafka leaves dead until a restart of the broker)
@@ -43,7 +43,7 @@ import time
 from ..cleaner.activity import CleanerActivity, engine_label
 from ..cleaner.cleaner import Cleaner
 from ..cleaner.executor import TaskFailure
-from ..spark.executor import AutoExecutor
+from ..cleaner.engines import AutoExecutor
 from ..cleaner.log_format import CleanerLog
 from ..cleaner.manager import CleanerManager
 from ..errors import StorageError

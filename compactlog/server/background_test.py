@@ -77,7 +77,7 @@ def test_cleaner_threads_clean_the_filthiest_and_back_off_failures(tmp_path):
 
 
 def test_the_broker_uses_the_one_executor_factory_and_names_a_fixed_engine_alone(tmp_path):
-    from compactlog.spark.executor import make_executor
+    from compactlog.cleaner.engines import make_executor
     st = make_state(tmp_path)
     bg = Background(st, make_executor("local"))
     assert bg.executor.last_choice == "in-process"        # the "Cleaned log ... (in-process)" line

@@ -44,7 +44,7 @@ def test_no_java_anywhere_is_the_one_line(tmp_path, monkeypatch):
         make_executor("spark")
     # an automatic choice stays in this process instead (when no Spark runs in this process already,
     # as one may in a test worker that ran Spark tests before)
-    monkeypatch.setattr("compactlog.spark.executor.spark_running", lambda: False)
+    monkeypatch.setattr("compactlog.cleaner.engines.spark_running", lambda: False)
     chosen = without_java(EngineChoice("spark", "big"))
     assert chosen.engine == "in-process" and "no Java 17+" in chosen.reason
 

@@ -13,9 +13,12 @@ No PySpark here: the batch and streaming readers (``datasource.py``) and the in-
 * offsets that are gone (below the log start: retention, DeleteRecords, a recreated topic) are
   data loss: an error with ``failOnDataLoss=true`` (the default), skipped otherwise.
 
-Planning reads one state of each partition (``storage/pinned.py``); a task runs later, in another
-process, and cannot hold the planner's files. Each range names the file (device and inode) of the
-segment it was planned in and the partition's planned end. A task that finds the same file reads
+Every partition is read through its segment source (``storage/segment_source.py``): the ranges
+and splits carry the source itself (plain data), and a task reads the segments from it wherever
+it runs. Planning reads one state of each partition (the source's ``pin``); a task runs later, in
+another process, and cannot hold the planner's files. Each range names the file of the segment it
+was planned in (its identity in the source: device and inode locally) and the partition's planned
+end. A task that finds the same file reads
 the planned state. One that finds another (a broker's cleaner swapped a compacted one in since)
 still reads the range when its state's active segment starts at or below the planned end: a clean
 only removes a record for a later one of its key below the active segment's base, so every key's
@@ -41,6 +44,7 @@ from ..storage.pinned import changed
 from ..storage import files
 from ..storage.isolation import READ_COMMITTED, READ_UNCOMMITTED
 from ..storage.reader import PartitionReader
+from ..storage.segment_source import LocalDirSource, SegmentSource
 from ..storage.visible import drop_aborted
 from .options import EARLIEST, LATEST, KafkaLogError, OffsetSpec, Strategy
 
@@ -79,6 +83,11 @@ class TopicPartition(NamedTuple):
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+    @property
+    def source(self) -> SegmentSource:
+        """The partition's segments, as tasks read them."""
+        return LocalDirSource(self.dir)
 
 
 def find_partitions(path: str, *, must_exist: bool = True) -> list[TopicPartition]:
@@ -161,7 +170,7 @@ class PartitionState:
 
     def __init__(self, tp: TopicPartition, read_committed: bool):
         self.tp = tp
-        self.reader = PartitionReader(tp.dir)
+        self.reader = PartitionReader(tp.source)
         self.view = self.reader.visible(READ_COMMITTED if read_committed else READ_UNCOMMITTED)
         self.log_start = self.reader.log_start_offset
         self.log_end = self.reader.log_end_offset
@@ -291,7 +300,7 @@ class OffsetRange(NamedTuple):
     """Offsets [start, end) of one partition, all in the segment with base offset ``segment``."""
     topic: str
     partition: int
-    path: str
+    source: SegmentSource      # where the partition's segments are read from
     start: int
     end: int
     segment: int
@@ -303,7 +312,7 @@ class OffsetRange(NamedTuple):
 class Split:
     """One Spark task: consecutive offset ranges, of one or several Kafka partitions.
 
-    ``aborted`` holds, per partition directory, {producer id: [(first, last offset)]} of the aborted
+    ``aborted`` holds, per partition's source, {producer id: [(first, last offset)]} of the aborted
     transactions overlapping the ranges read (empty for read_uncommitted), found once at planning.
     """
 
@@ -316,23 +325,14 @@ class Split:
         return sum(r.size for r in self.ranges)
 
 
-def _sibling(seg_path: str, suffix: str) -> str:
-    """The index file beside a segment (``.log`` or ``.log.swap``) with the same marker suffix."""
-    name = os.path.basename(seg_path)
-    base, _, extra = name.partition(files.LOG_SUFFIX)
-    return os.path.join(os.path.dirname(seg_path), base + suffix + extra)
-
-
-def index_cuts(seg_path: str, base: int) -> list[tuple[int, int]]:
-    """(offset just after an indexed batch, its file position) from a segment's offset index.
+def index_cuts(raw: bytes | None, base: int) -> list[tuple[int, int]]:
+    """(offset just after an indexed batch, its file position) from a segment's offset index
+    (its bytes ``raw``, None when it has none).
 
     Only a hint for cutting: the reader walks batch headers and filters records by offset, so a
     stale or untrimmed index cannot make a split read wrong records, only split unevenly.
     """
-    try:
-        with open(_sibling(seg_path, files.INDEX_SUFFIX), "rb") as f:
-            raw = f.read()
-    except (FileNotFoundError, NotADirectoryError):
+    if not raw:
         return []
     out = []
     for rel, pos in struct.iter_unpack(">ii", raw[:len(raw) - len(raw) % 8]):
@@ -348,7 +348,7 @@ class SegmentRange(NamedTuple):
     """Offsets [start, end) of one segment to read, with what is needed to cut it further."""
     topic: str
     partition: int
-    path: str                  # partition directory
+    source: SegmentSource      # where the partition's segments are
     segment: int               # base offset
     start: int
     end: int
@@ -363,9 +363,10 @@ class SegmentRange(NamedTuple):
         return max(self.end_pos - self.first_pos, 0)
 
 
-def segment_range(topic: str, partition: int, pdir: str, seg, start: int, end: int,
-                  file: tuple | None = None, planned_end: int | None = None) -> SegmentRange:
-    cuts = index_cuts(seg.path, seg.base_offset)
+def segment_range(topic: str, partition: int, source: SegmentSource, seg, start: int, end: int,
+                  file: tuple | None = None, planned_end: int | None = None,
+                  offset_index: bytes | None = None) -> SegmentRange:
+    cuts = index_cuts(offset_index, seg.base_offset)
     offs = [o for o, _ in cuts]
 
     def pos_of(offset: int) -> int:
@@ -374,7 +375,7 @@ def segment_range(topic: str, partition: int, pdir: str, seg, start: int, end: i
 
     end_pos = pos_of(end) if cuts and end <= offs[-1] else max(seg.size, cuts[-1][1] if cuts else 0)
     inside = [(o, p) for o, p in cuts if start < o < end]
-    return SegmentRange(topic, partition, pdir, seg.base_offset, start, end, inside, pos_of(start), end_pos, file,
+    return SegmentRange(topic, partition, source, seg.base_offset, start, end, inside, pos_of(start), end_pos, file,
                         planned_end)
 
 
@@ -385,8 +386,9 @@ def segment_ranges(st: PartitionState, start: int, end: int) -> list[SegmentRang
         seg_start = max(start, seg.base_offset)
         seg_end = min(end, segs[i + 1].base_offset if i + 1 < len(segs) else end)
         if seg_start < seg_end:
-            out.append(segment_range(st.tp.topic, st.tp.partition, st.tp.dir, seg, seg_start, seg_end,
-                                     st.reader.segment_identity(seg.base_offset), end))
+            out.append(segment_range(st.tp.topic, st.tp.partition, st.reader.source, seg, seg_start, seg_end,
+                                     st.reader.segment_identity(seg.base_offset), end,
+                                     st.reader.index_bytes(seg.base_offset, files.INDEX_SUFFIX)))
     return out
 
 
@@ -421,13 +423,13 @@ def plan_splits(segments: list[SegmentRange], count: int) -> list[list[OffsetRan
             if pos < want:
                 continue
             # the first index entry at or past the boundary: cut there (or just before it)
-            cur.append(OffsetRange(s.topic, s.partition, s.path, start, off, s.segment, pos - start_pos, s.file,
+            cur.append(OffsetRange(s.topic, s.partition, s.source, start, off, s.segment, pos - start_pos, s.file,
                                    s.planned_end))
             close()
             start, start_pos = off, pos
             while bi < len(bounds) and bounds[bi] - cum + s.first_pos <= pos:
                 bi += 1
-        cur.append(OffsetRange(s.topic, s.partition, s.path, start, s.end, s.segment,
+        cur.append(OffsetRange(s.topic, s.partition, s.source, start, s.end, s.segment,
                                max(s.end_pos - start_pos, 0), s.file, s.planned_end))
         cum += s.size
     close()
@@ -484,12 +486,12 @@ def make_splits(work: list[tuple[PartitionState, int, int]], *, split_bytes: int
             continue
         txns = st.view.aborted(start, end)
         if txns:
-            aborted[st.tp.dir] = txns
+            aborted[st.reader.source] = txns
         seg_ranges.extend(segment_ranges(st, start, end))
     total = sum(r.size for r in seg_ranges)
     count = split_count(total, split_bytes, parallelism, explicit_split)
     planned = limit_records(plan_splits(seg_ranges, count), max_records)
-    return [Split(rs, {p: aborted[p] for p in {r.path for r in rs} if p in aborted}) for rs in planned]
+    return [Split(rs, {p: aborted[p] for p in {r.source for r in rs} if p in aborted}) for rs in planned]
 
 
 # --- reading a split -----------------------------------------------------------------------------
@@ -504,11 +506,11 @@ class ReadSettings(NamedTuple):
 
 def read_split(split: Split, settings: ReadSettings):
     """The split's rows as Arrow record batches in the source's schema."""
-    readers: dict[str, PartitionReader] = {}
+    readers: dict[SegmentSource, PartitionReader] = {}
     for r in split.ranges:
-        reader = readers.get(r.path)
+        reader = readers.get(r.source)
         if reader is None:
-            reader = readers[r.path] = PartitionReader(r.path, chunk_records=settings.batch_records,
+            reader = readers[r.source] = PartitionReader(r.source, chunk_records=settings.batch_records,
                                                           chunk_bytes=BATCH_BYTES)
         start = r.start
         if reader.log_start_offset > start:
@@ -521,7 +523,7 @@ def read_split(split: Split, settings: ReadSettings):
         if start >= r.end:
             continue
         check_planned_state(reader, r)
-        aborted = split.aborted.get(r.path)
+        aborted = split.aborted.get(r.source)
         for batch in reader.iter_columns(start, r.end, include_control=settings.include_control,
                                          with_headers=settings.include_headers):
             batch = shape(batch, r, aborted, settings)
@@ -537,7 +539,7 @@ def check_planned_state(reader: PartitionReader, r: OffsetRange) -> None:
     active_base = segments[-1].base_offset if segments else None
     if r.planned_end is not None and active_base is not None and active_base <= r.planned_end:
         return
-    raise changed(r.path, f"the segment {files.filename_prefix(r.segment)}{files.LOG_SUFFIX} planned for "
+    raise changed(r.source.location(), f"the segment {os.path.basename(r.source.location(r.segment))} planned for "
                           f"offsets [{r.start}, {r.end}) was replaced before a task read it, and the log "
                           f"went past the offset {r.planned_end} the query reads up to")
 

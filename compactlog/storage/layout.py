@@ -1,4 +1,5 @@
-"""Which files of a partition directory are live: Kafka's LogLoader passes 1-3, decided in memory.
+"""Which files of a partition directory are live: Kafka's LogLoader passes 1-3, decided in memory
+(the listing of the local directory's segment source, ``segment_source.LocalDirSource``).
 
 One rule set for every reader and for the read-only loader (segment-files.md §10):
 ``*.deleted`` and ``*.cleaned`` files are ignored; ``.swap`` files at or above the lowest

@@ -47,6 +47,7 @@ from .producer_append import Pending, ProducerUpdates
 from .producer_state import (CLIENT, COORDINATOR, REPLICATION, SENTINEL, ActiveProducer, ProducerStateManager,
                              VerificationGuard)
 from .segment import LogSegment
+from .segment_source import LocalDirSource, SegmentSource
 from .segments import NO_UPPER_BOUND, LogSegments
 from .timestamp_lookup import LATEST_TIMESTAMP, fetchable_answer
 from .txn_index import AbortedTxn
@@ -143,6 +144,12 @@ class Log:
     @property
     def dir(self) -> str:
         return self._local.dir
+
+    @property
+    def segment_source(self) -> SegmentSource:
+        """Where the segments are for code that does not hold this log (a cleaning task, a
+        reader): its partition directory."""
+        return LocalDirSource(self._local.dir)
 
     @property
     def config(self) -> LogConfig:

@@ -1,4 +1,5 @@
-"""One consistent state of a partition's segment files, held for a read-only read.
+"""One consistent state of a partition's segment files, held for a read-only read: the ``pin`` of
+the local directory's segment source (``segment_source.LocalDirSource``).
 
 Kafka's own readers never see a swap half done: a fetch reads the ``LogSegment`` objects of the
 segment map it started from (``LocalLog.read``), and ``LocalLog.replaceSegments`` / retention
@@ -129,6 +130,10 @@ class PinnedSegments:
         except FileNotFoundError:
             return False
         return (st.st_dev, st.st_ino) == seg.identity
+
+    def location(self, i: int, suffix: str) -> str:
+        """The name of the i-th segment's index file ``suffix`` (for messages)."""
+        return sibling_path(self.segments[i].path, suffix)
 
     def sidecar(self, i: int, suffix: str) -> bytes | None:
         """The bytes of the i-th segment's index file ``suffix`` (None when it has none), read now;

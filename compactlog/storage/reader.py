@@ -1,12 +1,13 @@
-"""A read-only view of one partition directory: its live segments, batches, records and columns.
+"""A read-only view of one partition: its live segments, batches, records and columns.
 
-``PartitionReader(dir)`` never writes anything: no recovery, no producer snapshots, no index
-rebuild, no clean-shutdown marker, and no renaming or deleting of leftover files. It works out in
-memory which ``.log`` files Kafka's loader would consider live (``loader.py`` and
-segment-files.md §10, passes 1-3): ``*.deleted`` and ``*.cleaned`` files are ignored, ``.swap``
-files at or above the lowest ``.cleaned`` offset are ignored (an interrupted split), and the
-remaining ``.log.swap`` files replace every segment whose base offset falls in
-[lowest swap base, highest swap next offset).
+``PartitionReader(dir)`` reads a partition directory; ``PartitionReader(source)`` any segment
+source (``segment_source.py``), through which every byte is read. It never writes anything: no
+recovery, no producer snapshots, no index rebuild, no clean-shutdown marker, and no renaming or
+deleting of leftover files. For a directory it works out in memory which ``.log`` files Kafka's
+loader would consider live (``loader.py`` and segment-files.md §10, passes 1-3): ``*.deleted`` and
+``*.cleaned`` files are ignored, ``.swap`` files at or above the lowest ``.cleaned`` offset are
+ignored (an interrupted split), and the remaining ``.log.swap`` files replace every segment whose
+base offset falls in [lowest swap base, highest swap next offset).
 
 A reader reads one state of the partition, whatever a writer beside it does: it pins the live
 segment files when it is made (``pinned.py``: all mapped, the listing checked again) and reads only
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import os
 from typing import Iterator
 
 import crc32c as _crc32c
@@ -53,7 +53,8 @@ from .txn_index import TransactionIndex, collect_aborted
 # which files are live: layout.py (one rule set for readers and the loader); holding them for the
 # whole read, as one state of the log: pinned.py
 from .layout import SegmentFile, live_segment_files, next_offset_of
-from .pinned import PinnedSegments, pin_live_segments, sibling_path, without_in_flight
+from .pinned import PinnedSegments, without_in_flight
+from .segment_source import SegmentSource, as_source
 # the Arrow side of a scan (schema, chunk buffers, gathers into Arrow arrays)
 from .column_chunk import HEADERS_TYPE, column_schema
 from .column_chunk import Chunk as _Chunk, binary_array as _binary_array, headers_array as _headers_array
@@ -67,51 +68,35 @@ K = kernels
 INT64_MAX = 2**63 - 1
 
 
-def _checkpointed_log_start(dir_path: str) -> int | None:
-    """The partition's entry in ``../log-start-offset-checkpoint`` (None when absent/unreadable)."""
-    from .checkpoint import OffsetCheckpointFile
-    try:
-        topic, partition = files.parse_partition_dir(dir_path)
-    except ValueError:
-        return None
-    path = os.path.join(os.path.dirname(os.path.abspath(dir_path)), files.LOG_START_OFFSET_CHECKPOINT)
-    if not os.path.exists(path):
-        return None
-    try:
-        return OffsetCheckpointFile(path).read().get((topic, partition))
-    except (StorageError, OSError, UnicodeDecodeError):
-        return None
-
-
 # --- the reader ------------------------------------------------------------------------------
 
 class PartitionReader:
-    """Read-only access to one partition directory ``<topic>-<partition>``."""
+    """Read-only access to one partition (a directory ``<topic>-<partition>`` or a segment source)."""
 
-    def __init__(self, dir_path: str, *, log_start_offset: int | None = None,
+    def __init__(self, source: SegmentSource | str, *, log_start_offset: int | None = None,
                  chunk_records: int = 1 << 20, chunk_bytes: int = 256 << 20):
-        self.dir = os.path.abspath(dir_path)
-        if not os.path.isdir(self.dir):
+        self.source = as_source(source)
+        self.dir = self.source.location()
+        if not self.source.exists():
             raise StorageError(f"{self.dir}: partition directory does not exist")
         # after a crash (no clean-shutdown marker) an unreadable tail of the last segment is a torn
         # write that the next writer's recovery cuts: reads end before it, with a note, as they
         # would after that recovery; anywhere else a corrupt batch is an error
-        parent = os.path.dirname(self.dir)
-        self.torn_tail_possible = not os.path.exists(os.path.join(parent, files.CLEAN_SHUTDOWN_FILE))
+        self.torn_tail_possible = not self.source.clean_shutdown()
         self.notes: list[str] = []
         self._aborted: list | None = None
         self.chunk_records = max(1, int(chunk_records))
         self.chunk_bytes = max(1, int(chunk_bytes))
         # the checkpoint first: a log start written before the pin is at most the pinned log's end
-        checkpoint = log_start_offset if log_start_offset is not None else _checkpointed_log_start(self.dir)
+        checkpoint = log_start_offset if log_start_offset is not None else self.source.log_start_checkpoint()
         # every read of this reader is of this one state of the log, whatever a writer does meanwhile
-        self._pinned: PinnedSegments = pin_live_segments(self.dir)
+        self._pinned: PinnedSegments = self.source.pin()
         self._segments = self._pinned.files()
         self._log_end: int | None = None
         if checkpoint is not None and self._segments and self.log_end_offset < checkpoint:
             # Kafka deletes every segment when the log ends below the checkpointed log start
             self._pinned.close()
-            self._pinned = PinnedSegments(self.dir, [])
+            self._pinned.segments = []
             self._segments = []
             self._log_end = checkpoint
         first = self._segments[0].base_offset if self._segments else (checkpoint or 0)
@@ -122,6 +107,17 @@ class PartitionReader:
     def segments(self) -> list[SegmentFile]:
         """The live segments in offset order (base offset, path, size pinned)."""
         return list(self._segments)
+
+    def index_bytes(self, base_offset: int, suffix: str) -> bytes | None:
+        """The bytes of an index of the pinned segment with this base offset, read now; None when
+        it has none, or when the segment was replaced since the pin (its name may hold another's)."""
+        i = bisect.bisect_left(self._bases, base_offset)
+        if i == len(self._bases) or self._bases[i] != base_offset:
+            return None
+        try:
+            return self._pinned.sidecar(i, suffix)
+        except LogChangedError:
+            return None
 
     def segment_identity(self, base_offset: int) -> tuple[int, int] | None:
         """(device, inode) of the pinned segment with this base offset (None when there is none):
@@ -256,7 +252,7 @@ class PartitionReader:
         from .txn_index import aborted_from_markers
         pinned = self._pinned.segments
         layouts = [walk_segment(seg.data, seg.base_offset, end=seg.size) for seg in pinned]
-        paths = [sibling_path(seg.path, files.TXN_INDEX_SUFFIX) for seg in pinned]
+        paths = [self._pinned.location(i, files.TXN_INDEX_SUFFIX) for i in range(len(pinned))]
         indexes = [TransactionIndex(path, seg.base_offset, read_only=True)
                    for path, seg in zip(paths, pinned)]
         try:
@@ -311,13 +307,14 @@ class PartitionReader:
         loader reads them) plus the transactional batches and markers after it. Nothing is stable
         past a batch that cannot be read: the records before it are served, then the read reports it.
         """
-        from .producer_state import read_snapshot
+        from .producer_state import decode_snapshot
         end = self.log_end_offset
         open_txns: dict[int, int] = {}
         scan_from = self.log_start_offset
         for snap in self._snapshot_offsets(end):
             try:
-                entries = read_snapshot(os.path.join(self.dir, files.filename_prefix(snap) + files.SNAPSHOT_SUFFIX))
+                entries = decode_snapshot(self.source.producer_snapshot(snap),
+                                          self.source.location(snap, files.SNAPSHOT_SUFFIX))
             except (CompactlogError, OSError):
                 continue       # unreadable: Kafka deletes it and rebuilds from an older one or the log
             open_txns = {e.producer_id: e.current_txn_first_offset for e in entries
@@ -339,13 +336,8 @@ class PartitionReader:
 
     def _snapshot_offsets(self, log_end: int) -> list[int]:
         """Offsets of the usable producer snapshots, newest first."""
-        offsets = []
-        for name in os.listdir(self.dir):
-            if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdigit():
-                off = int(name[:-len(files.SNAPSHOT_SUFFIX)])
-                if self.log_start_offset <= off <= log_end:
-                    offsets.append(off)
-        return sorted(offsets, reverse=True)
+        return sorted((off for off in self.source.producer_snapshot_offsets()
+                       if self.log_start_offset <= off <= log_end), reverse=True)
 
     # -- columns
     def read_columns(self, start_offset: int | None = None, end_offset: int | None = None, *,

@@ -58,8 +58,9 @@ class Hole:
 
 
 @dataclass
-class SegmentScan:
-    """A segment as valid batches, holes to quarantine and an unreadable tail to cut."""
+class RepairScan:
+    """A segment as valid batches, holes to quarantine and an unreadable tail to cut (what
+    ``verify --repair`` found; the cleaner's numba scan is ``cleaner.fast_path.SegmentScan``)."""
     size: int
     spans: list[Span] = field(default_factory=list)
     holes: list[Hole] = field(default_factory=list)
@@ -131,10 +132,10 @@ def _resync(buf: np.ndarray, start: int, end: int, floor: int, segment_base: int
     return None
 
 
-def scan_segment(buf, size: int, segment_base: int, prev_last: int) -> SegmentScan:
+def scan_segment(buf, size: int, segment_base: int, prev_last: int) -> RepairScan:
     """Every batch boundary of a segment; ``prev_last``: the last valid offset before it."""
     arr = np.frombuffer(buf, dtype=np.uint8, count=size) if size else np.zeros(0, dtype=np.uint8)
-    scan = SegmentScan(size)
+    scan = RepairScan(size)
     floor = max(prev_last + 1, segment_base)
     pos = 0
     while pos < size:
@@ -168,7 +169,7 @@ def scan_segment(buf, size: int, segment_base: int, prev_last: int) -> SegmentSc
     return scan
 
 
-def _order_offsets(buf, scan: SegmentScan, prev_last: int, segment_base: int) -> None:
+def _order_offsets(buf, scan: RepairScan, prev_last: int, segment_base: int) -> None:
     """Offsets must increase: a batch whose base offset (outside the CRC) breaks the order is
     repaired when one single-byte change fits it between its neighbours, else quarantined."""
     spans = scan.spans
@@ -264,7 +265,7 @@ def keep_bytes(path: str, data: bytes) -> None:
         raise
 
 
-def repair_segment(log, seg, scan: SegmentScan) -> list:
+def repair_segment(log, seg, scan: RepairScan) -> list:
     """Replace ``seg`` by a copy holding only its valid batches; the rest kept aside and reported.
 
     Returns the new segment list entries (the new segment, or [] when nothing valid is left).
