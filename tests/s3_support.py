@@ -258,10 +258,12 @@ class FaultProxy:
         for k, v in resp.getheaders():
             if k.lower() not in ("connection", "keep-alive", "transfer-encoding", "content-length", "server", "date"):
                 h.send_header(k, v)
+        if h.command == "HEAD":       # no body: the upstream length describes the object
+            h.send_header("Content-Length", resp.getheader("Content-Length") or "0")
+            h.end_headers()
+            return
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
-        if h.command == "HEAD":
-            return
         if rule is not None and rule.cut_after is not None:
             # promise the whole body, send part of it, hang up: a torn response
             h.wfile.write(data[:rule.cut_after])
