@@ -364,3 +364,12 @@ def test_a_crashed_local_write_leaves_nothing_visible(tmp_path):
     assert [m.key for m in store.list("p/")] == ["p/0/x.log"]
     store.put_if_absent("p/0/y.log", b"2")
     assert store.get("p/0/y.log").data == b"2"
+
+
+def test_a_key_below_an_object_is_refused_by_a_directory_store(tmp_path):
+    store = LocalDirectoryStore(str(tmp_path))
+    store.put_if_absent("a", b"1")
+    with pytest.raises(RemoteStorageError, match="is an object, not a prefix"):
+        store.put_if_absent("a/b", b"2")
+    with pytest.raises(ObjectNotFound):
+        store.get("a/b")
