@@ -220,7 +220,7 @@ class PartitionManifestWriter:
     def take_ownership(self) -> PartitionManifest:
         """Create the manifest (generation 0) or CAS ``owner`` to this writer (generation + 1);
         a previous owner's next CAS then fails and fences it."""
-        while True:
+        for _ in range(self.MAX_REBASES):
             m, etag = self.read()
             if m is None:
                 m = PartitionManifest(self.topic, self.topic_id, self.partition, owner=self.owner)
@@ -242,6 +242,8 @@ class PartitionManifestWriter:
                 return new
             except PreconditionFailed:
                 continue
+        raise ManifestError(f"{self.key}: the manifest kept changing while taking ownership "
+                            f"({self.MAX_REBASES} tries)", key=self.key)
 
     def _check_identity(self, m: PartitionManifest) -> None:
         if (m.topic, m.topic_id, m.partition) != (self.topic, self.topic_id, self.partition):
