@@ -77,6 +77,7 @@ def test_file_regions_encode_as_their_bytes(tmp_path, version):
     assert region.fd == -1
 
 
+@pytest.mark.slow          # threads racing for a while: 2 s of CPU
 def test_fetches_during_appends_swaps_and_retention_see_only_logged_bytes(tmp_path):
     """Appends, the cleaner's swaps and retention on one partition while fetches read it, both
     as bytes and through duplicated descriptors (the sendfile path): every fetch succeeds and
