@@ -46,10 +46,13 @@ SLOW_MODULES = {
     "test_cli_produce_consume", "test_verify", "watchdog_test", "test_clean_progress_tty",
     # numba against Python on every kernel call of real paths, and fresh processes (12 s of CPU)
     "jit_test",
-    # the decoder's hypothesis fuzzing (4 s); batch_test's properties stay in the fast lane
-    "batch_fuzz_test",
+    # the decoder's hypothesis fuzzing (4 s), the cross-check against kafka-python's codec (4 s);
+    # batch_test's properties and kafka_vectors_test stay in the fast lane
+    "batch_fuzz_test", "batch_kafka_python_test",
     # every flipped byte of segments and indexes through the cleaner (65 tests, 14 s)
     "test_corruption_cleaner",
+    # appends, cleans and reads racing on threads
+    "test_partition_concurrency",
 }
 
 

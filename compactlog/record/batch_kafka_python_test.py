@@ -239,7 +239,6 @@ def _attributes_bytes(b):
 _MUTATION = st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 255)), min_size=1, max_size=3)
 
 
-@pytest.mark.slow          # a long differential run: 300 mutated batches through both decoders
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record_lists(max_size=4), _MUTATION)
 def test_differential_against_kafka_python(records, mutation):

@@ -54,6 +54,7 @@ def test_produce_is_advertised_from_0_and_accepted_from_3():
     assert (produce.min_version, produce.accepted_min, produce.max_version) == (0, 3, 12)
 
 
+@pytest.mark.slow          # a fresh process each (the layers, statically: compactlog/layers_test.py)
 @pytest.mark.parametrize("module", ["compactlog.server.protocol", "compactlog.server.transport"])
 def test_protocol_and_transport_import_no_api_module(module):
     code = (f"import sys, {module}; print(sorted(m for m in sys.modules if m.startswith('compactlog.server.')))")
