@@ -3,25 +3,25 @@
 settings under the names of Aiven's open-source RemoteStorageManager (``rsm.config.*``, parsed by
 ``store.StoreConfig.from_properties``), registered as the ``remote`` owner (config_registry.py).
 
-What applies on a single node and what is only accepted:
+What is applied, and what is only accepted so that a Kafka ``server.properties`` carries over:
 
-* ``remote.log.storage.system.enable`` (false): without it a topic may not set
-  ``remote.storage.enable=true`` (``LogConfig.validateRemoteStorageOnlyIfSystemEnabled``) and no
-  remote work runs;
-* ``remote.log.manager.task.interval.ms`` paces the copy and expiration tasks;
-  ``remote.log.manager.thread.pool.size`` (and the copier/expiration pools, -1 = the same) bound
-  how many partitions are worked on at once; ``remote.log.reader.threads`` and
-  ``remote.log.reader.max.pending.tasks`` bound remote reads (a full queue answers
-  UNKNOWN_SERVER_ERROR, as Kafka's ``RejectedExecutionException``);
-* ``remote.fetch.max.wait.ms`` (KIP-1018): a remote read slower than this answers empty, no error;
-* ``remote.log.manager.copy.max.bytes.per.second`` / ``fetch.max.bytes.per.second``: over Kafka's
-  window (``…quota.window.num`` windows of ``…quota.window.size.seconds``), a copy waits for the
-  next task run and a remote fetch answers empty, as Kafka's ``RLMQuotaManager``;
-* ``remote.log.storage.manager.class.name`` is accepted and ignored (the built-in store serves:
-  Aiven's S3 and filesystem backends by ``rsm.config.storage.backend.class``); a metadata manager
-  other than Kafka's ``TopicBasedRemoteLogMetadataManager`` is refused;
-* ``rlmm.config.remote.log.metadata.topic.num.partitions`` (50) fixes ``__remote_log_metadata``'s
-  partition count when the broker creates it (replication factor 1: one node).
+* applied: ``remote.log.storage.system.enable`` (false: a topic may not set
+  ``remote.storage.enable=true``, ``LogConfig.validateRemoteStorageOnlyIfSystemEnabled``, and no
+  remote work runs); ``remote.log.manager.task.interval.ms`` (the copy task's pace);
+  ``remote.log.reader.threads`` and ``remote.log.reader.max.pending.tasks`` (a full queue answers
+  UNKNOWN_SERVER_ERROR, as Kafka's ``RejectedExecutionException``); ``remote.fetch.max.wait.ms``
+  (KIP-1018: a slower remote read answers empty, no error);
+  ``remote.log.index.file.cache.total.size.bytes`` (the in-memory index cache's bound);
+  ``rlmm.config.remote.log.metadata.topic.num.partitions`` and ``.retention.ms`` (when the broker
+  creates ``__remote_log_metadata``, replication factor 1: one node); a metadata manager other
+  than Kafka's ``TopicBasedRemoteLogMetadataManager`` is refused; the ``rsm.config.*`` store
+  settings; compactlog's ``compactlog.remote.fetch.cache.bytes`` and ``…orphan.min.age.ms``;
+* accepted, not applied yet: ``remote.log.storage.manager.class.*`` (the built-in store serves:
+  Aiven's S3 and filesystem backends by ``rsm.config.storage.backend.class``); the thread pool
+  sizes (one thread copies, partition after partition); the retry backoff (a failed copy is
+  reconciled and retried at the next task run); the copy and fetch quotas; the custom metadata
+  bound (compactlog writes none); ``remote.list.offsets.request.timeout.ms`` (a ListOffsets by
+  timestamp searches the remote tier before it answers).
 """
 
 from __future__ import annotations
@@ -54,32 +54,31 @@ SETTINGS = (
     ConfigDef("remote.log.manager.task.interval.ms", "long", 30000, check=at_least(1), importance="low",
               doc="Interval between two runs of the copy and expiration tasks of each tiered partition."),
     ConfigDef("remote.log.manager.thread.pool.size", "int", 10, check=at_least(1), importance="medium",
-              doc="Threads of the remote log manager's tasks (partitions worked on at once)."),
+              doc="Threads of the remote log manager's tasks in Kafka; accepted (one thread copies here)."),
     ConfigDef("remote.log.manager.copier.thread.pool.size", "int", -1, check=at_least(-1), importance="medium",
-              doc="Threads copying segments; -1 means remote.log.manager.thread.pool.size."),
+              doc="Threads copying segments in Kafka (-1: the pool size); accepted (one thread copies here)."),
     ConfigDef("remote.log.manager.expiration.thread.pool.size", "int", -1, check=at_least(-1), importance="medium",
-              doc="Threads applying remote retention; -1 means remote.log.manager.thread.pool.size."),
+              doc="Threads applying remote retention in Kafka (-1: the pool size); accepted (it runs with local retention here)."),
     ConfigDef("remote.log.manager.task.retry.backoff.ms", "long", 500, check=at_least(1), importance="low",
-              doc="First wait before a failed copy of a partition is retried."),
+              doc="First wait before a failed copy is retried in Kafka; accepted (retried at the next task run here)."),
     ConfigDef("remote.log.manager.task.retry.backoff.max.ms", "long", 30000, check=at_least(1), importance="low",
-              doc="Longest wait before a failed copy of a partition is retried (the wait doubles)."),
+              doc="Longest wait before a failed copy is retried in Kafka; accepted."),
     ConfigDef("remote.log.manager.task.retry.jitter", "double", 0.2, check=between(0, 0.5), importance="low",
-              doc="Random share added to or taken from each retry wait."),
+              doc="Random share of each retry wait in Kafka; accepted."),
     ConfigDef("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX, check=at_least(1),
               dynamic=CLUSTER_WIDE, importance="medium",
-              doc="Bytes per second the broker copies to the store, averaged over the copy quota's windows."),
+              doc="Kafka's copy quota (bytes per second to the store); accepted, not applied yet."),
     ConfigDef("remote.log.manager.copy.quota.window.num", "int", 11, check=at_least(1), importance="low",
-              doc="Windows of the copy quota."),
+              doc="Windows of Kafka's copy quota; accepted."),
     ConfigDef("remote.log.manager.copy.quota.window.size.seconds", "int", 1, check=at_least(1), importance="low",
-              doc="Length of one window of the copy quota."),
+              doc="Length of one window of Kafka's copy quota; accepted."),
     ConfigDef("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX, check=at_least(1),
               dynamic=CLUSTER_WIDE, importance="medium",
-              doc="Bytes per second the broker reads from the store for fetches, over the fetch quota's windows; "
-                  "past it remote partitions answer empty."),
+              doc="Kafka's fetch quota (bytes per second read from the store for fetches); accepted, not applied yet."),
     ConfigDef("remote.log.manager.fetch.quota.window.num", "int", 11, check=at_least(1), importance="low",
-              doc="Windows of the fetch quota."),
+              doc="Windows of Kafka's fetch quota; accepted."),
     ConfigDef("remote.log.manager.fetch.quota.window.size.seconds", "int", 1, check=at_least(1), importance="low",
-              doc="Length of one window of the fetch quota."),
+              doc="Length of one window of Kafka's fetch quota; accepted."),
     ConfigDef("remote.log.reader.threads", "int", 10, check=at_least(1), importance="medium",
               doc="Threads reading from the store for fetches."),
     ConfigDef("remote.log.reader.max.pending.tasks", "int", 100, check=at_least(1), importance="medium",
@@ -88,7 +87,7 @@ SETTINGS = (
               doc="How long a fetch waits for a remote read before it answers empty (KIP-1018)."),
     ConfigDef("remote.list.offsets.request.timeout.ms", "long", 30000, check=at_least(1), dynamic=CLUSTER_WIDE,
               importance="medium",
-              doc="How long a ListOffsets by timestamp waits for a search of the remote tier (KIP-1075)."),
+              doc="How long a ListOffsets by timestamp waits for a search of the remote tier in Kafka (KIP-1075); accepted (the search answers before the response here)."),
     ConfigDef("remote.log.index.file.cache.total.size.bytes", "long", GiB, check=at_least(1),
               dynamic=CLUSTER_WIDE, importance="low",
               doc="Bytes of remote segments' indexes kept in memory."),

@@ -168,3 +168,19 @@ def test_copy_cut_short_is_rolled_back_and_retried(setup, monkeypatch):
                                 for r in dd.open_log(rlm.TOPIC, p).records())]
     assert states.count(rlm.SegmentState.DELETE_SEGMENT_FINISHED) == 1
     assert os.path.isdir(bucket)
+
+
+def test_compacted_tiered_topic_cleans_its_local_part(setup):
+    # beyond Kafka: a compacted topic is tiered; until the remote tier is compacted (spec §5) the
+    # cleaner's range starts at the local log start, never in the remote-only range
+    from compactlog.cleaner.plan import cleanable_offsets
+    dd, build, clock, _ = setup
+    rm = build()
+    dd.alter_topic("t", {"cleanup.policy": "compact"})
+    log = dd.open_log("t", 0)
+    produce(log, 30, clock)
+    n = rm.copy_partition(log)
+    assert dd.delete_old_segments(log) == n       # local.retention.* applies to compact-only tiered topics
+    assert log.log_start_offset == 0 < log.local_log_start_offset
+    rng = cleanable_offsets(log, None, clock.now)
+    assert rng.first_dirty == log.local_log_start_offset
