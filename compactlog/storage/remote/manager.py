@@ -210,6 +210,7 @@ class RemoteLogManager:
         self.chunk_size = self.store_config.chunk_size
         self.owner = Owner(cluster_id, broker_id, keys.new_uuid())
         self.partitions: dict[tuple[str, int], RemotePartition] = {}
+        self._disabled_done: set[tuple[str, int]] = set()
         self._guard = threading.Lock()
         self.journal: dict[tuple[str, int], dict[str, JournalSegment]] = {}
         self.num_partitions = broker.get("rlmm.config.remote.log.metadata.topic.num.partitions")
@@ -527,6 +528,7 @@ class RemoteLogManager:
 
     # -- the background task ----------------------------------------------------------------------
     def run_copy_tasks(self) -> None:
+        self.run_disable_deletions()
         for plog in self.tiered_logs():
             try:
                 self.copy_partition(plog)
@@ -534,6 +536,48 @@ class RemoteLogManager:
                 log.error(f"Copy of {plog.name} to the remote tier failed (retried at the next run): {e}")
             except Exception:
                 log.exception(f"Error while copying {plog.name} to the remote tier")
+
+    def run_disable_deletions(self) -> None:
+        """Topics whose remote storage was turned off with ``remote.log.delete.on.disable=true``
+        (KIP-950, ``RemoteLogManager.stopPartitions`` with deletion): every remote segment deleted
+        and the log start raised to the local log start. Each partition is checked once per broker
+        run (one manifest read), then again only if it was tiered in this run."""
+        for topic, parts in self.datadir.partition_map().items():
+            if topic == TOPIC:
+                continue
+            cfg = self.datadir.topic_config(topic)
+            if cfg.remote_log_enabled or not cfg.get("remote.log.delete.on.disable") \
+                    or not cfg.broker.get("remote.log.storage.system.enable"):
+                continue
+            for p in parts:
+                key = (topic, p)
+                if key in self._disabled_done:
+                    continue
+                plog = self.open_log(topic, p)
+                if plog is None:
+                    continue
+                try:
+                    rp = self.partition(plog)
+                    with rp.lock:
+                        segs = list(rp.manifest.segments)
+                        if segs:
+                            metas = [RemoteLogSegmentMetadata(
+                                RemoteLogSegmentId(rp.tip, s.id), s.start_offset, s.end_offset, s.broker_id,
+                                s.max_timestamp_ms, s.event_timestamp_ms, s.segment_leader_epochs, s.size_in_bytes)
+                                for s in segs]
+                            known = self.journal.get((rp.topic_id, rp.partition), {})
+                            states = [known[s.id].state if s.id in known else SegmentState.COPY_SEGMENT_FINISHED
+                                      for s in segs]
+                            local_start = plog.local_log_start_offset
+                            self._delete_segments(rp, metas, states, log_start=local_start)
+                            plog.increment_log_start_offset(local_start)
+                            self.datadir.checkpoint_logs()
+                            log.info(f"Remote storage of {plog.name} turned off: {len(segs)} remote segment(s) "
+                                     f"deleted, log start offset {plog.log_start_offset}")
+                        plog.highest_remote_offset = -1
+                    self._disabled_done.add(key)
+                except (RemoteStorageError, OSError, CompactlogError) as e:
+                    log.error(f"Deleting the remote data of {plog.name} failed (retried at the next run): {e}")
 
     def run_expiration(self, now: int) -> int:
         total = 0

@@ -184,3 +184,48 @@ def test_compacted_tiered_topic_cleans_its_local_part(setup):
     assert log.log_start_offset == 0 < log.local_log_start_offset
     rng = cleanable_offsets(log, None, clock.now)
     assert rng.first_dirty == log.local_log_start_offset
+
+
+def test_slow_remote_read_answers_after_the_wait(setup, monkeypatch):
+    # DelayedRemoteFetch: a read slower than remote.fetch.max.wait.ms is answered empty (RemoteFetchTimeout)
+    import threading
+    from compactlog.storage.remote.manager import RemoteFetchTimeout
+    dd, build, clock, _ = setup
+    rm = build()
+    log = dd.open_log("t", 0)
+    produce(log, 20, clock)
+    rm.copy_partition(log)
+    dd.delete_old_segments(log)
+    dd.broker.props["remote.fetch.max.wait.ms"] = "100"
+    release = threading.Event()
+    real = rm.store.get_range
+
+    def slow(*a, **kw):
+        release.wait(5)
+        return real(*a, **kw)
+    monkeypatch.setattr(rm.store, "get_range", slow)
+    with pytest.raises(RemoteFetchTimeout):
+        rm.fetch(log, 0, 1000, True, False)
+    assert rm.stats["fetch_expired"] == 1
+    release.set()
+    monkeypatch.setattr(rm.store, "get_range", real)
+    assert stream(rm.fetch(log, 0, 1000, True, False).records)[0][0] == 0
+
+
+def test_turning_remote_storage_off_with_delete(setup):
+    # KIP-950: remote.storage.enable=false needs remote.log.delete.on.disable=true, and deletes the remote data
+    dd, build, clock, bucket = setup
+    rm = build()
+    log = dd.open_log("t", 0)
+    produce(log, 20, clock)
+    assert rm.copy_partition(log) > 0
+    dd.delete_old_segments(log)
+    local_start = log.local_log_start_offset
+    with pytest.raises(Exception, match="invalid to disable remote storage"):
+        dd.alter_topic("t", {"remote.storage.enable": "false"})
+    dd.alter_topic("t", {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"})
+    rm.run_copy_tasks()
+    assert log.log_start_offset == local_start
+    topic_id = dd.topic_id("t")
+    left = [m.key for m in rm.store.list(keys.partition_prefix("tiered/", "t", topic_id, 0))]
+    assert left == [keys.partition_manifest_key("tiered/", "t", topic_id, 0)]
