@@ -23,6 +23,7 @@ from .manager import CleanerManager, GrabbedLog
 from .plan import PartitionStatus, partition_status
 from .source import SegmentInfo
 from .stats import CleanerStats
+from .strategy import CompactionStrategy
 from .task import PartitionCleanPlan, PartitionCleanResult
 
 
@@ -128,7 +129,7 @@ def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> Pa
         max_index_size=log.config.max_index_size, index_interval_bytes=log.config.index_interval_bytes,
         max_message_size=log.config.max_message_size,
         broker_max_message_size=broker.get("message.max.bytes"), io_buffer_size=io_buffer,
-        legacy_delete_horizon_ms=legacy_horizon)
+        legacy_delete_horizon_ms=legacy_horizon, strategy=CompactionStrategy.of(log.config))
 
 
 def swap_in(log, result: PartitionCleanResult) -> None:

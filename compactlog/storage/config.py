@@ -81,6 +81,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("local.retention.ms", "long", -2, ("log.local.retention.ms",), at_least(-2)),
     ConfigDef("local.retention.bytes", "long", -2, ("log.local.retention.bytes",), at_least(-2)),
     ConfigDef("remote.storage.enable", "bool", False, ()),
+    # KIP-280 (accepted, never built in Kafka): which record of a key compaction keeps (cleaner/strategy.py)
+    ConfigDef("compaction.strategy", "string", "offset", ("log.cleaner.compaction.strategy",), one_of("offset", "timestamp", "header")),
+    ConfigDef("compaction.strategy.header", "string", "", ("log.cleaner.compaction.strategy.header",)),
 ]}
 
 # broker settings in another unit than the topic config they default: (ms per unit, Kafka's check)
@@ -212,8 +215,7 @@ class BrokerConfig:
         for name, raw in self.props.items():
             if name in BROKER_CONFIGS:
                 BROKER_CONFIGS[name].parse(raw)
-        for d in TOPIC_CONFIGS.values():
-            self.topic_default(d)
+        _check_strategy({d.name: self.topic_default(d) for d in TOPIC_CONFIGS.values()}, "log.cleaner.")
         threads = self.get("log.cleaner.threads")
         if threads == 0:
             return      # no cleaner: its buffers are never allocated
@@ -260,6 +262,13 @@ class BrokerConfig:
 
     def __getitem__(self, name: str):
         return self.get(name)
+
+
+def _check_strategy(values: dict, prefix: str) -> None:
+    """KIP-280's header strategy names its header (``prefix``: the broker's names)."""
+    if values["compaction.strategy"] == "header" and not values["compaction.strategy.header"]:
+        raise ConfigError(f"{prefix}compaction.strategy=header needs the name of the header that holds each "
+                          f"record's version in {prefix}compaction.strategy.header")
 
 
 def _broker_retention_ms(prop: str, raw, value: int) -> int:
@@ -351,6 +360,7 @@ class LogConfig:
         lo, hi = self._values["min.compaction.lag.ms"], self._values["max.compaction.lag.ms"]
         if lo > hi:
             raise CompactionLagConflict(lo, hi)
+        _check_strategy(self._values, "")
 
     def get(self, name: str):
         try:

@@ -233,6 +233,11 @@ TOPIC_DOCS = {
     "local.retention.ms": "Local retention time under tiered storage; -2 means retention.ms.",
     "local.retention.bytes": "Local retention size under tiered storage; -2 means retention.bytes.",
     "remote.storage.enable": "Whether the topic uses tiered storage (compactlog has none).",
+    "compaction.strategy": "Which record of a key compaction keeps (KIP-280): offset (the last one written), "
+                           "timestamp (the highest record timestamp) or header (the highest long in "
+                           "compaction.strategy.header); ties go to the later offset.",
+    "compaction.strategy.header": "The record header holding each record's version, an 8-byte big-endian "
+                                  "long, for compaction.strategy=header (its last occurrence counts).",
 }
 
 BROKER_DOCS = {
