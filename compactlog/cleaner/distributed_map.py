@@ -94,8 +94,11 @@ def keyed_records(plan: PartitionCleanPlan, seg_base: int, lo: int, hi: int):
         if strategy.versioned:
             from .map_builder import keyed_versions
             from .txn_state import CleanedTransactionState
+            # this segment's scan alone: a transaction whose marker lies before it is over (its
+            # producer's later transactions must not be taken for it)
+            first = max(lo, seg_base)
             txn = CleanedTransactionState()
-            txn.add_aborted(log.collect_aborted(lo, hi))
+            txn.add_aborted(t for t in log.collect_aborted(lo, hi) if t.last_offset >= first)
             return (*keyed_versions(log, seg, pos, lo, hi, txn, strategy), seg.size - pos)
         buf = as_u8(seg.buffer)
         scan = SegmentScan(buf, pos, seg.size)
