@@ -80,6 +80,16 @@ def test_a_bad_strategy_is_refused_with_a_clear_message(tmp_path, cli):
     r = cli("--data-dir", d, "--override", "log.cleaner.compaction.strategy=header", "topics", "create",
             "--topic", "t")
     assert r.code != 0 and "log.cleaner.compaction.strategy.header" in r.err, r.err
+    assert cli("--data-dir", d, "topics", "create", "--topic", "t", "--config", "cleanup.policy=compact").code == 0
+    r = cli("--data-dir", d, "configs", "--alter", "--topic", "t", "--add-config", "compaction.strategy=header")
+    assert r.code != 0 and "compaction.strategy.header" in r.err and "Traceback" not in r.err, r.err
+    r = cli("--data-dir", d, "clean", "--topic", "t", "--engine", "local", "--config", "compaction.strategy=header")
+    assert r.code != 0 and "compaction.strategy.header" in r.err and "Traceback" not in r.err, r.err
+    r = cli("--data-dir", d, "configs", "--alter", "--topic", "t", "--add-config",
+            "compaction.strategy=header,compaction.strategy.header=seq")
+    assert r.code == 0, r.err
+    r = cli("--data-dir", d, "configs", "--describe", "--topic", "t")
+    assert "compaction.strategy=header" in r.out and "compaction.strategy.header=seq" in r.out, r.out
 
 
 def test_a_tombstone_follows_the_comparison_and_its_horizon(tmp_path, cli):

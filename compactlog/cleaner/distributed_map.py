@@ -99,7 +99,7 @@ def keyed_records(plan: PartitionCleanPlan, seg_base: int, lo: int, hi: int):
             first = max(lo, seg_base)
             txn = CleanedTransactionState()
             txn.add_aborted(t for t in log.collect_aborted(lo, hi) if t.last_offset >= first)
-            return (*keyed_versions(log, seg, pos, lo, hi, txn, strategy), seg.size - pos)
+            return (*keyed_versions(seg, pos, lo, hi, txn, strategy), seg.size - pos)
         buf = as_u8(seg.buffer)
         scan = SegmentScan(buf, pos, seg.size)
         if scan.ok:

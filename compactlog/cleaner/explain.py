@@ -64,7 +64,8 @@ class Explanation:
     def to_dict(self) -> dict:
         return {"topic": self.topic, "partition": self.partition, "nowMs": self.now_ms,
                 "status": self.status.to_dict(), "wouldClean": self.would_clean, "forced": self.forced,
-                "rolled": self.rolled, "compactionStrategy": self.strategy, "dirtyRange": self.dirty_range, "recordsRead": self.records_read,
+                "rolled": self.rolled, "compactionStrategy": self.strategy,
+                "dirtyRange": self.dirty_range, "recordsRead": self.records_read,
                 "recordsKept": self.records_kept, "recordsRemoved": self.records_read - self.records_kept,
                 "bytesRead": self.bytes_read, "bytesKept": self.bytes_kept,
                 "bytesRemoved": self.bytes_read - self.bytes_kept, "removed": self.removed,

@@ -102,8 +102,7 @@ def _map_batch(batch, start: int, offset_map: OffsetMap, txn: CleanedTransaction
     stats.map_messages_read += h.records_count
 
 
-def keyed_versions(log: SourceLog, seg, pos: int, lo: int, hi: int, txn: CleanedTransactionState,
-                   strategy: CompactionStrategy):
+def keyed_versions(seg, pos: int, lo: int, hi: int, txn: CleanedTransactionState, strategy: CompactionStrategy):
     """(h1, h2, offsets, versions, has-version, records read) of the keyed records in [lo, hi) of
     ``seg`` from ``pos``, aborted transactional data and control batches left out (``txn``)."""
     from .fast_path import SegmentScan
@@ -150,5 +149,5 @@ def rank_clean_section(log: SourceLog, start: int, offset_map, strategy: Compact
     txn.add_aborted(log.collect_aborted(log.segments[0].base_offset, start))
     for seg in log.segments_in_range(log.segments[0].base_offset, start):
         seg.check_structure(log.next_base(seg))
-        h1, h2, offs, ver, has, _ = keyed_versions(log, seg, 0, 0, start, txn, strategy)
+        h1, h2, offs, ver, has, _ = keyed_versions(seg, 0, 0, start, txn, strategy)
         offset_map.update(h1, h2, offs, ver, has)

@@ -17,6 +17,7 @@ from .strategy import beats
 
 EMPTY = -1
 BYTES_PER_KEY = 22   # the compact map's 16-byte slots at most 3/4 full
+VERSION_BYTES_PER_KEY = 32   # the version map's 24-byte slots (compaction.strategy timestamp/header)
 
 
 class OffsetMap(Protocol):

@@ -240,7 +240,3 @@ def strategy_of(plan) -> CompactionStrategy:
     """The strategy a plan carries (plans made before strategies existed mean the offset)."""
     return getattr(plan, "strategy", None) or DEFAULT
 
-
-def check_offsets(end_offset: int) -> None:
-    if end_offset >= OFFSET_LIMIT:
-        raise ConfigError(f"offset {end_offset} is beyond what a version strategy ranks (2**62)")
