@@ -8,7 +8,11 @@ import json
 import os
 import struct
 
+import pytest
+
 from compactlog.storage.datadir import DataDir
+
+pytestmark = pytest.mark.slow     # whole commands (clean, snapshot, consume) a test: seconds each
 
 NOW = 1_700_000_000_000
 LONG = struct.Struct(">q")
