@@ -123,6 +123,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
               doc="Local retention size under tiered storage; -2 means retention.bytes."),
     ConfigDef("remote.storage.enable", "bool", False, (),
               doc="Whether the topic uses tiered storage (compactlog has none)."),
+    # KIP-280 (accepted, never built in Kafka): which record of a key compaction keeps (cleaner/strategy.py)
+    ConfigDef("compaction.strategy", "string", "offset", ("log.cleaner.compaction.strategy",), one_of("offset", "timestamp", "header"),
+              doc="Which record of a key compaction keeps (KIP-280): offset (the last one written), timestamp "
+                  "(the highest record timestamp) or header (the highest long in compaction.strategy.header); "
+                  "ties go to the later offset."),
+    ConfigDef("compaction.strategy.header", "string", "", ("log.cleaner.compaction.strategy.header",),
+              doc="The record header holding each record's version, an 8-byte big-endian long, for "
+                  "compaction.strategy=header (its last occurrence counts)."),
 ]}
 
 # broker settings in another unit than the topic config they default: (ms per unit, Kafka's check)
@@ -190,6 +198,7 @@ class BrokerConfig:
             if name in BROKER_CONFIGS:
                 BROKER_CONFIGS[name].parse(raw)
         check_all(self)
+        _check_strategy({d.name: self.topic_default(d) for d in TOPIC_CONFIGS.values()}, "log.cleaner.")
 
     def topic_default(self, d: ConfigDef):
         """The broker's default for topic config ``d``: its first broker synonym that is set."""
@@ -210,6 +219,13 @@ class BrokerConfig:
 
     def __getitem__(self, name: str):
         return self.get(name)
+
+
+def _check_strategy(values: dict, prefix: str) -> None:
+    """KIP-280's header strategy names its header (``prefix``: the broker's names)."""
+    if values["compaction.strategy"] == "header" and not values["compaction.strategy.header"]:
+        raise ConfigError(f"{prefix}compaction.strategy=header needs the name of the header that holds each "
+                          f"record's version in {prefix}compaction.strategy.header")
 
 
 def _broker_retention_ms(prop: str, raw, value: int) -> int:
@@ -301,6 +317,7 @@ class LogConfig:
         lo, hi = self._values["min.compaction.lag.ms"], self._values["max.compaction.lag.ms"]
         if lo > hi:
             raise CompactionLagConflict(lo, hi)
+        _check_strategy(self._values, "")
 
     def get(self, name: str):
         try:
