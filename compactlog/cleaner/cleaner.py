@@ -22,6 +22,7 @@ from .manager import CleanerManager, GrabbedLog
 from .plan import PartitionStatus, partition_status
 from .source import SegmentInfo
 from .stats import CleanerStats
+from .strategy import CompactionStrategy
 from .task import PartitionCleanPlan, PartitionCleanResult
 
 
@@ -116,7 +117,10 @@ def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> Pa
     clean_segs = log.segments_in_range(0, status.first_dirty) if status.first_dirty > 0 else []
     legacy_horizon = (clean_segs[-1].last_modified_ms() - log.config.delete_retention_ms) if clean_segs else 0
     from .map_choice import choose_map
-    map_kind, map_reason, expected_keys = choose_map(log, status.first_dirty, status.first_uncleanable, broker)
+    from .offset_map import BYTES_PER_KEY, VERSION_BYTES_PER_KEY
+    strategy = CompactionStrategy.of(log.config)
+    map_kind, map_reason, expected_keys = choose_map(log, status.first_dirty, status.first_uncleanable, broker,
+                                                     VERSION_BYTES_PER_KEY if strategy.versioned else BYTES_PER_KEY)
     return PartitionCleanPlan(
         map_kind=map_kind, extra={"map_reason": map_reason, "expected_keys": expected_keys},
         topic=log.topic, partition=log.partition, source=log.segment_source, first_dirty=status.first_dirty,
@@ -127,7 +131,7 @@ def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> Pa
         max_index_size=log.config.max_index_size, index_interval_bytes=log.config.index_interval_bytes,
         max_message_size=log.config.max_message_size,
         broker_max_message_size=broker.get("message.max.bytes"), io_buffer_size=io_buffer,
-        legacy_delete_horizon_ms=legacy_horizon)
+        legacy_delete_horizon_ms=legacy_horizon, strategy=strategy)
 
 
 def swap_in(log, result: PartitionCleanResult) -> None:

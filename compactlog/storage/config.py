@@ -134,6 +134,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
                   "follows retention.ms/bytes (KIP-950)."),
     ConfigDef("remote.log.delete.on.disable", "bool", False, (),
               doc="Must be true to turn remote.storage.enable off: the remote data is then deleted (KIP-950)."),
+    # KIP-280 (accepted, never built in Kafka): which record of a key compaction keeps (cleaner/strategy.py)
+    ConfigDef("compaction.strategy", "string", "offset", ("log.cleaner.compaction.strategy",), one_of("offset", "timestamp", "header"),
+              doc="Which record of a key compaction keeps (KIP-280): offset (the last one written), timestamp "
+                  "(the highest record timestamp) or header (the highest long in compaction.strategy.header); "
+                  "ties go to the later offset."),
+    ConfigDef("compaction.strategy.header", "string", "", ("log.cleaner.compaction.strategy.header",),
+              doc="The record header holding each record's version, an 8-byte big-endian long, for "
+                  "compaction.strategy=header (its last occurrence counts)."),
 ]}
 
 # broker settings in another unit than the topic config they default: (ms per unit, Kafka's check)
@@ -204,6 +212,7 @@ class BrokerConfig:
             if name in BROKER_CONFIGS:
                 BROKER_CONFIGS[name].parse(raw)
         check_all(self)
+        _check_strategy({d.name: self.topic_default(d) for d in TOPIC_CONFIGS.values()}, "log.cleaner.")
 
     def topic_default(self, d: ConfigDef):
         """The broker's default for topic config ``d``: its first broker synonym that is set."""
@@ -224,6 +233,13 @@ class BrokerConfig:
 
     def __getitem__(self, name: str):
         return self.get(name)
+
+
+def _check_strategy(values: dict, prefix: str) -> None:
+    """KIP-280's header strategy names its header (``prefix``: the broker's names)."""
+    if values["compaction.strategy"] == "header" and not values["compaction.strategy.header"]:
+        raise ConfigError(f"{prefix}compaction.strategy=header needs the name of the header that holds each "
+                          f"record's version in {prefix}compaction.strategy.header")
 
 
 def _broker_retention_ms(prop: str, raw, value: int) -> int:
@@ -315,6 +331,7 @@ class LogConfig:
         lo, hi = self._values["min.compaction.lag.ms"], self._values["max.compaction.lag.ms"]
         if lo > hi:
             raise CompactionLagConflict(lo, hi)
+        _check_strategy(self._values, "")
 
     def get(self, name: str):
         try:
