@@ -229,3 +229,53 @@ def test_turning_remote_storage_off_with_delete(setup):
     topic_id = dd.topic_id("t")
     left = [m.key for m in rm.store.list(keys.partition_prefix("tiered/", "t", topic_id, 0))]
     assert left == [keys.partition_manifest_key("tiered/", "t", topic_id, 0)]
+
+
+@pytest.mark.parametrize("tiered", [True, False])
+def test_the_local_cleaner_keeps_tombstones_whose_key_the_remote_tier_may_hold(tmp_path, tiered):
+    """A compacted tiered topic: k's value is copied to the remote tier and trimmed locally, then
+    k is deleted. Cleaning the local log past delete.retention.ms must keep the tombstone (the
+    remote tier still holds the value, and nothing rewrites it yet): else a reader from the log
+    start sees k come back. The untiered topic, as a control, loses its tombstone as Kafka's does."""
+    from compactlog.cleaner.cleaner import Cleaner
+    clock = Clock()
+    bucket = tmp_path / "bucket"
+    props = {"remote.log.storage.system.enable": "true",
+             "rsm.config.storage.backend.class": "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage",
+             "rsm.config.storage.root": str(bucket), "rsm.config.key.prefix": "tiered/",
+             "rsm.config.chunk.size": "512", "rlmm.config.remote.log.metadata.topic.num.partitions": "3"}
+    dd = DataDir(str(tmp_path / "data"), broker=BrokerConfig(props), clock=clock, create=True, writable=True)
+    rm = RemoteLogManager(dd, broker_id=1, cluster_id="c", clock=clock, open_log=lambda t, p: dd.open_log(t, p),
+                          create_topic=lambda t, n, c: dd.create_topic(t, n, c),
+                          store=LocalDirectoryStore(str(bucket), StoreConfig.from_properties(props)))
+    rm.start()
+    try:
+        configs = {"cleanup.policy": "compact", "segment.bytes": "400", "delete.retention.ms": "1000",
+                   "min.cleanable.dirty.ratio": "0.01"}
+        if tiered:
+            configs.update({"remote.storage.enable": "true", "local.retention.bytes": "0"})
+        dd.create_topic("c", 1, configs)
+        log = dd.open_log("c", 0)
+        log.append_records([b"k"], [b"old value" + b"." * 60], timestamps=[clock.now])
+        produce(log, 12, clock, start=100)
+        if tiered:
+            rm.copy_partition(log)
+            log.delete_old_segments()
+            assert log.log_start_offset == 0 and log.first_local_offset > 0      # k's value only remote now
+        log.append_records([b"k"], [None], timestamps=[clock.now])
+        produce(log, 12, clock, start=200)
+        tombstone = log.log_end_offset - 13
+        cleaner = Cleaner(dd)
+        for step in range(3):                    # the first clean sets the horizon, a later one passes it
+            clock.now += 5000
+            produce(log, 12, clock, start=300 + 20 * step)      # dirty records for the next round
+            cleaner.run(clock.now, force=True)
+        kept = [(r.offset, r.value) for s in log.segments for b in iter_batches(open(s.log.path, "rb").read())
+                for r in b.records() if r.key == b"k"]
+        if tiered:
+            assert kept == [(tombstone, None)]
+        else:
+            assert kept == []
+    finally:
+        rm.close()
+        dd.close()
