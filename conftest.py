@@ -36,12 +36,23 @@ BROKER_MODULES = {
 SPARK_MODULES = {"test_spark_datasource", "test_spark_sink", "test_spark_streaming", "test_cluster",
                  "test_snapshot", "test_engine_choice", "test_readme"}
 CORPUS_MODULES = {"test_corpus", "test_corpus_cli", "test_read_only", "test_kcompare_dump"}
-# modules made of subprocesses, kill -9 trials or long randomized rounds
+# modules made of subprocesses, kill -9 trials or long randomized rounds (and, for the rest, a test
+# taking a second or more of CPU is marked ``@pytest.mark.slow`` where it is written: the fast lane
+# stays under a minute)
 SLOW_MODULES = {
     "test_data_dir_lock", "test_kill_during_append", "test_cli_consume_follow", "test_cli_startup",
     "test_crash_clean", "test_clean_errors", "test_decompression_bomb", "test_index_check_flips",
     "test_txn_index_trust", "test_recovery_beats_kafka", "test_never_delete_by_guess",
     "test_cli_produce_consume", "test_verify", "watchdog_test", "test_clean_progress_tty",
+    # numba against Python on every kernel call of real paths, and fresh processes (12 s of CPU)
+    "jit_test",
+    # the decoder's hypothesis fuzzing (4 s), the cross-check against kafka-python's codec (4 s);
+    # batch_test's properties and kafka_vectors_test stay in the fast lane
+    "batch_fuzz_test", "batch_kafka_python_test",
+    # every flipped byte of segments and indexes through the cleaner (65 tests, 14 s)
+    "test_corruption_cleaner",
+    # appends, cleans and reads racing on threads
+    "test_partition_concurrency",
 }
 
 

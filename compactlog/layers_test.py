@@ -1,7 +1,9 @@
 """The floors, checked on the source (record < storage < cleaner < coordinator < server / spark <
 api < cli): the coordinators import neither the broker nor the CLI, every API is declared in
 ``server/apis/``, the CLI and ``api.py`` reach the broker and the coordinators through their
-packages' public names only, and no module of compactlog imports itself back through another."""
+packages' public names only, and no module of compactlog imports itself back through another.
+And the tests follow their modules (architecture.md, "Tests"): a test file in compactlog/ is named
+after a module or package beside it."""
 
 from __future__ import annotations
 
@@ -115,3 +117,31 @@ def test_no_import_cycle_in_compactlog():
                 return True
         return False
     assert sorted(m for m in graph if reaches(m, m, set())) == []
+
+
+# the unit tests' files that check several modules at once, each named after what it checks
+CROSS_CUTTING_TESTS = {
+    "layers_test.py",                   # this file: the floors of the whole package
+    "server/floors_test.py",            # server/ beside spark/, not on it
+    "record/kafka_vectors_test.py",     # Kafka's own bytes through the whole record codec
+}
+
+
+def test_every_test_file_sits_beside_its_module():
+    """``X_test.py`` tests the module ``X.py`` (or the package ``X/``) in its folder, and
+    ``X_aspect_test.py`` one aspect of it (``batch_fuzz_test.py``, ``log_append_faults_test.py``):
+    a test file named after a module that moved or no longer exists is found here."""
+    stray = []
+    for folder, _, names in os.walk(PACKAGE):
+        for name in names:
+            if not name.endswith("_test.py"):
+                continue
+            rel = os.path.relpath(os.path.join(folder, name), PACKAGE)
+            if rel in CROSS_CUTTING_TESTS:
+                continue
+            parts = name[:-len("_test.py")].split("_")
+            if not any(os.path.isfile(os.path.join(folder, "_".join(parts[:n]) + ".py"))
+                       or os.path.isdir(os.path.join(folder, "_".join(parts[:n])))
+                       for n in range(len(parts), 0, -1)):
+                stray.append(rel)
+    assert sorted(stray) == []

@@ -13,7 +13,7 @@ import random
 import struct
 
 from broker_support import Broker, run_cli
-from compactlog.server.fuzz_test import PAYLOADS, mutate
+from compactlog.server.protocol_fuzz_test import PAYLOADS, mutate
 
 CASES = int(os.environ.get("COMPACTLOG_BROKER_FUZZ_CASES", "400"))
 SEED = int(os.environ.get("COMPACTLOG_BROKER_FUZZ_SEED", "1234"))

@@ -15,7 +15,7 @@ import pytest
 
 from broker_support import Broker
 from compactlog.record.batch import BatchSpec, encode_batch
-from compactlog.server.handlers_test import fetch_body
+from compactlog.server.conftest import fetch_body
 from compactlog.server.messages import build, nested
 from compactlog.server.transport_test import frame
 from compactlog.server.versions import request_schema

@@ -2,7 +2,7 @@
 
 Kafka's ``Cleaner.buildOffsetMap`` and ``Cleaner.cleanInto`` over a whole segment at once. The
 per-batch path (``rewrite.filter_batch``) runs Python once per batch; a 100 MiB segment holds
-tens of thousands of batches. Here the one whole-segment scanner of ``record/kernels.py`` (the
+tens of thousands of batches. Here the one whole-segment scanner of ``record/kernels/scan.py`` (the
 reader's too, so both accept and reject the same bytes) lays out every batch and record of a
 segment, one numba pass decides every record (map lookups, tombstone horizons), one sizes and one
 writes every output batch, copying kept records as byte spans; Python only checksums rewritten

@@ -386,6 +386,7 @@ except C.DecompressedSizeError as e:
 """
 
 
+@pytest.mark.slow          # a fresh process per codec, its memory measured
 @pytest.mark.parametrize("codec", [C.ZSTD, C.GZIP], ids=lambda c: C.CODEC_NAMES[c])
 def test_a_bomb_costs_at_most_the_limit_in_memory(codec):
     import subprocess

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import time
 
+import pytest
+
 from compactlog.cleaner.executor import InProcessExecutor, TaskFailure
 from compactlog.server.background import Background
 from compactlog.server.state import BrokerState, Listener
@@ -131,6 +133,7 @@ def test_retention_skips_the_log_being_cleaned_and_deletes_after(tmp_path):
     st.datadir.close()
 
 
+@pytest.mark.slow          # a cleaner thread over 30 topics deleted one by one: 2.6 s of CPU
 def test_topics_deleted_during_the_cleaners_scan_are_skipped_quietly(tmp_path, caplog):
     """librdkafka's suite: the cleaner logged an error traceback when a topic was deleted while it
     looked at the partitions (6 times in the suite). A cleaner thread looping over 30 compacted

@@ -461,6 +461,7 @@ def test_small_requests_keep_the_first_buffer():
     assert len(conn._buffer) == RECEIVE_BUFFER_BYTES        # partial frames moved, never grown
 
 
+@pytest.mark.slow          # 3 MB of pipelined requests, every one decoded: 2 s of CPU
 def test_unread_pipelined_requests_grow_the_buffer_by_doubling():
     # a busy connection reads on (up to the transport's pause): a few doublings, not a new
     # buffer and a copy of everything per read

@@ -15,7 +15,7 @@ from kio.serial import entity_reader, entity_writer
 
 from compactlog.server.apis.handler import THREAD, Api
 from compactlog.server.dispatch import advertised_apis, dispatch_table
-from compactlog.server.handlers_test import batch, state  # noqa: F401  (the fixture)
+from compactlog.server.conftest import batch
 from compactlog.server.messages import build, nested
 from compactlog.server.state import Listener
 from compactlog.server.transport import BrokerServer
@@ -113,7 +113,7 @@ def test_stop_does_not_wait_for_clients_that_stopped_reading(state):  # noqa: F8
     import socket
     import time
 
-    from compactlog.server.handlers_test import fetch_body
+    from compactlog.server.conftest import fetch_body
 
     state.create_topic("big", 1)
     log = state.log("big", 0)

@@ -16,7 +16,7 @@ from compactlog.server.apis.list_offsets import handle_list_offsets
 from compactlog.server.apis.fetch import read_fetch
 from compactlog.server.apis import groups_test as groups_handlers
 from compactlog.server.apis.groups_test import call, req
-from compactlog.server.handlers_test import batch, fetch_body, produce, request, state  # noqa: F401
+from compactlog.server.conftest import batch, fetch_body, produce, request
 from compactlog.server.messages import build, nested
 from compactlog.server.versions import request_schema
 from compactlog.storage import segment as segment_mod

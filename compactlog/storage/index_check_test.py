@@ -230,6 +230,7 @@ def test_empty_segment_accepts_only_empty_indexes():
     assert IC.check_txn_index(txn((7, 100, 100, 101)), lay) is not None
 
 
+@pytest.mark.slow          # hypothesis fuzzing: 300 garbage indexes
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=400), st.binary(max_size=120), st.binary(max_size=60), st.binary(max_size=110),
        st.booleans())
@@ -241,6 +242,7 @@ def test_garbage_never_raises(log, offset_raw, time_raw, txn_raw, closed):
         assert pr is None or isinstance(pr, IC.IndexProblem)
 
 
+@pytest.mark.slow          # hypothesis fuzzing: 200 garbage indexes over a real segment
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_garbage_indexes_over_a_real_segment_never_raise(data):

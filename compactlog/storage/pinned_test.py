@@ -124,6 +124,7 @@ def swap_setup(open_log, clock):
     return make, len(calls), before, after
 
 
+@pytest.mark.slow          # every step x 3 places x 2 jumps: ~150 swaps, 5 s of CPU
 def test_every_step_of_a_swap_between_listing_and_mapping(swap_setup, monkeypatch):
     make, steps, before, after = swap_setup
     assert steps >= 12          # 4 files x (cleaned->swap, old->deleted, swap->live) + removes

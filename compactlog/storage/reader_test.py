@@ -550,6 +550,7 @@ def test_empty_and_delete_horizon_batches(tmp_path):
     assert [b.records_count for b in reader.batches(4)] == [0, 2, 1]
 
 
+@pytest.mark.slow          # random flips and truncations, fuzzing
 def test_random_corruption_never_crashes(tmp_path):
     """Random byte flips and truncations: the kernels either decode what the Python codec decodes
     or raise CorruptRecordError, never anything else (and never read out of bounds)."""

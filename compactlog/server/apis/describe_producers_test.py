@@ -7,7 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from compactlog.server.apis.describe_producers import handle_describe_producers
 from compactlog.server.dispatch import dispatch_table, error_response
-from compactlog.server.handlers_test import batch, produce, request, state  # noqa: F401 (the fixture)
+from compactlog.server.conftest import batch, produce, request
 from compactlog.server.messages import build, nested
 from compactlog.server.protocol import encode_response
 from compactlog.server.versions import request_schema

@@ -1,13 +1,112 @@
-"""Produce with transactional batches (transactions.md §2.7) through the handler, raw kio requests
-in: the request-wide refusals, KIP-890's verification against a fake transaction coordinator and
-its answer per Produce version, and the append rules of the producer state."""
+"""Produce (``apis/produce.py``) through the handler, raw kio requests in: the checks in Kafka's
+order with Kafka's codes, acks, codecs per version, idempotent producers' sequences and epochs;
+transactional batches (transactions.md §2.7): the request-wide refusals, KIP-890's verification
+against a fake transaction coordinator and its answer per Produce version, and the append rules of
+the producer state."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from compactlog.server.conftest import FakeTransactions
-from compactlog.server.handlers_test import batch, produce, state  # noqa: F401 (the fixture)
+from compactlog.record import compression
+from compactlog.server.conftest import FakeTransactions, batch, now_ms, produce
+
+def test_produce_appends_and_answers_base_offsets(state):
+    state.create_topic("t", 2)
+    [r] = produce(state, [("t", 0, batch([b"a", b"b"]))])
+    assert (r.error_code, r.base_offset, r.log_start_offset) == (ErrorCode.none, 0, 0)
+    [r] = produce(state, [("t", 0, batch([b"c"]))])
+    assert r.base_offset == 2
+    assert [x.key for x in state.log("t", 0).records()] == [b"a", b"b", b"c"]
+
+
+def test_produce_checks_in_kafkas_order(state):
+    state.create_topic("t", 1)
+    state.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "200"})
+    good = batch([b"k"])
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 1
+    two = good + good
+    magic1 = bytearray(good)
+    magic1[16] = 1
+    offset5 = batch([b"k"], base_offset=5)
+    old = batch([b"k"], ts=now_ms() - 10**12)
+    future = batch([b"k"], ts=now_ms() + 2 * 3600 * 1000)
+    big = batch([b"k" * 300])
+    rs = produce(state, [("nope", 0, good), ("t", 5, good), ("t", 0, b""), ("t", 0, two),
+                         ("t", 0, bytes(magic1)), ("t", 0, offset5), ("t", 0, bytes(corrupt)),
+                         ("c", 0, batch([b"k", None, b"j", None])), ("c", 0, big)])
+    codes = [r.error_code for r in rs]
+    assert codes == [ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_or_partition,
+                     ErrorCode.invalid_record, ErrorCode.invalid_record, ErrorCode.invalid_record,
+                     ErrorCode.invalid_record, ErrorCode.corrupt_message, ErrorCode.invalid_record,
+                     ErrorCode.record_list_too_large]
+    keyless = rs[7]
+    why = "Compacted topic cannot accept message without key in topic partition c-0"
+    assert [(e.batch_index, e.batch_index_error_message) for e in keyless.record_errors] == [(1, why), (3, why)]
+    assert keyless.error_message == (      # Kafka's LogValidator.processRecordErrors, word for word
+        f"One or more records have been rejected due to 2 record errors in total, and only showing "
+        f"the first three errors at most: [RecordError(batchIndex=1, message='{why}'), "
+        f"RecordError(batchIndex=3, message='{why}')]")
+    assert state.log("t", 0).log_end_offset == 0 and state.log("c", 0).log_end_offset == 0
+    # message.timestamp.after.max.ms (1 h since Kafka 4.0) is not the default here; a topic sets it
+    state.datadir.alter_topic("t", {"message.timestamp.after.max.ms": "3600000",
+                                    "message.timestamp.before.max.ms": "3600000"})
+    rs = produce(state, [("t", 0, old), ("t", 0, future)])
+    assert [r.error_code for r in rs] == [ErrorCode.invalid_timestamp] * 2
+    assert rs[0].record_errors[0].batch_index == 0
+    assert rs[0].record_errors[0].batch_index_error_message.startswith("Timestamp ")
+    assert " of message with offset 0 is out of range. The timestamp should be within [" in \
+        rs[0].record_errors[0].batch_index_error_message
+    assert rs[0].error_message == "One or more records have been rejected due to invalid timestamp"
+
+
+def test_produce_acks_internal_zstd_and_replicas(state):
+    state.create_topic("t", 1)
+    [r] = produce(state, [("t", 0, batch([b"k"]))], acks=2)
+    assert r.error_code == ErrorCode.invalid_required_acks
+    [r] = produce(state, [("t", 0, batch([b"k"], codec=compression.ZSTD))], version=6)
+    assert r.error_code == ErrorCode.unsupported_compression_type
+    [r] = produce(state, [("t", 0, batch([b"k"], codec=compression.ZSTD))], version=7)
+    assert r.error_code == ErrorCode.none
+    state.datadir.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact"})
+    [r] = produce(state, [("__consumer_offsets", 0, batch([b"k"]))])
+    assert r.error_code == ErrorCode.invalid_topic_exception
+    [r] = produce(state, [("__consumer_offsets", 0, batch([b"k"]))], client_id="__admin_client")
+    assert r.error_code == ErrorCode.none
+    state.datadir.create_topic("isr", 1, {"min.insync.replicas": "2"})
+    [r] = produce(state, [("isr", 0, batch([b"k"]))], acks=-1)
+    assert r.error_code == ErrorCode.not_enough_replicas
+    [r] = produce(state, [("isr", 0, batch([b"k"]))], acks=1)
+    assert r.error_code == ErrorCode.none
+    # a transactional batch without a transactional id (transactions.md §2.7 rule 1; before the
+    # coordinator existed this was INVALID_TXN_STATE)
+    [r] = produce(state, [("t", 0, batch([b"k"], pid=1, epoch=0, seq=0, transactional=True))])
+    assert r.error_code == ErrorCode.transactional_id_authorization_failed
+
+
+def test_idempotent_producer_sequences_epochs_and_duplicates(state):
+    state.create_topic("t", 1)
+    pid = state.producer_ids.allocate()
+    b0, b1 = batch([b"a", b"b"], pid=pid, epoch=0, seq=0), batch([b"c"], pid=pid, epoch=0, seq=2)
+    assert [r.base_offset for r in produce(state, [("t", 0, b0)])] == [0]
+    assert [r.base_offset for r in produce(state, [("t", 0, b1)])] == [2]
+    # a retry of either of the last 5 batches: its original offset, nothing appended
+    for b, offset in ((b0, 0), (b1, 2)):
+        [r] = produce(state, [("t", 0, b)])
+        assert (r.error_code, r.base_offset) == (ErrorCode.none, offset)
+    assert state.log("t", 0).log_end_offset == 3
+    [r] = produce(state, [("t", 0, batch([b"d"], pid=pid, epoch=0, seq=7))])
+    assert r.error_code == ErrorCode.out_of_order_sequence_number
+    [r] = produce(state, [("t", 0, batch([b"d"], pid=pid, epoch=1, seq=3))])
+    assert r.error_code == ErrorCode.out_of_order_sequence_number
+    [r] = produce(state, [("t", 0, batch([b"d"], pid=pid, epoch=1, seq=0))])
+    assert (r.error_code, r.base_offset) == (ErrorCode.none, 3)
+    [r] = produce(state, [("t", 0, batch([b"e"], pid=pid, epoch=0, seq=3))])
+    assert r.error_code == ErrorCode.invalid_producer_epoch
+
+
+# -- transactional batches ------------------------------------------------------------------------
 
 TID = "tx-1"
 

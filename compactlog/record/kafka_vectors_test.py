@@ -1,4 +1,8 @@
-"""Real Kafka bytes (tests/data/kafka-vectors, see its README) decode to what they hold."""
+"""Real Kafka bytes (tests/data/kafka-vectors, see its README) decode to what they hold.
+
+Cross-cutting, so named after what it reads: files written by Kafka and its clients (consumer
+offsets, Connect's topics, kafka-go, Sarama, kafka-python), each through the whole record codec
+(batches, legacy entries, control records, codecs) rather than one module of it."""
 
 from __future__ import annotations
 

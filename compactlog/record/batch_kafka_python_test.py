@@ -1,4 +1,4 @@
-"""Cross-check against an independent implementation: kafka-python's record module.
+"""Cross-check of ``batch.py`` against an independent implementation: kafka-python's record module.
 
 Batches compactlog writes parse in kafka-python, batches kafka-python writes parse here, and the
 two are byte-identical where both are deterministic (uncompressed, same header fields).

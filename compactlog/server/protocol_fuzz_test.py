@@ -2,7 +2,8 @@
 into the connection's receive buffer, as the broker reads), give only Request, Close or
 NEED_DATA, never an exception, a crash (kio's native reader included) or a hang; a closed
 connection stays closed. Mutated real client frames (flipped, truncated, extended, re-sized,
-re-keyed) and plain random bytes."""
+re-keyed) and plain random bytes. Behind it, the admin handlers (``apis/``) on mutated captured
+admin requests: every request kio decodes is answered, never raised."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import os
 import random
 import struct
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from compactlog.server.apis.conftest import create, make_state  # noqa: F401 (the fixture)
 from compactlog.server.conftest import ALL_APIS, CAPTURE_NAMES, KIO_MAX_APIS, capture, framed
+from compactlog.server.dispatch import dispatch_table
 from compactlog.server.protocol import NEED_DATA, Close, Connection, Request, encode_response
 
 # COMPACTLOG_FUZZ_EXAMPLES=20000 for a long run of the hypothesis tests
@@ -138,12 +142,18 @@ def classify(event) -> str:
     return "other close"
 
 
-def test_mutated_client_frames():
+# the fast lane runs the first QUICK_CASES of the same seeded sequence; the slow lane all of them
+QUICK_CASES = 3000
+
+
+@pytest.mark.parametrize("cases", [pytest.param(QUICK_CASES, id="quick"),
+                                   pytest.param(MUTATED_CASES, id="full", marks=pytest.mark.slow)])
+def test_mutated_client_frames(cases):
     rng = random.Random(MUTATED_SEED)
     seen: dict[str, int] = {}
     healthy = Connection(ALL_APIS, max_request_size=MAX_REQUEST_SIZE)   # a well-behaved client
     healthy_frame = framed(capture("0_9"))
-    for case in range(MUTATED_CASES):
+    for case in range(cases):
         frames = []
         for _ in range(rng.choice([1, 1, 1, 2, 3])):
             payload = rng.choice(PAYLOADS)
@@ -157,9 +167,9 @@ def test_mutated_client_frames():
             seen[label] = seen.get(label, 0) + 1
         healthy.receive_data(healthy_frame)
         assert isinstance(healthy.next_event(), Request)    # no state shared between connections
-    # the mutations reach every decision point many times
+    # the mutations reach every decision point many times (1000 times in 60000 cases)
     for label in ("request", "count refused", "size", "unknown key", "version", "malformed"):
-        assert seen.get(label, 0) >= 1000, seen
+        assert seen.get(label, 0) >= cases // 60, seen
 
 
 @FUZZ
@@ -193,3 +203,40 @@ def test_valid_header_random_body(key_version, correlation_id, client_id, body):
 def _flexible(key: int, version: int) -> bool:
     from compactlog.server.versions import request_schema
     return request_schema(key, version).__header_schema__.__version__ == 2
+
+
+# -- mutated admin requests, through the handlers ---------------------------------------------------
+
+@pytest.fixture
+def admin_state(make_state):
+    return make_state()
+
+
+@pytest.mark.parametrize("cases", [pytest.param(2000, id="quick"),
+                                   pytest.param(10000, id="full", marks=pytest.mark.slow)])
+def test_mutated_admin_requests_are_answered_never_raised(admin_state, cases):
+    """Random byte flips in the captured admin requests: every frame kio decodes gets an answer that
+    encodes (nothing raises); the requests run with validate_only so nothing is created."""
+    state = admin_state
+    import dataclasses
+    import random
+    rng = random.Random(20241025)
+    names = ["19_3", "19_4", "19_7", "32_1", "32_2", "32_4", "44_1"]
+    create(state, ("kp-79005f", 3), ("aio-a3d451", 1), ("compacted-e210e3", 1))
+    answered = 0
+    for _ in range(cases):
+        frame = bytearray(capture(rng.choice(names)))
+        for _ in range(rng.randint(1, 4)):
+            frame[rng.randrange(4, len(frame))] = rng.randrange(256)   # keep API key and version
+        conn = Connection(KIO_MAX_APIS)
+        conn.receive_data(framed(bytes(frame)))
+        request = conn.next_event()
+        if not isinstance(request, Request):
+            continue
+        if hasattr(request.body, "validate_only"):
+            request.body = dataclasses.replace(request.body, validate_only=True)
+        response = dispatch_table()[request.api_key].handler(state, request)
+        encode_response(request, response)
+        answered += 1
+    assert answered > cases * 15 // 100           # 1500 of 10000
+    assert state.datadir.topics() == ["aio-a3d451", "compacted-e210e3", "kp-79005f"]

@@ -1,6 +1,7 @@
 """ConfigDef.parse is the one parser of config values: a refusal carries compactlog's message and
 Kafka's ConfigException text for the same value (what the broker answers), and values are read as
-Kafka's ConfigDef.parseType reads them."""
+Kafka's ConfigDef.parseType reads them, and written as Kafka writes them (``java_double``:
+Java's Double.toString)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,11 @@ def test_values_are_written_as_kafka_writes_them():
     assert kafka_string("list", ["compact", "delete"]) == "compact,delete"
     assert kafka_string("bool", False) == "false" and kafka_string("double", 1) == "1.0"
     assert kafka_string("long", None) is None
+
+
+@pytest.mark.parametrize("value, text", [(0.5, "0.5"), (1.0, "1.0"), (100.0, "100.0"), (0.001, "0.001"),
+                                         (0.0001, "1.0E-4"), (1e7, "1.0E7"), (12345678.9, "1.23456789E7"),
+                                         (1.7976931348623157e308, "1.7976931348623157E308"), (0.0, "0.0"),
+                                         (-2.5e-5, "-2.5E-5"), (float("inf"), "Infinity")])
+def test_java_double(value, text):
+    assert java_double(value) == text

@@ -1,4 +1,5 @@
-"""A live TLS listener's key and trust stores changed through the config APIs (Kafka's dynamic
+"""Reconfiguring a live listener (``listeners.py``'s ``BrokerSecurity.store_changes``): a live TLS
+listener's key and trust stores changed through the config APIs (Kafka's dynamic
 ``listener.name.<l>.ssl.keystore.*``, SslFactory.validateReconfiguration): the new context serves
 the listener's next connections, a key store that does not load or names another subject is
 refused with the reason (no directory in it), a store rewritten in place is reloaded by the next
@@ -12,7 +13,7 @@ import os
 import pytest
 from kio.schema.errors import ErrorCode as E
 
-from compactlog.server.admin_test import NODE, alter, errors, incremental
+from compactlog.server.apis.conftest import NODE, alter, errors, incremental
 from compactlog.server.security.credentials import CredentialCache
 from compactlog.server.security.listeners import BrokerSecurity
 from compactlog.server.state import BrokerState, Listener, parse_listeners

@@ -1,4 +1,4 @@
-"""The consumer group protocol's ``__consumer_offsets`` records (``record/consumer_offsets.py``):
+"""The consumer group protocol's (KIP-848) ``__consumer_offsets`` records (``consumer_offsets.py``):
 round trips, bytes against an encoder driven by Kafka's JSON schemas (``ConsumerGroup*Key/Value
 .json`` of group-coordinator, restated below field by field), the examples of spec §7.1, the JSON
 kafka-dump-log prints, and ``compactlog dump-log --offsets-decoder`` on a log holding them."""

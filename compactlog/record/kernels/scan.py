@@ -1,23 +1,25 @@
-"""numba kernels for the per-record work: scanning, encoding and re-encoding record sections.
+"""numba kernels that read record sections and segments: the one scanner of records and batches.
 
-Every kernel works on a uint8 numpy view of the bytes and writes into preallocated arrays, so the
-Python layers above only loop over batches, never over records.
-Error codes returned by ``scan_records`` (negative) are turned into CorruptRecordError by callers.
+``scan_records`` decodes one batch's records; ``scan_log_uncompressed`` walks a whole segment's
+batches and records into preallocated columns (the walk the columnar reader and the cleaner's
+whole-segment path share); ``batch_frame``, ``seek_batch``, ``last_batch_end`` and
+``scan_capacity`` read batch headers only; ``scan_headers`` finds the records' headers. Error codes
+(negative) are turned into CorruptRecordError by callers (``ERROR_MESSAGES``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .jit import intrinsic, njit, span
-
+from ..jit import njit, span
 # module-level ints are compile-time constants to numba: the header's byte offsets come from here
-from .layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSION_MASK,
-                     CONTROL_FLAG, CRC_OFFSET, HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
-                     LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V0, MAGIC_V1, MAGIC_V2,
-                     MAX_TIMESTAMP_OFFSET, MIN_LEGACY_SIZE, PARTITION_LEADER_EPOCH_OFFSET,
-                     PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD,
-                     RECORDS_COUNT_OFFSET, RECORDS_OFFSET, TIMESTAMP_TYPE_MASK)
+from ..layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSION_MASK,
+                      CONTROL_FLAG, CRC_OFFSET, HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
+                      LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V0, MAGIC_V1, MAGIC_V2,
+                      MAX_TIMESTAMP_OFFSET, MIN_LEGACY_SIZE, PARTITION_LEADER_EPOCH_OFFSET,
+                      PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, RECORDS_COUNT_OFFSET,
+                      RECORDS_OFFSET, TIMESTAMP_TYPE_MASK)
+
 
 MIN_RECORD_SIZE = 7  # length, attributes, timestamp delta, offset delta, key, value, header count
 INT64_MIN = -2**63
@@ -187,244 +189,6 @@ def scan_records(buf, start, end, count, rec_pos, rec_end, ts_delta, off_delta,
     return err, pos
 
 
-@njit(cache=True, inline="always")
-def _uvarint_size(u):
-    size = 1
-    while u >= np.uint64(0x80):
-        u >>= np.uint64(7)
-        size += 1
-    return size
-
-
-@njit(cache=True, inline="always")
-def _zigzag64(v):
-    return np.uint64((v << 1) ^ (v >> 63))
-
-
-@njit(cache=True, inline="always")
-def _zigzag32(v):
-    v32 = np.int64(np.int32(v))
-    return np.uint64(np.uint32((v32 << 1) ^ (v32 >> 31)))
-
-
-@njit(cache=True, inline="always")
-def _write_uvarint(out, pos, u):
-    while u >= np.uint64(0x80):
-        out[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
-        u >>= np.uint64(7)
-        pos += 1
-    out[pos] = np.uint8(u)
-    return pos + 1
-
-
-@njit(cache=True, inline="always")
-def _body_size(zts, zod, rest):
-    """Bytes after a record's length varint: attributes, the zigzagged timestamp and offset
-    deltas, then ``rest`` (key, value and headers as encoded)."""
-    return 1 + _uvarint_size(zts) + _uvarint_size(zod) + rest
-
-
-@njit(cache=True, inline="always")
-def record_size(ts_delta, off_delta, rest):
-    """A record's encoded size, its length varint included."""
-    body = _body_size(_zigzag64(ts_delta), _zigzag32(off_delta), rest)
-    return _uvarint_size(_zigzag32(body)) + body
-
-
-@njit(cache=True, inline="always")
-def _write_record_prefix(out, pos, ts_delta, off_delta, rest):
-    """Write a record's length, attributes (0, as Kafka's writer) and deltas; where ``rest`` goes."""
-    zts = _zigzag64(ts_delta)
-    zod = _zigzag32(off_delta)
-    pos = _write_uvarint(out, pos, _zigzag32(_body_size(zts, zod, rest)))
-    out[pos] = 0
-    pos = _write_uvarint(out, pos + 1, zts)
-    return _write_uvarint(out, pos, zod)
-
-
-@njit(cache=True, inline="always")
-def write_record_from_tail(out, pos, ts_delta, off_delta, src, tail_pos, rec_end):
-    """Write a record with the given deltas and key, value and headers copied as one byte span
-    ``src[tail_pos:rec_end]`` of a scanned record; returns the end position."""
-    tail = rec_end - tail_pos
-    pos = _write_record_prefix(out, pos, ts_delta, off_delta, tail)
-    out[pos:pos + tail] = src[tail_pos:rec_end]
-    return pos + tail
-
-
-@njit(cache=True)
-def reencode_records(out, pos, src, keep_idx, new_ts_delta, off_delta, tail_pos, rec_end):
-    """Append records ``keep_idx`` of a scanned section with new timestamp deltas.
-
-    Offset deltas are kept; key, value and headers are copied as one byte span.
-    """
-    for j in range(keep_idx.shape[0]):
-        i = keep_idx[j]
-        pos = write_record_from_tail(out, pos, new_ts_delta[j], off_delta[i], src, tail_pos[i], rec_end[i])
-    return pos
-
-
-# --- xxHash64, for the cleaner's key map ------------------------------------------------------
-
-_P1 = np.uint64(11400714785074694791)
-_P2 = np.uint64(14029467366897019727)
-_P3 = np.uint64(1609587929392839161)
-_P4 = np.uint64(9650029242287828579)
-_P5 = np.uint64(2870177450012600261)
-
-
-@njit(cache=True, inline="always")
-def _rotl(x, r):
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
-
-
-@njit(cache=True, inline="always")
-def _read64(buf, p):
-    v = np.uint64(0)
-    for k in range(8):
-        v |= np.uint64(buf[p + k]) << np.uint64(8 * k)
-    return v
-
-
-@njit(cache=True, inline="always")
-def _read32(buf, p):
-    v = np.uint64(0)
-    for k in range(4):
-        v |= np.uint64(buf[p + k]) << np.uint64(8 * k)
-    return v
-
-
-@njit(cache=True, inline="always")
-def _round(acc, lane):
-    acc = acc + lane * _P2
-    acc = _rotl(acc, 31)
-    return acc * _P1
-
-
-@njit(cache=True, inline="always")
-def _merge(acc, val):
-    acc ^= _round(np.uint64(0), val)
-    return acc * _P1 + _P4
-
-
-@njit(cache=True)
-def xxh64(buf, start, length, seed):
-    p = start
-    end = start + length
-    seed = np.uint64(seed)
-    if length >= 32:
-        v1 = seed + _P1 + _P2
-        v2 = seed + _P2
-        v3 = seed
-        v4 = seed - _P1
-        while p + 32 <= end:
-            v1 = _round(v1, _read64(buf, p))
-            v2 = _round(v2, _read64(buf, p + 8))
-            v3 = _round(v3, _read64(buf, p + 16))
-            v4 = _round(v4, _read64(buf, p + 24))
-            p += 32
-        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
-        h = _merge(h, v1)
-        h = _merge(h, v2)
-        h = _merge(h, v3)
-        h = _merge(h, v4)
-    else:
-        h = seed + _P5
-    h += np.uint64(length)
-    while p + 8 <= end:
-        h ^= _round(np.uint64(0), _read64(buf, p))
-        h = _rotl(h, 27) * _P1 + _P4
-        p += 8
-    if p + 4 <= end:
-        h ^= _read32(buf, p) * _P1
-        h = _rotl(h, 23) * _P2 + _P3
-        p += 4
-    while p < end:
-        h ^= np.uint64(buf[p]) * _P5
-        h = _rotl(h, 11) * _P1
-        p += 1
-    h ^= h >> np.uint64(33)
-    h *= _P2
-    h ^= h >> np.uint64(29)
-    h *= _P3
-    h ^= h >> np.uint64(32)
-    return h
-
-
-@njit(cache=True, work=lambda buf, key_pos, key_len, *_: 16 * key_len.shape[0] + int(key_len.sum()))
-def hash_keys(buf, key_pos, key_len, out_h1, out_h2):
-    """The 128-bit digest (MurmurHash3 x64-128, one pass) of every non-null key."""
-    for i in range(key_pos.shape[0]):
-        if key_len[i] >= 0:
-            out_h1[i], out_h2[i] = murmur3_128(buf, key_pos[i], key_len[i])
-
-
-_C1 = np.uint64(0x87C37B91114253D5)
-_C2 = np.uint64(0x4CF5AD432745937F)
-
-
-@njit(cache=True, inline="always")
-def _fmix64(k):
-    k ^= k >> np.uint64(33)
-    k *= np.uint64(0xFF51AFD7ED558CCD)
-    k ^= k >> np.uint64(33)
-    k *= np.uint64(0xC4CEB9FE1A85EC53)
-    k ^= k >> np.uint64(33)
-    return k
-
-
-@njit(cache=True)
-def murmur3_128(buf, start, length):
-    h1 = np.uint64(0)
-    h2 = np.uint64(0)
-    nblocks = length // 16
-    p = start
-    for _ in range(nblocks):
-        k1 = _read64(buf, p)
-        k2 = _read64(buf, p + 8)
-        p += 16
-        k1 *= _C1
-        k1 = _rotl(k1, 31)
-        k1 *= _C2
-        h1 ^= k1
-        h1 = _rotl(h1, 27)
-        h1 += h2
-        h1 = h1 * np.uint64(5) + np.uint64(0x52DCE729)
-        k2 *= _C2
-        k2 = _rotl(k2, 33)
-        k2 *= _C1
-        h2 ^= k2
-        h2 = _rotl(h2, 31)
-        h2 += h1
-        h2 = h2 * np.uint64(5) + np.uint64(0x38495AB5)
-    rem = length - nblocks * 16
-    if rem > 8:
-        k2 = np.uint64(0)
-        for j in range(rem - 1, 7, -1):
-            k2 = (k2 << np.uint64(8)) | np.uint64(buf[p + j])
-        k2 *= _C2
-        k2 = _rotl(k2, 33)
-        k2 *= _C1
-        h2 ^= k2
-    if rem > 0:
-        k1 = np.uint64(0)
-        for j in range(min(rem, 8) - 1, -1, -1):
-            k1 = (k1 << np.uint64(8)) | np.uint64(buf[p + j])
-        k1 *= _C1
-        k1 = _rotl(k1, 31)
-        k1 *= _C2
-        h1 ^= k1
-    h1 ^= np.uint64(length)
-    h2 ^= np.uint64(length)
-    h1 += h2
-    h2 += h1
-    h1 = _fmix64(h1)
-    h2 = _fmix64(h2)
-    h1 += h2
-    h2 += h1
-    return h1, h2
-
-
 # --- whole-segment scanning: the one walk over a segment's batches and records ----------------
 #
 # ``scan_log_uncompressed`` walks the batches of a segment buffer in one call, as Kafka's batch
@@ -523,14 +287,6 @@ def _be_i32(buf, p):
 def _be_i16(buf, p):
     v = np.int64(_be_u(buf, p, 2))
     return v - 65536 if v >= 32768 else v
-
-
-@njit(cache=True, inline="always")
-def _put_be(out, p, v, n):
-    """out[p:p + n] = ``v`` as an n-byte big-endian integer (two's complement)."""
-    for k in range(n):
-        out[p + n - 1 - k] = np.uint8(v & 0xFF)
-        v >>= 8
 
 
 FRAME_OK = 0
@@ -732,49 +488,6 @@ def last_batch_end(buf, pos, end):
     return nxt, pos
 
 
-def _copy_span(dst, dst_off, src, src_off, count):
-    dst[dst_off:dst_off + count] = src[src_off:src_off + count]
-
-
-@intrinsic(python=_copy_span)
-def _memcpy(typingctx, dst, dst_off, src, src_off, count):
-    """dst[dst_off:dst_off + count] = src[src_off:src_off + count] as one llvm.memcpy (no checks)."""
-    from numba import types
-    from numba.core import cgutils
-    sig = types.void(dst, types.int64, src, types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        d, doff, s, soff, cnt = args
-        dptr = builder.gep(context.make_array(signature.args[0])(context, builder, d).data, [doff])
-        sptr = builder.gep(context.make_array(signature.args[2])(context, builder, s).data, [soff])
-        cgutils.raw_memcpy(builder, dptr, sptr, cnt, 1)
-        return context.get_dummy_value()
-    return sig, codegen
-
-
-@njit(cache=True)
-def gather_bytes(src0, src1, source, pos, length, out_off, out_data):
-    """Copy items (position ``pos[i]``, length ``length[i]``, -1 = null) into one data buffer.
-
-    Item i comes from ``src1`` when ``source[i]`` is 1, else ``src0``. ``out_off`` (n + 1,
-    int32 or int64) receives Arrow offsets; ``out_data`` must hold the sum of the lengths, and
-    every item must lie inside its source (the scan kernels guarantee it).
-    """
-    n = pos.shape[0]
-    total = 0
-    out_off[0] = 0
-    for i in range(n):
-        ln = np.int64(length[i])
-        if ln > 0:
-            if source[i] == 1:
-                _memcpy(out_data, np.int64(total), src1, np.int64(pos[i]), ln)
-            else:
-                _memcpy(out_data, np.int64(total), src0, np.int64(pos[i]), ln)
-            total += ln
-        out_off[i + 1] = total
-    return total
-
-
 @njit(cache=True)
 def scan_headers(src0, src1, source, val_pos, val_len, hdr_count, hk_pos, hk_len, hv_pos,
                  hv_len, h_source):
@@ -805,53 +518,3 @@ def scan_headers(src0, src1, source, val_pos, val_len, hdr_count, hk_pos, hk_len
             h_source[h] = source[i]
             h += 1
     return h
-
-
-@njit(cache=True, work=lambda out, *_: out.shape[0])
-def encode_records_memcpy(out, pos, ts_delta, off_delta, key_buf, key_off, key_null,
-                          val_buf, val_off, val_null, hdr_buf, hdr_off):
-    """Append records encoded from columns; returns the end position.
-
-    Keys/values are slices [off[i], off[i+1]) of their buffers (null when the flag is set);
-    ``hdr_buf[hdr_off[i]:hdr_off[i+1]]`` is the record's already-encoded header section
-    (count varint and headers), empty meaning "no headers". Spans are copied with memcpy.
-    """
-    n = ts_delta.shape[0]
-    for i in range(n):
-        klen = key_off[i + 1] - key_off[i]
-        vlen = val_off[i + 1] - val_off[i]
-        hlen = hdr_off[i + 1] - hdr_off[i]
-        rest = 0
-        if key_null[i]:
-            rest += 1
-        else:
-            rest += _uvarint_size(_zigzag32(klen)) + klen
-        if val_null[i]:
-            rest += 1
-        else:
-            rest += _uvarint_size(_zigzag32(vlen)) + vlen
-        rest += hlen if hlen > 0 else 1
-        pos = _write_record_prefix(out, pos, ts_delta[i], off_delta[i], rest)
-        if key_null[i]:
-            out[pos] = 1
-            pos += 1
-        else:
-            pos = _write_uvarint(out, pos, _zigzag32(klen))
-            if klen > 0:
-                _memcpy(out, np.int64(pos), key_buf, np.int64(key_off[i]), np.int64(klen))
-            pos += klen
-        if val_null[i]:
-            out[pos] = 1
-            pos += 1
-        else:
-            pos = _write_uvarint(out, pos, _zigzag32(vlen))
-            if vlen > 0:
-                _memcpy(out, np.int64(pos), val_buf, np.int64(val_off[i]), np.int64(vlen))
-            pos += vlen
-        if hlen > 0:
-            _memcpy(out, np.int64(pos), hdr_buf, np.int64(hdr_off[i]), np.int64(hlen))
-            pos += hlen
-        else:
-            out[pos] = 0
-            pos += 1
-    return pos

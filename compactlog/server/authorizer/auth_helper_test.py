@@ -1,5 +1,7 @@
-"""Every API's authorization check (security.md §7.4) on raw requests, without sockets: the
-question each handler asks, and Kafka's error code in Kafka's place when the answer is no.
+"""The questions of Kafka's AuthHelper (``auth_helper.py``) as every API's handler asks them
+(security.md §7.4), on raw requests, without sockets: the question each handler asks, and Kafka's
+error code in Kafka's place when the answer is no. One file for all the APIs, beside the module
+they ask through, so that the authorization rules read as one table as security.md gives them.
 
 A broker state with both coordinators and a StandardAuthorizer (super user ``User:admin``); each
 request carries the principal the transport would put on it."""

@@ -1,6 +1,7 @@
-"""A failed write during an append (a full disk, EIO, a short write) leaves the log as it was:
-nothing acknowledged is lost, nothing unacknowledged is served, before or after a restart; a
-failed fsync, or an undo the disk refuses too, takes the log offline until the next start.
+"""Fault injection under ``Log``'s appends (``log.py``, Kafka's UnifiedLog.append): a failed write
+during an append (a full disk, EIO, a short write) leaves the log as it was: nothing acknowledged
+is lost, nothing unacknowledged is served, before or after a restart; a failed fsync, or an undo
+the disk refuses too, takes the log offline until the next start.
 
 The reproduction (issue: disk full, then space freed): an index write failed after the batch was
 in the ``.log``, the log end did not move, and the next append was written behind the failed

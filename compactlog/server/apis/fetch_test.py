@@ -1,15 +1,20 @@
-"""The hand-written Fetch response encoder against kio's, byte for byte, for every version served;
-file regions stand for the same bytes as in-memory records."""
+"""Fetch (``apis/fetch.py``): the hand-written response encoder against kio's, byte for byte, for
+every version served; file regions stand for the same bytes as in-memory records; reads through
+the handler within the limits, the long poll woken by an append, and fetches racing appends,
+swaps and retention."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import os
+import time
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from compactlog.server.apis.fetch import PartitionRead, encode_fetch_response, read_fetch
+from compactlog.server.apis.fetch import PartitionRead, encode_fetch_response, handle_fetch, read_fetch
+from compactlog.server.conftest import batch, fetch_body, produce, request
 from compactlog.server.messages import build, nested
 from compactlog.server.protocol import EncodedResponse, FileRegion, Request, encode_response
 from compactlog.server.versions import response_schema
@@ -72,6 +77,7 @@ def test_file_regions_encode_as_their_bytes(tmp_path, version):
     assert region.fd == -1
 
 
+@pytest.mark.slow          # threads racing for a while: 2 s of CPU
 def test_fetches_during_appends_swaps_and_retention_see_only_logged_bytes(tmp_path):
     """Appends, the cleaner's swaps and retention on one partition while fetches read it, both
     as bytes and through duplicated descriptors (the sendfile path): every fetch succeeds and
@@ -81,7 +87,6 @@ def test_fetches_during_appends_swaps_and_retention_see_only_logged_bytes(tmp_pa
 
     from compactlog.cleaner.cleaner import Cleaner
     from compactlog.record.batch import iter_batches
-    from compactlog.server.handlers_test import fetch_body
     from compactlog.server.state import BrokerState, Listener
     from compactlog.storage.config import BrokerConfig
     from compactlog.storage.datadir import DataDir
@@ -156,3 +161,49 @@ def test_fetches_during_appends_swaps_and_retention_see_only_logged_bytes(tmp_pa
     dd.close()
     assert not failures, failures[:5]
     assert counts["fetches"] > 50 and counts["regions"] > 10 and counts["cleans"] > 5, counts
+
+
+# -- reads through the handler --------------------------------------------------------------------
+
+def test_fetch_reads_whole_batches_within_limits(state):
+    state.create_topic("t", 1)
+    sizes = []
+    for i in range(4):
+        b = batch([b"k%d" % i] * 3)
+        sizes.append(len(b))
+        produce(state, [("t", 0, b)])
+    r = read_fetch(state, fetch_body("t", 0, 4), 12)
+    [(_, [p])] = r.topics
+    assert (p.error, p.high_watermark, p.last_stable_offset) == (0, 12, 12)
+    assert len(p.records) == sum(sizes[1:]) and p.aborted is None
+    # the first partition gets one whole batch even over both limits
+    r = read_fetch(state, fetch_body("t", 0, 0, max_bytes=10, part_max=10), 12)
+    assert len(r.topics[0][1][0].records) == sizes[0]
+    r = read_fetch(state, fetch_body("t", 0, 0), 12, zero_copy_min=1)
+    region = r.topics[0][1][0].records
+    assert isinstance(region, FileRegion) and region.count == sum(sizes)
+    r.close()
+    r = read_fetch(state, fetch_body("t", 0, 13), 12)
+    assert r.topics[0][1][0].error == ErrorCode.offset_out_of_range.value and r.has_error
+    r = read_fetch(state, fetch_body("t", 0, 0, isolation=1), 12)
+    assert r.topics[0][1][0].aborted == []
+
+
+def test_fetch_long_poll_wakes_on_append(state):
+    state.create_topic("t", 1)
+
+    async def scenario():
+        state.appends.bind(asyncio.get_running_loop())
+        run = lambda fn, *args: asyncio.get_running_loop().run_in_executor(None, fn, *args)  # noqa: E731
+        body = fetch_body("t", 0, 0, max_wait_ms=5000)
+        started = time.monotonic()
+        task = asyncio.ensure_future(handle_fetch(state, request(1, 12, body), run))
+        await asyncio.sleep(0.2)
+        assert not task.done()
+        await run(produce, state, [("t", 0, batch([b"k"]))])
+        resp = await asyncio.wait_for(task, 3)
+        assert time.monotonic() - started < 3
+        return resp
+
+    resp = asyncio.run(scenario())
+    assert resp.size > 100

@@ -1,5 +1,7 @@
-"""Fuzzing the decoder: any bytes give valid results or CorruptRecordError, never another
-exception, a crash or a hang (arbitrary bytes, forged headers, mutated valid batches)."""
+"""Fuzzing the decoder (``batch.py``'s ``iter_batches``, legacy entries through ``legacy.py``): any
+bytes give valid results or CorruptRecordError, never another exception, a crash or a hang
+(arbitrary bytes, forged headers, mutated valid batches). Apart from ``batch_test.py`` because
+its rounds take seconds (the slow lane runs them all)."""
 
 from __future__ import annotations
 
