@@ -207,7 +207,8 @@ def test_undecodable_and_unknown_records_are_skipped_with_a_log_line(tmp_path, c
     p = s.coordinator.partition_for("g")
     lg = dd.open_log(R.OFFSETS_TOPIC, p)
     good = R.offset_commit_record("g", "t", 1, R.OffsetCommitValue(5, -1, "", 1))
-    lg.append_records([b"\x00\x07\x00\x01g", R.encode_key(R.OffsetCommitKey("g", "t", 9)), good.key_bytes()],
+    # type 10 (a share group's record) is skipped; types 3-8 and 16 are the consumer groups' now
+    lg.append_records([b"\x00\x0a\x00\x01g", R.encode_key(R.OffsetCommitKey("g", "t", 9)), good.key_bytes()],
                       [b"\x00\x00", b"\x00\x03\x00", good.value_bytes()])
     dd.close()
     dd = open_dir(tmp_path / "d")
@@ -215,7 +216,7 @@ def test_undecodable_and_unknown_records_are_skipped_with_a_log_line(tmp_path, c
         s2 = service(dd)
     assert {k: o.offset for k, o in s2.coordinator.committed("g").items()} == {("t", 0): 1, ("t", 1): 5}
     text = caplog.text
-    assert f"__consumer_offsets-{p}: offset 2: record skipped" in text and "offset 1: unknown record type 7" in text
+    assert f"__consumer_offsets-{p}: offset 2: record skipped" in text and "offset 1: unknown record type 10" in text
     dd.close()
 
 

@@ -1,7 +1,8 @@
 """Kafka's ``GroupCoordinatorShard``: the group coordinator as one object, composing the
-``GroupMetadataManager`` (the classic groups and their rebalances) and the
-``OffsetMetadataManager`` (committed offsets) over one clock, one ``Timer`` and one view of the
-``__consumer_offsets`` partitions being loaded.
+``GroupMetadataManager`` (its classic half here, ``group_manager``, and its consumer-protocol half,
+``consumer_group_manager``: KIP-848) and the ``OffsetMetadataManager`` (committed offsets) over one
+clock, one ``Timer`` and one view of the ``__consumer_offsets`` partitions being loaded. A group id
+names a classic group or a consumer group, never both.
 
 Each request is handed to the manager that owns it; the shard itself only holds what needs both:
 DeleteGroups (a group's offsets, then the group), the periodic cleanup (expired offsets, then the
@@ -29,6 +30,8 @@ from ...record import consumer_offsets as R
 from .api_data import CommitPartition, DescribedGroup, JoinRequest, ListedGroup, SyncRequest
 from .classic_group import ClassicGroup
 from .config import GroupConfig
+from .api_data import HeartbeatRequest, HeartbeatResponse
+from .consumer_group_manager import ConsumerGroupManager
 from .group_manager import GroupMetadataManager
 from .offset_manager import OffsetAndMetadata, OffsetMetadataManager
 from ..runtime import CoordinatorPartitions, GroupError, Outcome, Timer
@@ -46,7 +49,10 @@ class GroupCoordinatorShard:
         self.timer = Timer()
         self.partitions = CoordinatorPartitions(self.config.num_partitions)
         self.group_manager = GroupMetadataManager(self.config, self.clock, self.timer, self.partitions)
-        self.offset_manager = OffsetMetadataManager(self.config, self.clock, self.partitions, self.group_manager)
+        self.consumer = ConsumerGroupManager(self.config, self.clock, self.timer, self.partitions,
+                                             self.group_manager)
+        self.offset_manager = OffsetMetadataManager(self.config, self.clock, self.partitions, self.group_manager,
+                                                    self.consumer.groups)
 
     @property
     def groups(self) -> dict[str, ClassicGroup]:
@@ -71,10 +77,21 @@ class GroupCoordinatorShard:
         return self.group_manager.leave_group(group_id, members)
 
     def describe_groups(self, group_ids: list) -> list[DescribedGroup]:
+        """A consumer group is not a classic group: it reads as Dead without members, as Kafka
+        answers DescribeGroups up to v5 (the admin clients then ask ConsumerGroupDescribe)."""
         return self.group_manager.describe_groups(group_ids)
 
     def list_groups(self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()) -> list[ListedGroup]:
-        return self.group_manager.list_groups(states_filter, types_filter)
+        states = {s.strip().lower() for s in states_filter}
+        types = {t.strip().lower() for t in types_filter}
+        return self.group_manager.list_groups(states_filter, types_filter) + self.consumer.list_groups(states, types)
+
+    # -- KIP-848
+    def consumer_group_heartbeat(self, req: HeartbeatRequest) -> tuple[Outcome, HeartbeatResponse]:
+        return self.consumer.heartbeat(req)
+
+    def consumer_group_describe(self, group_ids: list) -> list:
+        return self.consumer.describe(group_ids)
 
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
                        group_instance_id: str | None, partitions: list[CommitPartition],
@@ -88,9 +105,9 @@ class GroupCoordinatorShard:
         return self.offset_manager.commit_transactional_offsets(group_id, generation_id, member_id,
                                                                 group_instance_id, partitions, api_version)
 
-    def fetch_offsets(self, group_id: str | None, topics: list | None,
-                      require_stable: bool = False) -> tuple[ErrorCode, list]:
-        return self.offset_manager.fetch_offsets(group_id, topics, require_stable)
+    def fetch_offsets(self, group_id: str | None, topics: list | None, require_stable: bool = False,
+                      member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, list]:
+        return self.offset_manager.fetch_offsets(group_id, topics, require_stable, member_id, member_epoch)
 
     def committed(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
         return self.offset_manager.committed(group_id)
@@ -109,13 +126,15 @@ class GroupCoordinatorShard:
             if not gid:
                 results.append((gid, ErrorCode.invalid_group_id))
                 continue
+            manager = self.consumer if gid in self.consumer.groups else self.group_manager
             try:
-                self.group_manager.validate_delete_group(gid)
+                self.partitions.check_loaded(gid)
+                manager.validate_delete_group(gid)
             except GroupError as e:
                 results.append((gid, e.code))
                 continue
             self.offset_manager.delete_all_offsets(gid, recs)
-            self.group_manager.create_group_tombstone_records(gid, recs)
+            manager.create_group_tombstone_records(gid, recs)
             results.append((gid, ErrorCode.none))
         if recs:
             log.info(f"The following groups were deleted: "
@@ -127,11 +146,12 @@ class GroupCoordinatorShard:
         (cleanupGroupMetadata)."""
         now = self.clock()
         recs = []
-        for gid in self.group_manager.group_ids():
+        for gid in self.group_manager.group_ids() + list(self.consumer.groups):
             if self.partitions.is_loading(gid):
                 continue
             if self.offset_manager.cleanup_expired_offsets(gid, now, recs):
-                self.group_manager.maybe_delete_group(gid, recs)
+                manager = self.consumer if gid in self.consumer.groups else self.group_manager
+                manager.maybe_delete_group(gid, recs)
         if recs:
             log.info(f"Generated {len(recs)} tombstone records while cleaning up group metadata.")
         return Outcome(recs)
@@ -151,8 +171,10 @@ class GroupCoordinatorShard:
         key = record.key
         if isinstance(key, R.OffsetCommitKey):
             self.offset_manager.replay(key, record.value, offset, producer_id)
-        else:
+        elif isinstance(key, R.GroupMetadataKey):
             self.group_manager.replay(key.group, record.value)
+        else:
+            self.consumer.replay(record)
 
     def replay_end_txn(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
         """A COMMIT or ABORT marker of a producer that committed offsets in a transaction, in
@@ -166,7 +188,8 @@ class GroupCoordinatorShard:
         """The partition's groups are served; their loaded members get session timers (onLoaded)."""
         self.partitions.loading.discard(partition)
         self.group_manager.on_loaded(partition)
+        self.consumer.on_loaded(partition)
 
     def take_pending(self) -> list[Outcome]:
         """Outcomes produced inside callbacks (a failed write's new rebalance), to be written."""
-        return self.group_manager.take_pending()
+        return self.group_manager.take_pending() + self.consumer.take_pending()

@@ -1,0 +1,700 @@
+"""Kafka's ``GroupMetadataManager``, the consumer-protocol half (KIP-848): ConsumerGroupHeartbeat
+(join, heartbeat, leave, static membership), ConsumerGroupDescribe, the session and rebalance
+timers, fencing, regex subscriptions resolved against the topics, the metadata-change hook, the
+consumer groups' part of ListGroups and DeleteGroups, and the replay of their records (types 3-8
+and 16 of ``record/consumer_offsets``). Spec: consumer-protocol.md §2, §5, §6, §7, §8, §10.
+
+State changes only by replay, as in Kafka: an operation reads the group, produces records and the
+response it will give; the caller appends the records and replays them (``replay``), then runs
+``on_written`` (which turns the response into the append's error when it failed). Loading is the
+same replay. The sans-IO cores live in ``consumer/`` (model, assignors, reconciliation, target
+assignment, regexes); this module wires them as ``consumerGroupHeartbeat`` does.
+
+Where Kafka's code and the spec differ, the code is followed (and said so where it matters):
+* a static member rejoining with epoch 0 under its *own* member id is accepted as a known member
+  (KAFKA-19233's rule for dynamic members; Kafka would answer UNRELEASED_INSTANCE_ID to a static
+  member whose leave was lost, which librdkafka cannot recover from);
+* the subscription type handed to the assignor counts the updated member's regex, as the
+  resolution that follows does (Kafka's ``updateSubscriptionMetadata`` reads the group's counts
+  before the update; both assignors accept either type, only the shape can differ);
+* regex resolution runs synchronously right after the heartbeat's own write, as a second
+  operation (Kafka runs it on an executor and writes its result as a separate operation too), so
+  the heartbeat introducing a regex gets no partitions for it and a later one does (spec §5);
+* a non-empty classic group is not upgraded (§11.2 is not implemented): epoch 0 on it answers
+  GROUP_ID_NOT_FOUND, as Kafka does with ``group.consumer.migration.policy=disabled``.
+
+Sans-IO: an injected clock, timers in the shared ``Timer``, the topics through ``image()``.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections import Counter
+from typing import Callable, Iterable
+
+from kio.schema.errors import ErrorCode
+
+from ...record import consumer_offsets as R
+from .api_data import (DescribedConsumerGroup, DescribedConsumerMember, HeartbeatRequest, HeartbeatResponse,
+                       ListedGroup)
+from .config import GroupConfig
+from .consumer import regex as RX
+from .consumer.assignors import ASSIGNORS, PartitionAssignorError
+from .consumer.model import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
+                             ConsumerGroupMember, ConsumerGroupState, IllegalStateError, MemberState,
+                             MetadataImage, ResolvedRegularExpression, SubscriptionCount, compute_metadata_hash,
+                             current_assignment_record, group_epoch_record, member_metadata_record,
+                             regex_record, replay as replay_record, subscription_type,
+                             target_assignment_epoch_record, target_assignment_record, tombstones_for_group,
+                             tombstones_for_member)
+from .consumer.reconcile import CurrentAssignmentBuilder, FencedMemberEpochError
+from .consumer.target_assignment import TargetAssignmentBuilder
+from ..runtime import CoordinatorPartitions, GroupError, Outcome, Timer, append_error
+
+log = logging.getLogger("kafka.coordinator.group.GroupMetadataManager")
+
+CONSUMER = "consumer"                      # the group type and protocol type ListGroups names
+REGEX_BATCH_REFRESH_MIN_INTERVAL_MS = 10_000   # GroupMetadataManager's
+NEVER = 1 << 62
+
+
+def session_key(group_id: str, member_id: str):
+    return ("consumer-session", group_id, member_id)
+
+
+def rebalance_key(group_id: str, member_id: str):
+    return ("consumer-rebalance", group_id, member_id)
+
+
+def new_member_id() -> str:
+    """Kafka's ``Uuid.randomUuid().toString()``: 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+def _blank(value) -> bool:
+    """``throwIfEmptyString``: a given string that is empty once trimmed (null passes)."""
+    return value is not None and not value.strip()
+
+
+def invalid_heartbeat(req: HeartbeatRequest, assignors) -> tuple[ErrorCode, str] | None:
+    """GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid (spec §2.2 rule 4):
+    INVALID_REQUEST, then UNSUPPORTED_ASSIGNOR; None when the request is well formed."""
+    bad = ErrorCode.invalid_request
+    epoch = req.member_epoch
+    if (req.api_version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and _blank(req.member_id):
+        return bad, "MemberId can't be empty."
+    if _blank(req.group_id):
+        return bad, "GroupId can't be empty."
+    if _blank(req.instance_id):
+        return bad, "InstanceId can't be empty."
+    if _blank(req.rack_id):
+        return bad, "RackId can't be empty."
+    if epoch == 0:
+        if req.rebalance_timeout_ms == -1:
+            return bad, "RebalanceTimeoutMs must be provided in first request."
+        if req.topic_partitions is None or req.topic_partitions:
+            return bad, "TopicPartitions must be empty when (re-)joining."
+        if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+            return bad, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if req.instance_id is None:
+            return bad, "InstanceId can't be null."
+    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        return bad, "MemberEpoch is invalid."
+    if req.server_assignor is not None and req.server_assignor not in assignors:
+        return (ErrorCode.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
+                f"Supported assignors: {', '.join(assignors)}.")
+    return None
+
+
+def _is_subset(owned, assigned) -> bool:
+    """``GroupMetadataManager.isSubset``: null owned partitions are no subset."""
+    if owned is None:
+        return False
+    for t, ps in owned:
+        if ps and not set(ps) <= assigned.get(t, frozenset()):
+            return False
+    return True
+
+
+class ConsumerGroupManager:
+    """The consumer groups of the broker; see the module docstring. ``classic`` is the classic
+    half (``GroupMetadataManager``), consulted for the group ids both share; ``image()`` gives the
+    topics as they are now (``MetadataImage``)."""
+
+    def __init__(self, config: GroupConfig, clock: Callable[[], int], timer: Timer,
+                 partitions: CoordinatorPartitions, classic,
+                 image: Callable[[], MetadataImage] | None = None):
+        self.config = config
+        self.clock = clock
+        self.timer = timer
+        self.partitions = partitions
+        self.classic = classic
+        self.image: Callable[[], MetadataImage] = image or MetadataImage
+        # group config lookups (consumer.session.timeout.ms, consumer.heartbeat.interval.ms): the
+        # service plugs in the data dir's dynamic group configs
+        self.group_setting: Callable[[str, str], int | None] = lambda group_id, name: None
+        self.groups: dict[str, ConsumerGroup] = {}
+        # group -> (deadline, epoch) of its next metadata refresh (ModernGroup.metadataRefreshDeadline);
+        # absent = due (a group loaded or never refreshed), as Kafka's starts at 0
+        self._refresh: dict[str, tuple[int, int]] = {}
+        self.last_topic_creation_version = -1      # lastMetadataImageWithNewTopics
+        self.topic_hash_cache: dict[str, int] = {}
+        self._pending: list[Outcome] = []
+        self.rebalances = 0                         # consumer-group-rebalance-count (epoch bumps)
+
+    # == ConsumerGroupHeartbeat =======================================================================
+    def heartbeat(self, req: HeartbeatRequest) -> tuple[Outcome, HeartbeatResponse]:
+        resp = HeartbeatResponse()
+        # the handler checks first (after the ACLs, as Kafka); checked again here so that nothing
+        # reaching the coordinator can be malformed
+        invalid = invalid_heartbeat(req, self.config.consumer_assignors)
+        if invalid is not None:
+            return Outcome(), resp.fail(*invalid)
+        try:
+            self.partitions.check_loaded(req.group_id)
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                outcome = self._leave(req, resp)
+            else:
+                outcome = self._heartbeat(req, resp)
+        except GroupError as e:
+            return Outcome(), resp.fail(e.code, str(e))
+        except FencedMemberEpochError as e:
+            return Outcome(), resp.fail(ErrorCode.fenced_member_epoch, str(e))
+        except RX.InvalidRegularExpressionError as e:
+            return Outcome(), resp.fail(ErrorCode.invalid_regular_expression, str(e))
+        except PartitionAssignorError as e:
+            msg = f"Failed to compute a new target assignment: {e}"
+            log.error(f"[GroupId {req.group_id}] {msg}.")
+            return Outcome(), resp.fail(ErrorCode.unknown_server_error, msg)
+        after = outcome.on_written
+
+        def written(error):
+            if error is not None:
+                resp.fail(append_error(error))
+            if after is not None:
+                after(error)
+        return Outcome(outcome.records, written), resp
+
+    def _heartbeat(self, req: HeartbeatRequest, resp: HeartbeatResponse) -> Outcome:
+        now = self.clock()
+        image = self.image()
+        gid = req.group_id
+        recs: list = []
+        create = req.member_epoch == 0
+
+        # H1: the group (created only by the records, once written)
+        group = self.groups.get(gid)
+        if group is None:
+            classic = self.classic.groups.get(gid)
+            if classic is not None:
+                if not (create and classic.is_empty()):
+                    raise GroupError(ErrorCode.group_id_not_found, f"Group {gid} is not a consumer group.")
+                # an empty classic group (or a simple one of manual commits) becomes a consumer
+                # group; its offsets stay
+                log.info(f"[GroupId {gid}] Converting the empty classic group to a consumer group.")
+                recs.append(R.group_metadata_record(gid, None))
+            elif not create:
+                raise GroupError(ErrorCode.group_id_not_found, f"Consumer group {gid} not found.")
+            group = ConsumerGroup(gid)
+
+        # H2: the size
+        if len(group.members) >= self.config.consumer_max_size and \
+                (not req.member_id or req.member_id not in group.members):
+            raise GroupError(ErrorCode.group_max_size_reached,
+                             f"The consumer group has reached its maximum capacity of "
+                             f"{self.config.consumer_max_size} members.")
+
+        # H3, H4: the member
+        member_id = req.member_id or new_member_id()
+        if req.instance_id is None:
+            member = self._dynamic_member(group, member_id, req)
+        else:
+            member = self._static_member(group, member_id, req, recs)
+        in_group = member.member_id in group.members
+        replaced = None
+        if req.instance_id is not None and not in_group:
+            prev = group.static_members.get(req.instance_id)
+            replaced = group.members.get(prev) if prev is not None else None
+        # the member as the group knows it, for the counts it contributes
+        counted = group.members.get(member.member_id) or replaced
+
+        # H5: update
+        changes = {"client_id": req.client_id, "client_host": req.client_host, "classic_member_metadata": None}
+        if req.instance_id is not None:
+            changes["instance_id"] = req.instance_id
+        if req.rack_id is not None:
+            changes["rack_id"] = req.rack_id
+        if req.rebalance_timeout_ms != -1:
+            changes["rebalance_timeout_ms"] = req.rebalance_timeout_ms
+        if req.server_assignor is not None:
+            changes["server_assignor"] = req.server_assignor
+        if req.subscribed_topic_names is not None:
+            changes["subscribed_topic_names"] = frozenset(req.subscribed_topic_names)
+        if req.subscribed_topic_regex is not None:
+            changes["subscribed_topic_regex"] = req.subscribed_topic_regex
+        updated = member.with_(**changes)
+        names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
+        if updated != member:
+            recs.append(member_metadata_record(gid, updated))
+
+        # H6: the regex
+        regex_changed, regex_bump, resolve = self._update_regex(group, counted, member, updated, now, recs)
+
+        # H7: the group epoch
+        bump = group.group_epoch == 0 or names_changed or regex_bump
+        group_epoch = group.group_epoch
+        names = self._subscribed_names(group, counted, updated)
+        regexes = group.subscribed_regexes()
+        if counted is not None and counted.regex:
+            regexes[counted.regex] -= 1
+        if updated.regex:
+            regexes[updated.regex] += 1
+        regexes = Counter({r: c for r, c in regexes.items() if c > 0})
+        n_members = len(group.members) + (0 if counted is not None else 1)
+        sub_type = subscription_type(regexes, names, n_members)
+        if bump or self._refresh_due(group, now):
+            h = compute_metadata_hash(names, image, self.topic_hash_cache)
+            if h != group.metadata_hash:
+                if not bump:
+                    log.info(f"[GroupId {gid}] Computed new metadata hash: {h}.")
+                bump = True
+            if bump:
+                group_epoch += 1
+                recs.append(group_epoch_record(gid, group_epoch, h))
+                self.rebalances += 1
+                log.info(f"[GroupId {gid}] Bumped group epoch to {group_epoch} with metadata hash {h}.")
+                if group.has_subscription_metadata_record:
+                    recs.append(R.consumer_group_record(R.ConsumerGroupPartitionMetadataKey(gid), None))
+            self._refresh[gid] = (NEVER, group_epoch)
+
+        # H8: the target assignment
+        if group_epoch > group.assignment_epoch:
+            target = self._update_target(group, group_epoch, member, updated, sub_type, image, recs)
+            target_epoch = group_epoch
+        else:
+            target_epoch = group.assignment_epoch
+            target = group.target(updated.member_id)
+            if replaced is not None and updated.member_id not in group.target_assignment:
+                target = group.target(replaced.member_id)
+
+        # H9: reconciliation
+        subscription_changed = names_changed or regex_changed
+        if not (updated.is_reconciled_to(target_epoch) and not subscription_changed):
+            new = (CurrentAssignmentBuilder(updated).with_metadata_image(image)
+                   .with_target_assignment(target_epoch, target)
+                   .with_subscription_changed(subscription_changed)
+                   .with_resolved_regexes(group.resolved_regexes)
+                   .with_current_partition_epoch(group.current_partition_epoch)
+                   .with_owned_partitions(req.topic_partitions).build())
+            if new != updated:
+                recs.append(current_assignment_record(gid, new))
+                log.info(f"[GroupId {gid}] Member {new.member_id} new assignment state: epoch={new.member_epoch}, "
+                         f"previousEpoch={new.previous_member_epoch}, state={new.state.name}, "
+                         f"assigned={_fmt(new.assigned_partitions)}, "
+                         f"pendingRevocation={_fmt(new.partitions_pending_revocation)}.")
+                if new.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(gid, new.member_id, new.member_epoch, new.rebalance_timeout_ms)
+                else:
+                    self.timer.cancel(rebalance_key(gid, new.member_id))
+            updated = new
+
+        # H10: the session
+        self._schedule_session_timeout(gid, updated.member_id)
+
+        # H11, H12: the answer
+        resp.member_id = updated.member_id
+        resp.member_epoch = updated.member_epoch
+        resp.heartbeat_interval_ms = self.heartbeat_interval_ms(gid)
+        full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.topic_partitions is not None and
+                                         (req.subscribed_topic_names is not None or
+                                          req.subscribed_topic_regex is not None))
+        if full or updated.assigned_partitions != member.assigned_partitions:
+            resp.assignment = {t: sorted(ps) for t, ps in updated.assigned_partitions.items()}
+
+        def written(error):
+            if error is None and resolve:
+                self._pending.append(self._resolve_regexes(gid, resolve))
+        return Outcome(recs, written)
+
+    def _dynamic_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest) -> ConsumerGroupMember:
+        """``getOrMaybeSubscribeDynamicConsumerGroupMember``."""
+        m = group.members.get(member_id)
+        if m is None:
+            if req.member_epoch != 0:
+                raise GroupError(ErrorCode.unknown_member_id,
+                                 f"Member {member_id} is not a member of group {group.group_id}.")
+            log.info(f"[GroupId {group.group_id}] Member {member_id} joins the consumer group.")
+            return ConsumerGroupMember(member_id)
+        self._check_epoch(m, req.member_epoch, req.topic_partitions)
+        return m
+
+    def _static_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest,
+                       recs: list) -> ConsumerGroupMember:
+        """``getOrMaybeSubscribeStaticConsumerGroupMember`` and ``replaceMember`` (spec §8)."""
+        gid, iid = group.group_id, req.instance_id
+        existing_id = group.static_members.get(iid)
+        existing = group.members.get(existing_id) if existing_id is not None else None
+        if req.member_epoch == 0:
+            if existing is None:
+                m = group.members.get(member_id)
+                if m is not None:
+                    return m
+                log.info(f"[GroupId {gid}] Static member {member_id} with instance id {iid} joins the "
+                         f"consumer group.")
+                return ConsumerGroupMember(member_id)
+            if existing.member_id == member_id:
+                return existing         # rejoining under its own id (see the module docstring)
+            if not existing.use_classic_protocol() and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise GroupError(ErrorCode.unreleased_instance_id,
+                                 f"Static member {existing.member_id} with instance id {iid} cannot be "
+                                 f"replaced because it is still in use.")
+            new = existing.with_(member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            recs.extend(tombstones_for_member(gid, existing.member_id))
+            recs.append(member_metadata_record(gid, new))
+            recs.append(target_assignment_record(gid, member_id, group.target(existing.member_id)))
+            recs.append(current_assignment_record(gid, new))
+            log.info(f"[GroupId {gid}] Static member with instance id {iid} re-joins the consumer group "
+                     f"with member id {member_id}; it replaces {existing.member_id}.")
+            return new
+        if existing is None:
+            raise GroupError(ErrorCode.unknown_member_id, f"Instance id {iid} is unknown.")
+        if existing.member_id != member_id:
+            raise GroupError(ErrorCode.fenced_instance_id,
+                             f"Static member {member_id} with instance id {iid} is not the static member "
+                             f"{existing.member_id} known by the group {gid}.")
+        self._check_epoch(existing, req.member_epoch, req.topic_partitions)
+        return existing
+
+    @staticmethod
+    def _check_epoch(m: ConsumerGroupMember, epoch: int, owned) -> None:
+        """``throwIfConsumerGroupMemberEpochIsInvalid``; epoch 0 from a known member is a rejoin
+        (KAFKA-19233)."""
+        if epoch == 0:
+            return
+        if epoch > m.member_epoch:
+            raise FencedMemberEpochError(
+                f"The consumer group member has a greater member epoch ({epoch}) than the one known by "
+                f"the group coordinator ({m.member_epoch}). The member must abandon all its partitions "
+                f"and rejoin.")
+        if epoch < m.member_epoch:
+            # the answer carrying the bumped epoch may have been lost
+            if epoch != m.previous_member_epoch or not _is_subset(owned, m.assigned_partitions):
+                raise FencedMemberEpochError(
+                    f"The consumer group member has a smaller member epoch ({epoch}) than the one known "
+                    f"by the group coordinator ({m.member_epoch}). The member must abandon all its "
+                    f"partitions and rejoin.")
+
+    def _update_regex(self, group: ConsumerGroup, counted, member, updated, now: int, recs: list):
+        """``maybeUpdateRegularExpressions``: (regex changed, bump the epoch, regexes to resolve)."""
+        gid = group.group_id
+        old, new = member.regex, updated.regex
+        counts = group.subscribed_regexes()
+        changed = old != new
+        bump = require = False
+        if changed:
+            if old and counted is not None and counted.regex == old and counts[old] == 1:
+                recs.append(R.consumer_group_record(R.ConsumerGroupRegularExpressionKey(gid, old), None))
+            if new:
+                if counts[new] == 0:
+                    RX.validate(new)                # INVALID_REGULAR_EXPRESSION (128)
+                    require = True
+                else:
+                    bump = new in group.resolved_regexes
+        if not require and not counts:
+            return changed, bump, None
+        resolved = group.resolved_regexes
+        last = max((rr.timestamp for rr in resolved.values()), default=None)
+        if last is not None and now <= last + REGEX_BATCH_REFRESH_MIN_INTERVAL_MS:
+            return changed, bump, None
+        wanted = Counter(counts)
+        if counted is not None and counted.regex:
+            wanted[counted.regex] -= 1
+        if new:
+            wanted[new] += 1
+        wanted = {r for r, c in wanted.items() if c > 0}
+        require = require or len(wanted) != len(resolved)
+        require = require or max((rr.version for rr in resolved.values()), default=-1) < self.last_topic_creation_version
+        require = require or (last is not None and now > last + self.config.consumer_regex_refresh_interval_ms)
+        return changed, bump, (wanted if require and wanted else None)
+
+    def _resolve_regexes(self, gid: str, regexes: set) -> Outcome:
+        """``refreshRegularExpressions`` + ``handleRegularExpressionsResult``: the regexes still in
+        use resolved against the topics, and an epoch bump when a topic set or the hash changed."""
+        group = self.groups.get(gid)
+        if group is None:
+            return Outcome()
+        image, now = self.image(), self.clock()
+        result = RX.resolve(regexes, list(image.by_name))
+        counts = group.subscribed_regexes()
+        recs, bump = [], False
+        resolved = dict(group.resolved_regexes)
+        for r, topics in result.items():
+            if counts[r] == 0:
+                continue
+            old = group.resolved_regexes.get(r)
+            if old is None or old.topics != topics:
+                bump = True
+            rr = ResolvedRegularExpression(topics, image.version, now)
+            resolved[r] = rr
+            recs.append(regex_record(gid, r, rr))
+        names = {n for m in group.members.values() for n in m.subscribed_topic_names}
+        for r, rr in resolved.items():
+            if counts[r] > 0:
+                names |= rr.topics
+        h = compute_metadata_hash(names, image, self.topic_hash_cache)
+        if bump or h != group.metadata_hash:
+            recs.append(group_epoch_record(gid, group.group_epoch + 1, h))
+            self.rebalances += 1
+            log.info(f"[GroupId {gid}] Bumped group epoch to {group.group_epoch + 1} after resolving "
+                     f"{', '.join(sorted(result))}.")
+        return Outcome(recs)
+
+    @staticmethod
+    def _subscribed_names(group: ConsumerGroup, counted, updated) -> dict[str, SubscriptionCount]:
+        """``computeSubscribedTopicNames(old, new)``: the group's names with ``counted`` replaced by
+        ``updated`` (resolved regexes count once each)."""
+        names = group.subscribed_topic_names()
+        if counted is not None:
+            for n in counted.subscribed_topic_names:
+                names[n].by_name -= 1
+        for n in updated.subscribed_topic_names:
+            names.setdefault(n, SubscriptionCount()).by_name += 1
+        return {n: c for n, c in names.items() if c.by_name > 0 or c.by_regex > 0}
+
+    def _refresh_due(self, group: ConsumerGroup, now: int) -> bool:
+        """``ModernGroup.hasMetadataExpired``."""
+        entry = self._refresh.get(group.group_id)
+        return entry is None or now >= entry[0] or group.group_epoch < entry[1]
+
+    def _update_target(self, group: ConsumerGroup, group_epoch: int, member, updated, sub_type, image,
+                       recs: list) -> dict:
+        """``updateTargetAssignment``: the assignor most members name (else the default)."""
+        name = group.preferred_server_assignor(member if member.member_id in group.members else None, updated)
+        if name not in ASSIGNORS:
+            # none named, or one stored by another coordinator (a Kafka log with a custom assignor)
+            name = self.config.consumer_assignors[0]
+        b = TargetAssignmentBuilder.for_group(group, group_epoch, ASSIGNORS[name], image, sub_type)
+        b.add_or_update_member(updated.member_id, updated)
+        prev = group.static_members.get(updated.instance_id) if updated.instance_id is not None else None
+        if prev is not None and prev != updated.member_id:
+            b.remove_member(prev)
+        result = b.build()
+        recs.extend(result.records)
+        log.info(f"[GroupId {group.group_id}] Computed a new target assignment for epoch {group_epoch} with "
+                 f"'{name}' assignor: {len(result.target)} member(s).")
+        return result.target.get(updated.member_id, {})
+
+    # == leave and fencing ============================================================================
+    def _leave(self, req: HeartbeatRequest, resp: HeartbeatResponse) -> Outcome:
+        """``consumerGroupLeave`` (spec §2.4)."""
+        gid = req.group_id
+        group = self.groups.get(gid)
+        if group is None:
+            raise GroupError(ErrorCode.group_id_not_found, f"Consumer group {gid} not found.")
+        resp.member_id, resp.member_epoch = req.member_id, req.member_epoch
+        if req.instance_id is None:
+            m = group.members.get(req.member_id)
+            if m is None:
+                raise GroupError(ErrorCode.unknown_member_id,
+                                 f"Member {req.member_id} is not a member of group {gid}.")
+            log.info(f"[GroupId {gid}] Member {m.member_id} left the consumer group.")
+            return self.fence(group, [m])
+        mid = group.static_members.get(req.instance_id)
+        if mid is None:
+            raise GroupError(ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
+        if mid != req.member_id:
+            raise GroupError(ErrorCode.fenced_instance_id,
+                             f"Static member {req.member_id} with instance id {req.instance_id} is not the "
+                             f"static member {mid} known by the group {gid}.")
+        m = group.members[mid]
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            log.info(f"[GroupId {gid}] Static member {mid} with instance id {req.instance_id} temporarily "
+                     f"left the consumer group.")
+            # its partitions stay its own until its session expires (spec §2.4)
+            leaving = m.with_(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={})
+            return Outcome([current_assignment_record(gid, leaving)])
+        log.info(f"[GroupId {gid}] Static member {mid} with instance id {req.instance_id} left the consumer group.")
+        return self.fence(group, [m])
+
+    def fence(self, group: ConsumerGroup, members: list[ConsumerGroupMember]) -> Outcome:
+        """``consumerGroupFenceMembers`` (spec §2.5): the members' tombstones (8, 7, 5), their
+        regexes nobody else uses, the epoch bumped with the hash of what remains; with nobody left
+        the target's epoch too (KAFKA-20442)."""
+        gid = group.group_id
+        gone = {m.member_id for m in members}
+        recs = []
+        for m in members:
+            recs.extend(tombstones_for_member(gid, m.member_id))
+            self.timer.cancel(session_key(gid, m.member_id))
+            self.timer.cancel(rebalance_key(gid, m.member_id))
+        remaining = [m for m in group.members.values() if m.member_id not in gone]
+        used = Counter(m.regex for m in remaining if m.regex)
+        for r in dict.fromkeys(m.regex for m in members if m.regex):
+            if used[r] == 0 and r in group.resolved_regexes:
+                recs.append(R.consumer_group_record(R.ConsumerGroupRegularExpressionKey(gid, r), None))
+        names = {n for m in remaining for n in m.subscribed_topic_names}
+        for r in used:
+            rr = group.resolved_regexes.get(r)
+            if rr is not None:
+                names |= rr.topics
+        epoch = group.group_epoch + 1
+        recs.append(group_epoch_record(gid, epoch, compute_metadata_hash(names, self.image(), self.topic_hash_cache)))
+        if not remaining:
+            recs.append(target_assignment_epoch_record(gid, epoch))
+        self.rebalances += 1
+        return Outcome(recs)
+
+    # == timers =======================================================================================
+    def session_timeout_ms(self, group_id: str) -> int:
+        v = self.group_setting(group_id, "consumer.session.timeout.ms")
+        return self.config.consumer_session_timeout_ms if v is None else v
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        v = self.group_setting(group_id, "consumer.heartbeat.interval.ms")
+        return self.config.consumer_heartbeat_interval_ms if v is None else v
+
+    def _schedule_session_timeout(self, gid: str, mid: str) -> None:
+        self.timer.schedule(session_key(gid, mid), self.clock() + self.session_timeout_ms(gid),
+                            lambda: self._session_expired(gid, mid))
+
+    def _session_expired(self, gid: str, mid: str) -> Outcome:
+        group = self.groups.get(gid)
+        m = group.members.get(mid) if group is not None else None
+        if m is None:
+            return Outcome()
+        log.info(f"[GroupId {gid}] Member {mid} fenced from the group because its session expired.")
+        return self.fence(group, [m])
+
+    def _schedule_rebalance_timeout(self, gid: str, mid: str, epoch: int, timeout_ms: int) -> None:
+        self.timer.schedule(rebalance_key(gid, mid), self.clock() + max(timeout_ms, 0),
+                            lambda: self._rebalance_expired(gid, mid, epoch))
+
+    def _rebalance_expired(self, gid: str, mid: str, epoch: int) -> Outcome:
+        group = self.groups.get(gid)
+        m = group.members.get(mid) if group is not None else None
+        if m is None or m.member_epoch != epoch:
+            return Outcome()
+        log.info(f"[GroupId {gid}] Member {mid} fenced from the group because it failed to revoke "
+                 f"partitions within {m.rebalance_timeout_ms} ms.")
+        return self.fence(group, [m])
+
+    # == the topics changing (GroupMetadataManager.onNewMetadataImage) ================================
+    def on_metadata_change(self, changed: Iterable[str], created: bool, version: int) -> None:
+        """Topics were created, deleted or grew: every group subscribed to one (by name or through
+        a resolved regex) refreshes its metadata hash at its next heartbeat; a creation makes
+        groups with regexes resolve them again."""
+        changed = set(changed)
+        if created:
+            self.last_topic_creation_version = version
+        for n in changed:
+            self.topic_hash_cache.pop(n, None)
+        for gid, group in self.groups.items():
+            if created and group.subscribed_regexes():
+                self._refresh.pop(gid, None)
+                continue
+            if changed & set(group.subscribed_topic_names()):
+                self._refresh.pop(gid, None)
+
+    # == ConsumerGroupDescribe / ListGroups / DeleteGroups ============================================
+    def describe(self, group_ids: list) -> list[DescribedConsumerGroup]:
+        image = self.image()
+
+        def tps(a):
+            out = []
+            for t in sorted(a, key=lambda t: t.bytes):
+                topic = image.by_id.get(t)
+                if topic is not None:           # a deleted topic is left out
+                    out.append((t, topic.name, sorted(a[t])))
+            return out
+
+        out = []
+        for gid in group_ids:
+            if not gid or not gid.strip():
+                out.append(DescribedConsumerGroup("" if gid is None else gid, ErrorCode.invalid_group_id,
+                                                  "Group ID can't be empty."))
+                continue
+            try:
+                self.partitions.check_loaded(gid)
+            except GroupError as e:
+                out.append(DescribedConsumerGroup(gid, e.code, str(e)))
+                continue
+            group = self.groups.get(gid)
+            if group is None:
+                what = "not a consumer group" if gid in self.classic.groups else "not found"
+                out.append(DescribedConsumerGroup(gid, ErrorCode.group_id_not_found,
+                                                  f"Group {gid} {what}."))
+                continue
+            members = [DescribedConsumerMember(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
+                                       m.client_host, sorted(m.subscribed_topic_names), m.regex,
+                                       tps(m.assigned_partitions), tps(group.target(m.member_id)),
+                                       0 if m.use_classic_protocol() else 1)
+                       for m in group.members.values()]
+            out.append(DescribedConsumerGroup(gid, ErrorCode.none, None, group.state.value, group.group_epoch,
+                                              group.assignment_epoch,
+                                              group.preferred_server_assignor() or self.config.consumer_assignors[0],
+                                              members))
+        return out
+
+    def list_groups(self, states: set[str], types: set[str]) -> list:
+        if types and CONSUMER not in types:
+            return []
+        out = []
+        for gid, g in self.groups.items():
+            if self.partitions.is_loading(gid):
+                continue
+            state = g.state.value
+            if states and state.lower() not in states:
+                continue
+            out.append(ListedGroup(gid, CONSUMER, state, CONSUMER))
+        return out
+
+    def validate_delete_group(self, group_id: str) -> None:
+        """``ConsumerGroup.validateDeleteGroup``: only an Empty group goes."""
+        if self.groups[group_id].state is not ConsumerGroupState.EMPTY:
+            raise GroupError(ErrorCode.non_empty_group, f"Group {group_id} is not empty.")
+
+    def create_group_tombstone_records(self, group_id: str, records: list) -> None:
+        records.extend(tombstones_for_group(self.groups[group_id]))
+
+    def maybe_delete_group(self, group_id: str, records: list) -> None:
+        """The group's tombstones when it is empty and its offsets are all gone."""
+        group = self.groups[group_id]
+        if group.is_empty():
+            records.extend(tombstones_for_group(group))
+
+    # == replay and loading ===========================================================================
+    def replay(self, record: R.CoordinatorRecord) -> None:
+        """A consumer-group record read at load or written. A simple classic group (manual
+        commits) with the same id is replaced by the consumer group (spec §7.3)."""
+        gid = record.key.group
+        if record.value is not None and gid not in self.groups:
+            classic = self.classic.groups.get(gid)
+            if classic is not None and classic.is_empty():
+                self.classic.replay(gid, None)
+        try:
+            replay_record(self.groups, record)
+        except IllegalStateError as e:
+            # Kafka stops loading the partition; one contradictory record is logged and skipped here
+            log.error(f"[GroupId {gid}] Record {type(record.key).__name__} not applied: {e}")
+
+    def on_loaded(self, partition: int) -> None:
+        """Session timers for every loaded member, rebalance timers for those revoking (onLoaded)."""
+        for gid, group in self.groups.items():
+            if self.partitions.partition_for(gid) != partition:
+                continue
+            log.info(f"Loaded consumer group {gid} with {len(group.members)} members.")
+            for m in group.members.values():
+                self._schedule_session_timeout(gid, m.member_id)
+                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(gid, m.member_id, m.member_epoch, m.rebalance_timeout_ms)
+
+    def take_pending(self) -> list[Outcome]:
+        out, self._pending[:] = list(self._pending), []
+        return [o for o in out if o.records or o.on_written]
+
+
+def _fmt(a) -> str:
+    return "{" + ", ".join(f"{t}-{sorted(ps)}" for t, ps in a.items()) + "}"
