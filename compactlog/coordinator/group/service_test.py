@@ -429,3 +429,59 @@ def test_a_txn_offset_commit_too_large_for_the_partition_is_refused(tmp_path):
     assert txn_commit(s, parts, fake) == [ErrorCode.unknown_server_error] * 20
     assert dd.open_log(R.OFFSETS_TOPIC, p).log_end_offset == 0 and committed(s) == {}
     dd.close()
+
+
+# -- KIP-848 consumer groups: their records written, loaded and compacted ---------------------------
+
+def test_consumer_group_records_are_loaded_and_survive_compaction(tmp_path):
+    """Members of a consumer group join, reconcile and leave many times over small segments of
+    __consumer_offsets; the loader rebuilds the same group (epochs, members, targets, partition
+    owners) before and after the cleaner compacts the topic, and the topic shrinks."""
+    from compactlog.coordinator.group.api_data import HeartbeatRequest
+    clock = Clock()
+    props = {"offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "2048",
+             "log.cleaner.min.cleanable.ratio": "0.01", "log.cleaner.delete.retention.ms": "0"}
+    dd = open_dir(tmp_path / "d", **props)
+    dd.create_topic("t", 6)
+    s = service(dd, clock)
+
+    def hb(member, epoch, owned=None, **kw):
+        req = HeartbeatRequest("cg", member, epoch, rebalance_timeout_ms=300000 if epoch == 0 else -1,
+                               subscribed_topic_names=["t"] if epoch == 0 else None,
+                               topic_partitions=[] if epoch == 0 else owned, client_id="c",
+                               client_host="/127.0.0.1", **kw)
+        r = s.call(s.coordinator.consumer_group_heartbeat, req)
+        assert r.error == ErrorCode.none, r
+        return r
+
+    def settle(members):
+        for _ in range(4):
+            for mid in members:
+                m = s.coordinator.consumer.groups["cg"].members[mid]
+                hb(mid, m.member_epoch, [(t, sorted(ps)) for t, ps in m.assigned_partitions.items()])
+
+    hb("keep", 0)
+    for i in range(40):
+        clock.now += 10
+        hb(f"m{i}", 0)
+        settle(["keep", f"m{i}"])
+        hb(f"m{i}", -1)
+    settle(["keep"])
+    g = s.coordinator.consumer.groups["cg"]
+    want = (g.group_epoch, g.assignment_epoch, g.metadata_hash, dict(g.members), dict(g.target_assignment),
+            {t: dict(ps) for t, ps in g.partition_epochs.items()})
+
+    def loaded():
+        fresh = GroupCoordinatorService(dd, clock=clock)
+        fresh.load_now()
+        f = fresh.coordinator.consumer.groups["cg"]
+        return (f.group_epoch, f.assignment_epoch, f.metadata_hash, dict(f.members), dict(f.target_assignment),
+                {t: dict(ps) for t, ps in f.partition_epochs.items()})
+    assert loaded() == want
+    lg = dd.open_log(R.OFFSETS_TOPIC, 0)
+    before = lg.size()
+    assert len(lg.segments) > 5
+    Cleaner(dd, InProcessExecutor()).run(clock.now + 10**6, topic=R.OFFSETS_TOPIC, partition=0)
+    assert loaded() == want
+    assert lg.size() < before / 3, (lg.size(), before)
+    dd.close()
