@@ -235,3 +235,41 @@ def test_kcat_balanced_consumer_with_the_consumer_protocol(broker, tmp_path):
     assert sorted(r.stdout.split()) == sorted(b"v%d" % i for i in range(12))
     wait_until(lambda: sum(v for v in committed(broker.bootstrap, group, topic, 3).values() if v > 0) == 12,
                what="kcat's commits")
+
+
+def test_consumer_groups_cli_and_metrics_show_consumer_protocol_groups(broker):
+    """``compactlog consumer-groups`` through the broker and offline on its data dir (read-only
+    beside it): --members --verbose prints Kafka 4's CURRENT-EPOCH / CURRENT-ASSIGNMENT /
+    TARGET-EPOCH / TARGET-ASSIGNMENT, --state --verbose the group epochs (offline; the broker
+    backend's library does not expose them); the metrics count the group by protocol and state."""
+    import urllib.request
+    from broker_support import run_cli
+    from groups_support import table
+    topic, group = names("cp-cli")
+    create_topic(broker.bootstrap, topic, 2)
+    m = ConsumerProtocol(broker.bootstrap, group, topic)
+    try:
+        poll_until([m], lambda: m.assignment() == {0, 1}, what="the assignment")
+
+        def cg(*args, bootstrap=True):
+            extra = ["--bootstrap-server", broker.bootstrap] if bootstrap else []
+            r = run_cli(broker.data_dir, "consumer-groups", *extra, *args)
+            assert r.returncode == 0, r.stderr.decode()
+            return table(r.stdout.decode())
+        for online in (True, False):
+            rows = cg("--describe", "--group", group, "--members", "--verbose", bootstrap=online)
+            assert rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                               "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+            assert rows[1][4] == "2" and rows[1][6] == f"{topic}(0,1)" and rows[1][8] == f"{topic}(0,1)"
+            assert rows[1][5] == ("-" if online else "1") and rows[1][7] == ("-" if online else "1")
+        rows = cg("--describe", "--group", group, "--state", "--verbose", bootstrap=False)
+        assert rows[0][-4:] == ["STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+        assert rows[1][-4:] == ["Stable", "1", "1", "1"]
+        assert [group, "Stable"] in cg("--list", "--state")
+        text = urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10).read().decode()
+        counts = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                  if line.startswith("kafka_server_group_coordinator_metrics")}
+        assert counts['kafka_server_group_coordinator_metrics_group_count{protocol="consumer"}'] >= 1
+        assert counts['kafka_server_group_coordinator_metrics_consumer_group_count{state="stable"}'] >= 1
+    finally:
+        m.close()
