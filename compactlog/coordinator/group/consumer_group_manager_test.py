@@ -465,3 +465,31 @@ def test_fuzzed_heartbeats_never_crash_nor_wedge_the_coordinator():
 def test_config_without_the_consumer_protocol(protocols):
     assert not GroupConfig(protocols=protocols).consumer_protocol_enabled
     assert GroupConfig().consumer_protocol_enabled
+
+
+def test_classic_join_converts_an_empty_consumer_group_and_is_refused_by_a_busy_one():
+    from compactlog.coordinator.group.api_data import JoinRequest
+    h = CH()
+    h.hb("m1")
+
+    def join():
+        req = JoinRequest("g", "", "consumer", [("range", R.encode_subscription(["t"]))], 10000, 30000,
+                          None, "cli", "/127.0.0.1", 3)
+        outcome, fut = h.c.join_group(req)
+        h.run(outcome)
+        return fut
+    assert join().result(0).error == ErrorCode.inconsistent_group_protocol
+    outcome, errors = h.c.commit_offsets("g", 1, "m1", None, [CommitPartition("t", 0, 3)], -1, 9)
+    h.run(outcome)
+    h.hb("m1", -1)
+    n = len(h.log)
+    fut = join()
+    assert "g" not in h.c.consumer.groups and "g" in h.c.groups
+    kinds = h.types(n)
+    assert kinds[-1] == 2 and kinds[:-1] and set(kinds[:-1]) <= {3, 4, 5, 6, 7, 8, 16}
+    assert h.c.committed("g")[("t", 0)].offset == 3
+    # the log replays to the classic group alone
+    fresh = CH()
+    for i, rec in enumerate(h.log):
+        fresh.c.replay(rec, i)
+    assert "g" not in fresh.c.consumer.groups and "g" in fresh.c.groups

@@ -27,7 +27,7 @@ from typing import Callable, Iterable
 from kio.schema.errors import ErrorCode
 
 from ...record import consumer_offsets as R
-from .api_data import CommitPartition, DescribedGroup, JoinRequest, ListedGroup, SyncRequest
+from .api_data import CommitPartition, DescribedGroup, JoinRequest, JoinResponse, ListedGroup, SyncRequest
 from .classic_group import ClassicGroup
 from .config import GroupConfig
 from .api_data import HeartbeatRequest, HeartbeatResponse
@@ -64,7 +64,27 @@ class GroupCoordinatorShard:
 
     # -- the group APIs, each to the manager that owns it
     def join_group(self, req: JoinRequest) -> tuple[Outcome, Future]:
-        return self.group_manager.join_group(req)
+        """JoinGroup. On a consumer group (KIP-848): an empty one is deleted and a classic group
+        takes its id, its offsets kept (``classicGroupJoin`` converting it); a classic member
+        joining a non-empty one is refused with INCONSISTENT_GROUP_PROTOCOL, because classic
+        members inside consumer groups (spec §11.1) are not implemented."""
+        cg = self.consumer.groups.get(req.group_id)
+        if cg is None or self.partitions.is_loading(req.group_id):
+            return self.group_manager.join_group(req)
+        if not cg.is_empty():
+            log.info(f"[GroupId {req.group_id}] JoinGroup of a classic member refused: the group is a "
+                     f"consumer group with members (classic members in consumer groups are not supported).")
+            f: Future = Future()
+            f.set_result(JoinResponse(ErrorCode.inconsistent_group_protocol, member_id=req.member_id))
+            return Outcome(), f
+        # the classic join mutates its group in place (its records are not replayed), so the
+        # consumer group goes from memory now and its tombstones are written first, unreplayed
+        tombstones: list = []
+        self.consumer.create_group_tombstone_records(req.group_id, tombstones)
+        del self.consumer.groups[req.group_id]
+        log.info(f"[GroupId {req.group_id}] Converted the empty consumer group to a classic group.")
+        outcome, future = self.group_manager.join_group(req)
+        return Outcome(tombstones + outcome.records, outcome.on_written, replay=False), future
 
     def sync_group(self, req: SyncRequest) -> tuple[Outcome, Future]:
         return self.group_manager.sync_group(req)
