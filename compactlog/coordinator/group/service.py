@@ -109,7 +109,10 @@ class GroupCoordinatorService(CoordinatorRuntime):
         # the topics as consumer groups see them (rebuilt after a change), and the changes the
         # broker reported since the last operation
         self._image: MetadataImage | None = None
-        self._image_version = 0
+        # the image's version: resolved regexes store it (ConsumerGroupRegularExpression.Version) and
+        # compare it with that of the last topic creation, so it must grow across restarts as
+        # Kafka's metadata offset does: the clock's milliseconds, bumped by one per change
+        self._image_version = self.clock()
         self._changes: list[tuple[list, bool]] = []
         self._changes_lock = threading.Lock()
         self.coordinator.consumer.image = self.metadata_image
@@ -149,7 +152,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
         with self._changes_lock:
             changes, self._changes = self._changes, []
         for topics, created in changes:
-            self._image_version += 1
+            self._image_version = max(self._image_version + 1, self.clock())
             self._image = None
             self.coordinator.consumer.on_metadata_change(topics, created, self._image_version)
         if self._image is None:
