@@ -493,3 +493,60 @@ def test_classic_join_converts_an_empty_consumer_group_and_is_refused_by_a_busy_
     for i, rec in enumerate(h.log):
         fresh.c.replay(rec, i)
     assert "g" not in fresh.c.consumer.groups and "g" in fresh.c.groups
+
+
+def test_reconciliation_process_of_kafkas_test_through_the_heartbeat(monkeypatch):
+    """GroupMetadataManagerTest.testReconciliationProcess (spec §3's data case): the answer and
+    the member's state at each of the ten heartbeats, with the target prepared as Kafka's mock
+    assignor prepares it."""
+    from compactlog.coordinator.group.consumer import assignors as A
+    from compactlog.coordinator.group.consumer.model import (ConsumerGroupMember, compute_metadata_hash,
+                                                             current_assignment_record, group_epoch_record,
+                                                             member_metadata_record, target_assignment_epoch_record,
+                                                             target_assignment_record)
+    FOO, BAR = uuid.uuid4(), uuid.uuid4()
+    h = CH()
+    h.topics = {"foo": TopicImage(FOO, "foo", 6), "bar": TopicImage(BAR, "bar", 3)}
+
+    class Prepared:
+        name = "uniform"
+
+        def assign(self, spec, partitions):
+            return {"m1": {FOO: {0, 1}, BAR: {0}}, "m2": {FOO: {2, 3}, BAR: {2}}, "m3": {FOO: {4, 5}, BAR: {1}}}
+    monkeypatch.setitem(A.ASSIGNORS, "uniform", Prepared())
+    image = h.c.consumer.image()
+    stored = {"m1": {FOO: frozenset({0, 1, 2}), BAR: frozenset({0, 1})}, "m2": {FOO: frozenset({3, 4, 5}), BAR: frozenset({2})}}
+    for mid, a in stored.items():
+        m = ConsumerGroupMember(mid, 10, 9, MemberState.STABLE, rebalance_timeout_ms=300000, client_id="c",
+                                client_host="/h", subscribed_topic_names=frozenset({"foo", "bar"}),
+                                assigned_partitions=a)
+        for rec in (member_metadata_record("g", m), target_assignment_record("g", mid, a),
+                    current_assignment_record("g", m)):
+            h.c.replay(rec)
+    h.c.replay(target_assignment_epoch_record("g", 10))
+    h.c.replay(group_epoch_record("g", 10, compute_metadata_hash(["foo", "bar"], image)))
+
+    def step(mid, epoch, owned=None):
+        full = epoch == 0
+        req = HeartbeatRequest("g", mid, epoch, None, None, REBALANCE if full else -1,
+                               ["foo", "bar"] if full else None, None, None, [] if full else owned, "c", "/h")
+        outcome, r = h.c.consumer_group_heartbeat(req)
+        h.run(outcome)
+        assert r.error == ErrorCode.none, r
+        a = None if r.assignment is None else {("foo" if t == FOO else "bar"): ps for t, ps in r.assignment.items()}
+        m = h.group().members[mid]
+        return r.member_epoch, a, m.state
+    U_, R_, S_ = MemberState.UNRELEASED_PARTITIONS, MemberState.UNREVOKED_PARTITIONS, MemberState.STABLE
+    assert step("m3", 0) == (11, {}, U_)
+    assert step("m1", 10) == (10, {"foo": [0, 1], "bar": [0]}, R_)
+    assert h.group().members["m1"].partitions_pending_revocation == {FOO: {2}, BAR: {1}}
+    assert step("m2", 10) == (10, {"foo": [3], "bar": [2]}, R_)
+    assert step("m3", 11) == (11, None, U_)
+    assert step("m1", 10, [(FOO, [0, 1]), (BAR, [0])]) == (11, None, S_)
+    assert step("m2", 10) == (10, None, R_)
+    assert step("m3", 11) == (11, {"bar": [1]}, U_)
+    assert step("m3", 11) == (11, None, U_)
+    assert step("m2", 10, [(FOO, [3]), (BAR, [2])]) == (11, {"foo": [2, 3], "bar": [2]}, S_)
+    assert step("m3", 11, [(BAR, [1])]) == (11, {"foo": [4, 5], "bar": [1]}, S_)
+    assert h.group().members["m3"].previous_member_epoch == 11
+    assert h.group().state is ConsumerGroupState.STABLE
