@@ -134,6 +134,9 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
+    # with an authorizer: the topics of a set the member's principal may DESCRIBE (regexes resolve
+    # to those only, refreshRegularExpressions); None = all
+    describable: object = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -316,7 +316,7 @@ class ConsumerGroupManager:
 
         def written(error):
             if error is None and resolve:
-                self._pending.append(self._resolve_regexes(gid, resolve))
+                self._pending.append(self._resolve_regexes(gid, resolve, req.describable))
         return Outcome(recs, written)
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest) -> ConsumerGroupMember:
@@ -420,14 +420,18 @@ class ConsumerGroupManager:
         require = require or (last is not None and now > last + self.config.consumer_regex_refresh_interval_ms)
         return changed, bump, (wanted if require and wanted else None)
 
-    def _resolve_regexes(self, gid: str, regexes: set) -> Outcome:
+    def _resolve_regexes(self, gid: str, regexes: set, describable=None) -> Outcome:
         """``refreshRegularExpressions`` + ``handleRegularExpressionsResult``: the regexes still in
-        use resolved against the topics, and an epoch bump when a topic set or the hash changed."""
+        use resolved against the topics (those the triggering member's principal may DESCRIBE,
+        with an authorizer), and an epoch bump when a topic set or the hash changed."""
         group = self.groups.get(gid)
         if group is None:
             return Outcome()
         image, now = self.image(), self.clock()
         result = RX.resolve(regexes, list(image.by_name))
+        if describable is not None:
+            allowed = describable(frozenset().union(*result.values()))
+            result = {r: ts & allowed for r, ts in result.items()}
         counts = group.subscribed_regexes()
         recs, bump = [], False
         resolved = dict(group.resolved_regexes)

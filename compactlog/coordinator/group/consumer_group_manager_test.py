@@ -550,3 +550,12 @@ def test_reconciliation_process_of_kafkas_test_through_the_heartbeat(monkeypatch
     assert step("m3", 11, [(BAR, [1])]) == (11, {"foo": [4, 5], "bar": [1]}, S_)
     assert h.group().members["m3"].previous_member_epoch == 11
     assert h.group().state is ConsumerGroupState.STABLE
+
+
+def test_regex_resolves_to_the_topics_the_principal_may_describe():
+    h = CH()
+    req = HeartbeatRequest("g", "m", 0, None, None, REBALANCE, None, ".*", None, [], "c", "/h")
+    req.describable = lambda names: names - {"u"}
+    outcome, r = h.c.consumer_group_heartbeat(req)
+    h.run(outcome)
+    assert r.error == ErrorCode.none and h.group().resolved_regexes[".*"].topics == {"t"}

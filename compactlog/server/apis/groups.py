@@ -458,6 +458,10 @@ def handle_consumer_group_heartbeat(state: BrokerState, request):
         topic_partitions=None if body.topic_partitions is None else
         [(tp.topic_id, list(tp.partitions)) for tp in body.topic_partitions],
         client_id=request.client_id or "", client_host=CLIENT_HOST.get(), api_version=request.api_version)
+    if getattr(state, "authorizer", None) is not None:
+        req.describable = lambda names: names - auth_helper.denied(state, request, auth_helper.DESCRIBE,
+                                                                   auth_helper.TOPIC, sorted(names),
+                                                                   log_if_denied=False)
     invalid = invalid_heartbeat(req, svc.config.consumer_assignors)
     if invalid is not None:
         return _consumer_group_heartbeat_error(body, cls, *invalid)

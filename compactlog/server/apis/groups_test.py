@@ -413,3 +413,34 @@ def test_every_handler_is_wired_and_advertised(state):
     assert handle_find_coordinator and handle_sync_group and handle_heartbeat and handle_leave_group
     assert handle_offset_commit and handle_offset_fetch and handle_describe_groups and handle_list_groups
     assert handle_delete_groups and handle_offset_delete
+
+
+def test_kip_848_acls(state):
+    """Spec §2.2 rules 2-3 and §10 (KAFKA-18813): READ on the group, DESCRIBE on the named topics,
+    and ConsumerGroupDescribe hiding a group whose assignment names a topic the caller may not see."""
+    from compactlog.server.apis.acls_test import ALLOW, DESCRIBE, GROUP, LITERAL, READ, TOPIC, create
+    from compactlog.server.authorizer.standard import StandardAuthorizer
+    from compactlog.server.authorizer.store import AclStore
+    state.authorizer = StandardAuthorizer({"User:admin"}, store=AclStore(state.datadir.path))
+    create(state, 1, (GROUP, "cg", LITERAL, "User:alice", READ, ALLOW), (TOPIC, "t", LITERAL, "User:alice", DESCRIBE, ALLOW),
+           (GROUP, "cg", LITERAL, "User:bob", READ, ALLOW))
+
+    import dataclasses
+
+    def as_(principal, api_key, **fields):
+        r = dataclasses.replace(req(api_key, 1, client_id="rdkafka", **fields), principal=principal)
+        fn, _ = GROUP_HANDLERS[api_key]
+        resp = fn(state, r)
+        encode_response(r, resp)
+        return resp
+    hb = dict(group_id="cg", member_id="m1", member_epoch=0, rebalance_timeout=300 * S,
+              subscribed_topic_names=("t",), topic_partitions=())
+    assert as_("User:carol", 68, **hb).error_code == ErrorCode.group_authorization_failed
+    assert as_("User:bob", 68, **hb).error_code == ErrorCode.topic_authorization_failed
+    assert as_("User:alice", 68, **hb).error_code == ErrorCode.none
+    d = as_("User:bob", 69, group_ids=("cg",), include_authorized_operations=False).groups[0]
+    assert (d.error_code, d.members) == (ErrorCode.topic_authorization_failed, ())
+    d = as_("User:alice", 69, group_ids=("cg",), include_authorized_operations=False).groups[0]
+    assert d.error_code == ErrorCode.none and len(d.members) == 1
+    assert as_("User:carol", 69, group_ids=("cg",), include_authorized_operations=False).groups[0].error_code == \
+        ErrorCode.group_authorization_failed
