@@ -312,13 +312,22 @@ class DataDirectory:
             raise ValueError("latest() needs a key")
         if partition is None:
             partition = partitions_for_keys(pa.array([k], pa.binary()), max(self.partitions(topic)) + 1)[0]
+        from .cleaner.strategy import CompactionStrategy, rank
+        strategy = CompactionStrategy.of(self._dd.topic_config(topic))    # which record is the key's latest
         view = self._reader(topic, int(partition)).visible(READ_COMMITTED)
-        row = None
-        for batch in view.columns():
+        row, best = None, None
+        for batch in view.columns(**({"with_headers": True} if strategy.name == "header" else {})):
             mask = pa.compute.equal(batch.column("key"), pa.scalar(k, batch.schema.field("key").type))
             hits = pa.compute.fill_null(mask, False).to_numpy(zero_copy_only=False)
-            if hits.any():
+            if hits.any() and not strategy.versioned:
                 row = batch.slice(int(np.flatnonzero(hits)[-1]), 1).to_pylist()[0]
+            elif hits.any():
+                sub = batch.take(pa.array(np.flatnonzero(hits)))
+                ver, has = strategy.arrow_versions(sub)
+                tie = rank(sub.column("offset").to_numpy(), has)
+                j = int(np.lexsort((tie, ver))[-1])
+                if best is None or (int(ver[j]), int(tie[j])) > best:
+                    best, row = (int(ver[j]), int(tie[j])), sub.slice(j, 1).to_pylist()[0]
         if row is None or row["value"] is None:
             return None
         return ConsumerRecord(topic, int(partition), row["offset"], row["timestamp"],
@@ -329,10 +338,12 @@ class DataDirectory:
         """The last value of every key (tombstoned keys and keyless records left out), read
         committed: a pyarrow Table (key, value, partition, offset, timestamp ms), computed with
         Arrow in this process (storage.latest: what ``compactlog snapshot`` writes)."""
+        from .cleaner.strategy import CompactionStrategy
         from .storage.latest import latest_values
+        strategy = CompactionStrategy.of(self._dd.topic_config(topic))    # the topic's compaction.strategy
         tables = []
         for p in (list(partitions) if partitions is not None else self.partitions(topic)):
-            t = latest_values(self._reader(topic, p))
+            t = latest_values(self._reader(topic, p), strategy=strategy)
             tables.append(t.append_column("partition", pa.array(np.full(t.num_rows, p, dtype=np.int32)))
                           .select(["key", "value", "partition", "offset", "timestamp"]))
         if not tables:

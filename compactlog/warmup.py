@@ -73,6 +73,11 @@ def _commands(data_dir: str, out_dir: str) -> list[tuple[list[str], bytes | None
         (["topics", "create", "--topic", "compacted", "--partitions", "2", "--config", "cleanup.policy=compact",
           "--config", "min.cleanable.dirty.ratio=0.01", "--config", "segment.bytes=4096"], None),
         (["topics", "create", "--topic", "plain", "--partitions", "1"], None),
+        # a KIP-280 topic: the version map and the header kernel (cleaner/strategy.py)
+        (["topics", "create", "--topic", "versioned", "--config", "cleanup.policy=compact", "--config",
+          "compaction.strategy=header", "--config", "compaction.strategy.header=v", "--config", "segment.bytes=4096"],
+         None),
+        (["produce", "--topic", "versioned", "--property", "parse.key=true"], keyed),
     ]
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
         cmds.append((["produce", "--topic", "compacted", "--property", "parse.key=true",

@@ -22,6 +22,7 @@ from .manager import CleanerManager, GrabbedLog
 from .plan import PartitionStatus, partition_status
 from .source import SegmentInfo
 from .stats import CleanerStats
+from .strategy import CompactionStrategy
 from .task import PartitionCleanPlan, PartitionCleanResult
 
 
@@ -109,25 +110,44 @@ def segment_infos(log) -> list[SegmentInfo]:
                         s.last_modified_ms()) for s in log.segments]
 
 
+# how long a tombstone outlives its key's other records when it must never be removed: far enough
+# that no clock reaches it, near enough that now + it stays a long
+KEEP_TOMBSTONES_MS = 1 << 62
+
+
+def tombstone_retention_ms(log) -> int:
+    """delete.retention.ms, but for a tiered log: its remote tier (never rewritten by this cleaner
+    yet, tiered-storage.md §5) may hold an older value of any key, so removing a tombstone here
+    would bring that value back to every reader from the log start once local retention trims the
+    local copy. Until the remote tier is compacted with the local one, tombstones stay."""
+    if log.remote_log_enabled or log.highest_remote_offset >= 0 or log.log_start_offset < log.local_log_start_offset:
+        return KEEP_TOMBSTONES_MS
+    return log.config.delete_retention_ms
+
+
 def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> PartitionCleanPlan:
     broker = datadir.broker
     threads = max(broker.get("log.cleaner.threads"), 1)
     io_buffer = broker.get("log.cleaner.io.buffer.size") // threads // 2
     clean_segs = log.segments_in_range(0, status.first_dirty) if status.first_dirty > 0 else []
-    legacy_horizon = (clean_segs[-1].last_modified_ms() - log.config.delete_retention_ms) if clean_segs else 0
+    delete_retention_ms = tombstone_retention_ms(log)
+    legacy_horizon = (clean_segs[-1].last_modified_ms() - delete_retention_ms) if clean_segs else 0
     from .map_choice import choose_map
-    map_kind, map_reason, expected_keys = choose_map(log, status.first_dirty, status.first_uncleanable, broker)
+    from .offset_map import BYTES_PER_KEY, VERSION_BYTES_PER_KEY
+    strategy = CompactionStrategy.of(log.config)
+    map_kind, map_reason, expected_keys = choose_map(log, status.first_dirty, status.first_uncleanable, broker,
+                                                     VERSION_BYTES_PER_KEY if strategy.versioned else BYTES_PER_KEY)
     return PartitionCleanPlan(
         map_kind=map_kind, extra={"map_reason": map_reason, "expected_keys": expected_keys},
         topic=log.topic, partition=log.partition, source=log.segment_source, first_dirty=status.first_dirty,
         first_uncleanable=status.first_uncleanable, now_ms=now_ms, segments=segment_infos(log),
         last_offsets_in_index={s.base_offset: s.offset_index.last_offset for s in log.segments},
         active_producers=log.last_records_of_active_producers(),
-        delete_retention_ms=log.config.delete_retention_ms, segment_bytes=log.config.segment_bytes,
+        delete_retention_ms=delete_retention_ms, segment_bytes=log.config.segment_bytes,
         max_index_size=log.config.max_index_size, index_interval_bytes=log.config.index_interval_bytes,
         max_message_size=log.config.max_message_size,
         broker_max_message_size=broker.get("message.max.bytes"), io_buffer_size=io_buffer,
-        legacy_delete_horizon_ms=legacy_horizon)
+        legacy_delete_horizon_ms=legacy_horizon, strategy=strategy)
 
 
 def swap_in(log, result: PartitionCleanResult) -> None:

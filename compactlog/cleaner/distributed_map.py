@@ -15,6 +15,12 @@ memory budget. When a partition's keys would not fit, the map is built by Spark 
 A record's fate needs only the comparison of its offset with its key's latest offset, so the
 rewrite asks ``WinnersMap.get(digests, offsets)``: in the dirty range a record wins exactly when
 its offset is a winning offset; below it, when its offset is not superseded.
+
+With a version strategy (``compaction.strategy`` timestamp or header, cleaner/strategy.py) the scans
+also emit each record's version, the reducer keeps each key's winner by the strategy's comparison
+(``offset_map.VersionMap``, the in-task engine's map) over the dirty range and then the clean
+section's records of the same keys, and a clean-section record loses only to its key's winner:
+the same winners as the in-task engine, so the same bytes.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from ..record.batch import as_u8
 from .executor import TaskFailure, run_guarded
 from .fast_path import SegmentScan
 from .source import SourceLog
+from .strategy import strategy_of
 from .task import PartitionCleanPlan, PartitionCleanResult
 
 INT64_MAX = 2**63 - 1
@@ -75,13 +82,24 @@ def _aborted_ranges(log: SourceLog, lo: int, hi: int):
 
 def keyed_records(plan: PartitionCleanPlan, seg_base: int, lo: int, hi: int):
     """(h1, h2, offsets, records read, bytes read) of the keyed records in [lo, hi) of one segment,
-    without control records and aborted transactional data."""
+    without control records and aborted transactional data; with a version strategy,
+    (h1, h2, offsets, versions, has-version, records read, bytes read)."""
     log = SourceLog(plan.source, plan.segments, plan.max_message_size)
     try:
         seg = next(s for s in log.segments if s.base_offset == seg_base)
         seg.check_structure(log.next_base(seg))
         pos = seg.index_position(lo)
         seg.validate(log.next_base(seg), pos)
+        strategy = strategy_of(plan)
+        if strategy.versioned:
+            from .map_builder import keyed_versions
+            from .txn_state import CleanedTransactionState
+            # this segment's scan alone: a transaction whose marker lies before it is over (its
+            # producer's later transactions must not be taken for it)
+            first = max(lo, seg_base)
+            txn = CleanedTransactionState()
+            txn.add_aborted(t for t in log.collect_aborted(lo, hi) if t.last_offset >= first)
+            return (*keyed_versions(seg, pos, lo, hi, txn, strategy), seg.size - pos)
         buf = as_u8(seg.buffer)
         scan = SegmentScan(buf, pos, seg.size)
         if scan.ok:
@@ -135,27 +153,49 @@ def scan_jobs(plans: list[PartitionCleanPlan]) -> tuple[list, list]:
     return dirty, clean
 
 
-def _buckets(p: int, kind: int, h1: np.ndarray, h2: np.ndarray, offs: np.ndarray, reducers: int):
-    """Split one scan's digests by reducer (high bits of the digest), as whole numpy blocks."""
+def _buckets(p: int, kind: int, h1: np.ndarray, h2: np.ndarray, offs: np.ndarray, reducers: int, *versions):
+    """Split one scan's digests (and versions) by reducer (high bits of the digest), as whole
+    numpy blocks."""
     bucket = (h1 >> np.uint64(40)) % np.uint64(reducers)
     order = np.argsort(bucket, kind="stable")
     counts = np.bincount(bucket.astype(np.int64), minlength=reducers)
-    h1, h2, offs = h1[order], h2[order], offs[order]
+    cols = [c[order] for c in (h1, h2, offs, *versions)]
     start = 0
     for r, n in enumerate(counts.tolist()):
         if n:
-            yield r, (p, kind, h1[start:start + n], h2[start:start + n], offs[start:start + n])
+            yield r, (p, kind, *(c[start:start + n] for c in cols))
         start += n
 
 
-def _reduce(blocks) -> list:
-    """Per partition: the winning offsets (latest per key) and the superseded clean offsets."""
+def _reduce_versions(kinds: dict, base: int):
+    """A version strategy's winners: the dirty range's records ranked (VersionMap), the clean
+    section's records of the same keys ranked against them; (winning offsets, clean offsets
+    that lose)."""
+    from .offset_map import VersionMap
+    vmap = VersionMap(base, sum(b[0].shape[0] for b in kinds[DIRTY]))
+    for h1, h2, offs, ver, has in kinds[DIRTY]:
+        vmap.put(h1, h2, offs, ver, has)
+    for h1, h2, offs, ver, has in kinds[CLEAN]:
+        vmap.update(h1, h2, offs, ver, has)
+    lost = []
+    for h1, h2, offs, _, _ in kinds[CLEAN]:
+        winner = vmap.get(h1, h2)
+        lost.append(offs[(winner >= 0) & (winner != offs)])
+    return vmap.offsets(), np.concatenate(lost) if lost else np.zeros(0, np.int64)
+
+
+def _reduce(blocks, bases=None) -> list:
+    """Per partition: the winning offsets (latest per key) and the superseded clean offsets
+    (``bases``: each versioned plan's log start, for its VersionMap)."""
     from .offset_map import InTaskOffsetMap
     by_plan: dict[int, dict[int, list]] = {}
-    for _, (p, kind, h1, h2, offs) in blocks:
-        by_plan.setdefault(p, {DIRTY: [], CLEAN: []})[kind].append((h1, h2, offs))
+    for _, (p, kind, *cols) in blocks:
+        by_plan.setdefault(p, {DIRTY: [], CLEAN: []})[kind].append(tuple(cols))
     out = []
     for p, kinds in by_plan.items():
+        if bases and bases.get(p) is not None:
+            out.append((p, _reduce_versions(kinds, bases[p])))
+            continue
         latest = InTaskOffsetMap()
         for h1, h2, offs in kinds[DIRTY]:
             latest.put_max(h1, h2, offs)
@@ -178,14 +218,15 @@ def run_distributed(spark, plans: list[PartitionCleanPlan]) -> list:
     bytes_read = [sc.accumulator(0) for _ in plans]
     dirty_jobs, clean_jobs = scan_jobs(plans)
     jobs = [(DIRTY, *j) for j in dirty_jobs] + [(CLEAN, *j) for j in clean_jobs]
+    bases = {p: plan.segments[0].base_offset for p, plan in enumerate(plans) if strategy_of(plan).versioned}
 
     def scan(job):
         kind, p, seg, lo, hi = job
-        h1, h2, offs, n, nbytes = keyed_records(plans[p], seg, lo, hi)
+        *cols, n, nbytes = keyed_records(plans[p], seg, lo, hi)
         if kind == DIRTY:
             records_read[p].add(n)
             bytes_read[p].add(nbytes)
-        yield from _buckets(p, kind, h1, h2, offs, reducers)
+        yield from _buckets(p, kind, *cols[:3], reducers, *cols[3:])
 
     def rewrite(items):
         by_plan: dict[int, list] = {}
@@ -201,7 +242,7 @@ def run_distributed(spark, plans: list[PartitionCleanPlan]) -> list:
     sc.setJobDescription(f"compactlog clean (distributed key map): {len(plans)} partition(s)")
     seeds = sc.parallelize([(p, (np.zeros(0, np.int64), np.zeros(0, np.int64))) for p in range(len(plans))], 1)
     reduced = (sc.parallelize(jobs, max(min(len(jobs), 4 * parallelism), 1)).flatMap(scan)
-               .partitionBy(reducers, lambda r: r).mapPartitions(_reduce))
+               .partitionBy(reducers, lambda r: r).mapPartitions(lambda blocks: _reduce(blocks, bases)))
     out = (reduced.union(seeds).partitionBy(min(len(plans), 2 * parallelism), lambda p: p)
            .mapPartitions(rewrite).collect())
     results = dict(out)

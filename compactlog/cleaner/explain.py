@@ -14,6 +14,7 @@ from ..record.control import CONTROL_TYPE_NAMES
 from .cleaner import Cleaner, make_plan
 from .plan import PartitionStatus, log_to_clean, partition_status
 from .rolled_view import as_rolled
+from .strategy import CompactionStrategy
 from .task import clean_partition
 
 # the removal reasons a preview names, in order ("discarded": a whole aborted batch; "marker": a
@@ -49,6 +50,7 @@ class Explanation:
     bytes_read: int = 0
     bytes_kept: int = 0
     rolled: bool = False         # planned as after ``clean --roll``
+    strategy: str = "offset"     # compaction.strategy: which record of a key the round keeps
 
     @property
     def name(self) -> str:
@@ -62,7 +64,8 @@ class Explanation:
     def to_dict(self) -> dict:
         return {"topic": self.topic, "partition": self.partition, "nowMs": self.now_ms,
                 "status": self.status.to_dict(), "wouldClean": self.would_clean, "forced": self.forced,
-                "rolled": self.rolled, "dirtyRange": self.dirty_range, "recordsRead": self.records_read,
+                "rolled": self.rolled, "compactionStrategy": self.strategy,
+                "dirtyRange": self.dirty_range, "recordsRead": self.records_read,
                 "recordsKept": self.records_kept, "recordsRemoved": self.records_read - self.records_kept,
                 "bytesRead": self.bytes_read, "bytesKept": self.bytes_kept,
                 "bytesRemoved": self.bytes_read - self.bytes_kept, "removed": self.removed,
@@ -70,7 +73,10 @@ class Explanation:
 
     def removal_text(self) -> str:
         """``would remove R of N records (B of M bytes): 3 superseded, 0 tombstones, ...``."""
-        counts = ", ".join(f"{self.removed.get(r, 0)} {_REASON_WORDS[r]}" for r in REASONS
+        words = dict(_REASON_WORDS)
+        if self.strategy != "offset":   # superseded by a record that wins by its version
+            words["superseded"] = f"superseded (compaction.strategy {self.strategy})"
+        counts = ", ".join(f"{self.removed.get(r, 0)} {words[r]}" for r in REASONS
                            if r in ("superseded", "tombstone-expired", "keyless", "aborted") or self.removed.get(r))
         return (f"would remove {self.records_read - self.records_kept} of {self.records_read} records "
                 f"({self.bytes_read - self.bytes_kept} of {self.bytes_read} bytes): {counts}")
@@ -129,7 +135,8 @@ def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int,
         log.producer_state.remove_expired(now_ms)
         view = as_rolled(log) if roll else log
         status = partition_status(view, checkpoint, now_ms)
-    ex = Explanation(topic, partition, now_ms, status, status.eligible, False, rolled=view is not log)
+    ex = Explanation(topic, partition, now_ms, status, status.eligible, False, rolled=view is not log,
+                     strategy=str(CompactionStrategy.of(log.config)))
     if not status.compacted:
         return ex
     if not status.eligible:

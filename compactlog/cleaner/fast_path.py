@@ -25,6 +25,7 @@ from ..record.layout import (ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSI
                              MAX_TIMESTAMP_OFFSET, RECORD_BATCH_OVERHEAD, RECORDS_COUNT_OFFSET,
                              TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG, UINT32)
 from .stats import CleanerStats
+from .strategy import DEFAULT, CompactionStrategy
 
 # batch kinds in the output
 DROP, VERBATIM, REBUILD, EMPTY = 0, 1, 2, 3
@@ -76,6 +77,7 @@ class SegmentScan:
         self.r_offset, self.r_ts = r64[K.R64_OFFSET, :n], r64[K.R64_TIMESTAMP, :n]
         self.r_kpos, self.r_klen = r64[K.R64_KEY_POS, :n], r32[K.R32_KEY_LEN, :n]
         self.r_vlen = r32[K.R32_VAL_LEN, :n]
+        self.r_vpos, self.r_hcount = r64[K.R64_VAL_POS, :n], r32[K.R32_HDR_COUNT, :n]   # version strategies
         self.r_tail, self.r_end = r64[K.R64_TAIL_POS, :n], r64[K.R64_RECORD_END, :n]
         self.buf = buf
         self.ok = True
@@ -91,8 +93,10 @@ class SegmentScan:
 
 # --- the map -----------------------------------------------------------------------------------
 
-def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats) -> int | None:
-    """Map a simple segment's keys; the last offset seen, or None when the segment is not simple."""
+def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats, strategy: CompactionStrategy = DEFAULT,
+                     end: int | None = None) -> int | None:
+    """Map a simple segment's keys; the last offset seen, or None when the segment is not simple.
+    A version strategy maps the keys below ``end`` with their versions (strategy.py)."""
     if not ENABLED:
         return None
     pos = seg.index_position(start)
@@ -102,6 +106,8 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats) -> int | 
         return None
     offsets = scan.r_offset
     sel = np.flatnonzero((scan.r_klen >= 0) & (offsets >= start))
+    if strategy.versioned:
+        sel = sel[offsets[sel] < end]
     if sel.size:
         if pos == 0 and sel.size == scan.nr and seg.cache_digests:
             # the rewrite scans this segment from 0 again: keep the digests for it (16 B/record)
@@ -109,7 +115,11 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats) -> int | 
             seg.cached_digests = (h1, h2)
         else:
             h1, h2 = scan.key_hashes(sel)
-        offset_map.put(h1, h2, offsets[sel])
+        if strategy.versioned:
+            offset_map.put(h1, h2, offsets[sel], *strategy.record_versions(
+                buf, scan.r_ts[sel], scan.r_vpos[sel], scan.r_vlen[sel], scan.r_hcount[sel]))
+        else:
+            offset_map.put(h1, h2, offsets[sel])
     stats.map_messages_read += scan.nr
     stats.map_bytes_read += seg.size - pos
     lasts = scan.b_base + scan.b_lod
@@ -122,10 +132,12 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats) -> int | 
 @njit(cache=True)
 def decide_segment(nb, b_rec, b_base, b_lod, b_attrs, b_base_ts, b_max_ts, retain_empty, r_off, r_ts,
                    r_klen, r_vlen, r_tail, r_end, mapped, latest_offset, now_ms, horizon_new,
-                   keep, kind, out_size, new_base_ts, new_max_ts, new_max_off, new_attrs, counts):
+                   keep, kind, out_size, new_base_ts, new_max_ts, new_max_off, new_attrs, counts, exact):
     """Record fates and each batch's output form (log-cleaner.md §10.2-10.4 for data batches).
 
-    counts: [kept, superseded, tombstone-expired, keyless]
+    counts: [kept, superseded, tombstone-expired, keyless]; ``exact``: a version strategy's map
+    (``mapped`` is the winner's offset: any other offset of the key is superseded, as in
+    ``rules.record_fates``)
     """
     for i in range(nb):
         a = b_rec[i]
@@ -146,7 +158,7 @@ def decide_segment(nb, b_rec, b_base, b_lod, b_attrs, b_base_ts, b_max_ts, retai
                 if r_klen[j] < 0:
                     k = False
                     counts[3] += 1
-                elif off < mapped[j]:
+                elif off < mapped[j] if not exact else (mapped[j] >= 0 and off != mapped[j]):
                     k = False
                     counts[1] += 1
                 elif r_vlen[j] < 0 and not retain_deletes:
@@ -324,7 +336,8 @@ def rewrite_segment_fast(seg, writer, ctx, txn, stats: CleanerStats) -> bool:
     decide_segment(nb, scan.b_rec, scan.b_base, scan.b_lod, scan.b_attrs, scan.b_base_ts, scan.b_max_ts,
                    retain_empty, scan.r_offset, scan.r_ts, scan.r_klen, scan.r_vlen, scan.r_tail, scan.r_end,
                    mapped, ctx.map.latest_offset, ctx.now_ms, ctx.now_ms + ctx.delete_retention_ms,
-                   keep, kind, out_size, new_base_ts, new_max_ts, new_max_off, new_attrs, counts)
+                   keep, kind, out_size, new_base_ts, new_max_ts, new_max_off, new_attrs, counts,
+                   ctx.strategy.versioned)
     out_len = np.where(kind == VERBATIM, scan.b_size, np.where(kind == DROP, 0, out_size))
     c_first, c_last = np.empty(nb, dtype=np.int64), np.empty(nb, dtype=np.int64)
     c_max_ts, c_shallow, c_max_off = np.empty(nb, dtype=np.int64), np.empty(nb, dtype=np.int64), np.empty(nb, dtype=np.int64)

@@ -60,15 +60,16 @@ def estimate_keys(log, first_dirty: int, end: int) -> tuple[int, int, int]:
     return dirty_bytes, est_records, est_keys
 
 
-def choose_map(log, first_dirty: int, end: int, broker) -> tuple[str, str, int]:
-    """(map kind, why, expected keys for sizing an in-task map)."""
+def choose_map(log, first_dirty: int, end: int, broker, bytes_per_key: int = BYTES_PER_KEY) -> tuple[str, str, int]:
+    """(map kind, why, expected keys for sizing an in-task map); ``bytes_per_key``: the map's
+    (a version strategy's map is bigger: offset_map.VERSION_BYTES_PER_KEY)."""
     setting = broker.get("compactlog.cleaner.map")
     budget = broker.get("compactlog.cleaner.task.memory.bytes")
     dirty_bytes, est_records, est_keys = estimate_keys(log, first_dirty, end)
-    presize = min(est_keys, budget // BYTES_PER_KEY)
+    presize = min(est_keys, budget // bytes_per_key)
     if setting in ("task", "distributed"):
         return setting, f"compactlog.cleaner.map={setting}", presize
-    need = est_keys * BYTES_PER_KEY
+    need = est_keys * bytes_per_key
     if need > budget:
         return "distributed", (f"about {est_keys:,} distinct keys in {dirty_bytes:,} dirty bytes need ~{need:,} "
                                f"bytes of map, over the task budget of {budget:,}"), 0

@@ -13,9 +13,11 @@ from typing import Protocol
 
 import numpy as np
 from ..record.jit import njit
+from .strategy import beats
 
 EMPTY = -1
 BYTES_PER_KEY = 22   # the compact map's 16-byte slots at most 3/4 full
+VERSION_BYTES_PER_KEY = 32   # the version map's 24-byte slots (compaction.strategy timestamp/header)
 
 
 class OffsetMap(Protocol):
@@ -263,3 +265,130 @@ def _creinsert(t1, tv, o1, ov):
         t1[s] = o1[i]
         tv[s] = ov[i]
     return o1.shape[0]
+
+
+# --- the version map: 24-byte slots, for the version strategies (cleaner/strategy.py) ---------------
+
+VCHECK_SHIFT = np.uint64(OFFSET_BITS + 1)    # 23 bits of digest above the has-version bit
+VHAS = np.uint64(1 << OFFSET_BITS)
+VTIE_MASK = np.uint64((1 << (OFFSET_BITS + 1)) - 1)
+
+
+@njit(cache=True)
+def _vput_all(t1, tv, tver, h1, h2, rel_offsets, ver, has, size, insert):
+    """Keep each key's winner (strategy.beats over (version, has | offset)); new keys only when
+    ``insert`` (the clean section's records only update keys the dirty range mapped)."""
+    mask = t1.shape[0] - 1
+    low = VTIE_MASK
+    for i in range(h1.shape[0]):
+        a = h1[i]
+        check = h2[i] >> np.uint64(64 - 23)
+        tie = np.uint64(rel_offsets[i] + 1) | (VHAS if has[i] else np.uint64(0))
+        v = (check << VCHECK_SHIFT) | tie
+        s = np.int64(a & np.uint64(mask))
+        while True:
+            cur = tv[s]
+            if cur == 0:
+                if insert:
+                    t1[s] = a
+                    tv[s] = v
+                    tver[s] = ver[i]
+                    size += 1
+                break
+            if t1[s] == a and (cur >> VCHECK_SHIFT) == check:
+                if beats(ver[i], np.int64(tie), tver[s], np.int64(cur & low)):
+                    tv[s] = v
+                    tver[s] = ver[i]
+                break
+            s = (s + 1) & mask
+    return size
+
+
+@njit(cache=True)
+def _vget_all(t1, tv, h1, h2, base, out):
+    mask = t1.shape[0] - 1
+    low = np.uint64(OFFSET_MASK)
+    for i in range(h1.shape[0]):
+        a = h1[i]
+        check = h2[i] >> np.uint64(64 - 23)
+        s = np.int64(a & np.uint64(mask))
+        out[i] = -1
+        while True:
+            cur = tv[s]
+            if cur == 0:
+                break
+            if t1[s] == a and (cur >> VCHECK_SHIFT) == check:
+                out[i] = base + np.int64(cur & low) - 1
+                break
+            s = (s + 1) & mask
+
+
+@njit(cache=True)
+def _vreinsert(t1, tv, tver, o1, ov, over):
+    mask = t1.shape[0] - 1
+    for i in range(o1.shape[0]):
+        s = np.int64(o1[i] & np.uint64(mask))
+        while tv[s] != 0:
+            s = (s + 1) & mask
+        t1[s] = o1[i]
+        tv[s] = ov[i]
+        tver[s] = over[i]
+    return o1.shape[0]
+
+
+class VersionMap(CompactOffsetMap):
+    """The compact map with a version column, for ``compaction.strategy`` timestamp or header:
+    24-byte slots (KIP-280's 8 more bytes a key), the digest word, one word holding the winner's
+    offset (40 bits, relative to the log start: the clean section's records are ranked too), its
+    has-version bit and 23 more digest bits (an 87-bit digest), and the winner's version.
+
+    ``put`` keeps each key's winner by ``strategy.beats``; ``update`` does the same for keys
+    already mapped only (the clean section's records); ``get`` answers the winner's offset, which
+    the rewrite compares for equality (``rules.record_fates(exact=True)``)."""
+
+    def _alloc(self, cap: int) -> None:
+        super()._alloc(cap)
+        self.tver = np.zeros(cap, dtype=np.int64)
+
+    def _grow(self, needed: int) -> None:
+        cap = self.t1.shape[0]
+        if needed <= cap * self.LOAD:
+            return
+        while needed > cap * self.LOAD:
+            cap <<= 1
+        live = self.tv != 0
+        o1, ov, over = self.t1[live], self.tv[live], self.tver[live]
+        self._alloc(cap)
+        self.size = _vreinsert(self.t1, self.tv, self.tver, o1, ov, over)
+
+    def _rel(self, offsets: np.ndarray) -> np.ndarray:
+        rel = np.asarray(offsets, dtype=np.int64) - self.base
+        if rel.size and (int(rel.min()) < 0 or int(rel.max()) >= OFFSET_MASK - 1):
+            raise ValueError(f"offsets outside the version map's range from {self.base}")
+        return rel
+
+    def put(self, h1, h2, offsets, ver=None, has=None) -> None:
+        if h1.shape[0] == 0:
+            return
+        self._grow(self.size + h1.shape[0])
+        self.size = _vput_all(self.t1, self.tv, self.tver, h1, h2, self._rel(offsets), ver, has, self.size, True)
+        self.latest_offset = max(self.latest_offset, int(offsets[-1]))
+
+    def update(self, h1, h2, offsets, ver, has) -> None:
+        if h1.shape[0]:
+            _vput_all(self.t1, self.tv, self.tver, h1, h2, self._rel(offsets), ver, has, self.size, False)
+
+    def get(self, h1, h2, offsets=None) -> np.ndarray:
+        out = np.empty(h1.shape[0], dtype=np.int64)
+        if h1.shape[0]:
+            _vget_all(self.t1, self.tv, h1, h2, self.base, out)
+        return out
+
+    def offsets(self) -> np.ndarray:
+        """Every key's winning offset."""
+        live = self.tv[self.tv != 0]
+        return self.base + (live & np.uint64(OFFSET_MASK)).astype(np.int64) - 1
+
+    @property
+    def bytes_used(self) -> int:
+        return self.t1.shape[0] * 24

@@ -32,7 +32,9 @@ def non_active_segments_from(log, offset: int):
 
 
 def cleanable_offsets(log, checkpoint: int | None, now_ms: int) -> CleanableRange:
-    start = log.log_start_offset
+    # a tiered log's records below its local log start are only in the remote tier, which this
+    # cleaner does not rewrite yet (tiered-storage.md §5): its range starts at the local log start
+    start = getattr(log, "first_local_offset", log.log_start_offset)
     ckpt = start if checkpoint is None else checkpoint
     if ckpt < start or ckpt > log.log_end_offset:
         first_dirty, force = start, True

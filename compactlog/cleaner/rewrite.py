@@ -20,6 +20,7 @@ from .rules import BatchRetention
 from .segment_writer import CleanedSegmentWriter
 from .source import SourceLog, SourceSegment
 from .stats import CleanerStats
+from .strategy import DEFAULT, CompactionStrategy
 from .txn_state import CleanedTransactionState
 
 REASONS = {rules.SUPERSEDED: "superseded", rules.TOMBSTONE_EXPIRED: "tombstone-expired",
@@ -32,7 +33,7 @@ class RoundContext:
     def __init__(self, *, now_ms: int, delete_retention_ms: int, upper_bound: int,
                  active_producers: dict, offset_map: OffsetMap, io_buffer_size: int,
                  max_message_size: int, broker_max_message_size: int, legacy_delete_horizon_ms: int,
-                 observer=None):
+                 observer=None, strategy: CompactionStrategy = DEFAULT):
         self.now_ms = now_ms
         self.delete_retention_ms = delete_retention_ms
         self.upper_bound = upper_bound
@@ -44,6 +45,7 @@ class RoundContext:
         self.legacy_delete_horizon_ms = legacy_delete_horizon_ms
         self.observer = observer   # explain: told about every tombstone and marker that stays
         self.txn_carry = TxnCarry()   # producers' transactions over the segments rewritten so far
+        self.strategy = strategy      # which record of a key wins (strategy.py)
 
 
 class _ChunkResult:
@@ -108,7 +110,8 @@ def filter_batch(batch, ctx: RoundContext, txn: CleanedTransactionState, legacy_
             retain = rules.retain_deletes(magic=h.magic, has_delete_horizon=h.has_delete_horizon,
                                           delete_horizon_ms=h.delete_horizon_ms, now_ms=ctx.now_ms,
                                           legacy_retain=legacy_retain)
-            fates = rules.record_fates(offsets, has_key, has_value, mapped, ctx.map.latest_offset, retain)
+            fates = rules.record_fates(offsets, has_key, has_value, mapped, ctx.map.latest_offset, retain,
+                                       ctx.strategy.versioned)
             kept = np.flatnonzero(fates == rules.KEPT)
             if kept.size != n:
                 gone = fates[fates != rules.KEPT]

@@ -67,10 +67,17 @@ KEPT, SUPERSEDED, TOMBSTONE_EXPIRED, KEYLESS, DISCARDED_BATCH = 0, 1, 2, 3, 4
 
 
 def record_fates(offsets: np.ndarray, has_key: np.ndarray, has_value: np.ndarray,
-                 mapped_offsets: np.ndarray, latest_offset: int, retain_deletes_: bool) -> np.ndarray:
-    """shouldRetainRecord for a data batch's records: KEPT or the reason it goes (K1-K4)."""
+                 mapped_offsets: np.ndarray, latest_offset: int, retain_deletes_: bool,
+                 exact: bool = False) -> np.ndarray:
+    """shouldRetainRecord for a data batch's records: KEPT or the reason it goes (K1-K4).
+
+    ``exact``: the map of a version strategy (cleaner/strategy.py) answers each key's winning
+    offset, and every other record of the key is superseded, a later offset too."""
     beyond = offsets > latest_offset                           # K1
-    latest = offsets >= mapped_offsets                         # K3 (absent keys map to -1)
+    if exact:
+        latest = (mapped_offsets < 0) | (offsets == mapped_offsets)
+    else:
+        latest = offsets >= mapped_offsets                     # K3 (absent keys map to -1)
     fates = np.full(offsets.shape[0], KEPT, dtype=np.int8)
     if not retain_deletes_:
         fates[~has_value] = TOMBSTONE_EXPIRED

@@ -17,11 +17,12 @@ from ..errors import CompactlogError
 from ..storage.segment_source import SegmentSource
 from .grouping import SegmentSizes, group_segments_by_size
 from .map_builder import build_offset_map
-from .offset_map import CompactOffsetMap, InTaskOffsetMap
+from .offset_map import CompactOffsetMap, InTaskOffsetMap, VersionMap
 from .rewrite import RoundContext, clean_group
 from .segment_writer import CleanedSegmentWriter, DryRunWriter
 from .source import SegmentInfo, SourceLog
 from .stats import CleanerStats
+from .strategy import DEFAULT, CompactionStrategy
 from .txn_state import CleanedTransactionState
 
 
@@ -46,6 +47,7 @@ class PartitionCleanPlan:
     legacy_delete_horizon_ms: int
     map_kind: str = "task"
     extra: dict = field(default_factory=dict)
+    strategy: CompactionStrategy = DEFAULT     # compaction.strategy: which record of a key wins
 
     @property
     def name(self) -> str:
@@ -100,7 +102,10 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
     stats = CleanerStats(start_s=time.time())
     log = SourceLog(plan.source, plan.segments, plan.max_message_size)
     try:
-        if offset_map is None:
+        if offset_map is None and plan.strategy.versioned:
+            offset_map = version_map(plan, plan.extra.get("expected_keys", 1024))
+            build_offset_map(log, plan.first_dirty, plan.first_uncleanable, offset_map, stats, plan.strategy)
+        elif offset_map is None:
             if CompactOffsetMap.fits(plan.first_dirty, plan.first_uncleanable):
                 offset_map = CompactOffsetMap(plan.first_dirty, plan.extra.get("expected_keys", 1024))
             else:
@@ -116,7 +121,8 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
                            offset_map=offset_map, io_buffer_size=plan.io_buffer_size,
                            max_message_size=plan.max_message_size,
                            broker_max_message_size=plan.broker_max_message_size,
-                           legacy_delete_horizon_ms=plan.legacy_delete_horizon_ms, observer=observer)
+                           legacy_delete_horizon_ms=plan.legacy_delete_horizon_ms, observer=observer,
+                           strategy=plan.strategy)
         txn = CleanedTransactionState()
         by_base = {s.base_offset: s for s in log.segments}
         writers = []
@@ -142,6 +148,16 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
                                     plan.map_kind, plan.extra.get("map_reason", ""))
     finally:
         log.close()
+
+
+def version_map(plan: PartitionCleanPlan, expected_keys: int = 1024) -> VersionMap:
+    """The key map of a version strategy, its offsets relative to the log's first segment (the
+    clean section is ranked too)."""
+    base = plan.segments[0].base_offset if plan.segments else plan.first_dirty
+    if not VersionMap.fits(base, plan.first_uncleanable):
+        raise CompactlogError(f"{plan.dir}: compaction.strategy={plan.strategy.name} ranks offsets within 2**40 "
+                              f"of the log start; {base}..{plan.first_uncleanable} is wider")
+    return VersionMap(base, expected_keys)
 
 
 def _refuse_keyless(plan: PartitionCleanPlan, stats: CleanerStats) -> None:

@@ -87,14 +87,16 @@ def snapshot_cmd(ctx: typer.Context,
     except CompactlogError as e:
         fail(str(e))
     part_bytes = [sum(s.size for s in _segments(tp.dir)) for tp in chosen]
+    from ..spark.snapshot import topic_strategy
+    strategy = topic_strategy(data_dir, topic, c.broker())     # which record of a key is its latest
     choice = choose_engine(engine, spark_master, part_bytes)
     if choice.engine == "spark":
-        rows = _on_spark(data_dir, topic, partitions, out, fmt, overwrite, spark_master)
+        rows = _on_spark(data_dir, topic, partitions, out, fmt, overwrite, spark_master, strategy)
     else:
         from ..spark.snapshot import latest_state_local, write_table
         sizes = {tp.dir: b for tp, b in zip(chosen, part_bytes)}
         with progress("snapshot", sum(part_bytes), unit="bytes", min_total=256 << 20) as bar:
-            table = latest_state_local(data_dir, topic, partitions,
+            table = latest_state_local(data_dir, topic, partitions, strategy=strategy,
                                        on_partition=lambda tp: bar.advance(sizes.get(tp.dir, 0)))
         write_table(table, out, fmt, overwrite=overwrite)
         rows = table.num_rows
@@ -112,12 +114,12 @@ def _segments(pdir: str):
     return PartitionReader(pdir).segments()
 
 
-def _on_spark(data_dir, topic, partitions, out, fmt, overwrite, master) -> int:
+def _on_spark(data_dir, topic, partitions, out, fmt, overwrite, master, strategy=None) -> int:
     from ..spark.session import session
     from ..spark.snapshot import count_rows, latest_state, write_state
     spark = session(master)
     try:
-        write_state(latest_state(spark, data_dir, topic, partitions), out, fmt, overwrite=overwrite)
+        write_state(latest_state(spark, data_dir, topic, partitions, strategy), out, fmt, overwrite=overwrite)
     except Exception as e:   # noqa: BLE001 - Spark wraps the source's one-line errors in its own
         text = str(e)
         for marker in ("KafkaLogError: ", "StorageError: ", "CorruptRecordError: "):

@@ -192,6 +192,14 @@ class Broker:
             self.state.security = security
             if metrics is not None:
                 metrics.attach(state=self.state)
+            if self.datadir.broker.get("remote.log.storage.system.enable"):
+                from ..storage.remote.manager import RemoteLogManager
+                state = self.state
+                self.state.remote = RemoteLogManager(
+                    self.datadir, broker_id=self.node_id, cluster_id=self.cluster_id, open_log=state.log,
+                    create_topic=lambda name, n, configs: state.create_topic(name, n, configs,
+                                                                              replication_factor=1))
+                self.state.remote.start()
             group_coordinator_for(self.state)
             transaction_coordinator_for(self.state)
             self.state.authorizer = self.authorizer         # before any listener opens
@@ -257,6 +265,7 @@ class Broker:
             self.datadir.lock.note_broker_address(str(state.advertised).split("://", 1)[1])
         background = Background(state, make_executor(self.engine, self.spark_master))
         background.start(recover_logs=self.recover_in_background)
+        background.start_remote()
         if metrics is not None:
             metrics.attach(server=server, pool=pool, loop=loop, background=background)
             metrics.lifecycle.set(RUNNING)
@@ -287,6 +296,8 @@ class Broker:
             await loop.run_in_executor(None, state.transactions.stop)
             await loop.run_in_executor(None, state.groups.stop)
             await loop.run_in_executor(None, background.stop)
+            if state.remote is not None:
+                state.remote.close()
             pool.shutdown(wait=True)
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)

@@ -142,6 +142,27 @@ class Background:
             self.threads.append(recovery)
             recovery.start()
 
+    def start_remote(self) -> None:
+        """The remote log manager's copy task (RLMCopyTask), every
+        ``remote.log.manager.task.interval.ms``, on its own thread: an upload never holds up
+        retention, flushes or checkpoints. Remote retention runs with the local one."""
+        remote = self.state.remote
+        if remote is None:
+            return
+        self.log_manager.remote = remote
+        t = threading.Thread(target=self._remote_loop, daemon=True, name="kafka-rlm-copy")
+        self.threads.append(t)
+        t.start()
+
+    def _remote_loop(self) -> None:
+        remote = self.state.remote
+        while not self.stop_event.is_set():
+            try:
+                remote.run_copy_tasks()
+            except Exception:
+                manager_log.exception("Error in the remote log manager's copy task")
+            self.stop_event.wait(self.datadir.broker.get("remote.log.manager.task.interval.ms") / 1000.0)
+
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop and join the threads: a cleaning in progress is finished or discarded first."""
         self.stop_event.set()

@@ -259,6 +259,7 @@ class BrokerState:
     transactions: object = None          # the TransactionCoordinatorService (set at start)
     metrics: object = None               # the BrokerMetrics (server/metrics), None when not served
     security: object = None              # security.listeners.BrokerSecurity (set at start)
+    remote: object = None                # storage.remote.manager.RemoteLogManager, None: tiered storage off
     # listener name -> its advertised endpoint: a client is told the endpoint of the listener its
     # request came on (security.md §1.1)
     advertised_listeners: dict = field(default_factory=dict)

@@ -18,8 +18,9 @@ def advertised(apis: SupportedApis) -> dict[int, tuple[int, int]]:
 
 
 def test_broker_table_is_the_spec_table():
+    # ListOffsets v9 (KIP-1005's LATEST_TIERED, -5): tiered-storage.md §4.6 extends wire-protocol.md's 1-8
     assert advertised(BROKER) == {
-        0: (0, 12), 1: (4, 12), 2: (1, 8), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 5),
+        0: (0, 12), 1: (4, 12), 2: (1, 9), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 5),
         21: (0, 2), 22: (0, 5), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 1),
         61: (0, 0)}
 

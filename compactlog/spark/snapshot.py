@@ -1,7 +1,10 @@
 """The latest state of a topic: the last value of every key, tombstones and aborted data excluded.
 
 Two engines with one result. On Spark (``latest_state``): the kafka-log source read_committed, then
-per (partition, key) the record with the highest offset, dropped when it is a tombstone. In this
+per (partition, key) the record with the highest offset, dropped when it is a tombstone. "Highest"
+is the topic's compaction strategy (KIP-280, ``cleaner/strategy.py``: the offset, or the timestamp
+or header version then the offset), read from the data dir's topic configs unless given, so that a
+snapshot agrees with what the cleaner keeps. In this
 process (``latest_state_local``), for inputs a JVM would only slow down: the same read_committed
 view (``planning.py``: records below the last stable offset, aborted transactions filtered out),
 reduced partition by partition with Arrow and numpy (the last occurrence of each key wins), never
@@ -37,17 +40,31 @@ STATE_SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.bin
 
 # --- on Spark ------------------------------------------------------------------------------------
 
-def latest_state(spark, path: str, topic: str | None = None, partitions: str | None = None):
-    """A DataFrame (key, value, partition, offset, timestamp): the latest value per key."""
+def topic_strategy(path: str, topic: str | None, broker=None):
+    """The compaction strategy of ``topic`` in the data dir at ``path`` (its configs, else the
+    broker's defaults: server.properties and dynamic configs); the offset for several topics."""
+    from ..cleaner.strategy import DEFAULT, CompactionStrategy
+    if not topic:
+        return DEFAULT
+    from ..storage.datadir import DataDir, load_broker_config
+    return CompactionStrategy.of(DataDir(path, broker=broker or load_broker_config(path)).topic_config(topic))
+
+
+def latest_state(spark, path: str, topic: str | None = None, partitions: str | None = None, strategy=None):
+    """A DataFrame (key, value, partition, offset, timestamp): the latest value per key
+    (``strategy``: a ``CompactionStrategy``; default: the topic's)."""
     from pyspark.sql import functions as F
+    strategy = strategy if strategy is not None else topic_strategy(path, topic)
     reader = spark.read.format("kafka-log").option("kafka.isolation.level", "read_committed")
     if topic:
         reader = reader.option("subscribe", topic)
     if partitions:
         reader = reader.option("partitions", partitions)
+    if strategy.name == "header":
+        reader = reader.option("includeHeaders", "true")
     records = reader.load(path).where(F.col("key").isNotNull())
     latest = (records.groupBy("partition", "key")
-              .agg(F.max_by(F.struct("value", "offset", "timestamp"), "offset").alias("r")))
+              .agg(F.max_by(F.struct("value", "offset", "timestamp"), strategy.spark_rank()).alias("r")))
     return (latest.where(F.col("r.value").isNotNull())
             .select("key", F.col("r.value").alias("value"), "partition", F.col("r.offset").alias("offset"),
                     F.col("r.timestamp").alias("timestamp")))
@@ -90,17 +107,19 @@ def write_state(df, out: str, fmt: str = "parquet", *, overwrite: bool = False) 
 
 # --- in this process -----------------------------------------------------------------------------
 
-def latest_state_local(path: str, topic: str, partitions: str | None = None, *, on_partition=None) -> pa.Table:
+def latest_state_local(path: str, topic: str, partitions: str | None = None, *, on_partition=None,
+                       strategy=None) -> pa.Table:
     """The latest value per key (as ``latest_state``) computed here, as a pyarrow Table
     (storage.latest, the same computation as the Python API's)."""
     from ..storage.latest import latest_values
     from .options import Strategy, _partition_list
     from .planning import PartitionState, select_partitions
+    compaction = strategy if strategy is not None else topic_strategy(path, topic)
     strategy = Strategy("subscribe", topics=(topic,), partitions=_partition_list(partitions))
     tables = []
     for tp in select_partitions(path, strategy, streaming=False):
         st = PartitionState(tp, read_committed=True)
-        state = latest_values(st.reader, st.log_start, st.latest)
+        state = latest_values(st.reader, st.log_start, st.latest, compaction)
         if on_partition is not None:
             on_partition(tp)
         n = state.num_rows

@@ -38,6 +38,10 @@ from .kafka_names import KAFKA_BROKER_SETTINGS
 from .properties import parse_assignments, parse_properties, read_properties  # noqa: F401
 
 
+class RemoteConfigError(ConfigError):
+    """Remote-storage configs Kafka's LogConfig refuses together (the message is Kafka's)."""
+
+
 class UnknownConfigError(ConfigError):
     """A name that is not a topic config; ``name`` says which (the message adds the closest
     known name, when one is close)."""
@@ -122,7 +126,22 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("local.retention.bytes", "long", -2, ("log.local.retention.bytes",), at_least(-2),
               doc="Local retention size under tiered storage; -2 means retention.bytes."),
     ConfigDef("remote.storage.enable", "bool", False, (),
-              doc="Whether the topic uses tiered storage (compactlog has none)."),
+              doc="Whether the topic's rolled segments are copied to the remote tier (needs the broker's "
+                  "remote.log.storage.system.enable=true); compactlog accepts it with cleanup.policy=compact "
+                  "too, which Kafka refuses since KAFKA-19273."),
+    ConfigDef("remote.log.copy.disable", "bool", False, (),
+              doc="Stop copying segments of a tiered topic (its remote data stays readable); local retention then "
+                  "follows retention.ms/bytes (KIP-950)."),
+    ConfigDef("remote.log.delete.on.disable", "bool", False, (),
+              doc="Must be true to turn remote.storage.enable off: the remote data is then deleted (KIP-950)."),
+    # KIP-280 (accepted, never built in Kafka): which record of a key compaction keeps (cleaner/strategy.py)
+    ConfigDef("compaction.strategy", "string", "offset", ("log.cleaner.compaction.strategy",), one_of("offset", "timestamp", "header"),
+              doc="Which record of a key compaction keeps (KIP-280): offset (the last one written), timestamp "
+                  "(the highest record timestamp) or header (the highest long in compaction.strategy.header); "
+                  "ties go to the later offset."),
+    ConfigDef("compaction.strategy.header", "string", "", ("log.cleaner.compaction.strategy.header",),
+              doc="The record header holding each record's version, an 8-byte big-endian long, for "
+                  "compaction.strategy=header (its last occurrence counts)."),
 ]}
 
 # broker settings in another unit than the topic config they default: (ms per unit, Kafka's check)
@@ -154,6 +173,9 @@ def _check_topic_defaults(broker: "BrokerConfig") -> None:
 
 
 register("storage", __name__, LOG_SETTINGS, _check_topic_defaults)
+# the remote tier's broker settings (remote.log.storage.system.enable, rsm.config.*): a topic's
+# remote configs are checked against them, so they are registered with the topic configs
+from .remote import config as _remote_config  # noqa: E402,F401
 
 _TOPIC_BY_BROKER_NAME = {prop: d for d in TOPIC_CONFIGS.values() for prop in d.broker}
 
@@ -190,6 +212,7 @@ class BrokerConfig:
             if name in BROKER_CONFIGS:
                 BROKER_CONFIGS[name].parse(raw)
         check_all(self)
+        _check_strategy({d.name: self.topic_default(d) for d in TOPIC_CONFIGS.values()}, "log.cleaner.")
 
     def topic_default(self, d: ConfigDef):
         """The broker's default for topic config ``d``: its first broker synonym that is set."""
@@ -210,6 +233,13 @@ class BrokerConfig:
 
     def __getitem__(self, name: str):
         return self.get(name)
+
+
+def _check_strategy(values: dict, prefix: str) -> None:
+    """KIP-280's header strategy names its header (``prefix``: the broker's names)."""
+    if values["compaction.strategy"] == "header" and not values["compaction.strategy.header"]:
+        raise ConfigError(f"{prefix}compaction.strategy=header needs the name of the header that holds each "
+                          f"record's version in {prefix}compaction.strategy.header")
 
 
 def _broker_retention_ms(prop: str, raw, value: int) -> int:
@@ -301,6 +331,7 @@ class LogConfig:
         lo, hi = self._values["min.compaction.lag.ms"], self._values["max.compaction.lag.ms"]
         if lo > hi:
             raise CompactionLagConflict(lo, hi)
+        _check_strategy(self._values, "")
 
     def get(self, name: str):
         try:
@@ -369,6 +400,68 @@ class LogConfig:
         if self.compact and self.max_compaction_lag_ms > 0:
             return min(self.max_compaction_lag_ms, self.segment_ms)
         return self.segment_ms
+
+    # -- tiered storage (Kafka's LogConfig.remoteLogConfig, UnifiedLog.remoteLogEnabled)
+    @property
+    def remote_log_enabled(self) -> bool:
+        """The topic's remote.storage.enable under the broker's remote.log.storage.system.enable
+        (UnifiedLog.remoteLogEnabled): a tiered topic of a broker with tiered storage off is
+        served as a local one."""
+        return bool(self._values["remote.storage.enable"]) and bool(self.broker.get("remote.log.storage.system.enable"))
+
+    @property
+    def remote_copy_enabled(self) -> bool:
+        """UnifiedLog.remoteLogEnabledAndRemoteCopyEnabled: segments are copied, and local
+        retention follows local.retention.* (else retention.*, KIP-950)."""
+        return self.remote_log_enabled and not self._values["remote.log.copy.disable"]
+
+    @property
+    def local_retention_ms(self) -> int:
+        """local.retention.ms, -2 meaning retention.ms (LogConfig.localRetentionMs)."""
+        v = self._values["local.retention.ms"]
+        return self._values["retention.ms"] if v == -2 else v
+
+    @property
+    def local_retention_bytes(self) -> int:
+        v = self._values["local.retention.bytes"]
+        return self._values["retention.bytes"] if v == -2 else v
+
+    def validate_remote(self, was_remote_enabled: bool = False) -> None:
+        """Kafka's LogConfig.validateTopicLogConfigValues for the remote configs: tiered storage
+        needs the broker's switch, local retention may not exceed retention, with copying off
+        the two must agree, and turning remote storage off needs remote.log.delete.on.disable.
+        One difference, on purpose: Kafka refuses remote storage unless cleanup.policy is exactly
+        delete (validateRemoteStorageRequiresDeleteCleanupPolicy, KAFKA-19273); compactlog
+        accepts compact and compact,delete, and keeps the remote tier of a compacted topic."""
+        v = self._values
+        if not v["remote.storage.enable"]:
+            if was_remote_enabled and not v["remote.log.delete.on.disable"]:
+                raise RemoteConfigError(
+                    "It is invalid to disable remote storage without deleting remote data. If you want to keep "
+                    "the remote data and turn to read only, please set `remote.storage.enable=true,"
+                    "remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote "
+                    "data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.")
+            return
+        if not self.broker.get("remote.log.storage.system.enable"):
+            raise RemoteConfigError("Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                                    "configured with remote log storage.")
+        for kind in ("bytes", "ms"):
+            total, local = v[f"retention.{kind}"], v[f"local.retention.{kind}"]
+            if total > -1 and local != -2:
+                if local == -1:
+                    raise RemoteConfigError(f"Invalid value -1 for configuration local.retention.{kind}: Value must "
+                                            f"not be -1 as retention.{kind} value is set as {total}.")
+                if local > total:
+                    raise RemoteConfigError(f"Invalid value {local} for configuration local.retention.{kind}: Value "
+                                            f"must not be more than retention.{kind} property value: {total}")
+        if v["remote.log.copy.disable"]:
+            for kind in ("bytes", "ms"):
+                local = v[f"local.retention.{kind}"]
+                if local != -2 and local != v[f"retention.{kind}"]:
+                    raise RemoteConfigError(
+                        f"When `remote.log.copy.disable` is set to true, the `local.retention.{kind}` and "
+                        f"`retention.{kind}` must be set to the identical value because there will be no more logs "
+                        f"copied to the remote storage.")
 
     @property
     def init_file_size(self) -> int:

@@ -24,8 +24,10 @@ def test_every_owner_registers_in_its_own_package():
         "storage": "compactlog.storage.config", "cleaner": "compactlog.cleaner.config",
         "server": "compactlog.server.config", "authorizer": "compactlog.server.authorizer.config",
         "security": "compactlog.server.security.config", "groups": "compactlog.coordinator.group.config",
-        "transactions": "compactlog.coordinator.txn.config", "spark": "compactlog.spark.config"}
-    assert sum(len(o.settings) for o in R.OWNERS.values()) == len(R.BROKER_CONFIGS) == 79   # 11 group.consumer.* (KIP-848)
+        "transactions": "compactlog.coordinator.txn.config", "spark": "compactlog.spark.config",
+        "remote": "compactlog.storage.remote.config"}
+    # 47: the remote tier's (storage/remote/config.py); 11: group.consumer.* and the protocols (KIP-848)
+    assert sum(len(o.settings) for o in R.OWNERS.values()) == len(R.BROKER_CONFIGS) == 68 + 47 + 11
     # the owners are where Kafka puts them: the cleaner's in CleanerConfig, TLS in SslConfigs, ...
     assert R.owner_of("log.cleaner.threads") == "cleaner"
     assert R.owner_of("ssl.keystore.location") == "security"

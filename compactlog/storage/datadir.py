@@ -435,7 +435,7 @@ class DataDir:
         if self.has_topic(topic):
             raise TopicError(f"topic {topic!r} already exists in {self.path}")
         configs = dict(configs or {})
-        LogConfig(configs, self.broker)   # validates every name and value
+        LogConfig(configs, self.broker).validate_remote()   # validates every name and value
         topic_id = new_topic_id()
         meta = self._read_meta()
         meta["topics"][topic] = {"partitions": partitions, "configs": configs, "topic_id": topic_id}
@@ -556,6 +556,7 @@ class DataDir:
             configs = dict(configs)
             new = LogConfig({**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **configs, **self.session_configs},
                             self.broker)
+            new.validate_remote(was_remote_enabled=bool(self.topic_config(topic).get("remote.storage.enable")))
             meta = self._read_meta()
             entry = meta["topics"].get(topic)
             if entry is None:
@@ -795,7 +796,8 @@ class DataDir:
             starts = _readable(self.log_start_checkpoint)
             for key, log in self.logs.items():
                 recovery[key] = log.recovery_point
-                if log.log_start_offset > log.segments[0].base_offset:
+                # a tiered log's start may lie below its first local segment (in the remote tier)
+                if log.log_start_offset != log.segments[0].base_offset:
                     starts[key] = log.log_start_offset
                 else:
                     starts.pop(key, None)

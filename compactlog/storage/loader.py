@@ -177,8 +177,11 @@ class LogLoader:
     def __init__(self, dir_path: str, config, segments: LogSegments, producer_state: ProducerStateManager,
                  leader_epochs: LeaderEpochCache, *, clock, name: str, recovery_point: int,
                  log_start_offset: int, had_clean_shutdown: bool, read_only: bool, events: list[DataEvent],
-                 leader_epoch: int = 0):
+                 leader_epoch: int = 0, remote_log_enabled: bool = False):
         self.dir = dir_path
+        # a tiered log's start offset is the checkpointed one, remote segments included; a local
+        # log's is raised to its first segment (Kafka's LogLoader.load)
+        self.remote_log_enabled = remote_log_enabled
         self.config = config
         self.segments = segments
         self.producer_state = producer_state
@@ -259,7 +262,8 @@ class LogLoader:
                                reload_from_clean_shutdown=self.had_clean_shutdown, now=self.clock())
         if getattr(self.leader_epochs, "load_error", None) is not None:
             self._rebuild_leader_epochs(start)
-        return LoadedOffsets(start, recovery_point, log_end)
+        return LoadedOffsets(min(log_start_offset, start) if self.remote_log_enabled else start,
+                             recovery_point, log_end)
 
     def _rebuild_leader_epochs(self, log_start_offset: int) -> None:
         """An unreadable leader-epoch-checkpoint: rebuilt from the batches' partition leader epochs

@@ -49,7 +49,7 @@ from .producer_state import (CLIENT, COORDINATOR, REPLICATION, SENTINEL, ActiveP
 from .segment import LogSegment
 from .segment_source import LocalDirSource, SegmentSource
 from .segments import NO_UPPER_BOUND, LogSegments
-from .timestamp_lookup import LATEST_TIMESTAMP, fetchable_answer
+from .timestamp_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, fetchable_answer
 from .txn_index import AbortedTxn
 from .validator import (assign_offsets, conform_batch, parse_batches, validate_follower_batches,
                         validated_batch)
@@ -129,11 +129,17 @@ class Log:
         offsets = LogLoader(path, config, segments, self.producer_state, self.leader_epochs, clock=clock,
                             name=self.name, recovery_point=recovery_point, log_start_offset=log_start_offset,
                             had_clean_shutdown=had_clean_shutdown, read_only=read_only,
-                            events=self.events, leader_epoch=leader_epoch).load()
+                            events=self.events, leader_epoch=leader_epoch,
+                            remote_log_enabled=config.remote_log_enabled).load()
         self._local = LocalLog(path, config, segments, recovery_point=offsets.recovery_point,
                                log_end_offset=offsets.log_end_offset, clock=clock, read_only=read_only,
                                name=self.name, lock=self.lock, events=self.events)
         self.log_start_offset = offsets.log_start_offset
+        # UnifiedLog._localLogStartOffset: the first local offset; below it (down to the log
+        # start) a tiered log's records are only in the remote tier
+        self.local_log_start_offset = max(self.log_start_offset, segments.first.base_offset)
+        # UnifiedLog.highestOffsetInRemoteStorage: set by the remote log manager (-1: nothing copied)
+        self.highest_remote_offset = -1
         self.closed = False
 
     def _report_index_rebuild(self, event) -> None:
@@ -208,6 +214,16 @@ class Log:
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+    @property
+    def first_local_offset(self) -> int:
+        """Where local reads start: the local log start, never below the log start."""
+        return max(self.log_start_offset, self.local_log_start_offset)
+
+    @property
+    def remote_log_enabled(self) -> bool:
+        """UnifiedLog.remoteLogEnabled: the topic is tiered and the broker's tiered storage is on."""
+        return self.config.remote_log_enabled
 
     # -- appending
     @_writer
@@ -485,7 +501,7 @@ class Log:
             self.check_online()
             return self._local.read_span(start_offset, max_bytes, min_one_batch,
                                          NO_UPPER_BOUND if max_offset is None else max_offset,
-                                         log_start_offset=self.log_start_offset)
+                                         log_start_offset=self.first_local_offset)
 
     def read(self, start_offset: int, max_bytes: int = 1 << 20, *, min_one_batch: bool = True,
              max_offset: int | None = None) -> tuple[int, bytes]:
@@ -500,19 +516,21 @@ class Log:
         """Every batch (RecordBatch or legacy entry) holding offsets >= start_offset, in order;
         a writer is never held up by the reading (``LocalLog.batches``)."""
         self.check_online()
-        start = self.log_start_offset if start_offset is None else start_offset
+        start = self.first_local_offset if start_offset is None else start_offset
         return self._local.batches(start, NO_UPPER_BOUND if end_offset is None else end_offset)
 
     def records(self, start_offset: int | None = None, *, include_control: bool = False,
                 validate: bool = True) -> Iterator[Record]:
         """Records from ``start_offset`` (Python objects: for tools and small reads)."""
         self.check_online()
-        start = self.log_start_offset if start_offset is None else start_offset
+        start = self.first_local_offset if start_offset is None else start_offset
         return self._local.records(start, include_control=include_control, validate=validate)
 
     def offset_for_timestamp(self, target: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= target (Kafka's ListOffsets)."""
-        return self._local.offset_for_timestamp(target, self.log_start_offset)
+        if target == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        return self._local.offset_for_timestamp(target, self.first_local_offset)
 
     def fetch_offset_for_timestamp(self, target: int, read_committed: bool = False) -> tuple[int, int] | None:
         """Partition.fetchOffsetForTimestamp: (offset, timestamp) as ListOffsets answers it. LATEST
@@ -559,6 +577,8 @@ class Log:
                 f"since it is larger than the high watermark {self.high_watermark}")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
+            # UnifiedLog.maybeIncrementLogStartOffset raises the local log start with it
+            self.local_log_start_offset = max(self.local_log_start_offset, offset)
             self.leader_epochs.truncate_from_start(offset)
             # ProducerStateManager.onLogStartOffsetIncremented; a single replica has no
             # unreplicated transactions to drop
@@ -574,14 +594,20 @@ class Log:
         """Kafka's deleteOldSegments: the rules of ``retention.rules`` (log start, size, time)
         applied one after the other; segments removed."""
         return sum(self._delete_segments(*rule(self.segments, self.log_end_offset, self.high_watermark))
-                   for rule in retention.rules(self.config, self.log_start_offset, self.clock))
+                   for rule in self._retention_rules())
+
+    def _retention_rules(self) -> list:
+        if self.remote_log_enabled:
+            return retention.tiered_rules(self.config, self.log_start_offset, self.highest_remote_offset,
+                                          self.clock)
+        return retention.rules(self.config, self.log_start_offset, self.clock)
 
     @_writer
     def has_segments_to_delete(self) -> bool:
         """Would ``delete_old_segments`` remove a segment now? (Only then is the cleaner paused.)
         The first rule that deletes answers yes."""
         return any(rule(self.segments, self.log_end_offset, self.high_watermark)[0]
-                   for rule in retention.rules(self.config, self.log_start_offset, self.clock))
+                   for rule in self._retention_rules())
 
     def _delete_segments(self, deletable: list[LogSegment], reason: str = "") -> int:
         if not deletable:
@@ -597,13 +623,35 @@ class Log:
             self.roll()
         for seg in deletable:
             self.segments.remove(seg.base_offset)
-        self.log_start_offset = max(self.log_start_offset, self.segments.first.base_offset)
-        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        first = self.segments.first.base_offset
+        if self.config.remote_copy_enabled:
+            # UnifiedLog.incrementStartOffset: deleting copied segments moves only the local log
+            # start; the records stay readable from the remote tier
+            self.local_log_start_offset = max(self.local_log_start_offset, first)
+        else:
+            self.log_start_offset = max(self.log_start_offset, first)
+            self.local_log_start_offset = max(self.local_log_start_offset, self.log_start_offset)
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
         for seg in deletable:
             seg.delete_files()
             self.producer_state.delete_snapshot(seg.base_offset)
-        self.producer_state.delete_snapshots_before(self.log_start_offset)
+        self.producer_state.delete_snapshots_before(self.local_log_start_offset)
         return len(deletable)
+
+    @_writer
+    def increment_log_start_offset(self, offset: int) -> int:
+        """Raise the log start offset to ``offset`` after remote retention deleted the remote
+        segments below it (UnifiedLog.maybeIncrementLogStartOffset, reason SegmentDeletion); the
+        local log start goes with it when below. The new log start offset."""
+        if offset > self.log_start_offset:
+            if offset > self.high_watermark:
+                raise OffsetOutOfRangeError(f"{self.name}: log start {offset} above the high watermark "
+                                            f"{self.high_watermark}")
+            self.log_start_offset = offset
+            self.local_log_start_offset = max(self.local_log_start_offset, offset)
+            self.leader_epochs.truncate_from_start(offset)
+            self.producer_state.last_map_offset = max(self.producer_state.last_map_offset, offset)
+        return self.log_start_offset
 
     @_writer
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:

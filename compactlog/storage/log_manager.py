@@ -45,6 +45,9 @@ class LogManager:
         self.datadir = datadir
         self._open_log = open_log or self._open_existing
         self._last_flush: dict[tuple[str, int], int] = {}
+        # the remote tier's manager (storage/remote/manager.py) when tiered storage is on: its
+        # retention (RLMExpirationTask) runs with the local one
+        self.remote = None
 
     def _open_existing(self, topic: str, partition: int) -> Log | None:
         try:
@@ -98,6 +101,8 @@ class LogManager:
                 manager_log.exception(f"Error while deleting old segments of {log.name}")
         if total:
             manager_log.info(f"Retention deleted {total} segment(s)")
+        if self.remote is not None:
+            total += self.remote.run_expiration(now_ms)
         return total
 
     def expire_producers(self, now_ms: int) -> None:

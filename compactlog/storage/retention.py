@@ -83,3 +83,59 @@ def retention_ms_breached(segments, log_end_offset: int, high_watermark: int, re
     return (deletable_segments(segments, log_end_offset, high_watermark,
                                lambda seg, nxt: now - seg.largest_timestamp() > retention_ms),
             f"retention.ms={retention_ms}: newest record older than that at {now}")
+
+
+def tiered_rules(config, log_start_offset: int, highest_remote_offset: int,
+                 clock: Callable[[], int]) -> list[Rule]:
+    """The rules of a tiered log (``UnifiedLog.deleteOldSegments`` with remote storage on): the
+    log start offset as always; then, while copying is on, size and time by
+    ``local.retention.bytes/ms`` (-2: ``retention.*``) and only over segments already copied
+    (``nextBase - 1 <= highestOffsetInRemoteStorage``, ``deletableSegments``), so deletion only
+    moves the local log start. With ``remote.log.copy.disable=true`` plain ``retention.*``
+    applies to every segment and moves the log start (KIP-950).
+
+    Kafka applies size and time only when the policy has delete; compactlog applies the local
+    ones to a compact-only tiered topic too, since dropping a copied segment from the disk
+    deletes no record (Kafka 4.2 does the same for an empty cleanup.policy, KAFKA-19112)."""
+    if not config.known:
+        return []
+    out: list[Rule] = [lambda segs, leo, hw: log_start_offset_breached(segs, leo, hw, log_start_offset)]
+    if not config.remote_copy_enabled:
+        if config.delete:
+            out.append(lambda segs, leo, hw: retention_size_breached(segs, leo, hw, config.get("retention.bytes")))
+            out.append(lambda segs, leo, hw: retention_ms_breached(segs, leo, hw, config.get("retention.ms"), clock))
+        return out
+
+    def copied(segs, leo):
+        # the segments wholly in the remote tier, as a prefix: retention never passes one that is not
+        out = []
+        items = list(segs)
+        for i, seg in enumerate(items):
+            nxt = items[i + 1].base_offset if i + 1 < len(items) else None
+            if nxt is None or nxt - 1 > highest_remote_offset:
+                break
+            out.append(seg)
+        return out
+
+    def local_size(segs, leo, hw):
+        found, why = retention_size_breached(segs, leo, hw, config.local_retention_bytes)
+        allowed = set(map(id, copied(segs, leo)))
+        kept = []
+        for seg in found:
+            if id(seg) not in allowed:
+                break
+            kept.append(seg)
+        return kept, why.replace("retention.bytes", "local.retention.bytes")
+
+    def local_time(segs, leo, hw):
+        found, why = retention_ms_breached(segs, leo, hw, config.local_retention_ms, clock)
+        allowed = set(map(id, copied(segs, leo)))
+        kept = []
+        for seg in found:
+            if id(seg) not in allowed:
+                break
+            kept.append(seg)
+        return kept, why.replace("retention.ms", "local.retention.ms")
+    out.append(local_size)
+    out.append(local_time)
+    return out

@@ -111,7 +111,7 @@ def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: b
 
 
 def _read_one(state: BrokerState, topic: str, p, max_bytes: int, min_one: bool, committed: bool,
-              zero_copy_min: int) -> PartitionRead:
+              zero_copy_min: int, remote_slot: list | None = None) -> PartitionRead:
     log = state.log(topic, p.partition)
     if log is None:
         return PartitionRead(p.partition, ErrorCode.unknown_topic_or_partition)
@@ -119,7 +119,40 @@ def _read_one(state: BrokerState, topic: str, p, max_bytes: int, min_one: bool, 
     if current != -1 and current != log.leader_epoch:
         code = ErrorCode.fenced_leader_epoch if current < log.leader_epoch else ErrorCode.unknown_leader_epoch
         return PartitionRead(p.partition, code)
-    return read_partition(log, p.fetch_offset, max_bytes, min_one, committed, zero_copy_min)
+    offset = p.fetch_offset
+    if state.remote is not None and log.remote_log_enabled \
+            and log.log_start_offset <= offset < log.local_log_start_offset:
+        return read_remote(state.remote, log, offset, max_bytes, min_one, committed, zero_copy_min,
+                           remote_slot if remote_slot is not None else [False])
+    return read_partition(log, offset, max_bytes, min_one, committed, zero_copy_min)
+
+
+def read_remote(remote, log, offset: int, max_bytes: int, min_one: bool, committed: bool, zero_copy_min: int,
+                remote_slot: list) -> PartitionRead:
+    """A fetch below the local log start of a tiered partition (ReplicaManager's remote path,
+    tiered-storage.md §4): only the first such partition of a request reads remotely, the others
+    answer empty (KAFKA-14915); a read slower than ``remote.fetch.max.wait.ms`` answers empty, no
+    error (DelayedRemoteFetch); a store failure raises (UNKNOWN_SERVER_ERROR for this partition,
+    the others of the request served); remote segments that run out continue in the local log."""
+    from ...storage.remote.manager import RemoteFetchTimeout
+    pr = PartitionRead(log.partition, ErrorCode.none, log.high_watermark, log.last_stable_offset,
+                       log.log_start_offset, [] if committed else None)
+    if remote_slot[0]:
+        return pr
+    remote_slot[0] = True
+    try:
+        got = remote.fetch(log, offset, max_bytes, min_one, committed)
+    except RemoteFetchTimeout:
+        return pr
+    except OffsetOutOfRangeError:
+        pr.error = ErrorCode.offset_out_of_range
+        return pr
+    if got.continue_local:
+        return read_partition(log, log.local_log_start_offset, max_bytes, min_one, committed, zero_copy_min)
+    pr.records = got.records
+    if committed:
+        pr.aborted = [(t.producer_id, t.first_offset) for t in got.aborted or ()]
+    return pr
 
 
 def read_fetch(state: BrokerState, body, version: int,
@@ -129,6 +162,7 @@ def read_fetch(state: BrokerState, body, version: int,
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     limit = max(body.max_bytes, 0)
     min_one = True
+    remote_slot = [False]           # one remote partition per request
     out = FetchRead([])
     try:
         for t in body.topics:
@@ -139,7 +173,7 @@ def read_fetch(state: BrokerState, body, version: int,
                 else:
                     try:
                         pr = _read_one(state, t.topic, p, min(p.partition_max_bytes, limit), min_one,
-                                       committed, zero_copy_min)
+                                       committed, zero_copy_min, remote_slot)
                     except Exception as e:
                         if state.metrics is not None:       # FailedFetchRequestsPerSec
                             state.metrics.topic_stats.fetch_failed(t.topic)

@@ -68,12 +68,38 @@ def _list_offset(state: BrokerState, version: int, topic: str, p, committed: boo
         return ErrorCode.unknown_leader_epoch, -1, -1, -1
     target = p.timestamp
     if (target == MAX_TIMESTAMP and version < 7) or (target == EARLIEST_LOCAL_TIMESTAMP and version < 8) \
-            or target == LATEST_TIERED_TIMESTAMP or target < LATEST_TIERED_TIMESTAMP and version < 9:
+            or (target == LATEST_TIERED_TIMESTAMP and version < 9) or target < LATEST_TIERED_TIMESTAMP:
         return ErrorCode.unsupported_version, -1, -1, -1
+    tiered = log.remote_log_enabled
+    if target == EARLIEST_LOCAL_TIMESTAMP:
+        # UnifiedLog.fetchOffsetByTimestamp: the local log start and its epoch (equal to the log
+        # start on a log that is not tiered)
+        offset = log.local_log_start_offset
+        return ErrorCode.none, -1, offset, _epoch_of(log, offset)
+    if target == LATEST_TIERED_TIMESTAMP:
+        # KIP-1005: the highest offset in the remote tier and its epoch; -1 when nothing is
+        # tiered (or the topic is not)
+        hro = log.highest_remote_offset if tiered else -1
+        return ErrorCode.none, -1, hro, _epoch_of(log, hro) if hro >= 0 else -1
+    if target >= 0 and tiered and state.remote is not None:
+        # RemoteLogManager.findOffsetByTimestamp first: the remote segments below the local log start
+        found = state.remote.find_offset_by_timestamp(log, target)
+        if found is not None:
+            return ErrorCode.none, found[1], found[0], _epoch_of(log, found[0])
     found = log.fetch_offset_for_timestamp(target, read_committed=committed)
     if found is None:
         return ErrorCode.none, -1, -1, -1
     return ErrorCode.none, found[1], found[0], leader_epoch
+
+
+def _epoch_of(log, offset: int) -> int:
+    """The leader epoch of ``offset`` (LeaderEpochFileCache.epochForOffset), the log's own when
+    the cache has no entry at or below it."""
+    epoch = None
+    for e, start in log.leader_epochs.entries:
+        if start <= offset:
+            epoch = e
+    return log.leader_epoch if epoch is None else epoch
 
 
 def list_offsets_error(body, cls, code, message):
@@ -86,5 +112,5 @@ def list_offsets_error(body, cls, code, message):
         for t in body.topics))
 
 
-LIST_OFFSETS = ApiHandler(2, "ListOffsets", 1, 8, mode=THREAD, handler=handle_list_offsets,
+LIST_OFFSETS = ApiHandler(2, "ListOffsets", 1, 9, mode=THREAD, handler=handle_list_offsets,
                           error_response=list_offsets_error)

@@ -87,6 +87,11 @@ def validate_topic_configs(state: BrokerState, topic: str, overrides: dict[str, 
                                                 f"({e.min_lag}) > max.compaction.lag.ms ({e.max_lag})") from None
     except ConfigError as e:
         raise Refused(ErrorCode.invalid_config, str(e)) from None
+    was_remote = state.datadir.has_topic(topic) and state.datadir.topic_config(topic).get("remote.storage.enable")
+    try:
+        cfg.validate_remote(was_remote_enabled=bool(was_remote))
+    except ConfigError as e:
+        raise Refused(ErrorCode.invalid_config, str(e)) from None
     isr = cfg.get("min.insync.replicas")
     if isr > 1:
         where = "the topic's" if "min.insync.replicas" in merged else "the broker's default"
