@@ -273,3 +273,27 @@ def test_consumer_groups_cli_and_metrics_show_consumer_protocol_groups(broker):
         assert counts['kafka_server_group_coordinator_metrics_consumer_group_count{state="stable"}'] >= 1
     finally:
         m.close()
+
+
+def test_partitions_added_and_topic_deleted_reach_the_members(broker):
+    """The broker's metadata-change hook (spec §1.5): CreatePartitions 3 -> 5 bumps the group's
+    epoch and the member gets partitions 3 and 4; DeleteTopics of one of two subscribed topics
+    takes its partitions away."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+    topic, group = names("cp-meta")
+    other = topic + "-other"
+    create_topic(broker.bootstrap, topic, 3)
+    create_topic(broker.bootstrap, other, 1)
+    m = ConsumerProtocol(broker.bootstrap, group, [topic, other])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        poll_until([m], lambda: m.topic_assignment() == {(topic, 0), (topic, 1), (topic, 2), (other, 0)},
+                   what="both topics")
+        epoch = describe(broker, group).group_epoch
+        admin.create_partitions([NewPartitions(topic, 5)])[topic].result(30)
+        poll_until([m], lambda: {(topic, 3), (topic, 4)} <= m.topic_assignment(), what="the new partitions")
+        assert describe(broker, group).group_epoch > epoch
+        admin.delete_topics([other])[other].result(30)
+        poll_until([m], lambda: m.topic_assignment() == {(topic, p) for p in range(5)}, what="the deleted topic gone")
+    finally:
+        m.close()
