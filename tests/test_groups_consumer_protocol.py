@@ -297,3 +297,39 @@ def test_partitions_added_and_topic_deleted_reach_the_members(broker):
         poll_until([m], lambda: m.topic_assignment() == {(topic, p) for p in range(5)}, what="the deleted topic gone")
     finally:
         m.close()
+
+
+def test_classic_member_joins_a_consumer_group(broker):
+    """Spec §11.1 with real clients: a classic confluent-kafka consumer (cooperative-sticky)
+    joins a group whose member speaks KIP-848; the broker's assignor splits the partitions between
+    them (the classic member rejoining when its partitions are free), revocation before assignment
+    holds across the two protocols, and when it leaves the other owns everything again."""
+    from groups_support import HEARTBEAT_MS, SESSION_MS
+    topic, group = names("cp-mixed")
+    create_topic(broker.bootstrap, topic, 4)
+    events: list = []
+    a = ConsumerProtocol(broker.bootstrap, group, topic, "a", events)
+    members = [a]
+    try:
+        poll_until(members, lambda: a.assignment() == set(range(4)), what="a owning all 4")
+        c = ConsumerProtocol.__new__(ConsumerProtocol)
+        c.name, c.events, c.errors = "classic", events, []
+        from confluent_kafka import Consumer
+        c.c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                        "enable.auto.commit": False, "partition.assignment.strategy": "cooperative-sticky",
+                        "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS})
+        c.c.subscribe([topic], on_assign=lambda _, ps: c._event("assign", ps),
+                      on_revoke=lambda _, ps: c._event("revoke", ps))
+        members.append(c)
+        poll_until(members, lambda: len(a.assignment()) == 2 and len(c.assignment()) == 2, what="a 2/2 split")
+        assert a.assignment() | c.assignment() == set(range(4))
+        d = describe(broker, group)
+        assert sorted(m.member_type for m in d.members) == [0, 1]
+        owned_once(events)
+        members.remove(c)
+        c.close()
+        poll_until(members, lambda: a.assignment() == set(range(4)), what="a owning all 4 again")
+        owned_once(events)
+        assert not a.errors and not c.errors
+    finally:
+        close_all(members)

@@ -32,13 +32,14 @@ import base64
 import logging
 import uuid
 from collections import Counter
+from concurrent.futures import Future
 from typing import Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
 from ...record import consumer_offsets as R
 from .api_data import (DescribedConsumerGroup, DescribedConsumerMember, HeartbeatRequest, HeartbeatResponse,
-                       ListedGroup)
+                       JoinResponse, ListedGroup, SyncResponse)
 from .config import GroupConfig
 from .consumer import regex as RX
 from .consumer.assignors import ASSIGNORS, PartitionAssignorError
@@ -66,6 +67,16 @@ def session_key(group_id: str, member_id: str):
 
 def rebalance_key(group_id: str, member_id: str):
     return ("consumer-rebalance", group_id, member_id)
+
+
+def join_key(group_id: str, member_id: str):
+    """A classic member of a consumer group told to rejoin (REBALANCE_IN_PROGRESS)."""
+    return ("consumer-classic-join", group_id, member_id)
+
+
+def sync_key(group_id: str, member_id: str):
+    """A classic member of a consumer group answered its JoinGroup, waiting for its SyncGroup."""
+    return ("consumer-classic-sync", group_id, member_id)
 
 
 def new_member_id() -> str:
@@ -236,6 +247,33 @@ class ConsumerGroupManager:
         if req.subscribed_topic_regex is not None:
             changes["subscribed_topic_regex"] = req.subscribed_topic_regex
         updated = member.with_(**changes)
+        updated, resolve = self._update_member(group, member, updated, replaced, counted, req.topic_partitions,
+                                               now, image, recs)
+
+        # H10: the session
+        self._schedule_session_timeout(gid, updated.member_id)
+
+        # H11, H12: the answer
+        resp.member_id = updated.member_id
+        resp.member_epoch = updated.member_epoch
+        resp.heartbeat_interval_ms = self.heartbeat_interval_ms(gid)
+        full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.topic_partitions is not None and
+                                         (req.subscribed_topic_names is not None or
+                                          req.subscribed_topic_regex is not None))
+        if full or updated.assigned_partitions != member.assigned_partitions:
+            resp.assignment = {t: sorted(ps) for t, ps in updated.assigned_partitions.items()}
+
+        def written(error):
+            if error is None and resolve:
+                self._pending.append(self._resolve_regexes(gid, resolve, req.describable))
+        return Outcome(recs, written)
+
+    def _update_member(self, group: ConsumerGroup, member, updated, replaced, counted, owned, now: int,
+                       image, recs: list):
+        """H5 (its record) to H9 of the heartbeat, shared with a classic member's JoinGroup: the
+        member updated to ``updated``, the regex, the group epoch, the target and the
+        reconciliation; (the member as it ends, the regexes to resolve after the write or None)."""
+        gid = group.group_id
         names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
         if updated != member:
             recs.append(member_metadata_record(gid, updated))
@@ -288,36 +326,21 @@ class ConsumerGroupManager:
                    .with_subscription_changed(subscription_changed)
                    .with_resolved_regexes(group.resolved_regexes)
                    .with_current_partition_epoch(group.current_partition_epoch)
-                   .with_owned_partitions(req.topic_partitions).build())
+                   .with_owned_partitions(owned).build())
             if new != updated:
                 recs.append(current_assignment_record(gid, new))
                 log.info(f"[GroupId {gid}] Member {new.member_id} new assignment state: epoch={new.member_epoch}, "
                          f"previousEpoch={new.previous_member_epoch}, state={new.state.name}, "
                          f"assigned={_fmt(new.assigned_partitions)}, "
                          f"pendingRevocation={_fmt(new.partitions_pending_revocation)}.")
-                if new.state is MemberState.UNREVOKED_PARTITIONS:
+                if new.use_classic_protocol():
+                    pass                # classic members have join and sync timers instead
+                elif new.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(gid, new.member_id, new.member_epoch, new.rebalance_timeout_ms)
                 else:
                     self.timer.cancel(rebalance_key(gid, new.member_id))
             updated = new
-
-        # H10: the session
-        self._schedule_session_timeout(gid, updated.member_id)
-
-        # H11, H12: the answer
-        resp.member_id = updated.member_id
-        resp.member_epoch = updated.member_epoch
-        resp.heartbeat_interval_ms = self.heartbeat_interval_ms(gid)
-        full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.topic_partitions is not None and
-                                         (req.subscribed_topic_names is not None or
-                                          req.subscribed_topic_regex is not None))
-        if full or updated.assigned_partitions != member.assigned_partitions:
-            resp.assignment = {t: sorted(ps) for t, ps in updated.assigned_partitions.items()}
-
-        def written(error):
-            if error is None and resolve:
-                self._pending.append(self._resolve_regexes(gid, resolve, req.describable))
-        return Outcome(recs, written)
+        return updated, resolve
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest) -> ConsumerGroupMember:
         """``getOrMaybeSubscribeDynamicConsumerGroupMember``."""
@@ -491,6 +514,220 @@ class ConsumerGroupManager:
                  f"'{name}' assignor: {len(result.target)} member(s).")
         return result.target.get(updated.member_id, {})
 
+    # == classic members in a consumer group (spec §11.1) ==============================================
+    def supports_classic_protocols(self, group: ConsumerGroup, protocol_type: str, names) -> bool:
+        """``ConsumerGroup.supportsClassicProtocols``: type ``consumer`` and a protocol every classic
+        member supports (any, with none yet)."""
+        if protocol_type != CONSUMER or not names:
+            return False
+        common = set(names)
+        for m in group.members.values():
+            if m.classic_member_metadata is not None:
+                common &= {p.name for p in m.classic_member_metadata.supported_protocols}
+        return bool(common)
+
+    def classic_join(self, req) -> tuple[Outcome, Future]:
+        """``classicGroupJoinToConsumerGroup``: a classic member (JoinGroup) joining a consumer group
+        with members. Its subscription (topics, owned partitions, rack) comes from the
+        ConsumerProtocolSubscription of its first protocol; then H5-H9 as a heartbeat; the answer,
+        once written, carries its member epoch as the generation, no leader and no members."""
+        fut: Future = Future()
+        gid = req.group_id
+        group = self.groups[gid]
+        names = [n for n, _ in req.protocols]
+
+        def done(code, member_id=req.member_id):
+            fut.set_result(JoinResponse(code, member_id=member_id))
+            return Outcome(), fut
+        if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
+            return done(ErrorCode.invalid_session_timeout)
+        if not self.supports_classic_protocols(group, req.protocol_type, names):
+            return done(ErrorCode.inconsistent_group_protocol)
+        member_id = req.member_id
+        if not member_id:
+            member_id = f"{req.client_id}-{uuid.uuid4()}"
+            if req.group_instance_id is None and req.api_version >= 4:
+                return done(ErrorCode.member_id_required, member_id)
+        if len(group.members) >= self.config.consumer_max_size and member_id not in group.members:
+            return done(ErrorCode.group_max_size_reached)
+        try:
+            sub = R.decode_subscription(req.protocols[0][1])
+        except R.RecordFormatError:
+            return done(ErrorCode.inconsistent_group_protocol)
+        now, image = self.clock(), self.image()
+        recs: list = []
+        replaced = None
+        iid = req.group_instance_id
+        if iid is not None:
+            existing_id = group.static_members.get(iid)
+            existing = group.members.get(existing_id) if existing_id is not None else None
+            if existing is not None and existing.member_id != member_id:
+                if req.member_id:
+                    return done(ErrorCode.fenced_instance_id)
+                # a classic static member replaces the old one (KAFKA-17228)
+                member = existing.with_(member_id=member_id, member_epoch=0, previous_member_epoch=0)
+                recs.extend(tombstones_for_member(gid, existing.member_id))
+                recs.append(member_metadata_record(gid, member))
+                recs.append(target_assignment_record(gid, member_id, group.target(existing.member_id)))
+                recs.append(current_assignment_record(gid, member))
+                replaced = existing
+            else:
+                member = existing or ConsumerGroupMember(member_id)
+        else:
+            member = group.members.get(member_id)
+            if member is None:
+                member = ConsumerGroupMember(member_id)     # Kafka creates it whatever its id
+            elif not member.use_classic_protocol():
+                return done(ErrorCode.unknown_member_id)
+        counted = group.members.get(member.member_id) or replaced
+        owned = []
+        for t, ps in sub.owned_partitions:
+            topic = image.topic(t)
+            if topic is not None:
+                owned.append((topic.topic_id, list(ps)))
+        updated = member.with_(
+            instance_id=iid, rack_id=sub.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
+            server_assignor=None, subscribed_topic_names=frozenset(sub.topics), subscribed_topic_regex="",
+            client_id=req.client_id, client_host=req.client_host,
+            classic_member_metadata=R.ClassicMemberMetadata(
+                req.session_timeout_ms, [R.ClassicProtocol(n, bytes(md)) for n, md in req.protocols]))
+        try:
+            updated, resolve = self._update_member(group, member, updated, replaced, counted, owned, now, image, recs)
+        except (FencedMemberEpochError, PartitionAssignorError) as e:
+            log.info(f"[GroupId {gid}] JoinGroup of classic member {member_id} failed: {e}")
+            return done(ErrorCode.unknown_server_error if isinstance(e, PartitionAssignorError)
+                        else ErrorCode.unknown_member_id)
+        self.timer.cancel(join_key(gid, member_id))
+        self._schedule_session_timeout(gid, member_id, req.session_timeout_ms)
+        timeout = req.rebalance_timeout_ms
+        self.timer.schedule(sync_key(gid, member_id), now + timeout, lambda: self._classic_timer_expired(gid, member_id,
+                                                                                                        "sync"))
+        answer = JoinResponse(ErrorCode.none, updated.member_epoch, CONSUMER, names[0], "", member_id, [])
+
+        def written(error):
+            if error is not None:
+                fut.set_result(JoinResponse(append_error(error), member_id=member_id))
+                return
+            fut.set_result(answer)
+            if resolve:
+                self._pending.append(self._resolve_regexes(gid, resolve))
+        log.info(f"[GroupId {gid}] Classic member {member_id} joins the consumer group at epoch "
+                 f"{updated.member_epoch}.")
+        return Outcome(recs, written), fut
+
+    def _classic_member(self, group_id: str, member_id: str, instance_id: str | None):
+        """``validateClassicGroupMember``-like: the classic member, else a GroupError."""
+        group = self.groups[group_id]
+        if instance_id is not None:
+            mid = group.static_members.get(instance_id)
+            if mid is None:
+                raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+            if mid != member_id:
+                raise GroupError(ErrorCode.fenced_instance_id, f"Static member {member_id} with instance id "
+                                                               f"{instance_id} is not the member {mid}.")
+        m = group.members.get(member_id)
+        if m is None or not m.use_classic_protocol():
+            raise GroupError(ErrorCode.unknown_member_id, f"Member {member_id} is not a classic member of {group_id}.")
+        return group, m
+
+    def classic_sync(self, req) -> tuple[Outcome, Future]:
+        """``classicGroupSyncToConsumerGroup``: the member's assigned partitions, serialized as a
+        ConsumerProtocolAssignment in its subscription's version."""
+        fut: Future = Future()
+        try:
+            group, m = self._classic_member(req.group_id, req.member_id, req.group_instance_id)
+            if req.generation_id != m.member_epoch:
+                raise GroupError(ErrorCode.illegal_generation)
+            names = {p.name for p in m.classic_member_metadata.supported_protocols}
+            if (req.protocol_type is not None and req.protocol_type != CONSUMER) or \
+                    (req.protocol_name is not None and req.protocol_name not in names):
+                raise GroupError(ErrorCode.inconsistent_group_protocol)
+        except GroupError as e:
+            fut.set_result(SyncResponse(e.code))
+            return Outcome(), fut
+        gid = req.group_id
+        self.timer.cancel(sync_key(gid, m.member_id))
+        if group.group_epoch > m.member_epoch and m.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._schedule_join_timeout(gid, m)
+            fut.set_result(SyncResponse(ErrorCode.rebalance_in_progress))
+            return Outcome(), fut
+        first = m.classic_member_metadata.supported_protocols[0]
+        try:
+            version = R.decode_subscription(first.metadata, topics_only=True).version
+        except R.RecordFormatError:
+            version = 0
+        image = self.image()
+        parts = []
+        for t, ps in m.assigned_partitions.items():
+            topic = image.by_id.get(t)
+            if topic is not None:
+                parts.append((topic.name, sorted(ps)))
+        fut.set_result(SyncResponse(ErrorCode.none, CONSUMER, req.protocol_name or first.name,
+                                    R.encode_assignment(sorted(parts), min(version, 3))))
+        return Outcome(), fut
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                          generation_id: int) -> tuple[Outcome, ErrorCode]:
+        """``classicGroupHeartbeatToConsumerGroup``: REBALANCE_IN_PROGRESS (and a join timer) when the
+        member must rejoin to move on: a newer group epoch, partitions to revoke, or partitions it
+        waits for that are now free."""
+        try:
+            group, m = self._classic_member(group_id, member_id, instance_id)
+        except GroupError as e:
+            return Outcome(), e.code
+        if generation_id != m.member_epoch:
+            return Outcome(), ErrorCode.illegal_generation
+        self._schedule_session_timeout(group_id, member_id)
+        rejoin = m.member_epoch < group.group_epoch or m.state is MemberState.UNREVOKED_PARTITIONS
+        if not rejoin and m.state is MemberState.UNRELEASED_PARTITIONS:
+            target = group.target(member_id)
+            rejoin = all(group.current_partition_epoch(t, p) == -1
+                         for t, ps in target.items() for p in ps - m.assigned_partitions.get(t, frozenset()))
+        if rejoin:
+            self._schedule_join_timeout(group_id, m)
+            return Outcome(), ErrorCode.rebalance_in_progress
+        return Outcome(), ErrorCode.none
+
+    def classic_leave(self, group_id: str, members: list) -> tuple[Outcome, ErrorCode, list]:
+        """``classicGroupLeaveToConsumerGroup``: each member, by member id or instance id
+        (KAFKA-18188), fenced."""
+        group = self.groups[group_id]
+        results, leaving = [], []
+        for member_id, instance_id, _reason in members:
+            if instance_id is not None:
+                mid = group.static_members.get(instance_id)
+                if mid is None:
+                    results.append((member_id, instance_id, ErrorCode.unknown_member_id))
+                    continue
+                if member_id and member_id != mid:
+                    results.append((member_id, instance_id, ErrorCode.fenced_instance_id))
+                    continue
+                m = group.members[mid]
+            else:
+                m = group.members.get(member_id)
+                if m is None:
+                    results.append((member_id, instance_id, ErrorCode.unknown_member_id))
+                    continue
+            if m not in leaving:
+                leaving.append(m)
+            results.append((member_id, instance_id, ErrorCode.none))
+            log.info(f"[GroupId {group_id}] Member {m.member_id} left the consumer group (LeaveGroup).")
+        return (self.fence(group, leaving) if leaving else Outcome()), ErrorCode.none, results
+
+    def _schedule_join_timeout(self, gid: str, m: ConsumerGroupMember) -> None:
+        if not self.timer.is_scheduled(join_key(gid, m.member_id)):
+            self.timer.schedule(join_key(gid, m.member_id), self.clock() + max(m.rebalance_timeout_ms, 0),
+                                lambda: self._classic_timer_expired(gid, m.member_id, "join"))
+
+    def _classic_timer_expired(self, gid: str, mid: str, which: str) -> Outcome:
+        group = self.groups.get(gid)
+        m = group.members.get(mid) if group is not None else None
+        if m is None:
+            return Outcome()
+        log.info(f"[GroupId {gid}] Classic member {mid} fenced from the group: no {which.capitalize()}Group "
+                 f"within its rebalance timeout.")
+        return self.fence(group, [m])
+
     # == leave and fencing ============================================================================
     def _leave(self, req: HeartbeatRequest, resp: HeartbeatResponse) -> Outcome:
         """``consumerGroupLeave`` (spec §2.4)."""
@@ -532,8 +769,8 @@ class ConsumerGroupManager:
         recs = []
         for m in members:
             recs.extend(tombstones_for_member(gid, m.member_id))
-            self.timer.cancel(session_key(gid, m.member_id))
-            self.timer.cancel(rebalance_key(gid, m.member_id))
+            for key in (session_key, rebalance_key, join_key, sync_key):
+                self.timer.cancel(key(gid, m.member_id))
         remaining = [m for m in group.members.values() if m.member_id not in gone]
         used = Counter(m.regex for m in remaining if m.regex)
         for r in dict.fromkeys(m.regex for m in members if m.regex):
@@ -560,8 +797,14 @@ class ConsumerGroupManager:
         v = self.group_setting(group_id, "consumer.heartbeat.interval.ms")
         return self.config.consumer_heartbeat_interval_ms if v is None else v
 
-    def _schedule_session_timeout(self, gid: str, mid: str) -> None:
-        self.timer.schedule(session_key(gid, mid), self.clock() + self.session_timeout_ms(gid),
+    def _schedule_session_timeout(self, gid: str, mid: str, timeout_ms: int | None = None) -> None:
+        """The session timer; a classic member's runs for its own JoinGroup session timeout."""
+        if timeout_ms is None:
+            group = self.groups.get(gid)
+            m = group.members.get(mid) if group is not None else None
+            cmm = m.classic_member_metadata if m is not None else None
+            timeout_ms = cmm.session_timeout_ms if cmm is not None else self.session_timeout_ms(gid)
+        self.timer.schedule(session_key(gid, mid), self.clock() + timeout_ms,
                             lambda: self._session_expired(gid, mid))
 
     def _session_expired(self, gid: str, mid: str) -> Outcome:
@@ -692,7 +935,7 @@ class ConsumerGroupManager:
             log.info(f"Loaded consumer group {gid} with {len(group.members)} members.")
             for m in group.members.values():
                 self._schedule_session_timeout(gid, m.member_id)
-                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                if m.state is MemberState.UNREVOKED_PARTITIONS and not m.use_classic_protocol():
                     self._schedule_rebalance_timeout(gid, m.member_id, m.member_epoch, m.rebalance_timeout_ms)
 
     def take_pending(self) -> list[Outcome]:

@@ -467,7 +467,7 @@ def test_config_without_the_consumer_protocol(protocols):
     assert GroupConfig().consumer_protocol_enabled
 
 
-def test_classic_join_converts_an_empty_consumer_group_and_is_refused_by_a_busy_one():
+def test_classic_join_converts_an_empty_consumer_group():
     from compactlog.coordinator.group.api_data import JoinRequest
     h = CH()
     h.hb("m1")
@@ -478,7 +478,6 @@ def test_classic_join_converts_an_empty_consumer_group_and_is_refused_by_a_busy_
         outcome, fut = h.c.join_group(req)
         h.run(outcome)
         return fut
-    assert join().result(0).error == ErrorCode.inconsistent_group_protocol
     outcome, errors = h.c.commit_offsets("g", 1, "m1", None, [CommitPartition("t", 0, 3)], -1, 9)
     h.run(outcome)
     h.hb("m1", -1)
@@ -559,3 +558,64 @@ def test_regex_resolves_to_the_topics_the_principal_may_describe():
     outcome, r = h.c.consumer_group_heartbeat(req)
     h.run(outcome)
     assert r.error == ErrorCode.none and h.group().resolved_regexes[".*"].topics == {"t"}
+
+
+def test_classic_member_in_a_consumer_group():
+    """Spec §11.1: a classic member joins a consumer group with members: JoinGroup answers its
+    epoch as the generation (no leader, no members), SyncGroup its assigned partitions as a
+    ConsumerProtocolAssignment, Heartbeat REBALANCE_IN_PROGRESS while it must rejoin to move on,
+    LeaveGroup fences it; describe shows member type 0."""
+    from compactlog.coordinator.group.api_data import JoinRequest, SyncRequest
+    h = CH()
+    h.hb("m1")
+    sub = R.encode_subscription(["t"], version=1)
+
+    def join(member="", version=7):
+        req = JoinRequest("g", member, "consumer", [("cooperative-sticky", sub)], 10000, 30000, None, "cli",
+                          "/127.0.0.1", version)
+        outcome, fut = h.c.join_group(req)
+        h.run(outcome)
+        return fut.result(0)
+
+    def sync(member, generation):
+        outcome, fut = h.c.sync_group(SyncRequest("g", generation, member, None, "consumer", "cooperative-sticky", {}))
+        h.run(outcome)
+        return fut.result(0)
+
+    def heartbeat(member, generation):
+        outcome, code = h.c.heartbeat("g", member, None, generation)
+        h.run(outcome)
+        return code
+    first = join()
+    assert first.error == ErrorCode.member_id_required
+    c = first.member_id
+    j = join(c)
+    assert (j.error, j.generation_id, j.leader, j.members, j.protocol_name) == \
+        (ErrorCode.none, 2, "", [], "cooperative-sticky")
+    s = sync(c, 2)
+    assert s.error == ErrorCode.none and R.decode_assignment(s.assignment).partitions == []
+    assert heartbeat(c, 2) == ErrorCode.none            # its partitions are still m1's
+    keep = parts(h.hb("m1", 1))
+    h.hb("m1", 1, owned=[(T, keep)])
+    assert heartbeat(c, 2) == ErrorCode.rebalance_in_progress     # now free: rejoin to get them
+    assert heartbeat(c, 1) == ErrorCode.illegal_generation
+    j = join(c)
+    assert j.generation_id == 2
+    got = R.decode_assignment(sync(c, 2).assignment).partitions
+    assert sorted(p for _, ps in got for p in ps) == sorted(set(range(6)) - set(keep))
+    assert heartbeat(c, 2) == ErrorCode.none
+    [d] = h.c.consumer_group_describe(["g"])
+    assert sorted(m.member_type for m in d.members) == [0, 1]
+    assert h.group().members[c].classic_member_metadata.session_timeout_ms == 10000
+    # a second classic member must share a protocol with the first
+    bad = JoinRequest("g", "", "consumer", [("range", sub)], 10000, 30000, None, "cli", "/h", 3)
+    outcome, fut = h.c.join_group(bad)
+    assert fut.result(0).error == ErrorCode.inconsistent_group_protocol
+    outcome, top, results = h.c.leave_group("g", [(c, None, None)])
+    h.run(outcome)
+    assert results == [(c, None, ErrorCode.none)] and set(h.group().members) == {"m1"}
+    # the classic member's session runs out when it stops heartbeating
+    j = join("", version=3)
+    h.advance(10001)
+    h.hb("m1", h.group().members["m1"].member_epoch)
+    assert set(h.group().members) == {"m1"}

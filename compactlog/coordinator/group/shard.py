@@ -66,17 +66,12 @@ class GroupCoordinatorShard:
     def join_group(self, req: JoinRequest) -> tuple[Outcome, Future]:
         """JoinGroup. On a consumer group (KIP-848): an empty one is deleted and a classic group
         takes its id, its offsets kept (``classicGroupJoin`` converting it); a classic member
-        joining a non-empty one is refused with INCONSISTENT_GROUP_PROTOCOL, because classic
-        members inside consumer groups (spec §11.1) are not implemented."""
+        joins a non-empty one as a classic-protocol member (spec §11.1)."""
         cg = self.consumer.groups.get(req.group_id)
         if cg is None or self.partitions.is_loading(req.group_id):
             return self.group_manager.join_group(req)
         if not cg.is_empty():
-            log.info(f"[GroupId {req.group_id}] JoinGroup of a classic member refused: the group is a "
-                     f"consumer group with members (classic members in consumer groups are not supported).")
-            f: Future = Future()
-            f.set_result(JoinResponse(ErrorCode.inconsistent_group_protocol, member_id=req.member_id))
-            return Outcome(), f
+            return self.consumer.classic_join(req)
         # the classic join mutates its group in place (its records are not replayed), so the
         # consumer group goes from memory now and its tombstones are written first, unreplayed
         tombstones: list = []
@@ -86,14 +81,24 @@ class GroupCoordinatorShard:
         outcome, future = self.group_manager.join_group(req)
         return Outcome(tombstones + outcome.records, outcome.on_written, replay=False), future
 
+    def _consumer_group(self, group_id: str) -> bool:
+        """The id names a loaded consumer group: its classic members are answered there (§11.1)."""
+        return group_id in self.consumer.groups and not self.partitions.is_loading(group_id)
+
     def sync_group(self, req: SyncRequest) -> tuple[Outcome, Future]:
+        if self._consumer_group(req.group_id):
+            return self.consumer.classic_sync(req)
         return self.group_manager.sync_group(req)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> tuple[Outcome, ErrorCode]:
+        if self._consumer_group(group_id):
+            return self.consumer.classic_heartbeat(group_id, member_id, group_instance_id, generation_id)
         return self.group_manager.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
     def leave_group(self, group_id: str, members: list) -> tuple[Outcome, ErrorCode, list]:
+        if self._consumer_group(group_id):
+            return self.consumer.classic_leave(group_id, members)
         return self.group_manager.leave_group(group_id, members)
 
     def describe_groups(self, group_ids: list) -> list[DescribedGroup]:
