@@ -304,7 +304,6 @@ def test_classic_member_joins_a_consumer_group(broker):
     joins a group whose member speaks KIP-848; the broker's assignor splits the partitions between
     them (the classic member rejoining when its partitions are free), revocation before assignment
     holds across the two protocols, and when it leaves the other owns everything again."""
-    from groups_support import HEARTBEAT_MS, SESSION_MS
     topic, group = names("cp-mixed")
     create_topic(broker.bootstrap, topic, 4)
     events: list = []
@@ -312,14 +311,7 @@ def test_classic_member_joins_a_consumer_group(broker):
     members = [a]
     try:
         poll_until(members, lambda: a.assignment() == set(range(4)), what="a owning all 4")
-        c = ConsumerProtocol.__new__(ConsumerProtocol)
-        c.name, c.events, c.errors = "classic", events, []
-        from confluent_kafka import Consumer
-        c.c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                        "enable.auto.commit": False, "partition.assignment.strategy": "cooperative-sticky",
-                        "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS})
-        c.c.subscribe([topic], on_assign=lambda _, ps: c._event("assign", ps),
-                      on_revoke=lambda _, ps: c._event("revoke", ps))
+        c = classic_member(broker, group, topic, "classic", events)
         members.append(c)
         poll_until(members, lambda: len(a.assignment()) == 2 and len(c.assignment()) == 2, what="a 2/2 split")
         assert a.assignment() | c.assignment() == set(range(4))
@@ -331,5 +323,57 @@ def test_classic_member_joins_a_consumer_group(broker):
         poll_until(members, lambda: a.assignment() == set(range(4)), what="a owning all 4 again")
         owned_once(events)
         assert not a.errors and not c.errors
+    finally:
+        close_all(members)
+
+
+def classic_member(broker, group, topic, name, events):
+    """A classic confluent-kafka consumer (cooperative-sticky) recording its callbacks as
+    ``ConsumerProtocol`` does."""
+    from confluent_kafka import Consumer
+    from groups_support import HEARTBEAT_MS, SESSION_MS
+    c = ConsumerProtocol.__new__(ConsumerProtocol)
+    c.name, c.events, c.errors = name, events, []
+    c.c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False, "partition.assignment.strategy": "cooperative-sticky",
+                    "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS})
+    c.c.subscribe([topic], on_assign=lambda _, ps: c._event("assign", ps),
+                  on_revoke=lambda _, ps: c._event("revoke", ps))
+    return c
+
+
+def test_online_upgrade_and_downgrade(broker):
+    """Spec §11.2-11.3 (scenarios 19-20): two classic cooperative-sticky consumers own the
+    partitions; a group.protocol=consumer member joins: the group becomes a consumer group (member
+    types 0, 0, 1) and the three split the partitions, the classic members rejoining as told; the
+    consumer member leaves: the group is classic again and its two members own everything."""
+    from confluent_kafka import ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+    topic, group = names("cp-migrate")
+    create_topic(broker.bootstrap, topic, 6)
+    events: list = []
+    c1, c2 = classic_member(broker, group, topic, "c1", events), classic_member(broker, group, topic, "c2", events)
+    members = [c1, c2]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def group_type():
+        return admin.describe_consumer_groups([group]).get(group).result(30).type
+    try:
+        poll_until(members, lambda: len(c1.assignment()) == 3 and len(c2.assignment()) == 3, what="a classic 3/3")
+        assert group_type() == ConsumerGroupType.CLASSIC
+        n = ConsumerProtocol(broker.bootstrap, group, topic, "n", events)
+        members.append(n)
+        poll_until(members, lambda: all(len(m.assignment()) == 2 for m in members), timeout=60,
+                   what="a 2/2/2 split after the upgrade")
+        assert set().union(*(m.assignment() for m in members)) == set(range(6))
+        d = describe(broker, group)
+        assert d.error_code == 0 and sorted(m.member_type for m in d.members) == [0, 0, 1]
+        owned_once(events)
+        members.remove(n)
+        n.close()
+        poll_until(members, lambda: len(c1.assignment()) == 3 and len(c2.assignment()) == 3, timeout=60,
+                   what="a classic 3/3 after the downgrade")
+        assert group_type() == ConsumerGroupType.CLASSIC
+        owned_once(events)
     finally:
         close_all(members)

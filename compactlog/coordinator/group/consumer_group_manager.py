@@ -154,11 +154,13 @@ class ConsumerGroupManager:
         self.last_topic_creation_version = -1      # lastMetadataImageWithNewTopics
         self.topic_hash_cache: dict[str, int] = {}
         self._pending: list[Outcome] = []
+        self._after_write: list = []             # callbacks an operation's outcome runs once written
         self.rebalances = 0                         # consumer-group-rebalance-count (epoch bumps)
 
     # == ConsumerGroupHeartbeat =======================================================================
     def heartbeat(self, req: HeartbeatRequest) -> tuple[Outcome, HeartbeatResponse]:
         resp = HeartbeatResponse()
+        self._after_write = []
         # the handler checks first (after the ACLs, as Kafka); checked again here so that nothing
         # reaching the coordinator can be malformed
         invalid = invalid_heartbeat(req, self.config.consumer_assignors)
@@ -200,16 +202,20 @@ class ConsumerGroupManager:
         group = self.groups.get(gid)
         if group is None:
             classic = self.classic.groups.get(gid)
+            upgraded = None
             if classic is not None:
-                if not (create and classic.is_empty()):
+                if not create:
                     raise GroupError(ErrorCode.group_id_not_found, f"Group {gid} is not a consumer group.")
-                # an empty classic group (or a simple one of manual commits) becomes a consumer
-                # group; its offsets stay
-                log.info(f"[GroupId {gid}] Converting the empty classic group to a consumer group.")
-                recs.append(R.group_metadata_record(gid, None))
+                if classic.is_empty():
+                    # an empty classic group (or a simple one of manual commits) becomes a consumer
+                    # group; its offsets stay
+                    log.info(f"[GroupId {gid}] Converting the empty classic group to a consumer group.")
+                    recs.append(R.group_metadata_record(gid, None))
+                else:
+                    upgraded = self._upgrade(classic, image, recs)
             elif not create:
                 raise GroupError(ErrorCode.group_id_not_found, f"Consumer group {gid} not found.")
-            group = ConsumerGroup(gid)
+            group = upgraded or ConsumerGroup(gid)
 
         # H2: the size
         if len(group.members) >= self.config.consumer_max_size and \
@@ -263,7 +269,11 @@ class ConsumerGroupManager:
         if full or updated.assigned_partitions != member.assigned_partitions:
             resp.assignment = {t: sorted(ps) for t, ps in updated.assigned_partitions.items()}
 
+        after, self._after_write = self._after_write, []
+
         def written(error):
+            for fn in after:
+                fn(error)
             if error is None and resolve:
                 self._pending.append(self._resolve_regexes(gid, resolve, req.describable))
         return Outcome(recs, written)
@@ -341,6 +351,79 @@ class ConsumerGroupManager:
                     self.timer.cancel(rebalance_key(gid, new.member_id))
             updated = new
         return updated, resolve
+
+    def _upgrade(self, classic, image, recs: list) -> ConsumerGroup:
+        """``convertToConsumerGroup`` (spec §11.2): a non-empty classic group of consumers becomes a
+        consumer group at its generation, every member a classic-protocol member STABLE at it with
+        its last assignment as current and target. Its records (the classic tombstone, then the
+        group as a first join writes it) are replayed into a group kept aside, on which the
+        heartbeat goes on; the parked JoinGroup/SyncGroup answers REBALANCE_IN_PROGRESS once
+        written, and the members' sessions run with their own timeouts."""
+        gid = classic.group_id
+        policy = self.config.consumer_migration_policy
+        why = None
+        if policy not in ("upgrade", "bidirectional"):
+            why = f"the migration policy ({policy}) does not allow upgrades"
+        elif classic.protocol_type != CONSUMER:
+            why = f"its protocol type is {classic.protocol_type!r}, not consumer"
+        elif len(classic.members) > self.config.consumer_max_size:
+            why = f"it has more members than group.consumer.max.size ({self.config.consumer_max_size})"
+        members = []
+        if why is None:
+            gen = classic.generation_id
+            for m in classic.members.values():
+                metadata = dict(m.protocols).get(classic.protocol_name or "", b"")
+                try:
+                    sub = R.decode_subscription(metadata)
+                    a = R.decode_assignment(m.assignment) if m.assignment else R.ConsumerAssignment(0, [])
+                except R.RecordFormatError as e:
+                    why = f"member {m.member_id}'s subscription or assignment does not parse ({e})"
+                    break
+                if a.user_data:
+                    why = f"member {m.member_id}'s assignment carries user data (KAFKA-18134)"
+                    break
+                assigned = {}
+                for t, ps in a.partitions:
+                    topic = image.topic(t)
+                    if topic is not None and ps:
+                        assigned[topic.topic_id] = frozenset(ps)
+                members.append(ConsumerGroupMember(
+                    m.member_id, gen, gen, MemberState.STABLE, m.group_instance_id, sub.rack_id,
+                    m.rebalance_timeout_ms, m.client_id, m.client_host, frozenset(sub.topics), "", None,
+                    assigned, {}, R.ClassicMemberMetadata(m.session_timeout_ms,
+                                                          [R.ClassicProtocol(n, bytes(md)) for n, md in m.protocols])))
+        if why is not None:
+            raise GroupError(ErrorCode.group_id_not_found,
+                             f"Cannot upgrade classic group {gid} to consumer group because {why}.")
+        names = {n for m in members for n in m.subscribed_topic_names}
+        conversion = [R.group_metadata_record(gid, None)]
+        conversion += [member_metadata_record(gid, m) for m in members]
+        conversion.append(group_epoch_record(gid, gen, compute_metadata_hash(names, image, self.topic_hash_cache)))
+        conversion += [target_assignment_record(gid, m.member_id, m.assigned_partitions) for m in members]
+        conversion.append(target_assignment_epoch_record(gid, gen))
+        conversion += [current_assignment_record(gid, m) for m in members]
+        aside: dict = {}
+        try:
+            for rec in conversion[1:]:
+                replay_record(aside, rec)
+        except IllegalStateError as e:       # two members assigned one partition
+            raise GroupError(ErrorCode.group_id_not_found,
+                             f"Cannot upgrade classic group {gid} to consumer group because {e}") from None
+        recs.extend(conversion)
+        log.info(f"[GroupId {gid}] Upgrading the classic group (generation {gen}, {len(members)} members) to a "
+                 f"consumer group.")
+
+        def written(error):
+            if error is not None:
+                return
+            from .classic_group import complete_join, complete_sync
+            for m in list(classic.members.values()):
+                complete_join(classic, m, JoinResponse(ErrorCode.rebalance_in_progress, member_id=m.member_id))
+                complete_sync(m, SyncResponse(ErrorCode.rebalance_in_progress))
+            for m in members:
+                self._schedule_session_timeout(gid, m.member_id, m.classic_member_metadata.session_timeout_ms)
+        self._after_write.append(written)
+        return aside[gid]
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest) -> ConsumerGroupMember:
         """``getOrMaybeSubscribeDynamicConsumerGroupMember``."""
@@ -766,6 +849,12 @@ class ConsumerGroupManager:
         the target's epoch too (KAFKA-20442)."""
         gid = group.group_id
         gone = {m.member_id for m in members}
+        remaining = [m for m in group.members.values() if m.member_id not in gone]
+        if remaining and all(m.use_classic_protocol() for m in remaining) and len(remaining) <= self.config.max_size \
+                and self.config.consumer_migration_policy in ("downgrade", "bidirectional"):
+            downgraded = self._downgrade(group, members, remaining)
+            if downgraded is not None:
+                return downgraded
         recs = []
         for m in members:
             recs.extend(tombstones_for_member(gid, m.member_id))
@@ -787,6 +876,52 @@ class ConsumerGroupManager:
             recs.append(target_assignment_epoch_record(gid, epoch))
         self.rebalances += 1
         return Outcome(recs)
+
+    def _downgrade(self, group: ConsumerGroup, members: list, remaining: list) -> Outcome | None:
+        """``convertToClassicGroup`` (spec §11.3): only classic members are left: the consumer
+        group's tombstones, then one GroupMetadata (generation = group epoch, Stable, a protocol all
+        members support, each member's target in its ConsumerProtocol version), replayed into a
+        classic group, which then rebalances (PreparingRebalance after a leave)."""
+        gid = group.group_id
+        common = None
+        for m in remaining:
+            names = [p.name for p in m.classic_member_metadata.supported_protocols]
+            common = names if common is None else [n for n in common if n in names]
+        if not common:
+            return None
+        protocol = common[0]
+        image = self.image()
+        mm = []
+        for m in remaining:
+            cmm = m.classic_member_metadata
+            metadata = next(p.metadata for p in cmm.supported_protocols if p.name == protocol)
+            try:
+                version = R.decode_subscription(metadata, topics_only=True).version
+            except R.RecordFormatError:
+                version = 0
+            parts = sorted((image.by_id[t].name, sorted(ps)) for t, ps in group.target(m.member_id).items()
+                           if t in image.by_id)
+            mm.append(R.MemberMetadata(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                       m.rebalance_timeout_ms, cmm.session_timeout_ms, metadata,
+                                       R.encode_assignment(parts, min(max(version, 0), 3))))
+        recs = tombstones_for_group(group)
+        recs.append(R.group_metadata_record(gid, R.GroupMetadataValue(
+            CONSUMER, group.group_epoch, protocol, remaining[0].member_id, self.clock(), mm)))
+        for m in group.members.values():
+            for key in (session_key, rebalance_key, join_key, sync_key):
+                self.timer.cancel(key(gid, m.member_id))
+        log.info(f"[GroupId {gid}] Downgrading the consumer group to a classic group: "
+                 f"{len(remaining)} classic member(s) left.")
+
+        def written(error):
+            classic = self.classic.groups.get(gid)
+            if error is not None or classic is None:
+                return
+            for m in classic.members.values():
+                self.classic.reschedule_heartbeat(classic, m)
+            self._pending.append(self.classic._prepare_rebalance(
+                classic, f"Downgrade of consumer group {gid} to a classic group after a member left"))
+        return Outcome(recs, written)
 
     # == timers =======================================================================================
     def session_timeout_ms(self, group_id: str) -> int:

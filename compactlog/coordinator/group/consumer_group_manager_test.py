@@ -619,3 +619,52 @@ def test_classic_member_in_a_consumer_group():
     h.advance(10001)
     h.hb("m1", h.group().members["m1"].member_epoch)
     assert set(h.group().members) == {"m1"}
+
+
+def _classic_group(h, generation=5):
+    """A Stable classic group of two range consumers of t (replayed as loading would)."""
+    sub = R.encode_subscription(["t"], version=1)
+    members = [R.MemberMetadata(mid, None, "cli", "/h", 30000, 10000, sub, R.encode_assignment([("t", ps)], 1))
+               for mid, ps in (("c1", [0, 1, 2]), ("c2", [3, 4, 5]))]
+    h.c.replay(R.group_metadata_record("g", R.GroupMetadataValue("consumer", generation, "range", "c1", 0, members)))
+    h.c.on_loaded(h.c.partition_for("g"))
+    return sub
+
+
+def test_upgrade_of_a_classic_group_and_downgrade_when_the_consumer_member_leaves():
+    from compactlog.coordinator.group.api_data import JoinRequest
+    from compactlog.coordinator.group.classic_group_state import PREPARING_REBALANCE
+    h = CH()
+    sub = _classic_group(h)
+    r = h.hb("n1")
+    assert r.error == ErrorCode.none and "g" not in h.c.groups
+    g = h.group()
+    assert sorted(m.member_type for m in h.c.consumer_group_describe(["g"])[0].members) == [0, 0, 1]
+    assert g.group_epoch == 6 and g.members["c1"].member_epoch == 5
+    # the conversion's records come first: the classic tombstone, then 5, 3, 7, 6, 8 as a first join
+    assert h.types()[:9] == [2, 5, 5, 3, 7, 7, 6, 8, 8]
+    # the classic members learn of the rebalance from their heartbeats and rejoin
+    outcome, code = h.c.heartbeat("g", "c1", None, 5)
+    assert code == ErrorCode.rebalance_in_progress
+    outcome, fut = h.c.join_group(JoinRequest("g", "c1", "consumer", [("range", sub)], 10000, 30000, None, "cli", "/h", 7))
+    h.run(outcome)
+    # its subscription reports no owned partitions: nothing to revoke, it reaches the epoch at once
+    assert fut.result(0).error == ErrorCode.none and fut.result(0).generation_id == 6
+    # the consumer member leaves: only classic members remain, the group becomes classic again
+    n = len(h.log)
+    h.hb("n1", -1)
+    assert "g" not in h.c.consumer.groups and h.c.groups["g"].state == PREPARING_REBALANCE
+    assert set(h.c.groups["g"].members) == {"c1", "c2"}
+    assert h.types(n)[-1] == 2 and 3 in h.types(n)
+    # a restart replays the same classic group
+    fresh = CH()
+    for i, rec in enumerate(h.log):
+        fresh.c.replay(rec, i)
+    assert "g" not in fresh.c.consumer.groups and set(fresh.c.groups["g"].members) == {"c1", "c2"}
+
+
+def test_upgrade_refused_by_the_policy():
+    h = CH(consumer_migration_policy="downgrade")
+    _classic_group(h)
+    r = h.hb("n1")
+    assert r.error == ErrorCode.group_id_not_found and "policy" in r.message
