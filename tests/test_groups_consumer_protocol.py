@@ -5,8 +5,10 @@ Joining, the split when a second member joins and when it leaves, with revocatio
 assignment seen in the clients' own callbacks; a member killed with SIGKILL fenced at its session
 timeout; commit and resume; a regex subscription picking up a topic created later; a static member
 leaving and a new process with its ``group.instance.id`` taking its partitions back without a
-rebalance; the admin client's describe and list; kcat's balanced consumer when its librdkafka
-speaks KIP-848. The broker's restart (kill -9) is ``test_groups_consumer_restart.py``.
+rebalance; the admin client's describe and list; the consumer-groups CLI and the metrics; topics
+growing and deleted; a classic consumer inside a consumer group, and the online upgrade and
+downgrade of a group; kcat's balanced consumer when its librdkafka speaks KIP-848. The broker's
+restart (kill -9) is ``test_groups_consumer_restart.py``.
 """
 
 from __future__ import annotations

@@ -68,9 +68,9 @@ GROUP_SETTINGS = (
                   "is used when no member names one."),
     ConfigDef("group.consumer.migration.policy", "string", "bidirectional", check=OneOf(*MIGRATION_POLICIES),
               importance="medium",
-              doc="Whether a classic group may become a consumer group (upgrade) and back (downgrade). "
-                  "compactlog converts only empty groups so far: a non-empty group of the other "
-                  "protocol is refused, whatever the policy."),
+              doc="Whether a classic group with members becomes a consumer group when a member of the "
+                  "consumer protocol joins (upgrade), and a consumer group left with classic members only "
+                  "becomes classic again (downgrade); empty groups change protocol whatever the policy."),
     ConfigDef("group.consumer.regex.refresh.interval.ms", "int", 600000, check=at_least(10000),
               importance="low",
               doc="How often the topics matching a consumer group's subscribed regular expressions are "

@@ -1,8 +1,9 @@
 """Kafka's ``GroupMetadataManager``, the consumer-protocol half (KIP-848): ConsumerGroupHeartbeat
 (join, heartbeat, leave, static membership), ConsumerGroupDescribe, the session and rebalance
 timers, fencing, regex subscriptions resolved against the topics, the metadata-change hook, the
-consumer groups' part of ListGroups and DeleteGroups, and the replay of their records (types 3-8
-and 16 of ``record/consumer_offsets``). Spec: consumer-protocol.md §2, §5, §6, §7, §8, §10.
+consumer groups' part of ListGroups and DeleteGroups, classic members inside consumer groups and
+the online migration between the protocols (upgrade, downgrade), and the replay of their records
+(types 3-8 and 16 of ``record/consumer_offsets``). Spec: consumer-protocol.md §2, §5-§8, §10, §11.
 
 State changes only by replay, as in Kafka: an operation reads the group, produces records and the
 response it will give; the caller appends the records and replays them (``replay``), then runs
@@ -20,8 +21,10 @@ Where Kafka's code and the spec differ, the code is followed (and said so where 
 * regex resolution runs synchronously right after the heartbeat's own write, as a second
   operation (Kafka runs it on an executor and writes its result as a separate operation too), so
   the heartbeat introducing a regex gets no partitions for it and a later one does (spec §5);
-* a non-empty classic group is not upgraded (§11.2 is not implemented): epoch 0 on it answers
-  GROUP_ID_NOT_FOUND, as Kafka does with ``group.consumer.migration.policy=disabled``.
+* migration (§11): the downgrade votes the first protocol of the first remaining member that all
+  support (Kafka's ClassicGroup votes); the upgrade's group is the replay of its own conversion
+  records into a group kept aside until they are written; a classic static member replacing the
+  last consumer member (KAFKA-19546's downgrade on replacement) is not handled.
 
 Sans-IO: an injected clock, timers in the shared ``Timer``, the topics through ``image()``.
 """

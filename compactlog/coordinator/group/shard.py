@@ -2,7 +2,8 @@
 ``GroupMetadataManager`` (its classic half here, ``group_manager``, and its consumer-protocol half,
 ``consumer_group_manager``: KIP-848) and the ``OffsetMetadataManager`` (committed offsets) over one
 clock, one ``Timer`` and one view of the ``__consumer_offsets`` partitions being loaded. A group id
-names a classic group or a consumer group, never both.
+names a classic group or a consumer group, never both: JoinGroup, SyncGroup, Heartbeat and
+LeaveGroup on a consumer group go to its classic members' half (spec §11.1).
 
 Each request is handed to the manager that owns it; the shard itself only holds what needs both:
 DeleteGroups (a group's offsets, then the group), the periodic cleanup (expired offsets, then the
