@@ -10,7 +10,15 @@
    answers); then ``__consumer_offsets`` (its group's partition) is cleaned by ``compactlog clean``:
    its size before and after, the commit rate, and a check that the broker loads the last offsets.
 
+4. ``--protocols``: the classic protocol (librdkafka's default eager range assignor) against
+   KIP-848's consumer protocol (``group.protocol=consumer``, the broker's uniform assignor), in the
+   same run on the same broker: N members (one process, polled in turn) read a topic a producer
+   keeps writing to; one more member joins; the time until every member owns its share (settle)
+   and the records consumed meanwhile. Then the coordinator's CPU per ConsumerGroupHeartbeat, sans
+   IO (the shard alone, 30 members heartbeating in a stable group, and joins/leaves).
+
     .venv/bin/python benchmarks/groups.py [--records N] [--commits N]
+    .venv/bin/python benchmarks/groups.py --protocols [--members N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -201,11 +209,173 @@ def _size(pdir: str) -> int:
     return sum(os.path.getsize(os.path.join(pdir, f)) for f in os.listdir(pdir) if f.endswith(".log"))
 
 
+def settle(bootstrap: str, protocol: str, members: int, partitions: int) -> dict:
+    """``members`` consumers of one protocol own a busy topic; one more joins: seconds until all
+    own their share, and records consumed meanwhile (by everyone)."""
+    from confluent_kafka import Consumer, Producer
+    topic = f"bench-settle-{protocol}-{time.monotonic_ns()}"
+    create_topic(bootstrap, topic, partitions)
+    stop = threading.Event()
+
+    def feed():
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        i = 0
+        while not stop.is_set():
+            try:
+                p.produce(topic, key=b"%d" % i, value=b"x" * 100)
+                i += 1
+            except BufferError:
+                p.poll(0.01)
+            if i % 200 == 0:
+                p.poll(0)
+                time.sleep(0.01)
+        p.flush(30)
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    if protocol == "consumer":
+        conf = {"group.protocol": "consumer"}
+    else:
+        conf = {"group.protocol": "classic", "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500}
+    group = f"bench-settle-{protocol}-{time.monotonic_ns()}"
+
+    def member():
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest",
+                      "enable.auto.commit": False, **conf})
+        c.subscribe([topic])
+        return c
+    cs = [member() for _ in range(members)]
+    consumed = [0]
+
+    def pump():
+        for c in cs:
+            for m in c.consume(1000, 0.01):
+                if m.error() is None:
+                    consumed[0] += 1
+
+    def settled(n):
+        owned = [len(c.assignment()) for c in cs]
+        return len(owned) == n and sum(owned) == partitions and min(owned) >= partitions // n
+    deadline = time.monotonic() + 120
+    while not settled(members):
+        pump()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{protocol}: {members} members did not settle")
+    for _ in range(20):
+        pump()
+    consumed[0] = 0
+    started = time.monotonic()
+    cs.append(member())
+    while not settled(members + 1):
+        pump()
+        if time.monotonic() > deadline + 120:
+            raise RuntimeError(f"{protocol}: the new member did not settle")
+    took = time.monotonic() - started
+    during = consumed[0]
+    stop.set()
+    feeder.join(30)
+    for c in cs:
+        c.close()
+    return {"settle_s": took, "records": during}
+
+
+def heartbeat_cpu(members: int = 30, rounds: int = 200) -> dict:
+    """CPU seconds per ConsumerGroupHeartbeat in the coordinator shard (no sockets, no log)."""
+    import uuid
+    from compactlog.coordinator.group.api_data import HeartbeatRequest
+    from compactlog.coordinator.group.config import GroupConfig
+    from compactlog.coordinator.group.consumer.model import MetadataImage, TopicImage
+    from compactlog.coordinator.group.shard import GroupCoordinatorShard
+    now = [0]
+    shard = GroupCoordinatorShard(GroupConfig(), clock=lambda: now[0])
+    topics = [TopicImage(uuid.uuid4(), f"t{i}", 16) for i in range(4)]
+    image = MetadataImage(topics, 1)
+    shard.consumer.image = lambda: image
+
+    def run(outcome):
+        for rec in outcome.records:
+            shard.replay(rec)
+        if outcome.on_written:
+            outcome.on_written(None)
+        for o in shard.take_pending():
+            run(o)
+
+    def hb(mid, epoch, owned=None):
+        req = HeartbeatRequest("g", mid, epoch, rebalance_timeout_ms=300000 if epoch == 0 else -1,
+                               subscribed_topic_names=[t.name for t in topics] if epoch == 0 else None,
+                               topic_partitions=[] if epoch == 0 else owned, client_id="c", client_host="/h")
+        outcome, resp = shard.consumer_group_heartbeat(req)
+        run(outcome)
+        return resp
+    ids = [f"m{i}" for i in range(members)]
+    started = time.process_time()
+    joins = 0
+    for mid in ids:
+        hb(mid, 0)
+        joins += 1
+    join_s = time.process_time() - started
+
+    def converge():
+        n = 0
+        for _ in range(6):
+            for mid in ids:
+                m = shard.consumer.groups["g"].members[mid]
+                hb(mid, m.member_epoch, [(t, sorted(ps)) for t, ps in m.assigned_partitions.items()])
+                n += 1
+        return n
+    converge()
+    g = shard.consumer.groups["g"]
+    assert g.state.value == "Stable", g.state
+    started = time.process_time()
+    n = 0
+    for _ in range(rounds):
+        for mid in ids:
+            hb(mid, g.members[mid].member_epoch)
+            n += 1
+    steady = (time.process_time() - started) / n
+    started = time.process_time()
+    hb("late", 0)
+    ids.append("late")
+    n = converge()
+    rebalance = (time.process_time() - started) / (n + 1)
+    return {"steady_us": steady * 1e6, "join_us": join_s / joins * 1e6, "rebalance_us": rebalance * 1e6}
+
+
+def protocols(members: int, rounds: int) -> None:
+    root = tempfile.mkdtemp(prefix="compactlog-groups-bench-")
+    try:
+        overrides = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
+                     "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
+                     "group.consumer.session.timeout.ms": str(SESSION_MS),
+                     "group.consumer.min.session.timeout.ms": str(SESSION_MS)}
+        with Broker(os.path.join(root, "data"), overrides) as b:
+            results = {"classic": [], "consumer": []}
+            for _ in range(rounds):
+                for proto in ("classic", "consumer"):          # alternating, on the same broker
+                    results[proto].append(settle(b.bootstrap, proto, members, 2 * (members + 1)))
+        for proto, rs in results.items():
+            ss = sorted(r["settle_s"] for r in rs)
+            rec = sorted(r["records"] for r in rs)
+            print(f"{proto:8s}: {members} members + 1 joining, {2 * (members + 1)} partitions: settled in "
+                  f"{ss[len(ss) // 2]:.2f} s (median of {len(rs)}: {', '.join(f'{x:.2f}' for x in ss)}); records "
+                  f"consumed meanwhile {rec[len(rec) // 2]:,} (median)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    h = heartbeat_cpu()
+    print(f"coordinator CPU per ConsumerGroupHeartbeat (shard alone, 30 members, 4 topics x 16 partitions): "
+          f"steady {h['steady_us']:.0f} us, join {h['join_us']:.0f} us, during a rebalance {h['rebalance_us']:.0f} us")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--commits", type=int, default=100_000)
+    ap.add_argument("--protocols", action="store_true", help="classic against the consumer protocol (KIP-848)")
+    ap.add_argument("--members", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.protocols:
+        protocols(args.members, args.rounds)
+        return
     root = tempfile.mkdtemp(prefix="compactlog-groups-bench-")
     try:
         data = os.path.join(root, "data")

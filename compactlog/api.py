@@ -391,6 +391,9 @@ class GroupMember(NamedTuple):
     client_id: str
     client_host: str
     partitions: tuple            # ((topic, partition), ...); () unless a "consumer" group assigned some
+    # KIP-848 consumer groups only (None otherwise): the member's epoch and its target assignment
+    member_epoch: int | None = None
+    target: tuple | None = None  # ((topic, partition), ...)
 
 
 class GroupDescription(NamedTuple):
@@ -399,6 +402,11 @@ class GroupDescription(NamedTuple):
     protocol_type: str           # "consumer" for consumers, "" for offsets committed without a group
     protocol: str                # the partition assignor a consumer group chose ("" when none)
     members: tuple               # (GroupMember, ...)
+    # "classic", or "consumer" for a KIP-848 group (state Empty, Assigning, Reconciling or Stable),
+    # which also has a group epoch and the epoch of its target assignment
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 class ConsumerGroups:
@@ -423,6 +431,8 @@ class ConsumerGroups:
     def describe_group(self, group: str) -> GroupDescription:
         """The group and its members; state "Dead" when there is no such group."""
         from .record import consumer_offsets as R
+        if group in self._shard.consumer.groups:
+            return self._describe_consumer_group(group)
         g = self._shard.groups.get(group)
         if g is None:
             return GroupDescription(group, "Dead", "", "", ())
@@ -436,6 +446,18 @@ class ConsumerGroups:
                     parts = ()
             members.append(GroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, parts))
         return GroupDescription(group, g.state, g.protocol_type or "", g.protocol_name or "", tuple(members))
+
+    def _describe_consumer_group(self, group: str) -> GroupDescription:
+        """A KIP-848 group as ConsumerGroupDescribe answers it (topics named, deleted ones left out)."""
+        with self._service.lock:
+            [d] = self._shard.consumer_group_describe([group])
+
+        def tps(a):
+            return tuple((name, p) for _, name, ps in a for p in ps)
+        members = tuple(GroupMember(m.member_id, m.instance_id, m.client_id, m.client_host, tps(m.assignment),
+                                    m.member_epoch, tps(m.target_assignment)) for m in d.members)
+        return GroupDescription(group, d.state, "consumer", d.assignor_name, members, "consumer", d.group_epoch,
+                                d.assignment_epoch)
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """(topic, partition) -> the group's committed offset."""

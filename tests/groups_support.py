@@ -228,3 +228,87 @@ def child_consumer(bootstrap, group, topic, session_ms) -> subprocess.Popen:
     """A confluent-kafka member in its own process, to be killed with SIGKILL."""
     return subprocess.Popen([sys.executable, "-c", CHILD_CONSUMER, bootstrap, group, topic, str(session_ms)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(os.environ))
+
+
+# -- KIP-848: confluent-kafka with group.protocol=consumer --------------------------------------------
+
+# the coordinator's consumer-group timings, lowered (the client may set none of them): members are
+# fenced 6 s after their last heartbeat and heartbeat every 500 ms
+CONSUMER_PROTOCOL_BROKER = {"group.consumer.session.timeout.ms": "6000",
+                            "group.consumer.min.session.timeout.ms": "6000",
+                            "group.consumer.heartbeat.interval.ms": "500",
+                            "group.consumer.min.heartbeat.interval.ms": "500"}
+
+
+class ConsumerProtocol(Member):
+    """A confluent-kafka member with ``group.protocol=consumer`` (KIP-848): the broker assigns.
+    Its rebalance callbacks (incremental, as KIP-848 always is) append ``(name, "assign" |
+    "revoke", partitions)`` to ``events`` (shared by the members of a test, polled from one
+    thread, so the list is the order in which the callbacks ran)."""
+
+    client = "confluent-kafka (consumer protocol)"
+
+    def __init__(self, bootstrap, group, topics, name="m", events=None, **extra):
+        self.name = name
+        self.events = events if events is not None else []
+        self.c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+        self.c.subscribe(list(topics) if not isinstance(topics, str) else [topics],
+                         on_assign=lambda c, ps: self._event("assign", ps),
+                         on_revoke=lambda c, ps: self._event("revoke", ps))
+        self.errors: list = []
+
+    def _event(self, kind, ps):
+        self.events.append((self.name, kind, sorted((p.topic, p.partition) for p in ps)))
+
+    def poll(self):
+        out = []
+        for m in self.c.consume(500, 0.05):
+            if m.error() is None:
+                out.append(m.value())
+            else:
+                self.errors.append(m.error())
+        return out
+
+    def assignment(self):
+        return {tp.partition for tp in self.c.assignment()}
+
+    def topic_assignment(self):
+        return {(tp.topic, tp.partition) for tp in self.c.assignment()}
+
+    def commit(self):
+        self.c.commit(asynchronous=False)
+
+    def close(self):
+        self.c.close()
+
+
+def owned_once(events) -> None:
+    """Replay the callbacks in order: a partition is never assigned to a member while another one
+    still owns it (revocation before assignment), and a revoke only names owned partitions."""
+    owner: dict = {}
+    for name, kind, parts in events:
+        for tp in parts:
+            if kind == "assign":
+                assert owner.get(tp) in (None, name), f"{tp} assigned to {name} while {owner[tp]} owns it: {events}"
+                owner[tp] = name
+            else:
+                assert owner.get(tp) == name, f"{name} revoked {tp} it did not own: {events}"
+                del owner[tp]
+
+
+CHILD_CONSUMER_PROTOCOL = r"""
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "group.protocol": "consumer",
+              "auto.offset.reset": "earliest", "enable.auto.commit": False})
+c.subscribe([sys.argv[3]], on_assign=lambda c, ps: print("assigned", len(ps), flush=True))
+while True:
+    c.poll(0.1)
+"""
+
+
+def child_consumer_protocol(bootstrap, group, topic) -> subprocess.Popen:
+    """A ``group.protocol=consumer`` member in its own process, to be killed with SIGKILL."""
+    return subprocess.Popen([sys.executable, "-c", CHILD_CONSUMER_PROTOCOL, bootstrap, group, topic],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(os.environ))

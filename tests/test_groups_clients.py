@@ -4,7 +4,9 @@ kafka-python and aiokafka (and kcat -G when installed).
 One consumer subscribing, committing, closing and resuming from its committed offsets; two and
 three members splitting the partitions; a late joiner; a member leaving; a member killed with
 SIGKILL, whose partitions move to the others when its session expires; DeleteGroups through the
-admin clients; a ``group.protocol=consumer`` (KIP-848) client stopped with an error.
+admin clients; a ``group.protocol=consumer`` (KIP-848) client stopped with an error when the
+broker's ``group.coordinator.rebalance.protocols`` lacks ``consumer`` (this module's broker; the
+consumer protocol itself is tested in ``test_groups_consumer_protocol.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from groups_support import (CLIENTS, GROUP_BROKER, AioKafka, Confluent, KafkaPyt
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = Broker(tmp_path_factory.mktemp("groups") / "data", GROUP_BROKER)
+    b = Broker(tmp_path_factory.mktemp("groups") / "data",
+               {**GROUP_BROKER, "group.coordinator.rebalance.protocols": "classic"})
     b.start()
     yield b
     b.stop()
@@ -166,7 +169,8 @@ def test_kcat_balanced_consumer(broker):
 
 
 def test_kip_848_consumer_protocol_is_reported_as_an_error(broker):
-    """group.protocol=consumer: librdkafka gets UNSUPPORTED_VERSION from ConsumerGroupHeartbeat and
+    """group.protocol=consumer with the consumer protocol disabled (group.coordinator.rebalance.protocols
+    =classic): librdkafka gets UNSUPPORTED_VERSION from ConsumerGroupHeartbeat and
     raises a fatal error from poll (without it, it would wait forever); kafka-python and aiokafka
     have no such setting and refuse it when the consumer is built."""
     topic, group = names("kip848")

@@ -348,7 +348,16 @@ class BrokerState:
         with self.metadata_lock:
             self.datadir.create_topic(topic, self.broker.get("num.partitions")
                                       if partitions is None else partitions, configs)
-            return [self.datadir.open_log(topic, p) for p in self.datadir.partitions(topic)]
+            logs = [self.datadir.open_log(topic, p) for p in self.datadir.partitions(topic)]
+        self.topics_changed([topic], created=True)
+        return logs
+
+    def topics_changed(self, topics, created: bool = False) -> None:
+        """Topics were created, deleted or given partitions: the group coordinator's consumer
+        groups re-read them (Kafka's onNewMetadataImage). Called outside the metadata lock."""
+        groups = getattr(self, "groups", None)
+        if groups is not None:
+            groups.on_metadata_change(topics, created)
 
 
 class ReplicationFactorError(TopicError):

@@ -28,9 +28,9 @@ def test_broker_table_is_the_spec_table():
 def test_group_apis_are_advertised_only_when_asked_for():
     table = advertised(ALL_APIS)
     assert set(table) == {r.key for r in BROKER_APIS} | {r.key for r in GROUP_APIS}
-    assert {k: table[k] for k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 28, 42, 47)} == {
-        8: (2, 8), 9: (1, 8), 10: (0, 4), 11: (0, 7), 12: (0, 4), 13: (0, 4), 14: (0, 5),
-        15: (0, 5), 16: (0, 5), 28: (0, 4), 42: (0, 2), 47: (0, 0)}
+    assert {k: table[k] for k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 28, 42, 47, 68, 69)} == {
+        8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 7), 12: (0, 4), 13: (0, 4), 14: (0, 5),
+        15: (0, 5), 16: (0, 5), 28: (0, 4), 42: (0, 2), 47: (0, 0), 68: (0, 1), 69: (0, 1)}
     assert not set(advertised(BROKER)) & {r.key for r in GROUP_APIS}
 
 

@@ -132,7 +132,7 @@ def consumer_groups_cmd(
                 if members:
                     service.describe_members(backend, g, verbose)
                 elif state:
-                    service.describe_state(backend, g)
+                    service.describe_state(backend, g, verbose)
                 else:
                     service.describe_offsets(backend, g)
         elif reset:

@@ -68,7 +68,7 @@ def state_says_print(group: str, state: str, rows: int | None) -> bool:
         return False
     if state == "Empty":
         sys.stderr.write(f"\nConsumer group '{group}' has no active members.\n")
-    elif state in ("PreparingRebalance", "CompletingRebalance"):
+    elif state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
         sys.stderr.write(f"\nWarning: Consumer group '{group}' is rebalancing.\n")
     return rows > 0
 
@@ -109,25 +109,42 @@ def print_offsets(group: str, state: str, rows: list, ends: dict) -> None:
     out()
 
 
+def _partitions_text(tps) -> str:
+    by_topic: dict = {}
+    for t, p in sorted(tps):
+        by_topic.setdefault(t, []).append(str(p))
+    return ", ".join(f"{t}({','.join(ps)})" for t, ps in by_topic.items()) or MISSING
+
+
+def _epoch(v) -> str:
+    return MISSING if v is None else str(v)
+
+
 def print_members(group: str, info, verbose: bool) -> None:
-    """The --members view of ``info`` (a backend's GroupInfo); --verbose adds the assignment."""
+    """The --members view of ``info`` (a backend's GroupInfo); --verbose adds the assignment, and
+    for a KIP-848 group (Kafka 4's ConsumerGroupCommand) the member's epoch and assignment and the
+    target assignment with its epoch."""
     if not state_says_print(group, info.state, None if info.state == "Dead" else len(info.members)):
         return
+    consumer = getattr(info, "group_type", "classic") == "consumer"
     with_instance = any(m.instance_id for m in info.members)
+    extra = (["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"] if consumer
+             else ["ASSIGNMENT"]) if verbose else []
     header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + \
-        ["HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if verbose else [])
+        ["HOST", "CLIENT-ID", "#PARTITIONS"] + extra
     rows = []
     for m in info.members:
         row = [group, m.consumer_id] + ([m.instance_id or ""] if with_instance else []) + \
             [m.host, m.client_id, str(len(m.partitions))]
-        if verbose:
-            by_topic: dict = {}
-            for t, p in sorted(m.partitions):
-                by_topic.setdefault(t, []).append(str(p))
-            row.append(", ".join(f"{t}({','.join(ps)})" for t, ps in by_topic.items()) or MISSING)
+        if verbose and consumer:
+            row += [_epoch(m.member_epoch), _partitions_text(m.partitions), _epoch(info.assignment_epoch),
+                    _partitions_text(m.target or [])]
+        elif verbose:
+            row.append(_partitions_text(m.partitions))
         rows.append(row)
-    minimum = {"GROUP-INSTANCE-ID": 17, "#PARTITIONS": 15, "ASSIGNMENT": 0}
-    widths = [minimum[h] if h in ("#PARTITIONS", "ASSIGNMENT")
+    minimum = {"GROUP-INSTANCE-ID": 17, "#PARTITIONS": 15, "ASSIGNMENT": 0, "CURRENT-EPOCH": 15,
+               "TARGET-EPOCH": 15, "TARGET-ASSIGNMENT": 0}
+    widths = [minimum[h] if h in ("#PARTITIONS", "ASSIGNMENT", "TARGET-ASSIGNMENT")
               else max([minimum.get(h, 15)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     out()
     out(pad(header, widths).rstrip())
@@ -136,14 +153,21 @@ def print_members(group: str, info, verbose: bool) -> None:
     out()
 
 
-def print_state(group: str, info) -> None:
-    """The --state view of ``info`` (a backend's GroupInfo)."""
+def print_state(group: str, info, verbose: bool = False) -> None:
+    """The --state view of ``info`` (a backend's GroupInfo); --verbose adds a KIP-848 group's epoch
+    and its target assignment's epoch."""
     if not state_says_print(group, info.state, None if info.state == "Dead" else 1):
         return
+    header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    row = [group, info.coordinator, info.assignor, info.state, str(len(info.members))]
     widths = [max(15, len(group)), 25, 20, 15, 0]
+    if verbose and getattr(info, "group_type", "classic") == "consumer":
+        header[4:4] = ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+        row[4:4] = [_epoch(info.group_epoch), _epoch(info.assignment_epoch)]
+        widths[4:4] = [15, 25]
     out()
-    out(pad(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"), widths).rstrip())
-    out(pad((group, info.coordinator, info.assignor, info.state, str(len(info.members))), widths).rstrip())
+    out(pad(header, widths).rstrip())
+    out(pad(row, widths).rstrip())
     out()
 
 

@@ -45,8 +45,8 @@ def describe_members(backend, group: str, verbose: bool) -> None:
     printing.print_members(group, backend.describe(group), verbose)
 
 
-def describe_state(backend, group: str) -> None:
-    printing.print_state(group, backend.describe(group))
+def describe_state(backend, group: str, verbose: bool = False) -> None:
+    printing.print_state(group, backend.describe(group), verbose)
 
 
 # -- --reset-offsets ----------------------------------------------------------------------------------

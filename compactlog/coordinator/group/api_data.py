@@ -115,3 +115,68 @@ class ListedGroup:
     protocol_type: str
     state: str
     group_type: str = CLASSIC
+
+
+# -- ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) ------------------------------------
+
+@dataclass
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: list | None = None            # [(topic id, [partition])] owned; None = unchanged
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 1
+    # with an authorizer: the topics of a set the member's principal may DESCRIBE (regexes resolve
+    # to those only, refreshRegularExpressions); None = all
+    describable: object = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class HeartbeatResponse:
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: dict | None = None                  # {topic id: [partition]}; None = not sent
+
+    def fail(self, code: ErrorCode, message: str | None = None) -> "HeartbeatResponse":
+        """An error answer: code and message, epoch 0, no member id (KafkaApis)."""
+        self.error, self.message = code, message
+        self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment = None, 0, 0, None
+        return self
+
+
+@dataclass
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list
+    subscribed_topic_regex: str | None
+    assignment: list                                # [(topic id, name, [partitions])]
+    target_assignment: list
+    member_type: int                                # 0 classic, 1 consumer (v1)
+
+
+@dataclass
+class DescribedConsumerGroup:
+    group_id: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    state: str = "Dead"
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: list = field(default_factory=list)

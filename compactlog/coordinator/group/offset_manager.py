@@ -8,7 +8,9 @@ marker in the same ``__consumer_offsets`` partition (``replay_end_txn``).
 
 Sans-IO, as the group manager: operations return an ``Outcome`` whose records take effect only
 once written and replayed (``replay``), exactly as at load time. Groups are looked up in the
-``GroupMetadataManager`` given; a commit without membership creates a "simple" group there.
+``GroupMetadataManager`` given, and in the consumer groups (KIP-848) given beside it, whose
+commits and fetches carry member epochs (``ConsumerGroup.validateOffsetCommit`` and
+``validateOffsetFetch``); a commit without membership creates a "simple" group.
 """
 
 from __future__ import annotations
@@ -45,11 +47,13 @@ class OffsetMetadataManager:
     """The committed offsets of every group; see the module docstring."""
 
     def __init__(self, config: GroupConfig, clock: Callable[[], int], partitions: CoordinatorPartitions,
-                 group_manager: GroupMetadataManager):
+                 group_manager: GroupMetadataManager, consumer_groups: dict | None = None):
         self.config = config
         self.clock = clock
         self.partitions = partitions
         self.group_manager = group_manager
+        # the consumer groups (KIP-848) by id: the consumer group manager's dict, read only here
+        self.consumer_groups: dict = {} if consumer_groups is None else consumer_groups
         # group -> topic -> partition -> OffsetAndMetadata
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
         # producer id -> group -> topic -> partition -> OffsetAndMetadata (open transactions, from loading)
@@ -71,7 +75,8 @@ class OffsetMetadataManager:
             group = self._validate_commit(group_id, generation_id, member_id, group_instance_id, api_version)
         except GroupError as e:
             return Outcome(), [e.code] * len(partitions)
-        if group is not None and group.state in (STABLE, PREPARING_REBALANCE) and member_id in group.members:
+        if isinstance(group, ClassicGroup) and group.state in (STABLE, PREPARING_REBALANCE) \
+                and member_id in group.members:
             # classic members keep their session through their commits
             self.group_manager.reschedule_heartbeat(group, group.member(member_id))
         now = self.clock()
@@ -94,6 +99,10 @@ class OffsetMetadataManager:
         """validateOffsetCommit / validateTransactionalOffsetCommit and ClassicGroup.validateOffsetCommit.
         A transactional commit without member id and generation is accepted on any group (the old
         TxnOffsetCommit versions carry neither) and is never told REBALANCE_IN_PROGRESS."""
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            validate_consumer_commit(cg, generation_id, member_id, instance_id, api_version, transactional)
+            return None
         group = self.group_manager.groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -144,17 +153,27 @@ class OffsetMetadataManager:
 
     # == OffsetFetch ====================================================================================
     def fetch_offsets(self, group_id: str | None, topics: list | None,
-                      require_stable: bool = False) -> tuple[ErrorCode, list]:
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[ErrorCode, list]:
         """``topics``: [(topic, [partition, ...])] or None for every committed offset.
-        (group error, [(topic, [FetchedOffset])])."""
+        (group error, [(topic, [FetchedOffset])]). ``member_id`` and ``member_epoch`` (OffsetFetch
+        v9) are checked against a consumer group's member (``validateOffsetFetch``)."""
         if group_id is None:
             return ErrorCode.invalid_group_id, []
         try:
             self.partitions.check_loaded(group_id)
         except GroupError as e:
             return e.code, []
-        group = self.group_manager.groups.get(group_id)
-        by_topic = self.offsets.get(group_id, {}) if group is not None and not group.in_state(DEAD) else {}
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            try:
+                validate_consumer_fetch(cg, member_id, member_epoch)
+            except GroupError as e:
+                return e.code, []
+            by_topic = self.offsets.get(group_id, {})
+        else:
+            group = self.group_manager.groups.get(group_id)
+            by_topic = self.offsets.get(group_id, {}) if group is not None and not group.in_state(DEAD) else {}
         out = []
         if topics is None:
             for topic, parts in by_topic.items():
@@ -194,11 +213,11 @@ class OffsetMetadataManager:
         """``topics``: [(topic, [partition])]. (outcome, group error, [(topic, [(partition, error)])])."""
         try:
             self.partitions.check_loaded(group_id)
-            group = self.group_manager.group(group_id)
-            if group.in_state(DEAD):
+            group = self.consumer_groups.get(group_id) or self.group_manager.group(group_id)
+            if isinstance(group, ClassicGroup) and group.in_state(DEAD):
                 raise GroupError(ErrorCode.group_id_not_found)
-            if group.state in (STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE) and \
-                    not group.uses_consumer_protocol():
+            if isinstance(group, ClassicGroup) and group.state in (STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE) \
+                    and not group.uses_consumer_protocol():
                 raise GroupError(ErrorCode.non_empty_group)
         except GroupError as e:
             return Outcome(), e.code, []
@@ -222,7 +241,7 @@ class OffsetMetadataManager:
         by_topic = self.offsets.get(group_id)
         if not by_topic:
             return True
-        group = self.group_manager.groups[group_id]
+        group = self.consumer_groups.get(group_id) or self.group_manager.groups[group_id]
         base = group.offset_base_timestamp()
         if base is None:
             return False
@@ -270,7 +289,8 @@ class OffsetMetadataManager:
                 self._remove_offset(self.pending_txn_offsets.get(pid, {}), gid, topic, partition)
             return
         # offsets committed without membership make a "simple" group (Empty, no protocol type)
-        self.group_manager.get_or_create_group(gid, True)
+        if gid not in self.consumer_groups:
+            self.group_manager.get_or_create_group(gid, True)
         oam = OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
                                 value.expire_timestamp, offset)
         if producer_id < 0:
@@ -332,6 +352,44 @@ class OffsetMetadataManager:
             if partition in self.pending_txn_offsets.get(pid, {}).get(gid, {}).get(topic, {}):
                 return True
         return False
+
+
+def validate_consumer_commit(group, epoch: int, member_id: str, instance_id: str | None, api_version: int,
+                             transactional: bool) -> None:
+    """``ConsumerGroup.validateOffsetCommit`` (spec §9): a commit without member epoch is accepted
+    while the group is empty (admin tools); a transactional one without member, epoch and instance
+    id always (KAFKA-18060); else the member must exist, commit with OffsetCommit v9 or above
+    (KIP-848 members) and carry exactly its current epoch. A transactional commit is told
+    ILLEGAL_GENERATION where a plain one is told STALE_MEMBER_EPOCH (OffsetMetadataManager)."""
+    if epoch < 0 and not group.members:
+        return
+    if transactional and epoch == -1 and member_id == "" and instance_id is None:
+        return
+    member = group.members.get(member_id)
+    if member is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group.group_id}.")
+    if not transactional and not member.use_classic_protocol() and api_version < 9:
+        raise GroupError(ErrorCode.unsupported_version,
+                         "OffsetCommit version 9 or above must be used by members using the modern group protocol")
+    if epoch != member.member_epoch:
+        code = ErrorCode.illegal_generation if member.use_classic_protocol() or transactional \
+            else ErrorCode.stale_member_epoch
+        raise GroupError(code, f"The received member epoch {epoch} does not match the expected member "
+                               f"epoch {member.member_epoch}.")
+
+
+def validate_consumer_fetch(group, member_id: str | None, epoch: int) -> None:
+    """``ConsumerGroup.validateOffsetFetch``: no member id and a negative epoch (admin clients,
+    librdkafka) fetch freely; else the member's current epoch."""
+    if member_id is None and epoch < 0:
+        return
+    member = group.members.get(member_id)
+    if member is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group.group_id}.")
+    if epoch != member.member_epoch:
+        code = ErrorCode.illegal_generation if member.use_classic_protocol() else ErrorCode.stale_member_epoch
+        raise GroupError(code, f"The received member epoch {epoch} does not match the expected member "
+                               f"epoch {member.member_epoch}.")
 
 
 def commit_append_error(error: Exception) -> ErrorCode:

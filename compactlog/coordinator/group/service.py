@@ -26,7 +26,15 @@ its groups get COORDINATOR_LOAD_IN_PROGRESS, then replayed in a background threa
 let requests for loaded partitions through; transactional offsets are replayed pending and settled
 by the markers that follow them, exactly as the live path does. The same class serves the offline
 tools: with ``DataDir`` opened writable (the data-dir lock held) ``load_now`` reads every group and
-``call`` writes exactly as the broker would.
+``call`` writes exactly as the broker would. The loader decodes the consumer-group records of
+KIP-848 (types 3-8 and 16) and replays them into the consumer groups; share- and streams-group
+records are skipped, as before.
+
+Consumer groups (KIP-848) read the topics through ``metadata_image`` (Kafka's ``MetadataImage``:
+ids, names, partition counts), rebuilt after ``on_metadata_change``, which the broker calls when a
+topic is created, deleted or grows (``GroupMetadataManager.onNewMetadataImage``). The hook only
+records the change: the next operation, under the coordinator's lock, applies it, so the broker
+never calls into the coordinator while holding its metadata lock.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from typing import Callable, NamedTuple
 
 from kio.schema.errors import ErrorCode
@@ -41,12 +50,14 @@ from kio.schema.errors import ErrorCode
 from ...errors import CompactlogError
 from ...record import consumer_offsets as R
 from ...record.control import ABORT, COMMIT, parse_control_key
+from ...storage.checkpoint import decode_topic_id
 from ...storage.producer_state import COORDINATOR, NO_SEQUENCE, VerificationGuard
 from ..internal_topics import offsets_topic_configs
 from ..txn.verification import verification_enabled, verify_partition
 from .api_data import CommitPartition, JoinResponse, SyncResponse
 from .classic_group import complete_join, complete_sync
 from .config import GroupConfig
+from .consumer.model import MetadataImage, TopicImage
 from .offset_manager import commit_append_error
 from ..runtime import CoordinatorRuntime, Outcome, Periodic, operation_error
 from .shard import GroupCoordinatorShard
@@ -95,6 +106,17 @@ class GroupCoordinatorService(CoordinatorRuntime):
         self.coordinator = GroupCoordinatorShard(config, self.clock)
         self.cleanup = Periodic(config.retention_check_interval_ms)      # offset expiry
         self._closing = False
+        # the topics as consumer groups see them (rebuilt after a change), and the changes the
+        # broker reported since the last operation
+        self._image: MetadataImage | None = None
+        # the image's version: resolved regexes store it (ConsumerGroupRegularExpression.Version) and
+        # compare it with that of the last topic creation, so it must grow across restarts as
+        # Kafka's metadata offset does: the clock's milliseconds, bumped by one per change
+        self._image_version = self.clock()
+        self._changes: list[tuple[list, bool]] = []
+        self._changes_lock = threading.Lock()
+        self.coordinator.consumer.image = self.metadata_image
+        self.coordinator.consumer.group_setting = self._group_setting
 
     @property
     def config(self) -> GroupConfig:
@@ -117,6 +139,40 @@ class GroupCoordinatorService(CoordinatorRuntime):
         self.ensure_topic()
         with self.metadata_lock:
             return self.datadir.open_log(R.OFFSETS_TOPIC, partition, create=True)
+
+    # -- the topics, for consumer groups --------------------------------------------------------------
+    def on_metadata_change(self, topics, created: bool = False) -> None:
+        """Topics were created (``created``), deleted or given partitions: recorded here, applied
+        by the next operation (module docstring)."""
+        with self._changes_lock:
+            self._changes.append((list(topics), created))
+
+    def metadata_image(self) -> MetadataImage:
+        """The topics now: id, name and partition count of each (called under the lock)."""
+        with self._changes_lock:
+            changes, self._changes = self._changes, []
+        for topics, created in changes:
+            self._image_version = max(self._image_version + 1, self.clock())
+            self._image = None
+            self.coordinator.consumer.on_metadata_change(topics, created, self._image_version)
+        if self._image is None:
+            ids = self.datadir.topic_ids()
+            topics = []
+            for name, parts in self.datadir.partition_map().items():
+                text = ids.get(name) or self.datadir.topic_id(name)
+                if not text or not parts:
+                    continue        # a topic without an id (a Kafka dir before ids) is not offered
+                topics.append(TopicImage(uuid.UUID(bytes=decode_topic_id(text)), name, max(parts) + 1))
+            self._image = MetadataImage(topics, self._image_version)
+        return self._image
+
+    def _group_setting(self, group_id: str, name: str) -> int | None:
+        """A group's dynamic config (consumer.session.timeout.ms, ...), read at each use as Kafka does."""
+        value = getattr(self.broker, "dynamic_groups", {}).get(group_id, {}).get(name)
+        try:
+            return None if value is None else int(value)
+        except ValueError:
+            return None
 
     # -- running operations ---------------------------------------------------------------------
     def call(self, op: Callable, *args):
@@ -291,9 +347,9 @@ class GroupCoordinatorService(CoordinatorRuntime):
             pid = b.header.producer_id if b.header.is_transactional else -1
             for r in b.records():
                 try:
-                    rec = R.decode_record(r.key, r.value)
+                    rec = R.decode_record(r.key, r.value, consumer_groups=True)
                 except R.UnknownRecordType as e:
-                    # KIP-848 / share-group records, or newer types: Kafka's loader skips them too
+                    # share- and streams-group records, or newer types: Kafka's loader skips them too
                     loader_log.debug(f"{lg.name}: offset {r.offset}: unknown record type "
                                      f"{e.record_type}, skipped")
                     skipped += 1

@@ -207,7 +207,8 @@ def test_undecodable_and_unknown_records_are_skipped_with_a_log_line(tmp_path, c
     p = s.coordinator.partition_for("g")
     lg = dd.open_log(R.OFFSETS_TOPIC, p)
     good = R.offset_commit_record("g", "t", 1, R.OffsetCommitValue(5, -1, "", 1))
-    lg.append_records([b"\x00\x07\x00\x01g", R.encode_key(R.OffsetCommitKey("g", "t", 9)), good.key_bytes()],
+    # type 10 (a share group's record) is skipped; types 3-8 and 16 are the consumer groups' now
+    lg.append_records([b"\x00\x0a\x00\x01g", R.encode_key(R.OffsetCommitKey("g", "t", 9)), good.key_bytes()],
                       [b"\x00\x00", b"\x00\x03\x00", good.value_bytes()])
     dd.close()
     dd = open_dir(tmp_path / "d")
@@ -215,7 +216,7 @@ def test_undecodable_and_unknown_records_are_skipped_with_a_log_line(tmp_path, c
         s2 = service(dd)
     assert {k: o.offset for k, o in s2.coordinator.committed("g").items()} == {("t", 0): 1, ("t", 1): 5}
     text = caplog.text
-    assert f"__consumer_offsets-{p}: offset 2: record skipped" in text and "offset 1: unknown record type 7" in text
+    assert f"__consumer_offsets-{p}: offset 2: record skipped" in text and "offset 1: unknown record type 10" in text
     dd.close()
 
 
@@ -427,4 +428,60 @@ def test_a_txn_offset_commit_too_large_for_the_partition_is_refused(tmp_path):
     parts = [("t", i, i) for i in range(20)]
     assert txn_commit(s, parts, fake) == [ErrorCode.unknown_server_error] * 20
     assert dd.open_log(R.OFFSETS_TOPIC, p).log_end_offset == 0 and committed(s) == {}
+    dd.close()
+
+
+# -- KIP-848 consumer groups: their records written, loaded and compacted ---------------------------
+
+def test_consumer_group_records_are_loaded_and_survive_compaction(tmp_path):
+    """Members of a consumer group join, reconcile and leave many times over small segments of
+    __consumer_offsets; the loader rebuilds the same group (epochs, members, targets, partition
+    owners) before and after the cleaner compacts the topic, and the topic shrinks."""
+    from compactlog.coordinator.group.api_data import HeartbeatRequest
+    clock = Clock()
+    props = {"offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "2048",
+             "log.cleaner.min.cleanable.ratio": "0.01", "log.cleaner.delete.retention.ms": "0"}
+    dd = open_dir(tmp_path / "d", **props)
+    dd.create_topic("t", 6)
+    s = service(dd, clock)
+
+    def hb(member, epoch, owned=None, **kw):
+        req = HeartbeatRequest("cg", member, epoch, rebalance_timeout_ms=300000 if epoch == 0 else -1,
+                               subscribed_topic_names=["t"] if epoch == 0 else None,
+                               topic_partitions=[] if epoch == 0 else owned, client_id="c",
+                               client_host="/127.0.0.1", **kw)
+        r = s.call(s.coordinator.consumer_group_heartbeat, req)
+        assert r.error == ErrorCode.none, r
+        return r
+
+    def settle(members):
+        for _ in range(4):
+            for mid in members:
+                m = s.coordinator.consumer.groups["cg"].members[mid]
+                hb(mid, m.member_epoch, [(t, sorted(ps)) for t, ps in m.assigned_partitions.items()])
+
+    hb("keep", 0)
+    for i in range(40):
+        clock.now += 10
+        hb(f"m{i}", 0)
+        settle(["keep", f"m{i}"])
+        hb(f"m{i}", -1)
+    settle(["keep"])
+    g = s.coordinator.consumer.groups["cg"]
+    want = (g.group_epoch, g.assignment_epoch, g.metadata_hash, dict(g.members), dict(g.target_assignment),
+            {t: dict(ps) for t, ps in g.partition_epochs.items()})
+
+    def loaded():
+        fresh = GroupCoordinatorService(dd, clock=clock)
+        fresh.load_now()
+        f = fresh.coordinator.consumer.groups["cg"]
+        return (f.group_epoch, f.assignment_epoch, f.metadata_hash, dict(f.members), dict(f.target_assignment),
+                {t: dict(ps) for t, ps in f.partition_epochs.items()})
+    assert loaded() == want
+    lg = dd.open_log(R.OFFSETS_TOPIC, 0)
+    before = lg.size()
+    assert len(lg.segments) > 5
+    Cleaner(dd, InProcessExecutor()).run(clock.now + 10**6, topic=R.OFFSETS_TOPIC, partition=0)
+    assert loaded() == want
+    assert lg.size() < before / 3, (lg.size(), before)
     dd.close()

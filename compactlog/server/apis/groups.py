@@ -31,14 +31,16 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
-from .handler import ASYNC, INLINE, THREAD, ApiHandler
+from .handler import ASYNC, THREAD, ApiHandler
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, OPERATIONS_NOT_REQUESTED, build, error_code, millis, nested, response_class
 from ...errors import CompactlogError
 from ..state import CLIENT_HOST, BrokerState
 from ..wire_errors import coordinator_error
 from .transactions import transaction_coordinator
-from ...coordinator.group.api_data import CommitPartition, FetchedOffset, JoinRequest, JoinResponse, SyncRequest
+from ...coordinator.group.api_data import (CommitPartition, FetchedOffset, HeartbeatRequest, JoinRequest,
+                                           JoinResponse, SyncRequest)
+from ...coordinator.group.consumer_group_manager import invalid_heartbeat
 from ...coordinator.runtime import Outcome
 
 GROUP_KEY_TYPE = 0
@@ -268,19 +270,23 @@ def _commit_response(request, topics, codes: list, api: str):
         for t in topics))
 
 
-def _fetch_group(state: BrokerState, request, svc, group_id, topics, require_stable: bool):
+def _fetch_group(state: BrokerState, request, svc, group_id, topics, require_stable: bool,
+                 member_id: str | None = None, member_epoch: int = -1):
     """(group error, [(topic, [FetchedOffset])]) of one group, as the principal may see them
-    (KafkaApis.fetchOffsetsForGroup / fetchAllOffsetsForGroup)."""
+    (KafkaApis.fetchOffsetsForGroup / fetchAllOffsetsForGroup); v9's member id and epoch are
+    checked against a consumer group's member."""
     if _group_denied(state, request, auth_helper.DESCRIBE, group_id):
         return GROUP_DENIED, []
     if topics is None:
-        code, fetched = svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(group_id, None, require_stable)))
+        code, fetched = svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(
+            group_id, None, require_stable, member_id, member_epoch)))
         hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC,
                                     [name for name, _ in fetched])
         return code, [(name, parts) for name, parts in fetched if name not in hidden]
     hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC, (t.name for t in topics))
     wanted = [(t.name, list(t.partition_indexes)) for t in topics if t.name not in hidden]
-    code, fetched = svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(group_id, wanted, require_stable))) \
+    code, fetched = svc.call(lambda: (Outcome(), svc.coordinator.fetch_offsets(
+        group_id, wanted, require_stable, member_id, member_epoch))) \
         if wanted or not hidden else (ErrorCode.none, [])
     if code != ErrorCode.none or not hidden:
         return code, fetched
@@ -298,7 +304,8 @@ def handle_offset_fetch(state: BrokerState, request):
         t_cls, p_cls = nested(cls, "OffsetFetchResponseTopics"), nested(cls, "OffsetFetchResponsePartitions")
         groups = []
         for g in body.groups:
-            code, topics = _fetch_group(state, request, svc, g.group_id, g.topics, stable)
+            code, topics = _fetch_group(state, request, svc, g.group_id, g.topics, stable,
+                                        getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
             groups.append(build(g_cls, group_id=g.group_id, error_code=error_code(code),
                                 topics=_fetched_topics(t_cls, p_cls, topics)))
         return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
@@ -419,18 +426,108 @@ def handle_offset_delete(state: BrokerState, request):
             for p in t.partitions)) for t in body.topics))
 
 
-# -- ConsumerGroupHeartbeat (68): KIP-848 refused -------------------------------------------------------
+# -- ConsumerGroupHeartbeat (68) / ConsumerGroupDescribe (69): KIP-848 ---------------------------------
 
-KIP_848_REFUSED = ("this broker's group coordinator speaks the classic group protocol only: "
-                   "KIP-848 (group.protocol=consumer) is not offered; use group.protocol=classic")
+KIP_848_REFUSED = ("this broker's group coordinator does not offer the consumer group protocol "
+                   "(group.coordinator.rebalance.protocols lacks consumer): use group.protocol=classic")
+
+
+def _consumer_protocol_enabled(svc) -> bool:
+    return svc.config.consumer_protocol_enabled
 
 
 def handle_consumer_group_heartbeat(state: BrokerState, request):
-    """KafkaApis.handleConsumerGroupHeartbeatRequest with the consumer protocol disabled:
-    UNSUPPORTED_VERSION, which librdkafka treats as fatal and reports (it waits forever for an
-    API that is not advertised)."""
-    return _consumer_group_heartbeat_error(request.body, response_class(request), ErrorCode.unsupported_version,
-                                           KIP_848_REFUSED)
+    """KafkaApis.handleConsumerGroupHeartbeatRequest and GroupCoordinatorService.consumerGroupHeartbeat:
+    the gatekeeping of spec §2.2 in Kafka's order (protocol enabled, READ on the group, DESCRIBE on
+    the named topics, the request's validity, the assignor), then the coordinator."""
+    body = request.body
+    cls = response_class(request)
+    svc = _service(state)
+    if not _consumer_protocol_enabled(svc):
+        return _consumer_group_heartbeat_error(body, cls, ErrorCode.unsupported_version, KIP_848_REFUSED)
+    if _group_denied(state, request, auth_helper.READ, body.group_id):
+        return _consumer_group_heartbeat_error(body, cls, GROUP_DENIED, None)
+    if body.subscribed_topic_names:
+        if auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC, body.subscribed_topic_names):
+            return _consumer_group_heartbeat_error(body, cls, TOPIC_DENIED, None)
+    req = HeartbeatRequest(
+        group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
+        instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=millis(body.rebalance_timeout),
+        subscribed_topic_names=None if body.subscribed_topic_names is None else list(body.subscribed_topic_names),
+        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None), server_assignor=body.server_assignor,
+        topic_partitions=None if body.topic_partitions is None else
+        [(tp.topic_id, list(tp.partitions)) for tp in body.topic_partitions],
+        client_id=request.client_id or "", client_host=CLIENT_HOST.get(), api_version=request.api_version)
+    if getattr(state, "authorizer", None) is not None:
+        req.describable = lambda names: names - auth_helper.denied(state, request, auth_helper.DESCRIBE,
+                                                                   auth_helper.TOPIC, sorted(names),
+                                                                   log_if_denied=False)
+    invalid = invalid_heartbeat(req, svc.config.consumer_assignors)
+    if invalid is not None:
+        return _consumer_group_heartbeat_error(body, cls, *invalid)
+    resp = svc.call(svc.coordinator.consumer_group_heartbeat, req)
+    if resp.error != ErrorCode.none:
+        return _consumer_group_heartbeat_error(body, cls, resp.error, resp.message)
+    assignment = None
+    if resp.assignment is not None:
+        a_cls, tp_cls = nested(cls, "Assignment"), nested(cls, "TopicPartitions")
+        assignment = build(a_cls, topic_partitions=tuple(
+            build(tp_cls, topic_id=t, partitions=tuple(ps)) for t, ps in resp.assignment.items()))
+    return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+                 member_id=resp.member_id, member_epoch=resp.member_epoch,
+                 heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms),
+                 assignment=assignment)
+
+
+def handle_consumer_group_describe(state: BrokerState, request):
+    """KafkaApis.handleConsumerGroupDescribe: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED),
+    then the coordinator (spec §10); with an authorizer, a group whose assignments name a topic the
+    caller may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without members (KAFKA-18813)."""
+    body = request.body
+    cls = response_class(request)
+    svc = _service(state)
+    g_cls, m_cls = nested(cls, "DescribedGroup"), nested(cls, "Member")
+    a_cls, tp_cls = nested(cls, "Assignment"), nested(cls, "TopicPartitions")
+    if not _consumer_protocol_enabled(svc):
+        return _consumer_group_describe_error(body, cls, ErrorCode.unsupported_version, KIP_848_REFUSED)
+    denied = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.GROUP, body.group_ids)
+    allowed = [g for g in body.group_ids if g not in denied]
+    described = iter(svc.call(lambda: (Outcome(), svc.coordinator.consumer_group_describe(allowed)))
+                     if allowed else [])
+    want_ops = body.include_authorized_operations
+
+    def assignment(tps):
+        return build(a_cls, topic_partitions=tuple(build(tp_cls, topic_id=t, topic_name=n, partitions=tuple(ps))
+                                                   for t, n, ps in tps))
+
+    out = []
+    for gid in body.group_ids:
+        if gid in denied:
+            out.append(_describe_consumer_group_error_entry(g_cls, gid, GROUP_DENIED,
+                                                            auth_helper.DENIED_MESSAGE[GROUP_DENIED]))
+            continue
+        d = next(described)
+        if d.error != ErrorCode.none:
+            out.append(_describe_consumer_group_error_entry(g_cls, d.group_id, d.error, d.message))
+            continue
+        topics = {n for m in d.members for _, n, _ in m.assignment + m.target_assignment}
+        if topics and auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC, sorted(topics)):
+            out.append(_describe_consumer_group_error_entry(g_cls, d.group_id, TOPIC_DENIED,
+                                                            auth_helper.DENIED_MESSAGE[TOPIC_DENIED]))
+            continue
+        ops = auth_helper.authorized_operations(state, request, auth_helper.GROUP, d.group_id,
+                                                _GROUP_ACL_OPERATIONS) if want_ops else OPERATIONS_NOT_REQUESTED
+        members = tuple(build(m_cls, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                              member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                              subscribed_topic_names=tuple(m.subscribed_topic_names),
+                              subscribed_topic_regex=m.subscribed_topic_regex,
+                              assignment=assignment(m.assignment), target_assignment=assignment(m.target_assignment),
+                              member_type=m.member_type)
+                        for m in d.members)
+        out.append(build(g_cls, error_code=ErrorCode.none, error_message=None, group_id=d.group_id,
+                         group_state=d.state, group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
+                         assignor_name=d.assignor_name, members=members, authorized_operations=ops))
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(out))
 
 
 # -- error responses (Kafka's getErrorResponse of each API) ------------------------------------------
@@ -519,16 +616,30 @@ def _offset_delete_error(body, cls, code, message):
 
 
 def _consumer_group_heartbeat_error(body, cls, code, message):
+    """ConsumerGroupHeartbeatRequest.getErrorResponse: the code and message, epoch 0, no member id."""
     return build(cls, throttle_time=NO_THROTTLE, error_code=code, error_message=message, member_id=None,
-                 member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
+                 member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
+
+
+def _describe_consumer_group_error_entry(g_cls, group_id: str, code, message):
+    return build(g_cls, error_code=code, error_message=message, group_id=group_id, group_state="",
+                 group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+                 authorized_operations=OPERATIONS_NOT_REQUESTED)
+
+
+def _consumer_group_describe_error(body, cls, code, message):
+    g_cls = nested(cls, "DescribedGroup")
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(
+        _describe_consumer_group_error_entry(g_cls, g, code, message) for g in body.group_ids))
 
 
 # -- declarations (key, name, versions, where it runs, handler, error response) ----------------------
 
-OFFSET_COMMIT = ApiHandler(8, "OffsetCommit", 2, 8, mode=THREAD, handler=handle_offset_commit,
+# v9: member epochs of consumer groups (KIP-848, spec §9); v10 (topic ids) is not offered
+OFFSET_COMMIT = ApiHandler(8, "OffsetCommit", 2, 9, mode=THREAD, handler=handle_offset_commit,
                            error_response=_offset_commit_error, coordinator=True)
-# v8: batched groups
-OFFSET_FETCH = ApiHandler(9, "OffsetFetch", 1, 8, mode=THREAD, handler=handle_offset_fetch,
+# v8: batched groups; v9: member id and epoch
+OFFSET_FETCH = ApiHandler(9, "OffsetFetch", 1, 9, mode=THREAD, handler=handle_offset_fetch,
                           error_response=_offset_fetch_error, coordinator=True)
 # v5 is TV2 (the offsets partition added by the commit itself): phase 2 (transactions.md §0)
 TXN_OFFSET_COMMIT = ApiHandler(28, "TxnOffsetCommit", 0, 4, mode=THREAD, handler=handle_txn_offset_commit,
@@ -552,16 +663,19 @@ DELETE_GROUPS = ApiHandler(42, "DeleteGroups", 0, 2, mode=THREAD, handler=handle
                            error_response=_delete_groups_error, coordinator=True)
 OFFSET_DELETE = ApiHandler(47, "OffsetDelete", 0, 0, mode=THREAD, handler=handle_offset_delete,
                            error_response=_offset_delete_error, coordinator=True)
-# KIP-848 is not offered: advertised only to answer UNSUPPORTED_VERSION, as Kafka does when the
-# consumer protocol is disabled, so that a group.protocol=consumer client stops with an error
-# (librdkafka waits forever for an API that is not advertised)
-CONSUMER_GROUP_HEARTBEAT = ApiHandler(68, "ConsumerGroupHeartbeat", 0, 1, mode=INLINE,
+# KIP-848: always advertised; with group.coordinator.rebalance.protocols lacking consumer both
+# answer UNSUPPORTED_VERSION, as Kafka does, so that a group.protocol=consumer client stops with
+# an error (librdkafka waits forever for an API that is not advertised)
+CONSUMER_GROUP_HEARTBEAT = ApiHandler(68, "ConsumerGroupHeartbeat", 0, 1, mode=THREAD,
                                       handler=handle_consumer_group_heartbeat,
                                       error_response=_consumer_group_heartbeat_error, coordinator=True)
+CONSUMER_GROUP_DESCRIBE = ApiHandler(69, "ConsumerGroupDescribe", 0, 1, mode=THREAD,
+                                     handler=handle_consumer_group_describe,
+                                     error_response=_consumer_group_describe_error, coordinator=True)
 
 GROUP_APIS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
               DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT,
-              TXN_OFFSET_COMMIT)
+              CONSUMER_GROUP_DESCRIBE, TXN_OFFSET_COMMIT)
 """The group APIs and FindCoordinator, as ``server/dispatch.py`` collects them."""
 
 GROUP_HANDLERS = {a.key: (a.handler, a.mode) for a in GROUP_APIS}

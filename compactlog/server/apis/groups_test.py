@@ -1,6 +1,7 @@
 """The group APIs without sockets: kio requests of every advertised version in, kio responses out,
 each encoded as the wire would carry it; the batched forms (FindCoordinator v4, OffsetFetch v8,
-LeaveGroup v3+); KIP-848's ConsumerGroupHeartbeat refused with UNSUPPORTED_VERSION."""
+LeaveGroup v3+); KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe, OffsetCommit and
+OffsetFetch v9 with member epochs, and UNSUPPORTED_VERSION without the consumer protocol."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from compactlog.record import consumer_offsets as R
-from compactlog.server.apis.groups import (GROUP_HANDLERS, handle_consumer_group_heartbeat,
-                                               handle_delete_groups, handle_describe_groups,
+from compactlog.server.apis.groups import (GROUP_HANDLERS, handle_delete_groups, handle_describe_groups,
                                                handle_find_coordinator, handle_heartbeat, handle_join_group,
                                                handle_leave_group, handle_list_groups, handle_offset_commit,
                                                handle_offset_delete, handle_offset_fetch, handle_sync_group)
@@ -294,11 +294,113 @@ def test_describe_list_delete_and_offset_delete(state):
         ("m", ErrorCode.none), ("g", ErrorCode.non_empty_group), ("zz", ErrorCode.group_id_not_found)]
 
 
-def test_kip_848_heartbeat_is_refused(state):
+def test_kip_848_refused_when_the_protocols_lack_consumer(tmp_path):
+    dd = DataDir(str(tmp_path), broker=BrokerConfig({"group.coordinator.rebalance.protocols": "classic"}),
+                 writable=True, command="test")
+    node, cluster = load_identity(dd.path, None)
+    st = BrokerState(dd, node, cluster, Listener("PLAINTEXT", "127.0.0.1", 9092))
+    st.apis = advertised_apis(dispatch_table())
+    for_broker(st).load_now()
+    try:
+        for version in (0, 1):
+            r = call(st, req(68, version, group_id="g", member_id="m", member_epoch=0, rebalance_timeout=S,
+                             subscribed_topic_names=("t",), topic_partitions=()))
+            assert (r.error_code, r.member_epoch, r.member_id) == (ErrorCode.unsupported_version, 0, None)
+            assert "group.protocol=classic" in r.error_message
+            d = call(st, req(69, version, group_ids=("g",), include_authorized_operations=False))
+            assert d.groups[0].error_code == ErrorCode.unsupported_version
+    finally:
+        dd.close()
+
+
+def cg_heartbeat(state, version=1, **fields):
+    kw = dict(group_id="cg", member_id="m1", member_epoch=0, rebalance_timeout=300 * S,
+              subscribed_topic_names=("t",), topic_partitions=())
+    kw.update(fields)
+    return call(state, req(68, version, client_id="rdkafka", **kw))
+
+
+def test_kip_848_heartbeat_join_describe_commit_fetch(state):
+    tid = state.topic_id("t")
+    r = cg_heartbeat(state)
+    assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval) == \
+        (ErrorCode.none, "m1", 1, datetime.timedelta(milliseconds=5000))
+    assert [(tp.topic_id, tp.partitions) for tp in r.assignment.topic_partitions] == [(tid, (0, 1, 2))]
+    r = cg_heartbeat(state, member_epoch=1, rebalance_timeout=datetime.timedelta(milliseconds=-1),
+                     subscribed_topic_names=None, topic_partitions=None)
+    assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, None)
     for version in (0, 1):
-        r = handle_consumer_group_heartbeat(state, req(68, version))
-        encode_response(req(68, version), r)
-        assert r.error_code == ErrorCode.unsupported_version and "group.protocol=classic" in r.error_message
+        d = call(state, req(69, version, group_ids=("cg", "g-missing"), include_authorized_operations=True))
+        g, missing = d.groups
+        assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == \
+            (ErrorCode.none, "Stable", 1, 1, "uniform")
+        [m] = g.members
+        assert (m.member_id, m.member_epoch, m.client_id, m.client_host, m.subscribed_topic_names) == \
+            ("m1", 1, "rdkafka", CLIENT_HOST.get(), ("t",))
+        assert [(tp.topic_name, tp.partitions) for tp in m.target_assignment.topic_partitions] == [("t", (0, 1, 2))]
+        assert getattr(m, "member_type", None) == (1 if version >= 1 else None)
+        assert missing.error_code == ErrorCode.group_id_not_found
+    # OffsetCommit v9 with the member epoch; stale epoch; v8 from a KIP-848 member
+    def commit(version, epoch):
+        t_cls = nested(request_schema(8, version), "OffsetCommitRequestTopic")
+        p_cls = nested(request_schema(8, version), "OffsetCommitRequestPartition")
+        topics = (build(t_cls, name="t", partitions=(build(p_cls, partition_index=0, committed_offset=4,
+                                                           committed_leader_epoch=-1, committed_metadata=""),)),)
+        r = call(state, req(8, version, group_id="cg", generation_id_or_member_epoch=epoch, member_id="m1",
+                            group_instance_id=None, topics=topics))
+        return r.topics[0].partitions[0].error_code
+    assert commit(9, 1) == ErrorCode.none
+    assert commit(9, 0) == ErrorCode.stale_member_epoch
+    assert commit(8, 1) == ErrorCode.unsupported_version
+
+    def fetch(member_id, epoch):
+        g_cls = nested(request_schema(9, 9), "OffsetFetchRequestGroup")
+        t_cls = nested(request_schema(9, 9), "OffsetFetchRequestTopics")
+        r = call(state, req(9, 9, groups=(build(g_cls, group_id="cg", member_id=member_id, member_epoch=epoch,
+                                                topics=(build(t_cls, name="t", partition_indexes=(0,)),)),),
+                            require_stable=False))
+        return r.groups[0]
+    assert fetch("m1", 1).topics[0].partitions[0].committed_offset == 4
+    assert fetch(None, -1).topics[0].partitions[0].committed_offset == 4
+    assert fetch("m1", 7).error_code == ErrorCode.stale_member_epoch
+    # ListGroups v5 with the type; DescribeGroups sees no classic group
+    lg = call(state, req(16, 5, states_filter=(), types_filter=("consumer",)))
+    assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in lg.groups] == \
+        [("cg", "consumer", "Stable", "consumer")]
+    dg = call(state, req(15, 5, groups=("cg",), include_authorized_operations=False))
+    assert dg.groups[0].group_state == "Dead"
+    # leave, then DeleteGroups takes it
+    r = cg_heartbeat(state, member_epoch=-1, rebalance_timeout=datetime.timedelta(milliseconds=-1),
+                     subscribed_topic_names=None, topic_partitions=None)
+    assert (r.error_code, r.member_epoch) == (ErrorCode.none, -1)
+    dr = call(state, req(42, 2, groups_names=("cg",)))
+    assert dr.results[0].error_code == ErrorCode.none
+
+
+@pytest.mark.parametrize("fields,code", [
+    ({"member_id": ""}, ErrorCode.invalid_request),
+    ({"member_id": "  "}, ErrorCode.invalid_request),
+    ({"group_id": " "}, ErrorCode.invalid_request),
+    ({"instance_id": ""}, ErrorCode.invalid_request),
+    ({"rack_id": " "}, ErrorCode.invalid_request),
+    ({"rebalance_timeout": datetime.timedelta(milliseconds=-1)}, ErrorCode.invalid_request),
+    ({"topic_partitions": None}, ErrorCode.invalid_request),
+    ({"subscribed_topic_names": None}, ErrorCode.invalid_request),
+    ({"member_epoch": -2}, ErrorCode.invalid_request),
+    ({"member_epoch": -3}, ErrorCode.invalid_request),
+    ({"server_assignor": "foo"}, ErrorCode.unsupported_assignor),
+    ({"member_epoch": 4}, ErrorCode.group_id_not_found),
+    ({"subscribed_topic_names": None, "subscribed_topic_regex": "(("}, ErrorCode.invalid_regular_expression),
+])
+def test_kip_848_heartbeat_gatekeeping(state, fields, code):
+    r = cg_heartbeat(state, **fields)
+    assert (r.error_code, r.member_epoch, r.member_id) == (code, 0, None)
+    assert r.error_message
+
+
+def test_kip_848_v0_join_gets_a_member_id(state):
+    r = cg_heartbeat(state, version=0, member_id="")
+    assert r.error_code == ErrorCode.none and len(r.member_id) == 22
 
 
 def test_every_handler_is_wired_and_advertised(state):
@@ -306,7 +408,39 @@ def test_every_handler_is_wired_and_advertised(state):
     for key, (fn, mode) in GROUP_HANDLERS.items():
         assert table[key].handler is fn and table[key].mode == mode
         assert key in state.apis
-    assert (state.apis.get(10).max_version, state.apis.get(9).max_version) == (4, 8)
+    assert (state.apis.get(10).max_version, state.apis.get(9).max_version) == (4, 9)
+    assert (state.apis.get(68).max_version, state.apis.get(69).max_version) == (1, 1)
     assert handle_find_coordinator and handle_sync_group and handle_heartbeat and handle_leave_group
     assert handle_offset_commit and handle_offset_fetch and handle_describe_groups and handle_list_groups
     assert handle_delete_groups and handle_offset_delete
+
+
+def test_kip_848_acls(state):
+    """Spec §2.2 rules 2-3 and §10 (KAFKA-18813): READ on the group, DESCRIBE on the named topics,
+    and ConsumerGroupDescribe hiding a group whose assignment names a topic the caller may not see."""
+    from compactlog.server.apis.acls_test import ALLOW, DESCRIBE, GROUP, LITERAL, READ, TOPIC, create
+    from compactlog.server.authorizer.standard import StandardAuthorizer
+    from compactlog.server.authorizer.store import AclStore
+    state.authorizer = StandardAuthorizer({"User:admin"}, store=AclStore(state.datadir.path))
+    create(state, 1, (GROUP, "cg", LITERAL, "User:alice", READ, ALLOW), (TOPIC, "t", LITERAL, "User:alice", DESCRIBE, ALLOW),
+           (GROUP, "cg", LITERAL, "User:bob", READ, ALLOW))
+
+    import dataclasses
+
+    def as_(principal, api_key, **fields):
+        r = dataclasses.replace(req(api_key, 1, client_id="rdkafka", **fields), principal=principal)
+        fn, _ = GROUP_HANDLERS[api_key]
+        resp = fn(state, r)
+        encode_response(r, resp)
+        return resp
+    hb = dict(group_id="cg", member_id="m1", member_epoch=0, rebalance_timeout=300 * S,
+              subscribed_topic_names=("t",), topic_partitions=())
+    assert as_("User:carol", 68, **hb).error_code == ErrorCode.group_authorization_failed
+    assert as_("User:bob", 68, **hb).error_code == ErrorCode.topic_authorization_failed
+    assert as_("User:alice", 68, **hb).error_code == ErrorCode.none
+    d = as_("User:bob", 69, group_ids=("cg",), include_authorized_operations=False).groups[0]
+    assert (d.error_code, d.members) == (ErrorCode.topic_authorization_failed, ())
+    d = as_("User:alice", 69, group_ids=("cg",), include_authorized_operations=False).groups[0]
+    assert d.error_code == ErrorCode.none and len(d.members) == 1
+    assert as_("User:carol", 69, group_ids=("cg",), include_authorized_operations=False).groups[0].error_code == \
+        ErrorCode.group_authorization_failed

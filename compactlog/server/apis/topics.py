@@ -333,6 +333,8 @@ def handle_delete_topics(state: BrokerState, request):
             state.appends.notify([(name, p) for p in partitions])     # long polls answer at once
             deleted += [(name, p) for p in partitions]
             responses.append(result(name, ErrorCode.none, None, topic_id))
+    if deleted:
+        state.topics_changed(sorted({t for t, _ in deleted}))
     if deleted and state.groups is not None:
         # every group's offsets of the deleted partitions become tombstones (outside the metadata
         # lock: the coordinator takes its own lock first, then the metadata lock to open a log)
@@ -387,6 +389,9 @@ def handle_create_partitions(state: BrokerState, request):
                     results[name] = result(name, *admin_error(e, state.datadir.path))
                     continue
             results[name] = result(name, ErrorCode.none)
+    grown = [name for name, _ in growth if not body.validate_only and results[name].error_code == ErrorCode.none]
+    if grown:
+        state.topics_changed(grown)
     return cls(throttle_time=NO_THROTTLE, results=tuple(results.values()))
 
 

@@ -15,6 +15,7 @@ The per-partition families (``kafka.log:type=Log``, ``kafka.cluster:type=Partiti
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -93,6 +94,8 @@ class BrokerStateCollector:
             commits = shard.offset_manager.commits
             expirations = shard.offset_manager.expired_offsets
             rebalances = shard.group_manager.completed_rebalances
+            consumer_states = Counter(g.state.value.lower() for g in shard.consumer.groups.values())
+            consumer_rebalances = shard.consumer.rebalances
         prefix = "kafka_coordinator_group_groupmetadatamanager_"
         yield gauge(prefix + "numgroups", "Groups", sum(by_state.values()))
         yield gauge(prefix + "numoffsets", "Committed offsets: (group, partition) pairs", num_offsets)
@@ -105,6 +108,20 @@ class BrokerStateCollector:
                       expirations)
         yield counter("compactlog_group_completed_rebalances", "Rebalances completed "
                       "(group-completed-rebalance-count)", rebalances)
+        # KIP-848 (GroupCoordinatorMetrics: group-count{protocol}, consumer-group-count{state},
+        # consumer-group-rebalance-count); the GroupMetadataManager gauges above count classic groups
+        g = GaugeMetricFamily("kafka_server_group_coordinator_metrics_group_count", "Groups by protocol",
+                              labels=["protocol"])
+        g.add_metric(["classic"], sum(by_state.values()))
+        g.add_metric(["consumer"], sum(consumer_states.values()))
+        yield g
+        g = GaugeMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_count",
+                              "Consumer groups (KIP-848) by state", labels=["state"])
+        for state in ("empty", "assigning", "reconciling", "stable", "dead"):
+            g.add_metric([state], consumer_states.get(state, 0))
+        yield g
+        yield counter("compactlog_group_consumer_group_rebalances", "Group epoch bumps of consumer groups "
+                      "(consumer-group-rebalance-count)", consumer_rebalances)
 
     # -- connections, queues, idle ratios
     def _network(self):

@@ -137,6 +137,9 @@ def _groups(state, ends: dict[tuple[str, int], int]) -> dict:
         for gid, g in coordinator.groups.items():
             taken.append((gid, g.state, g.protocol_type or "", g.generation_id, len(g.members),
                           coordinator.committed(gid)))
+        # KIP-848 consumer groups: their group epoch stands for the generation
+        for gid, g in coordinator.consumer.groups.items():
+            taken.append((gid, g.state.value, "consumer", g.group_epoch, len(g.members), coordinator.committed(gid)))
     groups = []
     for gid, group_state, protocol_type, generation, members, committed in sorted(taken, key=lambda x: x[0]):
         parts = []

@@ -371,6 +371,17 @@ class ConsumerGroup:
     def classic_members(self) -> int:
         return sum(1 for m in self.members.values() if m.use_classic_protocol())
 
+    # -- offsets (ConsumerGroup.isSubscribedToTopic, offsetExpirationCondition) ----------------------
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """A member subscribes to it by name or through a resolved regex: its offsets neither
+        expire nor may be deleted (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        return topic in self.subscribed_topic_names()
+
+    @staticmethod
+    def offset_base_timestamp():
+        """A consumer group's offsets expire from their commit (``offsetExpirationCondition``)."""
+        return lambda o: o.commit_timestamp
+
     # -- updates (called by replay) -------------------------------------------------------------
     def update_member(self, new: ConsumerGroupMember) -> None:
         old = self.members.get(new.member_id)
