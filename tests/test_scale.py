@@ -167,8 +167,9 @@ def consumer_check(bootstrap: str) -> None:
 
 SHUTDOWN_PARTITIONS = 2000
 # SIGTERM -> exit measured on a loaded 2-core machine: 10-16 s before (every log closed one after
-# the other), 1.9-2.4 s after
-SHUTDOWN_BOUND_S = 6.0
+# the other), 1.9-2.4 s after; a clean clone's make test at load 11-18 took 6.5 s: the bound stays
+# below what the regression took
+SHUTDOWN_BOUND_S = 9.0
 
 _BUILD_TOPIC = r"""
 import os, sys
