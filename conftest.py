@@ -111,6 +111,9 @@ LONGEST_MODULES = [
     "test_txn_faust", "test_txn_conformance_eos", "test_metrics", "test_index_check_flips",
     "test_scale", "test_broker_clients", "test_broker_transactions", "test_security_sasl_wire",
     "test_spark_sink", "test_groups_restart", "test_groups_clients", "test_readme_acls",
+    # added by this stop's broker modules (about a minute each under load)
+    "test_txn_restart_timeouts", "test_tiered_broker", "test_groups_consumer_protocol",
+    "test_groups_consumer_restart", "test_broker_compaction_strategies",
 ]
 
 
