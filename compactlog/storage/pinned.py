@@ -149,9 +149,10 @@ class PinnedSegments:
         if not self.in_place(seg):
             raise changed(self.dir, f"{os.path.basename(seg.path)} was replaced before its "
                                     f"{suffix} could be read")
-        if raw is None and os.path.exists(path + files.SWAP_SUFFIX) and self._writer():
+        if raw is None and (os.path.exists(path + files.SWAP_SUFFIX) or os.path.exists(path)) and self._writer():
             # a swap's last step renames the new segment's .log into place before its indexes:
-            # this one is still on its way (after a crash, the loader deletes such a file instead)
+            # this one is still on its way, or arrived between the open above and now (after a
+            # crash, the loader deletes such a leftover instead)
             raise changed(self.dir, f"the {suffix} of {os.path.basename(seg.path)} was still being renamed "
                                     f"into place by a swap")
         return raw
