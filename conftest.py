@@ -127,3 +127,63 @@ def pytest_collection_modifyitems(config, items):
         for lane in lanes_of(item):
             item.add_marker(getattr(pytest.mark, lane))
     items.sort(key=_schedule_rank)          # stable: a module's own order is kept
+
+
+# COMPACTLOG_TEST_CPU_LOG=FILE: one JSON line per module with its wall seconds and the CPU seconds
+# of the worker and every process it started (reaped children, and descendants still alive: a
+# module's broker, the session's JVM), to find where `make test`'s time goes
+_CPU_LOG = __import__("os").environ.get("COMPACTLOG_TEST_CPU_LOG")
+
+
+def _descendant_cpu() -> dict[int, float]:
+    import os
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+    me = os.getpid()
+    found, frontier = {}, [me]
+    while frontier:
+        pid = frontier.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in found:
+                found[child] = cpu[child]
+                frontier.append(child)
+    return found
+
+
+_module_start: dict = {}
+
+
+if _CPU_LOG:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        import json
+        import os
+        import time
+        module = item.path.stem
+        if _module_start.get("module") != module:
+            t = os.times()
+            _module_start.update(module=module, wall=time.monotonic(),
+                                 own=t.user + t.system + t.children_user + t.children_system,
+                                 live=_descendant_cpu())
+        yield
+        if nextitem is None or nextitem.path.stem != module:
+            t = os.times()
+            own = t.user + t.system + t.children_user + t.children_system - _module_start["own"]
+            before = _module_start["live"]
+            live = sum(c - before.get(p, 0.0) for p, c in _descendant_cpu().items())
+            with open(_CPU_LOG, "a") as f:
+                f.write(json.dumps({"module": module, "wall": round(time.monotonic() - _module_start["wall"], 2),
+                                    "cpu": round(own + live, 2), "own": round(own, 2),
+                                    "live": round(live, 2)}) + "\n")
+            _module_start.clear()
