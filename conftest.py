@@ -98,22 +98,25 @@ def lanes_of(item) -> set[str]:
     return lanes
 
 
-# the longest modules (seconds of one worker each, measured on the whole suite with --durations=0),
-# scheduled first: pytest-xdist's --dist loadfile hands out modules in collection order, and a long
-# module collected last leaves the other workers idle while it runs alone (a stale list only
-# changes the order, never what runs)
+# the longest modules (wall seconds of one worker each, >= 20 s, measured on the whole suite with
+# COMPACTLOG_TEST_CPU_LOG on a quiet machine, longest first), scheduled first: pytest-xdist's --dist
+# loadfile hands out modules in collection order, and a long module collected last leaves the other
+# workers idle while it runs alone (a stale list only changes the order, never what runs)
 LONGEST_MODULES = [
-    "test_readme", "test_fault_campaign", "test_cli_console_broker", "test_transactions_cli", "test_corpus",
-    "test_corpus_cli", "test_txn_quix", "test_readers_beside_a_broker", "test_spark_datasource",
-    "test_warmup", "test_spark_streaming", "test_broker_lifecycle", "test_read_only",
-    "test_txn_coordinator", "test_groups_cli", "test_security_clients", "test_readme_transactions",
-    "test_demo", "test_clean_errors", "test_recovery_beats_kafka", "test_data_dir_lock",
-    "test_txn_faust", "test_txn_conformance_eos", "test_metrics", "test_index_check_flips",
-    "test_scale", "test_broker_clients", "test_broker_transactions", "test_security_sasl_wire",
-    "test_spark_sink", "test_groups_restart", "test_groups_clients", "test_readme_acls",
-    # added by this stop's broker modules (about a minute each under load)
-    "test_txn_restart_timeouts", "test_tiered_broker", "test_groups_consumer_protocol",
-    "test_groups_consumer_restart", "test_broker_compaction_strategies",
+    "test_fault_campaign", "test_readme", "test_readers_beside_a_broker", "test_cli_console_broker",
+    "test_corpus", "test_transactions_cli", "test_warmup", "test_corpus_cli", "test_cli_tools",
+    "test_scale", "test_spark_streaming", "test_tiered_broker", "test_data_dir_lock", "test_clean_errors",
+    "test_txn_restart_timeouts", "test_broker_lifecycle", "test_spark_datasource", "test_spark_sink",
+    "test_txn_quix", "test_txn_conformance_eos", "test_security_clients", "test_compaction_strategies",
+    "test_readme_transactions", "test_txn_faust", "test_read_only", "test_demo",
+    "test_groups_consumer_protocol", "test_index_check_flips", "test_txn_coordinator", "test_groups_cli",
+    "test_crash_clean", "test_metrics", "test_corruption_cleaner", "test_recovery_beats_kafka",
+    "test_cluster", "test_txn_conformance_crash", "test_broker_clients", "test_internal_topics_crash",
+    "test_verify", "test_broker_storage_errors", "test_groups_restart", "test_readme_acls",
+    "test_txn_conformance_crash_marker", "test_security_sasl_wire", "reader_test", "test_groups_clients",
+    "test_snapshot", "test_metrics_listener_address", "test_cli_produce_consume",
+    "test_decompression_bomb", "jit_test", "test_broker_transactions", "test_groups_cli_more",
+    "test_txn_conformance_basic", "test_cli_startup",
 ]
 
 
