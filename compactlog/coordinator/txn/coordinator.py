@@ -412,56 +412,50 @@ class TransactionCoordinator:
 
     # -- verification (TC.handleVerifyPartitionsInTransaction) -------------------------------------
     def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
-                         partition: int) -> ErrorCode:
-        """Is (topic, partition) in the id's ongoing transaction? Kafka does not look at the
-        pending state here (the append itself is validated again)."""
-        try:
-            self._check_ready(transactional_id)
-        except TxnError as e:
-            return e.code
+                         partition: int) -> None:
+        """Is (topic, partition) in the id's ongoing transaction? A TxnError when it is not.
+        Kafka does not look at the pending state here (the append itself is validated again)."""
+        self._check_ready(transactional_id)
         with self.cache_lock:
             md = self.txns.get(transactional_id)
             if md is None or md.producer_id != producer_id:
-                return ErrorCode.invalid_producer_id_mapping
+                raise TxnError(ErrorCode.invalid_producer_id_mapping)
             if md.producer_epoch != producer_epoch:
-                return ErrorCode.producer_fenced
+                raise TxnError(ErrorCode.producer_fenced)
             if md.state in PREPARED:
-                return ErrorCode.concurrent_transactions
-            if (topic, partition) in md.partitions:
-                return ErrorCode.none
-            return ErrorCode.transaction_abortable
+                raise TxnError(ErrorCode.concurrent_transactions)
+            if (topic, partition) not in md.partitions:
+                raise TxnError(ErrorCode.transaction_abortable)
 
     # -- DescribeTransactions / ListTransactions ------------------------------------------------------
-    def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
-        """TC.handleDescribeTransactions: (error, the id's metadata)."""
+    def describe(self, transactional_id: str) -> TransactionMetadata:
+        """TC.handleDescribeTransactions: the id's metadata, else a TxnError."""
         if not self.active:
-            return ErrorCode.coordinator_not_available, None
+            raise TxnError(ErrorCode.coordinator_not_available)
         if transactional_id == "":
-            return ErrorCode.invalid_request, None
-        try:
-            self._check_ready(transactional_id)
-        except TxnError as e:
-            return e.code, None
+            raise TxnError(ErrorCode.invalid_request)
+        self._check_ready(transactional_id)
         md = self.txns.get(transactional_id)
         if md is None or md.state == S.DEAD:
-            return ErrorCode.transactional_id_not_found, None
-        return ErrorCode.none, md
+            raise TxnError(ErrorCode.transactional_id_not_found)
+        return md
 
     def list_transactions(self, states=(), producer_ids=(), duration_ms: int = -1,
-                          pattern: str | None = None) -> tuple[ErrorCode, list[str], list[TransactionMetadata]]:
-        """TSM.listTransactionStates: (error, unknown state names, the ids that pass every filter)."""
+                          pattern: str | None = None) -> tuple[list[str], list[TransactionMetadata]]:
+        """TSM.listTransactionStates: (unknown state names, the ids that pass every filter), else
+        a TxnError."""
         if not self.active:
-            return ErrorCode.coordinator_not_available, [], []
+            raise TxnError(ErrorCode.coordinator_not_available)
         if self.loading:
-            return ErrorCode.coordinator_load_in_progress, [], []
+            raise TxnError(ErrorCode.coordinator_load_in_progress)
         if self.failed:
-            return ErrorCode.coordinator_not_available, [], []
+            raise TxnError(ErrorCode.coordinator_not_available)
         matcher = None
         if pattern:
             try:
                 matcher = re.compile(pattern)
             except re.error:
-                return ErrorCode.invalid_regular_expression, [], []
+                raise TxnError(ErrorCode.invalid_regular_expression, f"invalid pattern {pattern!r}") from None
         unknown = [s for s in states if TxnState.by_name(s) is None]
         wanted = {TxnState.by_name(s) for s in states} - {None}
         pids = set(producer_ids)
@@ -476,7 +470,7 @@ class TransactionCoordinator:
             if matcher is not None and matcher.fullmatch(tid) is None:
                 continue
             out.append(md)
-        return ErrorCode.none, unknown, out
+        return unknown, out
 
     # -- transactional id expiry (TSM.removeExpiredTransactionalIds) --------------------------------
     def expirable(self, now: int) -> dict[int, list[str]]:
