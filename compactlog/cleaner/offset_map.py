@@ -212,6 +212,7 @@ class CompactOffsetMap(_KeyTable):
     """
 
     LOAD = 0.75
+    COLUMNS: tuple[str, ...] = ()       # per-slot arrays beside the two words (the version map's)
 
     def __init__(self, base_offset: int, expected_keys: int = 1024):
         self.base = base_offset
@@ -238,9 +239,14 @@ class CompactOffsetMap(_KeyTable):
             cap <<= 1
         live = self.tv != 0
         o1, ov = self.t1[live], self.tv[live]
+        beside = [getattr(self, c)[live] for c in self.COLUMNS]
         self._alloc(cap)
-        # reinsert whole slots: digest word and value word as they are
-        self.size = _reinsert(self.t1, self.tv, o1, ov, np.empty(o1.shape[0], dtype=np.int64))
+        # reinsert whole slots: digest word and value word as they are, the columns beside them
+        # moved to the slots they went to
+        slots = np.empty(o1.shape[0], dtype=np.int64)
+        self.size = _reinsert(self.t1, self.tv, o1, ov, slots)
+        for c, values in zip(self.COLUMNS, beside):
+            getattr(self, c)[slots] = values
 
     def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None:
         if h1.shape[0] == 0:
@@ -323,22 +329,11 @@ class VersionMap(CompactOffsetMap):
     already mapped only (the clean section's records); ``get`` answers the winner's offset, which
     the rewrite compares for equality (``rules.record_fates(exact=True)``)."""
 
+    COLUMNS = ("tver",)
+
     def _alloc(self, cap: int) -> None:
         super()._alloc(cap)
         self.tver = np.zeros(cap, dtype=np.int64)
-
-    def _grow(self, needed: int) -> None:
-        cap = self.t1.shape[0]
-        if needed <= cap * self.LOAD:
-            return
-        while needed > cap * self.LOAD:
-            cap <<= 1
-        live = self.tv != 0
-        o1, ov, over = self.t1[live], self.tv[live], self.tver[live]
-        self._alloc(cap)
-        slots = np.empty(o1.shape[0], dtype=np.int64)
-        self.size = _reinsert(self.t1, self.tv, o1, ov, slots)
-        self.tver[slots] = over
 
     def _rel(self, offsets: np.ndarray) -> np.ndarray:
         rel = np.asarray(offsets, dtype=np.int64) - self.base
