@@ -247,16 +247,22 @@ class TransactionCoordinator:
         p = self.partition_for(transactional_id)
         return p not in self.loading and p not in self.failed
 
+    def _known(self, transactional_id: str) -> TransactionMetadata:
+        """The id's metadata for a request about its transaction: a TxnError for an empty id, a
+        partition not ready, or an id the coordinator does not know."""
+        if transactional_id == "":
+            raise TxnError(ErrorCode.invalid_request, "empty transactional id")
+        self._check_ready(transactional_id)
+        md = self.txns.get(transactional_id)
+        if md is None:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping)
+        return md
+
     # -- AddPartitionsToTxn / AddOffsetsToTxn (TC.handleAddPartitionsToTransaction) ------------------
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                        partitions, client_tv: int = TV_0) -> Decision:
         try:
-            if transactional_id == "":
-                raise TxnError(ErrorCode.invalid_request, "empty transactional id")
-            self._check_ready(transactional_id)
-            md = self.txns.get(transactional_id)
-            if md is None:
-                raise TxnError(ErrorCode.invalid_producer_id_mapping)
+            md = self._known(transactional_id)
             # the pending state first (KAFKA-18660): a TV2 overflow must not fence itself
             if md.pending:
                 raise TxnError(ErrorCode.concurrent_transactions)
@@ -279,12 +285,7 @@ class TransactionCoordinator:
                 client_tv: int = TV_0) -> Decision:
         """A client's commit or abort; ``client_tv`` 2 for EndTxn v5 (KIP-890 part 2)."""
         try:
-            if transactional_id == "":
-                raise TxnError(ErrorCode.invalid_request, "empty transactional id")
-            self._check_ready(transactional_id)
-            md = self.txns.get(transactional_id)
-            if md is None:
-                raise TxnError(ErrorCode.invalid_producer_id_mapping)
+            md = self._known(transactional_id)
             state = md.state
             # the epoch rules of the request's version, as Kafka dispatches them (below v5:
             # endTransactionWithTV1, strict equality), not of the id's last transition: after a
