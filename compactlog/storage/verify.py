@@ -10,9 +10,12 @@ producer snapshots readable; checkpoint entries within the log's offsets; and, f
 partitions, every key at most once below the cleaner checkpoint. Each problem names the file and
 the byte position (or offset, or index entry).
 
+Every segment, index and producer snapshot is read through the partition's segment source
+(``segment_source.py``); only the files recovery set aside are a local directory's listing.
+
 Beside a running writer (a broker holding the data dir's lock) each partition is checked in one
-consistent state, its segment files pinned (``pinned.py``), so a swap or a delete during the check
-is no problem; the checkpoints, read first, are at most that state's offsets. The writer's work in
+consistent state, its segment files pinned (the source's ``pin``: ``pinned.py`` for a local
+directory), so a swap or a delete during the check is no problem; the checkpoints, read first, are at most that state's offsets. The writer's work in
 flight is not reported either: index entries it appended after the pinned bytes of the active
 segment, or the part of a batch it is still writing. Anything else found is looked at again in a
 newer state, and reported only when it is still there.
