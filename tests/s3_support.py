@@ -11,6 +11,9 @@ a rule answers them with a status (403, 503, ...), cuts a response body short, o
 refuses connections altogether (``refuse()``: the listening socket is closed, so a connect gets
 ECONNREFUSED, as from a store that went away; ``accept()`` listens again on the same port).
 Every request it sees is logged (method, path, query), so a test can count what a client sent.
+
+The fixtures ``moto`` (one server a test module) and ``bucket`` (a fresh bucket a test) are
+imported by the modules that use them.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ import http.client
 import logging
 import socket
 import threading
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 from urllib.parse import urlsplit
+
+import pytest
 
 ACCESS_KEY = "testing-key-id"
 SECRET_KEY = "testing-secret-key"
@@ -89,6 +95,20 @@ class MotoS3:
         }
         props.update(extra)
         return props
+
+
+@pytest.fixture(scope="module")
+def moto():
+    server = MotoS3().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def bucket(moto):
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    moto.create_bucket(name)
+    return name
 
 
 @dataclass
