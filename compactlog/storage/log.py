@@ -32,8 +32,8 @@ import numpy as np
 from ..errors import (InvalidProducerEpochError, InvalidRecordError, LogOfflineError, OffsetOutOfRangeError,
                       ReadOnlyError, StorageError, TopicError)
 from ..record import compression as codecs
-from ..record.batch import (BatchSpec, Record, columnar_records, encode_columnar_batch, encode_marker,
-                            iter_batches)
+from ..record.batch import (SMALL_BATCH_RECORDS, BatchSpec, Record, columnar_records, encode_columnar_batch,
+                            encode_marker, encode_small_batch, iter_batches)
 from ..record.layout import MAGIC_V2
 from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
@@ -248,7 +248,11 @@ class Log:
         spec = BatchSpec(base_offset=0, compression=codec, transactional=transactional,
                          producer_id=producer_id, producer_epoch=producer_epoch,
                          base_sequence=base_sequence)
-        batch = encode_columnar_batch(spec, columnar_records(keys, values, headers), timestamps)
+        if n <= SMALL_BATCH_RECORDS and isinstance(keys, (list, tuple)) and isinstance(values, (list, tuple)) \
+                and not (headers is not None and any(headers)):
+            batch = encode_small_batch(spec, range(n), [int(t) for t in timestamps], keys, values)
+        else:
+            batch = encode_columnar_batch(spec, columnar_records(keys, values, headers), timestamps)
         return self.append_as_leader(batch, origin, verification_guard=verification_guard, _own=trusted)
 
     @_writer
