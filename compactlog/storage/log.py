@@ -457,11 +457,10 @@ class Log:
             if self.log_end_offset + records - self.recovery_point >= self.config.get("flush.messages"):
                 return False
             now = self.clock()
+            if self.config.get("message.timestamp.type") == "LogAppendTime":
+                max_timestamp = now         # what the append stamps the batch with
             last = self.log_end_offset + max(records, 1) - 1
-            return not (seg.should_roll(now_ms=now, max_timestamp=max(max_timestamp, now), max_offset=last,
-                                        messages_size=size)
-                        or seg.should_roll(now_ms=now, max_timestamp=max_timestamp, max_offset=last,
-                                           messages_size=size))
+            return not seg.should_roll(now_ms=now, max_timestamp=max_timestamp, max_offset=last, messages_size=size)
         finally:
             self.lock.release()
 
