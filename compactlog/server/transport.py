@@ -353,15 +353,18 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 raise RuntimeError(f"no handler for {request.api_name}")
             if api.mode == INLINE:
                 body = api.handler(state, request)
-            elif api.quick is not None and (body := self._quick(api, state, request, timer)) is not None:
-                pass
             elif api.mode == ASYNC:
                 body = await api.handler(state, request, self.server.run if timer is None
                                          else timer.run(self.server.run))
-            elif timer is None:
-                body = await self.server.run(api.handler, state, request)
             else:
-                body = await self.server.run(timer.in_worker, api.handler, state, request)
+                if api.quick is not None:       # small work: answered here, no hand-off
+                    body = self._quick(api, state, request, timer)
+                if body is not None:
+                    pass
+                elif timer is None:
+                    body = await self.server.run(api.handler, state, request)
+                else:
+                    body = await self.server.run(timer.in_worker, api.handler, state, request)
         except asyncio.CancelledError:
             raise
         except Exception as e:
