@@ -20,6 +20,12 @@ the client's CPU, not the broker's, often bounds these rates; the broker's CPU p
 records is the figure that belongs to compactlog.
 
     .venv/bin/python benchmarks/transactions.py [--records N] [--small-records N] [--repeat R]
+    .venv/bin/python benchmarks/transactions.py --txn-size 1 [--commits N] [--trees before=/work/main,after=.]
+
+``--txn-size 1`` (or 100) runs only transactions of that size (``--commits`` of them, 1
+partition), the broker's CPU per transaction being the figure (issue 28: under 0.5 ms for one
+record); ``--trees`` starts one broker per checkout (PYTHONPATH) and runs the same work on each in
+turn, ``--repeat`` times, alternating the order: same-run ratios on a shared machine.
 
 Targets (issue 16): transactions of 10,000 records reach at least 70% of the idempotent
 producer's records/s; a commit under 10 ms at p99 with no other load. The machine is shared:
@@ -215,6 +221,58 @@ def summarize(rounds: list[list[dict]]) -> None:
           f"{'met' if idle['p99'] < TARGET_COMMIT_P99_MS else 'MISSED'}")
 
 
+def txn_size_only(args) -> None:
+    """Transactions of ``--txn-size`` records, ``--commits`` of them, on each tree's broker in turn."""
+    trees = args.trees or {"this": None}
+    keys, value = records(args.commits * args.txn_size)
+    samples: dict[str, list[tuple[float, float, float]]] = {t: [] for t in trees}
+    work = tempfile.mkdtemp(prefix="compactlog-txn-bench-")
+    saved = os.environ.get("PYTHONPATH")
+    brokers = {}
+    try:
+        for name, path in trees.items():
+            if path is not None:
+                os.environ["PYTHONPATH"] = os.path.abspath(path)
+            brokers[name] = Broker(os.path.join(work, name), {"num.partitions": "1",
+                                                              "log.cleaner.enable": "false"}).start()
+            if saved is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = saved
+        order = list(trees)
+        for rnd in range(args.repeat):
+            for name in (order if rnd % 2 == 0 else order[::-1]):
+                broker = brokers[name]
+                topic = f"size{args.txn_size}-{rnd}"
+                create_topic(broker.bootstrap, topic, 1)
+                # a first transaction outside the measure: the producer id, the coordinator's topic
+                run_transactional(broker.bootstrap, topic, keys[:args.txn_size], value, args.txn_size,
+                                  f"warm-{topic}")
+                cpu0 = cpu_seconds(broker.pid)
+                r = run_transactional(broker.bootstrap, topic, keys, value, args.txn_size, f"bench-{topic}")
+                cpu = cpu_seconds(broker.pid) - cpu0
+                check_topic(broker.bootstrap, topic, 1, len(keys) + args.txn_size, r["txns"] + 1)
+                ms = 1000 * cpu / r["txns"]
+                samples[name].append((ms, len(keys) / r["wall"], 1000 * percentile(r["commits"], 0.99)))
+                print(f"{name:<8} round {rnd + 1}: {r['txns']:,} transactions of {args.txn_size}: broker CPU "
+                      f"{ms:.3f} ms per transaction ({cpu / (len(keys) / 1e6):.2f} s per M records), "
+                      f"{len(keys) / r['wall']:,.0f} rec/s, commit p99 {samples[name][-1][2]:.2f} ms", flush=True)
+    finally:
+        for b in brokers.values():
+            b.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print("\nmedians:")
+    med = {}
+    for name, rows in samples.items():
+        med[name] = statistics.median(r[0] for r in rows)
+        print(f"{name:<8} broker CPU {med[name]:.3f} ms per transaction of {args.txn_size} "
+              f"(range {min(r[0] for r in rows):.3f}-{max(r[0] for r in rows):.3f}), "
+              f"{statistics.median(r[1] for r in rows):,.0f} rec/s")
+    if len(med) == 2:
+        (a, x), (b, y) = med.items()
+        print(f"{b} / {a}: {y / x:.2f} of the broker CPU per transaction")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=500_000, help="records per idempotent / 10,000-record run")
@@ -223,7 +281,16 @@ def main() -> None:
     ap.add_argument("--partitions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4])
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the data dir (printed)")
+    ap.add_argument("--txn-size", type=int, default=None,
+                    help="only transactions of this many records (1 or 100), --commits of them")
+    ap.add_argument("--trees", type=lambda s: dict(kv.split("=", 1) for kv in s.split(",")), default=None,
+                    help="with --txn-size: name=checkout,... one broker per checkout, same run")
     args = ap.parse_args()
+    if args.txn_size is not None:
+        txn_size_only(args)
+        return
+    if args.trees:
+        ap.error("--trees needs --txn-size")
     work = tempfile.mkdtemp(prefix="compactlog-txn-bench-")
     print(f"compactlog serve transactions benchmark: {args.records:,} records per run "
           f"({args.small_records:,} in transactions of 100; {KEY_BYTES}-byte keys, {VALUE_BYTES}-byte values), "

@@ -612,6 +612,38 @@ def encode_columnar_batch(spec: BatchSpec, records: ColumnarRecords, timestamps:
     return out[:end].tobytes()
 
 
+# at most this many records without headers are encoded in plain Python (``encode_small_batch``):
+# the bulk writer's numpy set-up costs more than the records themselves (a coordinator's record,
+# a transaction marker: issue 28)
+SMALL_BATCH_RECORDS = 4
+
+
+def _bytes_or_none(x):
+    if x is None or isinstance(x, bytes):
+        return x
+    return x.encode("utf-8") if isinstance(x, str) else bytes(x)
+
+
+def encode_small_batch(spec: BatchSpec, offset_deltas: Sequence[int], timestamps: Sequence[int],
+                       keys: Sequence, values: Sequence, last_offset_delta: int | None = None) -> bytes:
+    """The bytes ``encode_columnar_batch`` writes for a few records without headers (keys and
+    values bytes, str or None), built in Python: a record is its length, attributes 0, the
+    timestamp and offset deltas, key, value and an empty header count, all varints."""
+    base_ts = spec.delete_horizon_ms if spec.delete_horizon_ms is not None else timestamps[0]
+    parts = []
+    for delta, ts, key, value in zip(offset_deltas, timestamps, keys, values):
+        key, value = _bytes_or_none(key), _bytes_or_none(value)
+        body = b"".join((b"\x00", encode_varint(ts - base_ts), encode_varint(delta),
+                         encode_varint(-1) if key is None else encode_varint(len(key)), key or b"",
+                         encode_varint(-1) if value is None else encode_varint(len(value)), value or b"",
+                         b"\x00"))
+        parts.append(encode_varint(len(body)))
+        parts.append(body)
+    if last_offset_delta is None:
+        last_offset_delta = offset_deltas[-1]
+    return assemble_batch(spec, last_offset_delta, base_ts, max(timestamps), len(keys), b"".join(parts))
+
+
 def encode_batch(spec: BatchSpec, records: Sequence, *, last_offset_delta: int | None = None) -> bytes:
     """One v2 batch from Record-like items (offset, timestamp, key, value[, headers]).
 
@@ -619,6 +651,10 @@ def encode_batch(spec: BatchSpec, records: Sequence, *, last_offset_delta: int |
     """
     if not records:
         raise ValueError("a batch needs at least one record")
+    if len(records) <= SMALL_BATCH_RECORDS and all(len(r) < 5 or not r[4] for r in records):
+        return encode_small_batch(spec, [int(r[0]) - spec.base_offset for r in records],
+                                  [int(r[1]) for r in records], [r[2] for r in records], [r[3] for r in records],
+                                  last_offset_delta)
     keys = [r[2] for r in records]
     values = [r[3] for r in records]
     headers = [r[4] if len(r) > 4 else () for r in records]

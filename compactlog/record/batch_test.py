@@ -581,3 +581,37 @@ def test_overlong_varints_wrap_to_32_bits_like_java():
     b = only_batch(assemble_batch(BatchSpec(), 0, 0, 0, 1, section))
     assert b.records() == [Record(0, 0, None, None, (Header("hk", b"hv"),))]
     assert b.columns().hdr_count.tolist() == [1]
+
+
+def test_a_small_batch_is_encoded_in_python_byte_for_byte_as_the_bulk_writer_does():
+    """encode_small_batch (a coordinator's record, a marker: no numpy set-up) against
+    encode_columnar_batch on random keys, values, timestamps, offsets and headers' fields."""
+    import random
+
+    import numpy as np
+
+    from compactlog.record import batch as B
+    rng = random.Random(28)
+
+    def blob():
+        r = rng.random()
+        if r < 0.2:
+            return None
+        if r < 0.3:
+            return "s%d" % rng.randrange(1000)
+        return bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 5, 127, 128, 300, 20000])))
+    for _ in range(500):
+        n = rng.randint(1, B.SMALL_BATCH_RECORDS)
+        base = rng.choice([0, 5, 2 ** 40])
+        spec = B.BatchSpec(base_offset=base, compression=rng.choice([0, 0, 1]), transactional=rng.random() < 0.5,
+                           producer_id=rng.choice([-1, 7, 2 ** 50]), producer_epoch=rng.choice([-1, 3]),
+                           base_sequence=rng.choice([-1, 0, 99]), partition_leader_epoch=rng.choice([-1, 0, 4]),
+                           delete_horizon_ms=rng.choice([None, None, 10 ** 12]))
+        offsets = sorted(rng.sample(range(base, base + 10), n))
+        stamps = [rng.choice([-1, 0, 10 ** 12 + rng.randrange(10 ** 6), 2 ** 62]) for _ in range(n)]
+        keys, values = [blob() for _ in range(n)], [blob() for _ in range(n)]
+        last = rng.choice([None, offsets[-1] - base + 3])
+        small = B.encode_small_batch(spec, [o - base for o in offsets], stamps, keys, values, last)
+        bulk = B.encode_columnar_batch(spec, B.columnar_records(keys, values), np.array(stamps, dtype=np.int64),
+                                       np.array(offsets, dtype=np.int64) - base, last)
+        assert small == bulk

@@ -55,6 +55,22 @@ def compiled() -> bool:
     return _compiled
 
 
+_warm = False               # a warm-up ran the kernels a caller needs (``mark_warm``)
+
+
+def mark_warm() -> None:
+    """Say that the kernels a long-running process needs are loaded (the broker's warm-up,
+    ``server/warm.py``): from now on no kernel call of theirs waits for numba."""
+    global _warm
+    _warm = True
+
+
+def warm() -> bool:
+    """Whether a kernel call can no longer wait for numba's import or cache load: the warm-up
+    ran, or kernels never compile (``COMPACTLOG_KERNELS=python``)."""
+    return _warm or _mode == "python"
+
+
 def span(buf, start, end, *_):
     """The work of a kernel over ``buf[start:end]``."""
     return end - start
@@ -76,6 +92,9 @@ class Kernel:
         self.__wrapped__ = fn
 
     def __call__(self, *args):
+        d = self._dispatcher
+        if d is not None and _mode != "python" and not _in_python.value:    # compiled: one test per call
+            return d(*args)
         if _in_python.value:
             return self.fn(*args)
         if self.work is not None and _mode != "jit":

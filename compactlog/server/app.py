@@ -47,6 +47,7 @@ from .state import (INTERNAL_TOPICS, PRODUCER_ID_FILE, BrokerState, Listener, Pr
                     parse_listeners)
 from .status.routes import register_status_page
 from .transport import BrokerServer, pid_cpu_seconds
+from .warm import start as start_kernel_warm_up
 
 log = logging.getLogger("kafka.server.KafkaServer")
 
@@ -175,6 +176,9 @@ class Broker:
             # broker starts without them
             log.error(f"Dynamic broker configs with invalid values, or that may not be set dynamically "
                       f"there, are ignored: {', '.join(dropped)}")
+        # numba's import and the kernels' cached code load while the logs load and the listeners
+        # open, not in the first client's produce
+        start_kernel_warm_up()
         # TLS stores, SASL settings and the credentials file are checked before anything opens
         security = BrokerSecurity(self.datadir.broker.props, self.listeners,
                                   CredentialCache(self.datadir.path))

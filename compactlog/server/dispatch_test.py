@@ -29,7 +29,7 @@ def test_each_declaration_is_one_dispatch_entry_and_one_advertised_range():
     assert set(table) == {a.key for a in DECLARED_APIS}
     advertised = advertised_apis(table)
     for a in DECLARED_APIS:
-        assert table[a.key] == Api(a.key, a.handler, a.mode)
+        assert table[a.key] == Api(a.key, a.handler, a.mode, a.quick)
         assert advertised.get(a.key) is a
         assert a.mode in (INLINE, THREAD, ASYNC)
     del table[60]

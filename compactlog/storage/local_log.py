@@ -357,8 +357,14 @@ class LocalLog:
             return
         self._txn_indexes_trusted = True
         segs = self.segments.values()
+        layouts = []
+        for seg in segs:
+            layouts.append(seg.layout())
+            # the walk the offset and time indexes' first use needs too: done once, not twice
+            # (a read_committed consume from the start walked every segment two times)
+            seg.ensure_indexes_trusted(layouts[-1])
         untrusted = untrusted_txn_indexes(
-            [seg.layout() for seg in segs], [seg.txn_index.path for seg in segs],
+            layouts, [seg.txn_index.path for seg in segs],
             lambda i: b"".join(t.encode() for t in segs[i].txn_index.entries()))
         if untrusted is None:
             return

@@ -79,3 +79,30 @@ def test_replace_segments_swaps_by_renames(local):
     assert sorted(n for n in os.listdir(local.dir) if not n.endswith(".snapshot")) == sorted(
         os.path.basename(p) for s in local.segments for p in s.file_paths() if os.path.exists(p))
     assert [r.offset for r in local.records(0, include_control=False, validate=True)] == [2, 3, 4]
+
+
+def test_a_read_committed_consume_walks_each_segment_once(tmp_path, monkeypatch):
+    """The .txnindex check before the first read_committed read walks every segment's batches;
+    the offset and time indexes' first-use check reuses that walk (issue 28: a consume from the
+    start walked the whole log twice)."""
+    from compactlog.storage.datadir import DataDir
+    with DataDir(str(tmp_path), create=True, writable=True) as dd:
+        dd.create_topic("t", 1, {"segment.bytes": "2000"})
+        log = dd.open_log("t", 0)
+        for i in range(40):
+            log.append_records([b"k%d" % i], [b"v" * 100])
+        segments = len(log.segments)
+        assert segments > 3
+    walks = []
+    real = LogSegment.layout
+    monkeypatch.setattr(LogSegment, "layout", lambda self: walks.append(self.base_offset) or real(self))
+    with DataDir(str(tmp_path), writable=True) as dd:
+        log = dd.open_log("t", 0)
+        walks.clear()       # opening checks the active segment (recovery): not the reads' doing
+        offset = 0
+        while offset < log.log_end_offset:
+            span = log.read_span(offset, 300, max_offset=log.last_stable_offset)
+            assert log.collect_aborted_transactions(offset, span.last_offset + 1) == []
+            offset = span.last_offset + 1
+        # the segment of the first read is walked by that read, then by the check; every other once
+        assert walks[0] == 0 and sorted(walks[1:]) == sorted(set(walks)) and len(walks) == segments + 1

@@ -32,8 +32,8 @@ import numpy as np
 from ..errors import (InvalidProducerEpochError, InvalidRecordError, LogOfflineError, OffsetOutOfRangeError,
                       ReadOnlyError, StorageError, TopicError)
 from ..record import compression as codecs
-from ..record.batch import (BatchSpec, Record, columnar_records, encode_columnar_batch, encode_marker,
-                            iter_batches)
+from ..record.batch import (SMALL_BATCH_RECORDS, BatchSpec, Record, columnar_records, encode_columnar_batch,
+                            encode_marker, encode_small_batch, iter_batches)
 from ..record.layout import MAGIC_V2
 from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
@@ -51,7 +51,7 @@ from .segment_source import LocalDirSource, SegmentSource
 from .segments import NO_UPPER_BOUND, LogSegments
 from .timestamp_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, fetchable_answer
 from .txn_index import AbortedTxn
-from .validator import (assign_offsets, conform_batch, parse_batches, validate_follower_batches,
+from .validator import (assign_offsets, conform_batch, own_batch, parse_batches, validate_follower_batches,
                         validated_batch)
 
 Clock = Callable[[], int]
@@ -230,9 +230,11 @@ class Log:
     def append_records(self, keys: Sequence, values: Sequence, *, timestamps=None, headers=None,
                        producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                        transactional: bool = False, compression: str | int = "none", origin: str = CLIENT,
-                       verification_guard: VerificationGuard | None = None) -> AppendInfo:
+                       verification_guard: VerificationGuard | None = None, trusted: bool = False) -> AppendInfo:
         """Encode one batch and append it as a client produce would (or, with ``origin``
         COORDINATOR, as the group coordinator writes: no sequence check, no duplicate lookup).
+        ``trusted``: the caller's records need no client checks (a coordinator's own keys and
+        timestamps, ``validator.own_batch``); the size limits still apply.
 
         ``keys``/``values``: Python sequences of bytes/str/None, pyarrow binary/string arrays, or
         2-D uint8 numpy arrays (see ``record.batch.columnar_records``).
@@ -246,12 +248,16 @@ class Log:
         spec = BatchSpec(base_offset=0, compression=codec, transactional=transactional,
                          producer_id=producer_id, producer_epoch=producer_epoch,
                          base_sequence=base_sequence)
-        batch = encode_columnar_batch(spec, columnar_records(keys, values, headers), timestamps)
-        return self.append_as_leader(batch, origin, verification_guard=verification_guard)
+        if n <= SMALL_BATCH_RECORDS and isinstance(keys, (list, tuple)) and isinstance(values, (list, tuple)) \
+                and not (headers is not None and any(headers)):
+            batch = encode_small_batch(spec, range(n), [int(t) for t in timestamps], keys, values)
+        else:
+            batch = encode_columnar_batch(spec, columnar_records(keys, values, headers), timestamps)
+        return self.append_as_leader(batch, origin, verification_guard=verification_guard, _own=trusted)
 
     @_writer
     def append_as_leader(self, data, origin: str = CLIENT, *,
-                         verification_guard: VerificationGuard | None = None) -> AppendInfo:
+                         verification_guard: VerificationGuard | None = None, _own: bool = False) -> AppendInfo:
         """Validate batches from a producer, assign offsets from the log end and append them.
 
         All or nothing, as Kafka's UnifiedLog.append: every batch is validated and conformed, and
@@ -265,7 +271,7 @@ class Log:
         buf = bytearray(data)
         batches = parse_batches(buf, self.name)
         now = self.clock()
-        planned = self._validate_leader_batches(batches, now, origin, verification_guard)
+        planned = self._validate_leader_batches(batches, now, origin, verification_guard, _own)
         infos = [p if isinstance(p, AppendInfo) else self._append_batches([p[0]], p[1], p[2])
                  for p in planned]
         first, last = infos[0], infos[-1]
@@ -276,7 +282,7 @@ class Log:
                           all(i.duplicate for i in infos))
 
     def _validate_leader_batches(self, batches: list, now: int, origin: str,
-                                 verification_guard: VerificationGuard | None = None) -> list:
+                                 verification_guard: VerificationGuard | None = None, own: bool = False) -> list:
         """Each batch validated (a client's), conformed, then answered as a duplicate (an
         AppendInfo) or given its offsets and checked producer-state changes (batch, bytes,
         ProducerUpdates), against the state the batches before it leave. Nothing is written."""
@@ -286,7 +292,9 @@ class Log:
         for b in batches:
             # a coordinator's data (transactional offset commits) is validated as a client's:
             # LogValidator runs for both, only markers are the coordinator's own
-            if origin == CLIENT or not b.header.is_control:
+            if own:
+                b = own_batch(b, self.config, now, partition=self.name)
+            elif origin == CLIENT or not b.header.is_control:
                 b = validated_batch(b, self.config, now, partition=self.name)
             else:
                 b = conform_batch(b, self.config, now)
@@ -431,6 +439,30 @@ class Log:
             self.events.append(DataEvent(OFFLINE, self.name, self.dir,
                                          f"{why}; every request for it is refused (KAFKA_STORAGE_ERROR) "
                                          f"until the next start recovers it"))
+
+    def append_is_quick(self, size: int, max_timestamp: int, records: int) -> bool:
+        """Whether appending one batch of ``size`` bytes (``records`` records, its max timestamp)
+        would only write to the page cache: no roll (a roll fsyncs the old segment), no flush due
+        (``flush.messages``), no new leader epoch to checkpoint, nobody holding the lock now, the
+        log open and writable. A guess made before the append (the broker answers such a
+        produce on its event loop, see ``server/apis/produce.py``); it never changes the log."""
+        if self.read_only or self.closed or self.offline is not None or self.deleted:
+            return False
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            seg = self.active_segment
+            if self.leader_epochs.latest_epoch() != self.leader_epoch and self.leader_epoch >= 0:
+                return False
+            if self.log_end_offset + records - self.recovery_point >= self.config.get("flush.messages"):
+                return False
+            now = self.clock()
+            if self.config.get("message.timestamp.type") == "LogAppendTime":
+                max_timestamp = now         # what the append stamps the batch with
+            last = self.log_end_offset + max(records, 1) - 1
+            return not seg.should_roll(now_ms=now, max_timestamp=max_timestamp, max_offset=last, messages_size=size)
+        finally:
+            self.lock.release()
 
     def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int) -> None:
         if self.active_segment.should_roll(now_ms=self.clock(), max_timestamp=max_ts, max_offset=last_offset,

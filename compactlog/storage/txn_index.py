@@ -71,7 +71,9 @@ class TransactionIndex:
 
     def entry_count(self) -> int:
         """Entries so far (0, without reading the file, for one nobody has read or written)."""
-        return 0 if self._entries is None and not os.path.exists(self.path) else len(self.entries())
+        if self._entries is None and not os.path.exists(self.path):
+            self._entries = []      # as ``entries`` would read it: asked on every append, stat once
+        return len(self.entries())
 
     def cut_back(self, n: int) -> None:
         """Undo a failed append: the first ``n`` entries kept, the file cut to them and fsynced."""

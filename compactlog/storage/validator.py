@@ -220,6 +220,22 @@ def validated_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: s
     return conform_batch(b, config, now)
 
 
+def own_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: str) -> RecordBatch:
+    """A batch the broker encoded itself (``Log.append_records`` for a coordinator): its CRC,
+    keys, offsets deltas and timestamps are right by construction, so only the size rules that a
+    big record can break are checked (max.message.bytes, then segment.bytes, in Kafka's order),
+    then it is conformed to the topic as a client's would be."""
+    h = b.header
+    where = f"{partition}: batch at position {b.position}"
+    if h.size > config.max_message_size:
+        raise RecordTooLargeError(f"{where}: size {h.size} exceeds max.message.bytes "
+                                  f"({config.max_message_size})")
+    if h.size > config.segment_bytes:
+        raise RecordListTooLargeError(f"{where}: size {h.size} exceeds segment.bytes "
+                                      f"({config.segment_bytes})")
+    return conform_batch(b, config, now)
+
+
 def validate_follower_batches(buf, log_end_offset: int, config: LogConfig, *, partition: str) -> list:
     """Batches that already carry their offsets (replication, tools): each v2 batch's CRC, offsets
     increasing from the log end, each batch within segment.bytes. Legacy entries pass as they are."""

@@ -39,6 +39,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError
 from ...record import transaction_log as TL
+from ...record.consumer_offsets import OFFSETS_TOPIC
 from ..runtime import CoordinatorRuntime, Periodic, answered, error_code_of, operation_error
 from .coordinator import Decision, TransactionCoordinator, TxnConfig, TxnResult
 from .markers import RETRY_BACKOFF_MS, run_job
@@ -136,6 +137,34 @@ class TransactionCoordinatorService(CoordinatorRuntime):
             return self._execute(self.coordinator.end_txn(transactional_id, producer_id, producer_epoch, commit,
                                                           client_tv))
 
+    def quick(self, transactional_id: str, call: Callable, *, markers: bool):
+        """``call()`` on the calling thread (the broker's event loop: ``apis/transactions.py``)
+        when nothing it may do can wait, else None: this coordinator's lock is free at once, the
+        id's ``__transaction_state`` partition is open and an append to it would only write to
+        the page cache (``Log.append_is_quick``), and with ``markers`` (EndTxn) so would one to
+        each partition of the id's transaction, none of them a ``__consumer_offsets`` one (their
+        markers take the group coordinator's lock). The lock is held through ``call``."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            coordinator = self.coordinator
+            if not coordinator.active:
+                return None
+            wanted = [(TRANSACTION_STATE_TOPIC, coordinator.partition_for(transactional_id))]
+            md = coordinator.txns.get(transactional_id)
+            if markers and md is not None:
+                wanted += md.partitions
+            size = 128 + 40 * (len(md.partitions) if md is not None else 0)    # the record, about
+            logs = self.state.datadir.logs
+            now = self.clock()
+            for key in wanted:
+                lg = logs.get(key)
+                if key[0] == OFFSETS_TOPIC or lg is None or not lg.append_is_quick(size, now, 1):
+                    return None
+            return call()
+        finally:
+            self.lock.release()
+
     def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                          partition: int) -> ErrorCode:
         """KIP-890 verification (spec §2.7 c): NONE when the partition is in the id's ongoing
@@ -184,7 +213,9 @@ class TransactionCoordinatorService(CoordinatorRuntime):
         values = [None if t is None else value_bytes(t, tv) for _, t in records]
         now = self.clock()
         try:
-            lg.append_records(keys, values, timestamps=[now] * len(keys))
+            # the coordinator's own records: only the size limits are checked (Kafka's LogValidator
+            # runs on them too, and finds nothing a client could have got wrong)
+            lg.append_records(keys, values, timestamps=[now] * len(keys), trusted=True)
         except (CompactlogError, OSError) as e:
             log.error(f"Appending to {lg.name} failed: {e}")
             return operation_error(error_code_of(e))

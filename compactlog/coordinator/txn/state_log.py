@@ -12,6 +12,7 @@ compactlog rather serves none of the partition's ids than forget a later decisio
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from ...record import consumer_offsets as R
@@ -27,9 +28,11 @@ class StateLogError(Exception):
     """A ``__transaction_state`` record the coordinator cannot load (its offset named)."""
 
 
+@functools.lru_cache(maxsize=65536)
 def partition_for(transactional_id: str, num_partitions: int) -> int:
     """TransactionStateManager.partitionFor: ``Utils.abs(String.hashCode) % partitions``, the
-    formula groups use for ``__consumer_offsets``."""
+    formula groups use for ``__consumer_offsets``. Cached: a transaction asks it several times,
+    and Java's string hash in Python is a loop over the id's characters."""
     return R.partition_for(transactional_id, num_partitions)
 
 

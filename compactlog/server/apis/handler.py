@@ -32,6 +32,7 @@ class Api:
     key: int
     handler: Callable
     mode: str
+    quick: Callable | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +47,10 @@ class ApiHandler(ApiRange):
     handler: Callable
     error_response: Callable
     coordinator: bool = False
+    # a THREAD handler's fast path, tried on the event loop first: ``quick(state, request)`` is
+    # the answer when the work is small and touches only the page cache, else None (the request
+    # then goes to a worker thread as usual)
+    quick: Callable | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -53,7 +58,7 @@ class ApiHandler(ApiRange):
 
     @property
     def entry(self) -> Api:
-        return Api(self.key, self.handler, self.mode)
+        return Api(self.key, self.handler, self.mode, self.quick)
 
     def error_body(self, request, code: int, message: str | None = None):
         """Kafka's ``getErrorResponse`` for ``request``: ``code`` (an ErrorCode, or its number) in

@@ -6,6 +6,7 @@ the producer state."""
 
 from __future__ import annotations
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from compactlog.record import compression
@@ -226,3 +227,77 @@ def test_verification_disabled_and_idempotent_batches_ask_nothing(state):
     [r] = produce(state, [("t", 0, txn([b"b"]))], transactional_id=TID)
     assert r.error_code == ErrorCode.none and fake.calls == []
     assert state.log("t", 0).last_stable_offset == 1          # a transaction the coordinator never saw
+
+
+# -- the quick path: small produces answered on the event loop (issue 28) ---------------------------
+
+def _produce_request(parts, version=9):
+    import datetime
+    from compactlog.server.conftest import request
+    from compactlog.server.messages import build, nested
+    from compactlog.server.versions import request_schema
+    cls = request_schema(0, version)
+    t_cls, p_cls = nested(cls, "TopicProduceData"), nested(cls, "PartitionProduceData")
+    topics = {}
+    for topic, partition, records in parts:
+        topics.setdefault(topic, []).append(build(p_cls, index=partition, records=records))
+    body = build(cls, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+                 topic_data=tuple(build(t_cls, name=t, partition_data=tuple(ps)) for t, ps in topics.items()))
+    return request(0, version, body)
+
+
+@pytest.fixture
+def warm(monkeypatch):
+    from compactlog.record import jit
+    monkeypatch.setattr(jit, "_warm", True)
+
+
+def test_a_small_produce_is_answered_on_the_loop_and_appended(state, warm):
+    from compactlog.server.apis.produce import quick_produce
+    state.create_topic("t", 1)
+    state.log("t", 0)           # opened: the quick path never opens a log
+    resp = quick_produce(state, _produce_request([("t", 0, batch([b"a", b"b"]))]))
+    [r] = resp.responses[0].partition_responses
+    assert (r.error_code, r.base_offset) == (ErrorCode.none, 0)
+    assert [x.key for x in state.log("t", 0).records()] == [b"a", b"b"]
+
+
+def test_what_may_wait_goes_to_a_worker_thread(state, warm):
+    """Each case the loop must not run: the answer is None and the log is untouched."""
+    import threading
+    from compactlog.record import jit
+    from compactlog.server.apis.produce import QUICK_PRODUCE_BYTES, quick_produce
+    state.create_topic("t", 1)
+    state.create_topic("small", 1, {"segment.bytes": "1024"})
+    state.create_topic("flushed", 1, {"flush.messages": "1"})
+    state.create_topic("closed", 1)
+    for name in ("t", "small", "flushed"):
+        state.log(name, 0)
+    state.log("closed", 0).close()      # closed (a deleted topic's log, a shutdown): reopened in a thread
+    small = batch([b"k"])
+    big = batch([b"k%d" % i for i in range(QUICK_PRODUCE_BYTES // 8)])
+    assert len(big) > QUICK_PRODUCE_BYTES
+    cases = {"too big": [("t", 0, big)], "closed": [("closed", 0, small)],
+             "unknown": [("nope", 0, small)], "would flush": [("flushed", 0, small)],
+             "would roll": [("small", 0, batch([b"k" * 1100]))], "malformed": [("t", 0, b"x")]}
+    for why, parts in cases.items():
+        assert quick_produce(state, _produce_request(parts)) is None, why
+    # the partition's lock held by another thread (a fetch, a flush, the cleaner's swap)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with state.log("t", 0).lock:
+            held.set()
+            release.wait(10)
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        assert quick_produce(state, _produce_request([("t", 0, small)])) is None
+    finally:
+        release.set()
+        t.join()
+    # kernels not loaded yet: never on the loop (numba's import would stall it)
+    jit._warm = False
+    assert quick_produce(state, _produce_request([("t", 0, small)])) is None
+    assert all(state.log(n, 0).log_end_offset == 0 for n in ("t", "small", "flushed"))

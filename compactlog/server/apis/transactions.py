@@ -24,6 +24,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ...record import jit
 from ...record.consumer_offsets import OFFSETS_TOPIC
 from ...record.consumer_offsets import partition_for as offsets_partition_for
 from .handler import THREAD, ApiHandler
@@ -127,6 +128,24 @@ def handle_add_partitions_to_txn(state: BrokerState, request):
     return _add_partitions_response(response_class(request), requested, code_of)
 
 
+def quick_add_partitions_to_txn(state: BrokerState, request):
+    """AddPartitionsToTxn on the event loop when nothing in it can wait (``ApiHandler.quick``):
+    every requested partition's log open, and the coordinator's lock and its append at hand
+    (``TransactionCoordinatorService.quick``); else None (a worker thread handles it)."""
+    svc = _service(state)
+    if svc is None or not jit.warm():
+        return None
+    body = request.body
+    logs = state.datadir.logs
+    for t in body.v3_and_below_topics:
+        for p in t.partitions:
+            lg = logs.get((t.name, p))
+            if lg is None or lg.closed:
+                return None
+    return svc.quick(body.v3_and_below_transactional_id, lambda: handle_add_partitions_to_txn(state, request),
+                     markers=False)
+
+
 def _add_partitions_response(cls, requested: dict[str, list[int]], code_of):
     t_cls = nested(cls, "AddPartitionsToTxnTopicResult")
     p_cls = nested(cls, "AddPartitionsToTxnPartitionResult")
@@ -193,6 +212,15 @@ def handle_end_txn(state: BrokerState, request):
         pid, epoch = -1, -1
     return build(response_class(request), throttle_time=NO_THROTTLE, error_code=code, producer_id=pid,
                  producer_epoch=epoch)
+
+
+def quick_end_txn(state: BrokerState, request):
+    """EndTxn on the event loop when its records and markers only write to the page cache
+    (``TransactionCoordinatorService.quick``); else None (a worker thread handles it)."""
+    svc = _service(state)
+    if svc is None or not jit.warm():
+        return None
+    return svc.quick(request.body.transactional_id, lambda: handle_end_txn(state, request), markers=True)
 
 
 def _end_txn_error(body, cls, code, message):
@@ -307,11 +335,12 @@ def _list_transactions_error(body, cls, code, message):
 # -- declarations ---------------------------------------------------------------------------------------
 
 ADD_PARTITIONS_TO_TXN = ApiHandler(24, "AddPartitionsToTxn", 0, 3, mode=THREAD, handler=handle_add_partitions_to_txn,
+                                   quick=quick_add_partitions_to_txn,
                                    error_response=_add_partitions_error, coordinator=True)
 ADD_OFFSETS_TO_TXN = ApiHandler(25, "AddOffsetsToTxn", 0, 4, mode=THREAD, handler=handle_add_offsets_to_txn,
                                 error_response=_error_code_only, coordinator=True)
 END_TXN = ApiHandler(26, "EndTxn", 0, 4, mode=THREAD, handler=handle_end_txn, error_response=_end_txn_error,
-                     coordinator=True)
+                     quick=quick_end_txn, coordinator=True)
 # v0 was removed in Kafka 4.0; v1 only is what admin clients send (v2 is KIP-1228's)
 WRITE_TXN_MARKERS = ApiHandler(27, "WriteTxnMarkers", 1, 1, mode=THREAD, handler=handle_write_txn_markers,
                                error_response=_write_txn_markers_error)

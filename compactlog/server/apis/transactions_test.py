@@ -223,3 +223,52 @@ def test_advertised_versions_are_the_spec_table():
     got = {k: (table.get(k).min_version, table.get(k).max_version) for k in (10, 22, 24, 25, 26, 27, 65, 66)}
     # spec §0 item 4 (FindCoordinator stays at the group coordinator's 0-4)
     assert got == {10: (0, 4), 22: (0, 5), 24: (0, 3), 25: (0, 4), 26: (0, 4), 27: (1, 1), 65: (0, 0), 66: (0, 2)}
+
+
+# -- on the event loop when nothing can wait (issue 28) ----------------------------------------------
+
+def test_add_partitions_and_end_txn_run_quick_only_when_nothing_can_wait(broker, monkeypatch):
+    import threading
+
+    from compactlog.record import jit
+    from compactlog.server.apis.transactions import quick_add_partitions_to_txn, quick_end_txn
+    monkeypatch.setattr(jit, "_warm", True)
+    st = broker.state
+    r = init(st, 4, tid="tx")
+    pid, epoch = r.producer_id, r.producer_epoch
+    cls = request_schema(24, 3)
+    add_req = req(24, 3, v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid,
+                  v3_and_below_producer_epoch=epoch, v3_and_below_topics=(
+                      build(nested(cls, "AddPartitionsToTxnTopic"), name="t", partitions=(0,)),))
+    end_req = req(26, 3, transactional_id="tx", producer_id=pid, producer_epoch=epoch, committed=True)
+    state_log = st.log("__transaction_state", st.transactions.coordinator.partition_for("tx"))
+    # the coordinator's lock held by another thread (its timer, another request): a worker thread's job
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with st.transactions.lock:
+            held.set()
+            release.wait(10)
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        assert quick_add_partitions_to_txn(st, add_req) is None
+    finally:
+        release.set()
+        t.join()
+    end_before = state_log.log_end_offset
+    resp = quick_add_partitions_to_txn(st, add_req)
+    assert [p.partition_error_code for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition] \
+        == [E.none]
+    assert state_log.log_end_offset == end_before + 1                   # Ongoing written, on this thread
+    # a marker to write where an append would flush: not on the loop
+    st.datadir.alter_topic("t", {"flush.messages": "1"})
+    assert quick_end_txn(st, end_req) is None
+    st.datadir.alter_topic("t", {"flush.messages": str(2 ** 63 - 1)})
+    assert quick_end_txn(st, end_req).error_code == E.none
+    assert st.log("t", 0).last_stable_offset == st.log("t", 0).log_end_offset == 1     # the marker
+    assert broker.svc.coordinator.txns["tx"].state.display == "CompleteCommit"
+    # kernels not loaded: never on the loop
+    monkeypatch.setattr(jit, "_warm", False)
+    assert quick_add_partitions_to_txn(st, add_req) is None and quick_end_txn(st, end_req) is None

@@ -17,18 +17,26 @@ over the last ``RESERVOIR`` samples of each API (Yammer's reservoir keeps about 
 minutes), with a ``_count`` gauge beside them; ``compactlog_request_duration_seconds`` is the
 same total time as a Prometheus histogram, which can be aggregated. Fetch is reported as
 ``FetchConsumer`` (Kafka's name for a consumer's fetch).
+
+The per-request counters and the duration histogram are plain numbers that only the event loop's
+thread changes (one writer, so no lock): a ``prometheus_client`` child takes a mutex on each
+``inc``/``observe``, 10% of a consume's broker samples (issue 28). The scrape copies them (one C
+call each, as the reservoirs) and yields the families the ``Counter``/``Histogram`` objects
+yielded before: the same names, help, labels and values.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import dataclasses
 import time
 from collections import deque
 
 from kio.schema.errors import ErrorCode
 from prometheus_client import Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 RESERVOIR = 1024
 QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99),
@@ -133,19 +141,15 @@ class RequestMetrics:
     """The ``RequestObserver`` of one broker."""
 
     def __init__(self, registry):
-        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests received (RequestsPerSec)",
-                                ["request", "version"], registry=registry)
-        self.errors = Counter("kafka_network_requestmetrics_errors", "Error codes in answers, NONE for "
-                              "successes (ErrorsPerSec)", ["request", "error"], registry=registry)
-        self.duration = Histogram("compactlog_request_duration_seconds", "Time from a request's arrival to "
-                                  "its answer written", ["request"], buckets=DURATION_BUCKETS, registry=registry)
         self.connections_opened = Counter("kafka_server_socket_server_metrics_connection_creation",
                                           "Connections accepted", ["listener"], registry=registry)
         self.connections_closed = Counter("kafka_server_socket_server_metrics_connection_close",
                                           "Connections closed", ["listener"], registry=registry)
-        self._requests: dict[tuple[str, int], object] = {}
-        self._errors: dict[tuple[str, int], object] = {}
-        self._durations: dict[str, object] = {}
+        # (request label, version) -> count; (label, error code) -> count; label -> the counts of
+        # DURATION_BUCKETS then +Inf (not cumulative) and the sum in the last slot
+        self._requests: dict[tuple[str, int | str], int] = {}
+        self._errors: dict[tuple[str, int], int] = {}
+        self._durations: dict[str, list] = {}
         self._samples: dict[str, tuple[deque, ...]] = {}
         self._counts: dict[str, int] = {}
         self.worker_busy_s = 0.0        # seconds the worker threads spent in handlers (loop thread adds)
@@ -159,10 +163,8 @@ class RequestMetrics:
         # version is any int16 a client sends, so it is labelled "unsupported" (bounded series)
         version = request.api_version if request.response_version == request.api_version else UNSUPPORTED
         key = (label, version)
-        child = self._requests.get(key)
-        if child is None:
-            child = self._requests[key] = self.requests.labels(label, str(version))
-        child.inc()
+        requests = self._requests
+        requests[key] = requests.get(key, 0) + 1
         return RequestTimer(label)
 
     def request_answered(self, timer: RequestTimer, body) -> None:
@@ -188,18 +190,17 @@ class RequestMetrics:
         re.append(remote * 1000)
         se.append((end - answered) * 1000)
         to.append(total * 1000)
-        child = self._durations.get(timer.label)
-        if child is None:
-            child = self._durations[timer.label] = self.duration.labels(timer.label)
-        child.observe(total)
+        histogram = self._durations.get(timer.label)
+        if histogram is None:
+            histogram = self._durations[timer.label] = [0] * (len(DURATION_BUCKETS) + 1) + [0.0]
+        histogram[bisect.bisect_left(DURATION_BUCKETS, total)] += 1       # le: the first bound >= total
+        histogram[-1] += total
 
     def count_errors(self, label: str, counts: dict[int, int]) -> None:
+        errors = self._errors
         for code, n in counts.items():
             key = (label, code)
-            child = self._errors.get(key)
-            if child is None:
-                child = self._errors[key] = self.errors.labels(label, error_name(code))
-            child.inc(n)
+            errors[key] = errors.get(key, 0) + n
 
     def connection_opened(self, connection) -> None:
         self.connections_opened.labels(self.listener_of(connection)).inc()
@@ -209,9 +210,30 @@ class RequestMetrics:
 
     # -- the scrape
     def collect(self):
-        """The percentile gauges and their counts, per API with samples. This runs in the HTTP
-        listener's thread while the event loop appends: ``sorted`` of a dict or a deque of floats
-        copies it in one C call, which no other Python thread interleaves with."""
+        """The counters, the duration histogram, the percentile gauges and their counts, per API
+        with samples. This runs in the HTTP listener's thread while the event loop appends:
+        ``sorted`` of a dict or a deque of floats (and ``list`` of a list) copies it in one C
+        call, which no other Python thread interleaves with."""
+        family = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests received (RequestsPerSec)",
+                                     labels=["request", "version"])
+        for (label, version), n in sorted(self._requests.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+            family.add_metric([label, str(version)], n)
+        yield family
+        family = CounterMetricFamily("kafka_network_requestmetrics_errors", "Error codes in answers, NONE for "
+                                     "successes (ErrorsPerSec)", labels=["request", "error"])
+        for (label, code), n in sorted(self._errors.items()):
+            family.add_metric([label, error_name(code)], n)
+        yield family
+        family = HistogramMetricFamily("compactlog_request_duration_seconds", "Time from a request's arrival "
+                                       "to its answer written", labels=["request"])
+        for label, histogram in sorted(self._durations.items()):
+            counts = list(histogram)
+            cumulative, buckets = 0, []
+            for bound, n in zip((*DURATION_BUCKETS, float("inf")), counts):
+                cumulative += n
+                buckets.append((floatToGoString(bound), cumulative))
+            family.add_metric([label], buckets, counts[-1])
+        yield family
         labels = sorted(self._samples)
         snapshot = {label: [sorted(d) for d in self._samples[label]] for label in labels}
         for i, timer in enumerate(TIMERS):
