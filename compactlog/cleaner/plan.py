@@ -31,10 +31,20 @@ def non_active_segments_from(log, offset: int):
     return log.segments_in_range(offset, active)
 
 
+def both_tiers(log) -> bool:
+    """Whether a clean of ``log`` covers its remote tier too (a tiered log whose remote log
+    manager runs in this process with compactlog.remote.compaction.enable)."""
+    if not getattr(log, "remote_log_enabled", False):
+        return False
+    from ..storage.remote.compaction import compacts_remote_tier
+    return compacts_remote_tier(log)
+
+
 def cleanable_offsets(log, checkpoint: int | None, now_ms: int) -> CleanableRange:
-    # a tiered log's records below its local log start are only in the remote tier, which this
-    # cleaner does not rewrite yet (tiered-storage.md §5): its range starts at the local log start
-    start = getattr(log, "first_local_offset", log.log_start_offset)
+    # a tiered log's records below its local log start are only in the remote tier: its range
+    # starts at the log start when the remote tier is compacted with the local one here
+    # (tiered-storage.md §5.2), else at the local log start
+    start = log.log_start_offset if both_tiers(log) else getattr(log, "first_local_offset", log.log_start_offset)
     ckpt = start if checkpoint is None else checkpoint
     if ckpt < start or ckpt > log.log_end_offset:
         first_dirty, force = start, True

@@ -132,6 +132,8 @@ class RemotePartition:
     lock: threading.RLock = field(default_factory=threading.RLock)
     ready: bool = False                  # reconciled with the journal
     failed_copy: bool = False            # a copy failed: reconcile before the next
+    round_open: bool = False             # a cleaning round over both tiers is planned (compaction.py)
+    last_sweep_ms: int = -(1 << 62)      # the last orphan sweep (compaction.delete_due)
 
     @property
     def tip(self) -> TopicIdPartition:
@@ -221,7 +223,9 @@ class RemoteLogManager:
         self._pending = 0
         self._pending_lock = threading.Lock()
         self.stats = {"copied_segments": 0, "copied_bytes": 0, "copy_errors": 0, "deleted_segments": 0,
-                      "fetch_bytes": 0, "fetch_errors": 0, "fetch_expired": 0}
+                      "fetch_bytes": 0, "fetch_errors": 0, "fetch_expired": 0, "compacted_segments": 0}
+        from . import compaction
+        compaction.register(datadir.path, self)     # the cleaner finds a tiered log's owner there
 
     # -- start: the metadata topic and its replay (TopicBasedRemoteLogMetadataManager) -------------
     def start(self) -> None:
@@ -313,9 +317,11 @@ class RemoteLogManager:
         in_manifest = {s.id: s for s in m.segments}
         pending = {p.id for p in m.pending_deletion}
         known = self.journal.get((rp.topic_id, rp.partition), {})
-        finish, delete = [], []
+        finish, delete, replaced = [], [], []
         for seg_id, js in list(known.items()):
-            if seg_id in in_manifest:
+            if seg_id in pending and js.state == SegmentState.COPY_SEGMENT_FINISHED:
+                replaced.append(seg_id)             # swapped out by a compaction, DELETE_STARTED lost
+            elif seg_id in in_manifest:
                 if js.state == SegmentState.COPY_SEGMENT_STARTED:
                     finish.append(seg_id)           # committed, FINISHED lost: roll forward
                 elif js.state == SegmentState.DELETE_SEGMENT_STARTED:
@@ -330,6 +336,7 @@ class RemoteLogManager:
                     s.max_timestamp_ms, s.event_timestamp_ms, s.segment_leader_epochs, s.size_in_bytes))
                 rebuilt.append(self._update(rp, s.id, SegmentState.COPY_SEGMENT_FINISHED))
         events = rebuilt + [self._update(rp, i, SegmentState.COPY_SEGMENT_FINISHED) for i in finish]
+        events += [self._update(rp, i, SegmentState.DELETE_SEGMENT_STARTED) for i in replaced]
         if events:
             self._journal(rp, events)
             log.info(f"{rp.topic}-{rp.partition}: {len(finish)} committed copy(ies) finished, "
@@ -370,6 +377,8 @@ class RemoteLogManager:
     def _sweep_orphans(self, rp: RemotePartition) -> None:
         """Rule 7: objects of the partition whose id no manifest list and no live journal entry
         names, older than ``compactlog.remote.orphan.min.age.ms``."""
+        if rp.round_open:
+            return          # a cleaning round's objects are not named anywhere until it commits
         min_age = self.datadir.broker.get("compactlog.remote.orphan.min.age.ms")
         part = keys.partition_prefix(self.prefix, rp.topic, rp.topic_id, rp.partition)
         live = rp.manifest.segment_ids() | set(self.journal.get((rp.topic_id, rp.partition), {}))
@@ -421,6 +430,8 @@ class RemoteLogManager:
 
     def _next_candidate(self, plog, rp: RemotePartition) -> dict | None:
         """The next segment to copy, its files opened, under the log's lock (candidateLogSegments)."""
+        if rp.round_open:
+            return None     # a cleaning round over both tiers is planned: uploads wait for its end
         with plog.lock:
             hro = rp.manifest.highest_offset
             start = max(hro + 1, plog.log_start_offset)
@@ -580,10 +591,12 @@ class RemoteLogManager:
                     log.error(f"Deleting the remote data of {plog.name} failed (retried at the next run): {e}")
 
     def run_expiration(self, now: int) -> int:
+        from .compaction import delete_due
         total = 0
         for plog in self.tiered_logs():
             try:
                 total += self.expire_partition(plog, now)
+                total += delete_due(self, plog, now)
             except (RemoteStorageError, OSError, CompactlogError) as e:
                 log.error(f"Remote retention of {plog.name} failed (retried at the next run): {e}")
             except Exception:
@@ -744,6 +757,8 @@ class RemoteLogManager:
         return None
 
     def close(self) -> None:
+        from . import compaction
+        compaction.unregister(self.datadir.path, self)
         self.readers.shutdown(wait=False, cancel_futures=True)
         self.store.close()
 
