@@ -34,7 +34,8 @@ class Clock:
 class Tier:
     """A data dir with a tiered compacted topic ``c`` and its remote log manager."""
 
-    def __init__(self, path, *, tiered=True, configs=None):
+    def __init__(self, path, *, tiered=True, configs=None, store_props=None):
+        """``store_props``: another store's settings (an S3 API) instead of a local directory."""
         self.clock = Clock()
         self.bucket = str(path / "bucket")
         self.props = {"remote.log.storage.system.enable": "true",
@@ -44,6 +45,9 @@ class Tier:
                       "rsm.config.chunk.size": "512", "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
                       "compactlog.remote.compaction.delete.delay.ms": str(DELAY),
                       "compactlog.remote.orphan.min.age.ms": "0"}
+        if store_props:
+            self.props = {k: v for k, v in self.props.items() if not k.startswith("rsm.config.storage.")}
+            self.props.update(store_props)
         self.dd = DataDir(str(path / "data"), broker=BrokerConfig(self.props), clock=self.clock, create=True,
                           writable=True)
         self.rm = self.build()
@@ -57,10 +61,11 @@ class Tier:
 
     def build(self) -> RemoteLogManager:
         dd = self.dd
+        config = StoreConfig.from_properties(self.props)
+        store = LocalDirectoryStore(self.bucket, config) if config.backend == "filesystem" else None
         rm = RemoteLogManager(dd, broker_id=1, cluster_id="c", clock=self.clock,
                               open_log=lambda t, p: dd.open_log(t, p),
-                              create_topic=lambda t, n, c: dd.create_topic(t, n, c),
-                              store=LocalDirectoryStore(self.bucket, StoreConfig.from_properties(self.props)))
+                              create_topic=lambda t, n, c: dd.create_topic(t, n, c), store=store)
         rm.start()
         return rm
 
