@@ -20,7 +20,7 @@ from ..storage.datadir import DataDir
 from ..storage.segment_source import LocalDirSource
 from .executor import InProcessExecutor, TaskFailure
 from .manager import CleanerManager, GrabbedLog
-from .plan import PartitionStatus, partition_status
+from .plan import PartitionStatus, both_tiers, partition_status
 from .source import SegmentInfo
 from .stats import CleanerStats
 from .strategy import CompactionStrategy
@@ -252,7 +252,7 @@ class Cleaner:
             log = self.datadir.open_log(st.topic, st.partition)
             with log.lock:
                 plan = self._plan(round_, log, out, now_ms)
-            if (st.topic, st.partition) in refuse_keyless:
+            if plan is not None and (st.topic, st.partition) in refuse_keyless:
                 plan.extra["refuse_keyless"] = True
         self._execute(round_)
         return [round_.outcomes[(s.topic, s.partition)] for s in statuses]
@@ -306,12 +306,19 @@ class Cleaner:
         self._execute(round_)
         return [round_.outcomes[g.key] for g in grabbed]
 
-    def _plan(self, round_: "_Round", log, out: PartitionOutcome, now_ms: int) -> PartitionCleanPlan:
-        """Under the log's lock: the plan of one partition's clean, and the epoch it was made at."""
+    def _plan(self, round_: "_Round", log, out: PartitionOutcome, now_ms: int) -> PartitionCleanPlan | None:
+        """Under the log's lock: the plan of one partition's clean, and the epoch it was made at.
+        None: a tiered log whose range starts in its remote tier, which cannot be read this time
+        (not reconciled yet, the store failing): cleaned at a later round."""
         discard_cleaned_files(log.segment_source)
+        source = _tiered_source(log)
+        if source is None and both_tiers(log):
+            out.status.reason = "the remote tier is not ready to be cleaned with the local log; retried later"
+            round_.abort(out)
+            return None
         # the cleaned range's size, as Kafka's "Start size" (the active segment keeps growing)
         out.start_size = _size_below(log, out.status.first_uncleanable)
-        plan = make_plan(self.datadir, log, out.status, now_ms, source=_tiered_source(log))
+        plan = make_plan(self.datadir, log, out.status, now_ms, source=source)
         round_.plans.append(plan)
         round_.planned_epochs[(out.topic, out.partition)] = log.structure_epoch
         return plan
@@ -338,6 +345,16 @@ class Cleaner:
                 round_.abort(out)
                 continue
             log = self.datadir.open_log(res.topic, res.partition)
+            if not isinstance(res, TaskFailure) and hasattr(plans[key].source, "commit_remote"):
+                # a tiered round's remote commit (one manifest CAS) is made outside the log's lock:
+                # the remote tier's own lock is never taken under it (the copy task takes them in
+                # the other order); the local swap follows under the log's lock
+                try:
+                    plans[key].source.commit_remote(res.groups, log, res.staged)
+                except (CompactlogError, OSError) as e:
+                    discard_cleaned_files(plans[key].source)
+                    out.error = f"{log.dir}: committing the cleaned remote segments failed: {e}"
+                    continue
             if isinstance(res, TaskFailure):
                 out.error = res.error
                 discard_cleaned_files(plans[key].source)

@@ -8,7 +8,7 @@ segment state machine (``RemoteLogSegmentState``) and the partition manifest's C
   task uploads nothing of the partition (a segment uploaded during a round would stay in the
   bucket uncleaned while its local copy loses records: a tombstone dropped later would let an
   older value come back, §5.2) and the orphan sweep leaves its objects alone.
-* ``commit_round`` (§5.5): the tasks wrote each changed remote group as a new segment (fresh id,
+* ``commit_remote`` (§5.5): the tasks wrote each changed remote group as a new segment (fresh id,
   create-only objects); here, under the partition's remote lock: **D1** one journal batch of
   COPY_SEGMENT_STARTED (api 0) for the new ids; **D2** one manifest CAS replacing every old
   group by its new segment, the old ids moved to ``pendingDeletion`` with ``deleteAfterMs = now +
@@ -95,25 +95,28 @@ def tiered_source(plog) -> TieredSource | None:
     rm = manager_for_log(plog)
     if rm is None or not plog.remote_log_enabled or not rm.datadir.broker.get(ENABLE):
         return None
-    rp = rm.partition(plog)
-    with rp.lock:
-        m = rp.manifest
-        segs = [s for s in m.segments if s.end_offset >= plog.log_start_offset]
-        local = [s.base_offset for s in plog.segments]
-        boundary = segs[-1].end_offset + 1 if segs else local[0]
-        above = [b for b in local if b >= boundary]
-        if not above or above[0] != boundary:
-            log.warning(f"{plog.name}: no local segment starts at the remote tier's end {boundary}; the remote "
-                        f"tier is not compacted this round")
-            return None
-        if segs and segs[0].start_offset > plog.log_start_offset:
-            return None
-        m = PartitionManifest(m.topic, m.topic_id, m.partition, m.generation, m.owner, m.log_start_offset,
-                              m.cleaner_checkpoint, tuple(segs), ())
-        rp.round_open = True
-        remote = RemoteSegmentSource(rm.store_config, plog.topic, rp.topic_id, plog.partition, m,
-                                     broker_id=rm.broker_id, store=rm.store)
-        return TieredSource(remote, LocalDirSource(plog.dir), boundary)
+    # called under the log's lock: the remote lock is not taken here (the copy task takes it, then
+    # the log's); a partition not reconciled yet is left to a later round
+    rp = rm.partitions.get((plog.topic, plog.partition))
+    if rp is None or not rp.ready or rp.failed_copy:
+        return None
+    m = rp.manifest
+    segs = [s for s in m.segments if s.end_offset >= plog.log_start_offset]
+    local = [s.base_offset for s in plog.segments]
+    boundary = segs[-1].end_offset + 1 if segs else local[0]
+    above = [b for b in local if b >= boundary]
+    if not above or above[0] != boundary:
+        log.warning(f"{plog.name}: no local segment starts at the remote tier's end {boundary}; the remote "
+                    f"tier is not compacted this round")
+        return None
+    if segs and segs[0].start_offset > plog.log_start_offset:
+        return None
+    m = PartitionManifest(m.topic, m.topic_id, m.partition, m.generation, m.owner, m.log_start_offset,
+                          m.cleaner_checkpoint, tuple(segs), ())
+    rp.round_open = True
+    remote = RemoteSegmentSource(rm.store_config, plog.topic, rp.topic_id, plog.partition, m,
+                                 broker_id=rm.broker_id, store=rm.store)
+    return TieredSource(remote, LocalDirSource(plog.dir), boundary)
 
 
 def end_round(source) -> None:
@@ -143,21 +146,28 @@ def remote_segment_infos(source: TieredSource, index_interval_bytes: int) -> lis
 
 # -- the commit (§5.5) -----------------------------------------------------------------------------
 
-def commit_round(source: TieredSource, groups: list[list[int]], plog, staged: list) -> None:
+def commit_remote(source: TieredSource, plog, staged: list) -> None:
+    """D1-D3 of a round (module docstring), under the partition's remote lock, never under the
+    log's. Also for a round that changed no remote segment: the remote tier must still end where
+    the round's local part begins (a copy that was in flight when the round was planned would
+    leave an uncleaned remote copy of a segment the local swap cleans: the round is dropped)."""
     rm = manager_for_log(plog) if plog is not None else None
     if rm is None:
         raise RemoteStorageError(f"{source}: no remote log manager owns this partition here; the round is dropped")
-    local_groups = [g for g in groups if g[0] >= source.boundary]
     changed = [d for d in staged if d]
-    if changed:
-        _commit_remote(rm, rm.partition(plog), source, changed)
-    if local_groups:
-        source.local.commit_swap(local_groups, plog)                     # D4
-
-
-def _commit_remote(rm, rp, source: TieredSource, changed: list[dict]) -> None:
-    from .manager import _maybe_die
     new = [ManifestSegment.from_dict(d["segment"]) for d in changed]
+    rp = rm.partition(plog)
+    with rp.lock:
+        if rp.manifest.highest_offset + 1 != source.boundary and (rp.manifest.segments or source.remote.manifest.segments):
+            _roll_back(rm, rp, new, journaled=False)
+            raise RoundAborted(f"{rp.topic}-{rp.partition}: a segment was uploaded while the log was cleaned; the "
+                               f"round is retried")
+        if changed:
+            _commit_remote(rm, rp, source, changed, new)
+
+
+def _commit_remote(rm, rp, source: TieredSource, changed: list[dict], new: list[ManifestSegment]) -> None:
+    from .manager import _maybe_die
     replaced = {n.id: list(d["replaced"]) for n, d in zip(new, changed)}
     delay = rm.datadir.broker.get(DELETE_DELAY)
     with rp.lock:
@@ -288,5 +298,5 @@ def delete_due(rm, plog, now: int) -> int:
     return len(due)
 
 
-__all__ = ["tiered_source", "end_round", "commit_round", "delete_due", "swap_segments", "remote_segment_infos",
+__all__ = ["tiered_source", "end_round", "commit_remote", "delete_due", "swap_segments", "remote_segment_infos",
            "register", "unregister", "manager_for_log", "RoundAborted", "ENABLE", "DELETE_DELAY"]

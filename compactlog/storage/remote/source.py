@@ -331,11 +331,17 @@ class TieredSource(SegmentSource):
         self.local.discard_replacements()
         self.remote.discard_replacements()
 
+    def commit_remote(self, groups, log, staged=None) -> None:
+        """The remote groups by one manifest CAS (tiered-storage.md §5.5 D1-D3,
+        ``compaction.commit_remote``): first, and without holding the log's lock."""
+        from .compaction import commit_remote
+        commit_remote(self, log, staged or [])
+
     def commit_swap(self, groups, log=None, staged=None) -> None:
-        """The remote groups by one manifest CAS, then the local ones by Kafka's renames
-        (tiered-storage.md §5.5, ``compaction.commit_round``)."""
-        from .compaction import commit_round
-        commit_round(self, groups, log, staged or [])
+        """The local groups by Kafka's renames (§5.5 D4), after ``commit_remote``."""
+        local = [g for g in groups if g[0] >= self.boundary]
+        if local:
+            self.local.commit_swap(local, log)
 
 
 __all__ = ["RemoteSegmentSource", "RemoteReplacement", "TieredSource", "store_for", "forget_staged"]
