@@ -349,8 +349,16 @@ class Cleaner:
                 # a tiered round's remote commit (one manifest CAS) is made outside the log's lock:
                 # the remote tier's own lock is never taken under it (the copy task takes them in
                 # the other order); the local swap follows under the log's lock
+                from ..storage.remote.compaction import RoundAborted
                 try:
                     plans[key].source.commit_remote(res.groups, log, res.staged)
+                except RoundAborted as e:
+                    # the remote tier changed under the round (an upload, remote retention): like a
+                    # change of the local log, no error; cleaned again at the next round
+                    discard_cleaned_files(plans[key].source)
+                    out.status.reason = str(e)
+                    round_.abort(out)
+                    continue
                 except (CompactlogError, OSError) as e:
                     discard_cleaned_files(plans[key].source)
                     out.error = f"{log.dir}: committing the cleaned remote segments failed: {e}"

@@ -111,6 +111,14 @@ def log_to_clean(log, first_dirty: int, uncleanable_offset: int, delay_ms: int =
     nonactive = non_active_segments_from(log, uncleanable_offset)
     first_uncleanable = nonactive[0].base_offset if nonactive else log.active_segment.base_offset
     cleanable = sum(s.size for s in log.segments_in_range(min(first_dirty, first_uncleanable), first_uncleanable))
+    if both_tiers(log):
+        # the segments only in the remote tier are part of the one log the round cleans
+        from ..storage.remote.compaction import remote_only_segments
+        for start, size in remote_only_segments(log):
+            if start < first_dirty:
+                clean_bytes += size
+            elif start < first_uncleanable:
+                cleanable += size
     return LogToClean(log.topic, log.partition, first_dirty, first_uncleanable, clean_bytes, cleanable,
                       delay_ms > 0, delay_ms)
 

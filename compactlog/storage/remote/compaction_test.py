@@ -352,6 +352,19 @@ def test_a_remote_retention_during_the_round_aborts_it(tier, monkeypatch):
         return real(rm, rp, source, changed, new)
     monkeypatch.setattr(compaction, "_commit_remote", expire_first)
     [out] = Cleaner(tier.dd).run(clock.now, topic="c", force=True)
-    assert out.error and "changed while it was cleaned" in out.error
+    assert out.aborted and not out.cleaned and not out.error
+    assert "changed while it was cleaned" in out.status.reason
     # the round's new objects are gone; only the manifest's remain
     assert tier.objects() == {s.id for s in tier.rp.manifest.segments}
+
+
+def test_a_log_whose_rolled_segments_are_all_remote_is_cleaned(tier):
+    # found by the benchmark: the dirty ratio counted local segments only, so a log trimmed to
+    # its active segment never looked cleanable
+    log, clock = tier.log, tier.clock
+    produce(log, 40, clock, keys_mod=5)
+    tier.tier()
+    assert len(log.segments) == 1
+    [out] = Cleaner(tier.dd).run(clock.now, topic="c")
+    assert out.status.eligible and out.cleaned and not out.error, out.status.reason
+    assert tier.rp.manifest.pending_deletion
