@@ -80,16 +80,18 @@ def compacts_remote_tier(plog) -> bool:
     return rm is not None and plog.remote_log_enabled and rm.datadir.broker.get(ENABLE)
 
 
-def remote_only_segments(plog) -> list[tuple[int, int]]:
-    """(start offset, bytes) of the remote segments below the first local segment and not below
-    the log start (zone R of §1.1), from the manifest as it is (no lock: an immutable value)."""
+def remote_only_segments(plog) -> list[tuple[int, int, int]]:
+    """(start offset, bytes, largest timestamp) of the remote segments below the first local
+    segment and not below the log start (zone R of §1.1), from the manifest as it is (no lock: an
+    immutable value)."""
     rm = manager_for_log(plog)
     rp = rm.partitions.get((plog.topic, plog.partition)) if rm is not None else None
     if rp is None or rp.manifest is None:
         return []
     first_local = plog.segments[0].base_offset if len(plog.segments) else plog.log_end_offset
-    return [(s.start_offset, s.size_in_bytes) for s in rp.manifest.segments
-            if s.start_offset < first_local and s.end_offset >= plog.log_start_offset]
+    return [(s.start_offset, s.size_in_bytes,
+             s.max_timestamp_ms if s.max_timestamp_ms >= 0 else s.event_timestamp_ms)
+            for s in rp.manifest.segments if s.start_offset < first_local and s.end_offset >= plog.log_start_offset]
 
 
 def _meta(rp, seg: ManifestSegment) -> RemoteLogSegmentMetadata:

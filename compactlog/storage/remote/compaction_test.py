@@ -25,7 +25,8 @@ DELAY = 60_000
 
 class Clock:
     def __init__(self):
-        self.now = T0
+        # the wall clock when made: the orphan sweep compares it with the store's modification times
+        self.now = int(time.time() * 1000)
 
     def __call__(self):
         return self.now
