@@ -234,7 +234,8 @@ def test_a_tombstone_goes_once_the_remote_tier_is_compacted_through_it(tier):
     assert seen[0] and seen[-1] == []
 
 
-@pytest.mark.parametrize("split", range(0, 9))
+# two splits in the fast lane, every segment boundary in the slow one
+@pytest.mark.parametrize("split", [s if s in (0, 3) else pytest.param(s, marks=pytest.mark.slow) for s in range(9)])
 def test_remote_and_local_clean_equals_the_all_local_clean(tmp_path, split):
     """The same records cleaned all-local and with the first ``split`` segments in the bucket (and
     gone from the disk): byte for byte the same batches kept, at every segment boundary."""
@@ -274,8 +275,9 @@ class Crash(BaseException):
     """An injected kill: nothing below it runs its handlers for it (BaseException)."""
 
 
-@pytest.mark.parametrize("step", ["compaction-objects", "compaction-started", "compaction-manifest",
-                                  "compaction-deleted"])
+@pytest.mark.parametrize("step", [pytest.param("compaction-objects", marks=pytest.mark.slow),
+                                  pytest.param("compaction-started", marks=pytest.mark.slow), "compaction-manifest",
+                                  pytest.param("compaction-deleted", marks=pytest.mark.slow)])
 def test_a_crash_at_each_commit_step(tier, monkeypatch, step):
     from compactlog.storage.remote import manager
     log, clock = tier.log, tier.clock
@@ -369,3 +371,35 @@ def test_a_log_whose_rolled_segments_are_all_remote_is_cleaned(tier):
     [out] = Cleaner(tier.dd).run(clock.now, topic="c")
     assert out.status.eligible and out.cleaned and not out.error, out.status.reason
     assert tier.rp.manifest.pending_deletion
+
+
+class ProcessExecutor:
+    """Each task in a fresh process from the pickled plan, as a Spark executor runs it: the remote
+    segments are read, and the new objects written, by the task itself (the store reopened there
+    from its settings), never through the driver."""
+
+    def run(self, plans):
+        import multiprocessing
+        from compactlog.cleaner.executor import run_guarded
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            return pool.map(run_guarded, plans)
+
+
+@pytest.mark.slow
+def test_a_task_in_another_process_reads_and_writes_the_bucket(tier):
+    import pickle
+    log, clock = tier.log, tier.clock
+    produce(log, 40, clock, keys_mod=5)
+    tier.tier()
+    produce(log, 10, clock, start=40, keys_mod=5)
+    expected = {k: v for _, k, v in tier.records()}
+    old = {s.id for s in tier.rp.manifest.segments}
+    from compactlog.storage.remote.compaction import end_round, tiered_source
+    src = tiered_source(log)
+    clone = pickle.loads(pickle.dumps(src))
+    end_round(src)
+    assert clone.remote.store is None and clone.read_segment(0, clone.remote.segment(0).size_in_bytes)
+    [out] = Cleaner(tier.dd, ProcessExecutor()).run(clock.now, topic="c", force=True)
+    assert out.cleaned and not out.error, out.error
+    assert {p.id for p in tier.rp.manifest.pending_deletion} == old
+    assert {k: v for _, k, v in tier.records()} == expected
