@@ -34,7 +34,7 @@ def s3_tier(path, moto, **kw) -> Tier:
 
 
 def test_round_grace_and_restart_on_s3(tmp_path, moto, monkeypatch):
-    from compactlog.storage.remote import manager
+    from compactlog.storage.remote import faults
     tier = s3_tier(tmp_path, moto)
     try:
         log, clock = tier.log, tier.clock
@@ -48,10 +48,10 @@ def test_round_grace_and_restart_on_s3(tmp_path, moto, monkeypatch):
         def die(at):
             if at == "compaction-manifest":
                 raise Crash(at)
-        monkeypatch.setattr(manager, "_maybe_die", die)
+        monkeypatch.setattr(faults, "maybe_die", die)
         with pytest.raises(Crash):
             Cleaner(tier.dd).run(clock.now, topic="c", force=True)
-        monkeypatch.setattr(manager, "_maybe_die", lambda at: None)
+        monkeypatch.setattr(faults, "maybe_die", lambda at: None)
         tier.rm.close()
         tier.rm = tier.build()                     # the restart rolls the committed round forward
         m = tier.rp.manifest

@@ -345,13 +345,13 @@ class Cleaner:
                 round_.abort(out)
                 continue
             log = self.datadir.open_log(res.topic, res.partition)
-            if not isinstance(res, TaskFailure) and hasattr(plans[key].source, "commit_remote"):
+            if not isinstance(res, TaskFailure) and not isinstance(plans[key].source, LocalDirSource):
                 # a tiered round's remote commit (one manifest CAS) is made outside the log's lock:
                 # the remote tier's own lock is never taken under it (the copy task takes them in
                 # the other order); the local swap follows under the log's lock
-                from ..storage.remote.compaction import RoundAborted
+                from ..storage.remote.compaction import RoundAborted, commit_remote
                 try:
-                    plans[key].source.commit_remote(res.groups, log, res.staged)
+                    commit_remote(plans[key].source, log, res.staged)
                 except RoundAborted as e:
                     # the remote tier changed under the round (an upload, remote retention): like a
                     # change of the local log, no error; cleaned again at the next round

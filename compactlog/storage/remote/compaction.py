@@ -37,7 +37,7 @@ import threading
 from ...errors import CompactlogError
 from ...record.remote_log_metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata, SegmentState
 from ..segment_source import LocalDirSource
-from . import keys
+from . import faults, keys
 from .partition_manifest import Fenced, ManifestError, ManifestSegment, PartitionManifest
 from .segment_objects import delete_segment
 from .source import RemoteSegmentSource, TieredSource, forget_staged
@@ -181,18 +181,17 @@ def commit_remote(source: TieredSource, plog, staged: list) -> None:
 
 
 def _commit_remote(rm, rp, source: TieredSource, changed: list[dict], new: list[ManifestSegment]) -> None:
-    from .manager import _maybe_die
     replaced = {n.id: list(d["replaced"]) for n, d in zip(new, changed)}
     delay = rm.datadir.broker.get(DELETE_DELAY)
     with rp.lock:
-        _maybe_die("compaction-objects")
+        faults.maybe_die("compaction-objects")
         current = {s.id for s in rp.manifest.segments}
         if any(i not in current for ids in replaced.values() for i in ids):
             _roll_back(rm, rp, new, journaled=False)
             raise RoundAborted(f"{rp.topic}-{rp.partition}: the remote tier changed while it was cleaned (remote "
                                f"retention); the round is retried")
         rm._journal(rp, [_meta(rp, n) for n in new])                           # D1
-        _maybe_die("compaction-started")
+        faults.maybe_die("compaction-started")
         now = rm.clock()
 
         def change(m: PartitionManifest) -> PartitionManifest:
@@ -206,7 +205,7 @@ def _commit_remote(rm, rp, source: TieredSource, changed: list[dict], new: list[
         except BaseException:
             rp.failed_copy = True            # landed or not: reconciliation decides (the manifest wins)
             raise
-        _maybe_die("compaction-manifest")
+        faults.maybe_die("compaction-manifest")
         forget_staged(rp.topic_id, rp.partition, [n.id for n in new])
         events = [rm._update(rp, n.id, SegmentState.COPY_SEGMENT_FINISHED) for n in new]
         events += [rm._update(rp, i, SegmentState.DELETE_SEGMENT_STARTED)
@@ -282,7 +281,6 @@ def swap_segments(m: PartitionManifest, new: list[ManifestSegment], replaced: di
 def delete_due(rm, plog, now: int) -> int:
     """Replaced segments past their ``deleteAfterMs`` deleted; the partition's orphans swept every
     ``compactlog.remote.orphan.min.age.ms``. How many segments were deleted."""
-    from .manager import _maybe_die
     rp = rm.partition(plog)
     with rp.lock:
         due = [p for p in rp.manifest.pending_deletion if p.delete_after_ms <= now]
@@ -290,7 +288,7 @@ def delete_due(rm, plog, now: int) -> int:
             for p in due:
                 delete_segment(rm.store, keys.SegmentKey(rm.prefix, rp.topic, rp.topic_id, rp.partition,
                                                          p.start_offset, p.id))
-            _maybe_die("compaction-deleted")
+            faults.maybe_die("compaction-deleted")
             events = []
             for p in due:
                 st = _state(rm, rp, p.id)

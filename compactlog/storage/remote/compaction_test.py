@@ -279,7 +279,7 @@ class Crash(BaseException):
                                   pytest.param("compaction-started", marks=pytest.mark.slow), "compaction-manifest",
                                   pytest.param("compaction-deleted", marks=pytest.mark.slow)])
 def test_a_crash_at_each_commit_step(tier, monkeypatch, step):
-    from compactlog.storage.remote import manager
+    from compactlog.storage.remote import faults
     log, clock = tier.log, tier.clock
     produce(log, 40, clock, keys_mod=5)
     tier.tier()
@@ -292,14 +292,14 @@ def test_a_crash_at_each_commit_step(tier, monkeypatch, step):
     def die(at):
         if at == step:
             raise Crash(at)
-    monkeypatch.setattr(manager, "_maybe_die", die)
+    monkeypatch.setattr(faults, "maybe_die", die)
     try:
         Cleaner(tier.dd).run(clock.now, topic="c", force=True)
         tier.rm.run_expiration(clock.now + DELAY)
         pytest.fail("no crash")
     except Crash:
         pass
-    monkeypatch.setattr(manager, "_maybe_die", lambda at: None)
+    monkeypatch.setattr(faults, "maybe_die", lambda at: None)
     # "restart": a new remote log manager replays the journal and reconciles with the manifest
     tier.rm.close()
     tier.rm = tier.build()

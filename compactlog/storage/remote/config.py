@@ -106,8 +106,7 @@ SETTINGS = (
               doc="Compact the remote tier of compacted tiered topics with their local segments (one logical log; "
                   "beyond Kafka, which refuses compacted tiered topics). Off: the local cleaner runs alone and "
                   "keeps every tombstone of a tiered log, since the bucket may hold an older value of its key."),
-    ConfigDef("compactlog.remote.compaction.delete.delay.ms", "long", 300000, check=at_least(0),
-              dynamic=CLUSTER_WIDE, importance="low",
+    ConfigDef("compactlog.remote.compaction.delete.delay.ms", "long", 300000, check=at_least(0), importance="low",
               doc="How long the segment objects a remote compaction replaced stay in the bucket after the "
                   "manifest switched to their replacements, so reads that resolved the old segment (a fetch, "
                   "a Spark task, a dump) finish (the remote analogue of file.delete.delay.ms)."),

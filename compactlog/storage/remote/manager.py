@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import struct
 import threading
 import time
@@ -60,7 +59,7 @@ from ...record import remote_log_metadata as rlm
 from ...record.remote_log_metadata import (RemoteLogSegmentId, RemoteLogSegmentMetadata,
                                            RemoteLogSegmentMetadataUpdate, SegmentState, TopicIdPartition)
 from ..txn_index import ENTRY, ENTRY_SIZE, AbortedTxn
-from . import keys
+from . import faults, keys
 from .metadata_topic import metadata_partition
 from .partition_manifest import ManifestSegment, Owner, PartitionManifest, PartitionManifestWriter
 from .segment_objects import (SegmentFiles, delete_segment, leader_epoch_checkpoint, read_indexes, read_manifest,
@@ -70,7 +69,7 @@ from .store import ObjectStore, RemoteStorageError, StoreConfig, open_store
 log = logging.getLogger("kafka.log.remote.RemoteLogManager")
 
 TOPIC = rlm.TOPIC
-KILL_FILE_ENV = "COMPACTLOG_TEST_REMOTE_KILL_FILE"
+KILL_FILE_ENV = faults.KILL_FILE_ENV
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _BATCH_HEAD = struct.Struct(">qiib")       # base offset, length, partition leader epoch, magic
@@ -88,17 +87,7 @@ class ReaderQueueFull(RemoteStorageError):
 
 
 def _maybe_die(step: str) -> None:
-    path = os.environ.get(KILL_FILE_ENV)
-    if not path:
-        return
-    try:
-        with open(path) as f:
-            wanted = f.read().strip()
-    except OSError:
-        return
-    if wanted == step:
-        os.remove(path)
-        os.kill(os.getpid(), signal.SIGKILL)
+    faults.maybe_die(step)
 
 
 # -- the journal's state, as Kafka's RemoteLogMetadataCache keeps it ---------------------------------

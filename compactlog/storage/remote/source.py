@@ -331,14 +331,9 @@ class TieredSource(SegmentSource):
         self.local.discard_replacements()
         self.remote.discard_replacements()
 
-    def commit_remote(self, groups, log, staged=None) -> None:
-        """The remote groups by one manifest CAS (tiered-storage.md §5.5 D1-D3,
-        ``compaction.commit_remote``): first, and without holding the log's lock."""
-        from .compaction import commit_remote
-        commit_remote(self, log, staged or [])
-
     def commit_swap(self, groups, log=None, staged=None) -> None:
-        """The local groups by Kafka's renames (§5.5 D4), after ``commit_remote``."""
+        """The local groups by Kafka's renames (§5.5 D4), after the remote groups were committed
+        by one manifest CAS (``compaction.commit_remote``, D1-D3)."""
         local = [g for g in groups if g[0] >= self.boundary]
         if local:
             self.local.commit_swap(local, log)
