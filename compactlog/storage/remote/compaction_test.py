@@ -403,3 +403,21 @@ def test_a_task_in_another_process_reads_and_writes_the_bucket(tier):
     assert out.cleaned and not out.error, out.error
     assert {p.id for p in tier.rp.manifest.pending_deletion} == old
     assert {k: v for _, k, v in tier.records()} == expected
+
+
+@pytest.mark.spark
+def test_a_round_on_spark_reads_the_bucket_from_its_tasks(tier):
+    """The Spark engine (local[2]): the tasks open the store from the plan's settings, read the
+    remote segments by ranged GETs and write the new objects; the driver commits them."""
+    from compactlog.spark.executor import SparkExecutor
+    from compactlog.spark.session import session
+    log, clock = tier.log, tier.clock
+    produce(log, 40, clock, keys_mod=5)
+    tier.tier()
+    produce(log, 10, clock, start=40, keys_mod=5)
+    expected = {k: v for _, k, v in tier.records()}
+    old = {s.id for s in tier.rp.manifest.segments}
+    [out] = Cleaner(tier.dd, SparkExecutor(spark=session("local[2]"))).run(clock.now, topic="c", force=True)
+    assert out.cleaned and not out.error, out.error
+    assert {p.id for p in tier.rp.manifest.pending_deletion} == old
+    assert {k: v for _, k, v in tier.records()} == expected
