@@ -2,8 +2,9 @@
 cleaner and its remote log manager on moto's S3, confluent-kafka clients. The bucket shrinks once
 the cleaner has compacted the remote tier and the grace period has passed; a consumer from offset
 0 gets the latest value of every key (deleted keys: none) across both tiers; a broker killed with
--9 right after a round's manifest CAS comes back with the round finished, nothing acknowledged
-lost, and the bucket holding exactly the manifest's segments once the grace has passed.
+-9 at a step of a round (after its STARTED batch, after its manifest CAS, while deleting the
+replaced objects) comes back with the round rolled back or finished, nothing acknowledged lost,
+and the bucket holding exactly the manifest's segments once the grace has passed.
 """
 
 from __future__ import annotations
@@ -158,19 +159,22 @@ def test_the_bucket_shrinks_and_a_consumer_from_0_sees_the_latest_values(env):
     assert len(got) < 3 * KEYS
 
 
-def test_kill_after_the_commit_point(env):
+@pytest.mark.parametrize("step", ["compaction-started", "compaction-manifest", "compaction-deleted"])
+def test_kill_during_a_round(env, step):
+    """kill -9 after the round's COPY_SEGMENT_STARTED batch (rolled back at restart), after its
+    manifest CAS (rolled forward), while the replaced objects are deleted (finished)."""
     broker = env["broker"]
     with open(env["kill_file"], "w") as f:
-        f.write("compaction-manifest")
+        f.write(step)
     acked: dict = {}
     for rnd in range(10, 13):
         if not broker.alive():
             break
         produce(env, rnd, acked=acked)
-    wait_until(lambda: not broker.alive(), timeout=90, what="the broker killed after a compaction's CAS")
+    wait_until(lambda: not broker.alive(), timeout=90, what=f"the broker killed at {step}")
     assert broker.proc.returncode == -9
     env["broker"] = Broker(env["data"], env["overrides"], env={KILL_FILE_ENV: env["kill_file"]}).start()
-    produce(env, 20)
+    produce(env, 20 + len(step))
     one_pass = sum(len(k) + len(v) for k, v in env["latest"].items() if v is not None)
     wait_until(lambda: compacted(env, 3 * one_pass), timeout=120, interval=0.5,
                what="the round finished and the bucket back to the manifest's segments")
