@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 
 from ..errors import CompactlogError, TopicError
 from ..storage.datadir import DataDir
+from ..storage.segment_source import LocalDirSource
 from .executor import InProcessExecutor, TaskFailure
 from .manager import CleanerManager, GrabbedLog
-from .plan import PartitionStatus, partition_status
+from .plan import PartitionStatus, both_tiers, partition_status
 from .source import SegmentInfo
 from .stats import CleanerStats
 from .strategy import CompactionStrategy
@@ -115,33 +116,50 @@ def segment_infos(log) -> list[SegmentInfo]:
 KEEP_TOMBSTONES_MS = 1 << 62
 
 
-def tombstone_retention_ms(log) -> int:
-    """delete.retention.ms, but for a tiered log: its remote tier (never rewritten by this cleaner
-    yet, tiered-storage.md §5) may hold an older value of any key, so removing a tombstone here
-    would bring that value back to every reader from the log start once local retention trims the
-    local copy. Until the remote tier is compacted with the local one, tombstones stay."""
+def tombstone_retention_ms(log, both_tiers: bool = False) -> int:
+    """delete.retention.ms (Kafka's rule). A tombstone may go once every older record of its key
+    is gone; for a tiered log that holds only when this round cleans the remote tier with the
+    local one (``both_tiers``: one logical log, one map, tiered-storage.md §5.2). A round over
+    the local segments alone (no remote log manager here, remote compaction off, the store
+    unreachable) keeps every tombstone: the bucket may still hold an older value of the key, which
+    would come back to every reader from the log start once local retention trims the local copy."""
+    if both_tiers:
+        return log.config.delete_retention_ms
     if log.remote_log_enabled or log.highest_remote_offset >= 0 or log.log_start_offset < log.local_log_start_offset:
         return KEEP_TOMBSTONES_MS
     return log.config.delete_retention_ms
 
 
-def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> PartitionCleanPlan:
+def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int, source=None) -> PartitionCleanPlan:
+    """The plan of one partition's clean; ``source``: a tiered log's logical log over both tiers
+    (storage/remote/compaction.tiered_source), else the log's own directory."""
     broker = datadir.broker
     threads = max(broker.get("log.cleaner.threads"), 1)
     io_buffer = broker.get("log.cleaner.io.buffer.size") // threads // 2
-    clean_segs = log.segments_in_range(0, status.first_dirty) if status.first_dirty > 0 else []
-    delete_retention_ms = tombstone_retention_ms(log)
-    legacy_horizon = (clean_segs[-1].last_modified_ms() - delete_retention_ms) if clean_segs else 0
+    extra = {}
+    if source is None:
+        segments = segment_infos(log)
+        last_offsets = {s.base_offset: s.offset_index.last_offset for s in log.segments}
+    else:
+        from ..storage.remote.compaction import remote_segment_infos
+        remote = remote_segment_infos(source, log.config.index_interval_bytes)
+        segments = remote + [s for s in segment_infos(log) if s.base_offset >= source.boundary]
+        last_offsets = {s.base_offset: s.offset_index.last_offset for s in log.segments
+                        if s.base_offset >= source.boundary}
+        extra["zone_cuts"] = [source.boundary]
+    clean_infos = [s for s in segments if s.base_offset < status.first_dirty] if status.first_dirty > 0 else []
+    delete_retention_ms = tombstone_retention_ms(log, both_tiers=source is not None)
+    legacy_horizon = (clean_infos[-1].mtime_ms - delete_retention_ms) if clean_infos else 0
     from .map_choice import choose_map
     from .offset_map import BYTES_PER_KEY, VERSION_BYTES_PER_KEY
     strategy = CompactionStrategy.of(log.config)
     map_kind, map_reason, expected_keys = choose_map(log, status.first_dirty, status.first_uncleanable, broker,
                                                      VERSION_BYTES_PER_KEY if strategy.versioned else BYTES_PER_KEY)
     return PartitionCleanPlan(
-        map_kind=map_kind, extra={"map_reason": map_reason, "expected_keys": expected_keys},
-        topic=log.topic, partition=log.partition, source=log.segment_source, first_dirty=status.first_dirty,
-        first_uncleanable=status.first_uncleanable, now_ms=now_ms, segments=segment_infos(log),
-        last_offsets_in_index={s.base_offset: s.offset_index.last_offset for s in log.segments},
+        map_kind=map_kind, extra={"map_reason": map_reason, "expected_keys": expected_keys, **extra},
+        topic=log.topic, partition=log.partition, source=source or log.segment_source,
+        first_dirty=status.first_dirty, first_uncleanable=status.first_uncleanable, now_ms=now_ms,
+        segments=segments, last_offsets_in_index=last_offsets,
         active_producers=log.last_records_of_active_producers(),
         delete_retention_ms=delete_retention_ms, segment_bytes=log.config.segment_bytes,
         max_index_size=log.config.max_index_size, index_interval_bytes=log.config.index_interval_bytes,
@@ -150,9 +168,32 @@ def make_plan(datadir: DataDir, log, status: PartitionStatus, now_ms: int) -> Pa
         legacy_delete_horizon_ms=legacy_horizon, strategy=strategy)
 
 
-def swap_in(log, result: PartitionCleanResult) -> None:
+def swap_in(log, result: PartitionCleanResult, source=None) -> None:
     """Replace every cleaned group in one commit the source finishes or undoes after a crash."""
-    log.segment_source.commit_swap(result.groups, log)
+    (source or log.segment_source).commit_swap(result.groups, log, staged=result.staged)
+
+
+def _tiered_source(log):
+    """The log's logical log over both tiers when its remote tier is compacted with it here (None:
+    the local directory alone). A store that does not answer leaves the round local (and every
+    tombstone kept)."""
+    if not (log.remote_log_enabled or log.highest_remote_offset >= 0):
+        return None
+    from ..storage.remote.compaction import tiered_source
+    from ..storage.remote.store import RemoteStorageError
+    try:
+        return tiered_source(log)
+    except RemoteStorageError as e:
+        import logging
+        logging.getLogger("kafka.log.LogCleaner").warning(
+            f"{log.name}: the remote tier is not compacted this round (the store failed: {e}); tombstones are kept")
+        return None
+
+
+def _end_round(plan: PartitionCleanPlan) -> None:
+    if not isinstance(plan.source, LocalDirSource):
+        from ..storage.remote.compaction import end_round
+        end_round(plan.source)
 
 
 def _size_below(log, offset: int | None) -> int:
@@ -211,7 +252,7 @@ class Cleaner:
             log = self.datadir.open_log(st.topic, st.partition)
             with log.lock:
                 plan = self._plan(round_, log, out, now_ms)
-            if (st.topic, st.partition) in refuse_keyless:
+            if plan is not None and (st.topic, st.partition) in refuse_keyless:
                 plan.extra["refuse_keyless"] = True
         self._execute(round_)
         return [round_.outcomes[(s.topic, s.partition)] for s in statuses]
@@ -265,12 +306,19 @@ class Cleaner:
         self._execute(round_)
         return [round_.outcomes[g.key] for g in grabbed]
 
-    def _plan(self, round_: "_Round", log, out: PartitionOutcome, now_ms: int) -> PartitionCleanPlan:
-        """Under the log's lock: the plan of one partition's clean, and the epoch it was made at."""
+    def _plan(self, round_: "_Round", log, out: PartitionOutcome, now_ms: int) -> PartitionCleanPlan | None:
+        """Under the log's lock: the plan of one partition's clean, and the epoch it was made at.
+        None: a tiered log whose range starts in its remote tier, which cannot be read this time
+        (not reconciled yet, the store failing): cleaned at a later round."""
         discard_cleaned_files(log.segment_source)
+        source = _tiered_source(log)
+        if source is None and both_tiers(log):
+            out.status.reason = "the remote tier is not ready to be cleaned with the local log; retried later"
+            round_.abort(out)
+            return None
         # the cleaned range's size, as Kafka's "Start size" (the active segment keeps growing)
         out.start_size = _size_below(log, out.status.first_uncleanable)
-        plan = make_plan(self.datadir, log, out.status, now_ms)
+        plan = make_plan(self.datadir, log, out.status, now_ms, source=source)
         round_.plans.append(plan)
         round_.planned_epochs[(out.topic, out.partition)] = log.structure_epoch
         return plan
@@ -278,6 +326,14 @@ class Cleaner:
     def _execute(self, round_: "_Round") -> None:
         """Run the planned tasks, swap each result in, and write the cleaner checkpoint once."""
         plans = {(p.topic, p.partition): p for p in round_.plans}
+        try:
+            self._finish(round_, plans)
+        finally:
+            for p in round_.plans:
+                _end_round(p)
+        self.manager.update_checkpoints(round_.checkpoint_updates)
+
+    def _finish(self, round_: "_Round", plans: dict) -> None:
         results = self.executor.run(round_.plans) if round_.plans else []
         for res in results:
             key = (res.topic, res.partition)
@@ -289,21 +345,39 @@ class Cleaner:
                 round_.abort(out)
                 continue
             log = self.datadir.open_log(res.topic, res.partition)
+            if not isinstance(res, TaskFailure) and not isinstance(plans[key].source, LocalDirSource):
+                # a tiered round's remote commit (one manifest CAS) is made outside the log's lock:
+                # the remote tier's own lock is never taken under it (the copy task takes them in
+                # the other order); the local swap follows under the log's lock
+                from ..storage.remote.compaction import RoundAborted, commit_remote
+                try:
+                    commit_remote(plans[key].source, log, res.staged)
+                except RoundAborted as e:
+                    # the remote tier changed under the round (an upload, remote retention): like a
+                    # change of the local log, no error; cleaned again at the next round
+                    discard_cleaned_files(plans[key].source)
+                    out.status.reason = str(e)
+                    round_.abort(out)
+                    continue
+                except (CompactlogError, OSError) as e:
+                    discard_cleaned_files(plans[key].source)
+                    out.error = f"{log.dir}: committing the cleaned remote segments failed: {e}"
+                    continue
             if isinstance(res, TaskFailure):
                 out.error = res.error
-                discard_cleaned_files(log.segment_source)
+                discard_cleaned_files(plans[key].source)
                 round_.checkpoint_updates.pop(key, None)   # a partition that could not be read stays as it was
                 continue
             with log.lock:
                 if log.structure_epoch != round_.planned_epochs[key]:
                     # truncated, trimmed by retention or replaced while it was cleaned (Kafka aborts
                     # such a cleaning): the result may cover segments that are gone
-                    discard_cleaned_files(log.segment_source)
+                    discard_cleaned_files(plans[key].source)
                     out.error = (f"{log.dir}: cleaning aborted: the log changed while it was cleaned "
                                  f"(truncation, retention or another swap); it is retried next round")
                     continue
                 try:
-                    swap_in(log, res)
+                    swap_in(log, res, plans[key].source)
                 except (CompactlogError, OSError) as e:
                     out.error = f"{log.dir}: swapping in cleaned segments failed: {e}"
                     continue
@@ -315,7 +389,6 @@ class Cleaner:
             out.stats = CleanerStats.from_dict(res.stats)
             out.end_size = _size_below(log, res.end_offset)
             round_.checkpoint_updates[key] = res.end_offset
-        self.manager.update_checkpoints(round_.checkpoint_updates)
 
     def _force(self, st: PartitionStatus, now_ms: int) -> None:
         """--force: ignore the dirty ratio and min.compaction.lag.ms, keep the LSO and active-segment limits."""

@@ -31,10 +31,20 @@ def non_active_segments_from(log, offset: int):
     return log.segments_in_range(offset, active)
 
 
+def both_tiers(log) -> bool:
+    """Whether a clean of ``log`` covers its remote tier too (a tiered log whose remote log
+    manager runs in this process with compactlog.remote.compaction.enable)."""
+    if not getattr(log, "remote_log_enabled", False):
+        return False
+    from ..storage.remote.compaction import compacts_remote_tier
+    return compacts_remote_tier(log)
+
+
 def cleanable_offsets(log, checkpoint: int | None, now_ms: int) -> CleanableRange:
-    # a tiered log's records below its local log start are only in the remote tier, which this
-    # cleaner does not rewrite yet (tiered-storage.md §5): its range starts at the local log start
-    start = getattr(log, "first_local_offset", log.log_start_offset)
+    # a tiered log's records below its local log start are only in the remote tier: its range
+    # starts at the log start when the remote tier is compacted with the local one here
+    # (tiered-storage.md §5.2), else at the local log start
+    start = log.log_start_offset if both_tiers(log) else getattr(log, "first_local_offset", log.log_start_offset)
     ckpt = start if checkpoint is None else checkpoint
     if ckpt < start or ckpt > log.log_end_offset:
         first_dirty, force = start, True
@@ -43,7 +53,19 @@ def cleanable_offsets(log, checkpoint: int | None, now_ms: int) -> CleanableRang
     limits = [(log.last_stable_offset, "last-stable-offset", {}),
               (log.active_segment.base_offset, "active-segment", {})]
     lag = max(log.config.min_compaction_lag_ms, 0)
-    if lag > 0:
+    remote_limit = None
+    if lag > 0 and both_tiers(log):
+        # the segments only in the remote tier come first (their largest timestamp from the manifest)
+        from ..storage.remote.compaction import remote_only_segments
+        remote = remote_only_segments(log)
+        for i, (start, _, largest) in enumerate(remote):
+            nxt = remote[i + 1][0] if i + 1 < len(remote) else None
+            if (nxt is None or nxt > first_dirty) and largest > now_ms - lag:
+                remote_limit = (start, largest)
+                limits.append((start, "min-compaction-lag",
+                               {"segment": start, "largest_timestamp": largest, "cleanable_at_ms": largest + lag}))
+                break
+    if lag > 0 and remote_limit is None:
         for seg in non_active_segments_from(log, first_dirty):
             largest = seg.largest_timestamp()
             if largest > now_ms - lag:
@@ -100,7 +122,22 @@ def log_to_clean(log, first_dirty: int, uncleanable_offset: int, delay_ms: int =
     clean_bytes = sum(s.size for s in log.segments if s.base_offset < first_dirty)
     nonactive = non_active_segments_from(log, uncleanable_offset)
     first_uncleanable = nonactive[0].base_offset if nonactive else log.active_segment.base_offset
+    remote = []
+    if both_tiers(log):
+        from ..storage.remote.compaction import remote_only_segments
+        remote = remote_only_segments(log)
+        if remote and uncleanable_offset < log.segments[0].base_offset:
+            # the segment holding the uncleanable offset is only in the remote tier
+            starts = [start for start, _, _ in remote if start <= uncleanable_offset]
+            first_uncleanable = starts[-1] if starts else remote[0][0]
     cleanable = sum(s.size for s in log.segments_in_range(min(first_dirty, first_uncleanable), first_uncleanable))
+    if remote:
+        # the segments only in the remote tier are part of the one log the round cleans
+        for start, size, _ in remote:
+            if start < first_dirty:
+                clean_bytes += size
+            elif start < first_uncleanable:
+                cleanable += size
     return LogToClean(log.topic, log.partition, first_dirty, first_uncleanable, clean_bytes, cleanable,
                       delay_ms > 0, delay_ms)
 

@@ -18,12 +18,12 @@ INT_MAX = 2147483647
 
 class CleanedSegmentWriter:
     def __init__(self, source: SegmentSource | str, base_offset: int, *, index_interval_bytes: int,
-                 max_index_size: int):
+                 max_index_size: int, members=None):
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_offset_entries = max_index_size // 8
         self.max_time_entries = max_index_size // 12
-        self._out = as_source(source).create_replacement(base_offset)
+        self._out = as_source(source).create_replacement(base_offset, members)
         self.size = 0
         self.bytes_since_last_index_entry = 0
         self.offset_entries: list[tuple[int, int]] = []
@@ -83,6 +83,11 @@ class CleanedSegmentWriter:
             indexes.append((files.TXN_INDEX_SUFFIX, b"".join(t.encode() for t in self.aborted)))
         self._out.finish(indexes, mtime_ms)
         self.io_seconds += time.perf_counter() - t0
+
+    @property
+    def staged(self) -> dict | None:
+        """What the source's replacement describes for its commit (None: nothing to describe)."""
+        return getattr(self._out, "descriptor", None)
 
     def abort(self) -> None:
         self._out.abort()

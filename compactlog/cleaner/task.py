@@ -68,6 +68,7 @@ class PartitionCleanResult:
     stats: dict
     map_kind: str = "task"
     map_reason: str = ""
+    staged: list = field(default_factory=list)   # the replacements' descriptors (remote segments)
 
     @property
     def name(self) -> str:
@@ -75,11 +76,22 @@ class PartitionCleanResult:
 
 
 def plan_groups(plan: PartitionCleanPlan, end_offset: int) -> list[list[int]]:
-    """Kafka's groupSegmentsBySize over the segments below ``end_offset``."""
+    """Kafka's groupSegmentsBySize over the segments below ``end_offset``; no group crosses one
+    of ``extra["zone_cuts"]`` (the boundary between the remote and the local tier, where the two
+    are cleaned as one log: tiered-storage.md §5.2), each zone grouped on its own."""
     sizes = [SegmentSizes(s.base_offset, s.log_bytes, s.offset_index_bytes, s.time_index_bytes,
                           plan.last_offsets_in_index.get(s.base_offset, s.base_offset))
              for s in _segments_below(plan, end_offset)]
-    groups = group_segments_by_size(sizes, plan.segment_bytes, plan.max_index_size, plan.first_uncleanable)
+    zones, cuts = [[]], sorted(plan.extra.get("zone_cuts", ()))
+    for s in sizes:
+        if zones[-1] and any(zones[-1][0].base_offset < c <= s.base_offset for c in cuts):
+            zones.append([])
+        zones[-1].append(s)
+    groups = []
+    for i, zone in enumerate(zones):
+        # the last offset a zone's last group may hold: the next zone's start - 1
+        upper = zones[i + 1][0].base_offset if i + 1 < len(zones) else plan.first_uncleanable
+        groups += group_segments_by_size(zone, plan.segment_bytes, plan.max_index_size, upper)
     return [[s.base_offset for s in g] for g in groups]
 
 
@@ -133,7 +145,7 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
                     w = DryRunWriter(group[0])
                 else:
                     w = CleanedSegmentWriter(plan.source, group[0], index_interval_bytes=plan.index_interval_bytes,
-                                             max_index_size=plan.max_index_size)
+                                             max_index_size=plan.max_index_size, members=group)
                 writers.append(w)
                 clean_group(log, segs, w, ctx, txn, stats)
                 w.finish(mtime_ms=segs[-1].info.mtime_ms)
@@ -145,7 +157,8 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
             raise
         stats.end_s = time.time()
         return PartitionCleanResult(plan.topic, plan.partition, end_offset, groups, stats.to_dict(),
-                                    plan.map_kind, plan.extra.get("map_reason", ""))
+                                    plan.map_kind, plan.extra.get("map_reason", ""),
+                                    [s for s in (getattr(w, "staged", None) for w in writers) if s])
     finally:
         log.close()
 

@@ -123,18 +123,22 @@ class SegmentSource(ABC):
 
     # -- replacing segments
     @abstractmethod
-    def create_replacement(self, base_offset: int) -> ReplacementWriter:
-        """A staged (not live) segment of this base offset, for a cleaned group of segments."""
+    def create_replacement(self, base_offset: int, members=None) -> ReplacementWriter:
+        """A staged (not live) segment of this base offset, for a cleaned group of segments
+        (``members``: the base offsets of the group's segments, which an object store needs to
+        describe the replacement)."""
 
     @abstractmethod
     def discard_replacements(self) -> None:
         """Remove every staged replacement (a failed or abandoned clean)."""
 
     @abstractmethod
-    def commit_swap(self, groups: list[list[int]], log=None) -> None:
+    def commit_swap(self, groups: list[list[int]], log=None, staged=None) -> None:
         """Replace the live segments of each group (their base offsets) with the staged
         replacement of the group's first base offset, crash-safe. ``log``: the writer that holds
-        the segments open (its segment map follows the commit), when there is one."""
+        the segments open (its segment map follows the commit), when there is one; ``staged``:
+        what the tasks' replacements described (``ReplacementWriter.descriptor``: new object ids),
+        for sources whose staged objects cannot be found by name."""
 
 
 class HeldSegment:
@@ -361,7 +365,7 @@ class LocalDirSource(SegmentSource):
         with open(self.location(offset, files.SNAPSHOT_SUFFIX), "rb") as f:
             return f.read()
 
-    def create_replacement(self, base_offset: int) -> LocalReplacement:
+    def create_replacement(self, base_offset: int, members=None) -> LocalReplacement:
         return LocalReplacement(self.dir, base_offset)
 
     def discard_replacements(self) -> None:
@@ -369,7 +373,7 @@ class LocalDirSource(SegmentSource):
             if name.endswith(files.CLEANED_SUFFIX):
                 os.remove(os.path.join(self.dir, name))
 
-    def commit_swap(self, groups: list[list[int]], log=None) -> None:
+    def commit_swap(self, groups: list[list[int]], log=None, staged=None) -> None:
         """The staged ``.cleaned`` segments opened as segments of ``log`` and swapped in by its
         ``replace_segments`` (the renames of ``local_log.replace_segments``, which the loader
         finishes or rolls back after a crash between any two of them)."""

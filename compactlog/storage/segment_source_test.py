@@ -155,7 +155,7 @@ class BucketSource(SegmentSource):
     def pin(self):
         return ObjectPin(self, self.list_segments())
 
-    def create_replacement(self, base_offset: int) -> ReplacementWriter:
+    def create_replacement(self, base_offset: int, members=None) -> ReplacementWriter:
         return _Staged(self, base_offset)
 
     def discard_replacements(self) -> None:
@@ -164,7 +164,7 @@ class BucketSource(SegmentSource):
                 os.remove(self.object_path(key))
         self.put_staged({})
 
-    def commit_swap(self, groups, log=None) -> None:
+    def commit_swap(self, groups, log=None, staged=None) -> None:
         version = self.version()
         staged = self.staged()
         replaced = {b for g in groups for b in g}

@@ -102,6 +102,14 @@ SETTINGS = (
     ConfigDef("compactlog.remote.orphan.min.age.ms", "long", 86400000, check=at_least(0), importance="low",
               doc="Age after which an object of a partition that no manifest and no journal entry names is "
                   "deleted by the orphan sweep."),
+    ConfigDef("compactlog.remote.compaction.enable", "bool", True, importance="medium",
+              doc="Compact the remote tier of compacted tiered topics with their local segments (one logical log; "
+                  "beyond Kafka, which refuses compacted tiered topics). Off: the local cleaner runs alone and "
+                  "keeps every tombstone of a tiered log, since the bucket may hold an older value of its key."),
+    ConfigDef("compactlog.remote.compaction.delete.delay.ms", "long", 300000, check=at_least(0), importance="low",
+              doc="How long the segment objects a remote compaction replaced stay in the bucket after the "
+                  "manifest switched to their replacements, so reads that resolved the old segment (a fetch, "
+                  "a Spark task, a dump) finish (the remote analogue of file.delete.delay.ms)."),
     # the store, by Aiven's names (store.StoreConfig parses and checks them together)
     *block(_STORE, (
         ("backend.class", "string", "io.aiven.kafka.tieredstorage.storage.s3.S3Storage",

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import struct
 import threading
 import time
@@ -60,7 +59,7 @@ from ...record import remote_log_metadata as rlm
 from ...record.remote_log_metadata import (RemoteLogSegmentId, RemoteLogSegmentMetadata,
                                            RemoteLogSegmentMetadataUpdate, SegmentState, TopicIdPartition)
 from ..txn_index import ENTRY, ENTRY_SIZE, AbortedTxn
-from . import keys
+from . import faults, keys
 from .metadata_topic import metadata_partition
 from .partition_manifest import ManifestSegment, Owner, PartitionManifest, PartitionManifestWriter
 from .segment_objects import (SegmentFiles, delete_segment, leader_epoch_checkpoint, read_indexes, read_manifest,
@@ -70,7 +69,7 @@ from .store import ObjectStore, RemoteStorageError, StoreConfig, open_store
 log = logging.getLogger("kafka.log.remote.RemoteLogManager")
 
 TOPIC = rlm.TOPIC
-KILL_FILE_ENV = "COMPACTLOG_TEST_REMOTE_KILL_FILE"
+KILL_FILE_ENV = faults.KILL_FILE_ENV
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _BATCH_HEAD = struct.Struct(">qiib")       # base offset, length, partition leader epoch, magic
@@ -88,17 +87,7 @@ class ReaderQueueFull(RemoteStorageError):
 
 
 def _maybe_die(step: str) -> None:
-    path = os.environ.get(KILL_FILE_ENV)
-    if not path:
-        return
-    try:
-        with open(path) as f:
-            wanted = f.read().strip()
-    except OSError:
-        return
-    if wanted == step:
-        os.remove(path)
-        os.kill(os.getpid(), signal.SIGKILL)
+    faults.maybe_die(step)
 
 
 # -- the journal's state, as Kafka's RemoteLogMetadataCache keeps it ---------------------------------
@@ -132,6 +121,8 @@ class RemotePartition:
     lock: threading.RLock = field(default_factory=threading.RLock)
     ready: bool = False                  # reconciled with the journal
     failed_copy: bool = False            # a copy failed: reconcile before the next
+    round_open: bool = False             # a cleaning round over both tiers is planned (compaction.py)
+    last_sweep_ms: int = -(1 << 62)      # the last orphan sweep (compaction.delete_due)
 
     @property
     def tip(self) -> TopicIdPartition:
@@ -221,7 +212,9 @@ class RemoteLogManager:
         self._pending = 0
         self._pending_lock = threading.Lock()
         self.stats = {"copied_segments": 0, "copied_bytes": 0, "copy_errors": 0, "deleted_segments": 0,
-                      "fetch_bytes": 0, "fetch_errors": 0, "fetch_expired": 0}
+                      "fetch_bytes": 0, "fetch_errors": 0, "fetch_expired": 0, "compacted_segments": 0}
+        from . import compaction
+        compaction.register(datadir.path, self)     # the cleaner finds a tiered log's owner there
 
     # -- start: the metadata topic and its replay (TopicBasedRemoteLogMetadataManager) -------------
     def start(self) -> None:
@@ -313,9 +306,11 @@ class RemoteLogManager:
         in_manifest = {s.id: s for s in m.segments}
         pending = {p.id for p in m.pending_deletion}
         known = self.journal.get((rp.topic_id, rp.partition), {})
-        finish, delete = [], []
+        finish, delete, replaced = [], [], []
         for seg_id, js in list(known.items()):
-            if seg_id in in_manifest:
+            if seg_id in pending and js.state == SegmentState.COPY_SEGMENT_FINISHED:
+                replaced.append(seg_id)             # swapped out by a compaction, DELETE_STARTED lost
+            elif seg_id in in_manifest:
                 if js.state == SegmentState.COPY_SEGMENT_STARTED:
                     finish.append(seg_id)           # committed, FINISHED lost: roll forward
                 elif js.state == SegmentState.DELETE_SEGMENT_STARTED:
@@ -330,6 +325,7 @@ class RemoteLogManager:
                     s.max_timestamp_ms, s.event_timestamp_ms, s.segment_leader_epochs, s.size_in_bytes))
                 rebuilt.append(self._update(rp, s.id, SegmentState.COPY_SEGMENT_FINISHED))
         events = rebuilt + [self._update(rp, i, SegmentState.COPY_SEGMENT_FINISHED) for i in finish]
+        events += [self._update(rp, i, SegmentState.DELETE_SEGMENT_STARTED) for i in replaced]
         if events:
             self._journal(rp, events)
             log.info(f"{rp.topic}-{rp.partition}: {len(finish)} committed copy(ies) finished, "
@@ -370,6 +366,8 @@ class RemoteLogManager:
     def _sweep_orphans(self, rp: RemotePartition) -> None:
         """Rule 7: objects of the partition whose id no manifest list and no live journal entry
         names, older than ``compactlog.remote.orphan.min.age.ms``."""
+        if rp.round_open:
+            return          # a cleaning round's objects are not named anywhere until it commits
         min_age = self.datadir.broker.get("compactlog.remote.orphan.min.age.ms")
         part = keys.partition_prefix(self.prefix, rp.topic, rp.topic_id, rp.partition)
         live = rp.manifest.segment_ids() | set(self.journal.get((rp.topic_id, rp.partition), {}))
@@ -421,6 +419,8 @@ class RemoteLogManager:
 
     def _next_candidate(self, plog, rp: RemotePartition) -> dict | None:
         """The next segment to copy, its files opened, under the log's lock (candidateLogSegments)."""
+        if rp.round_open:
+            return None     # a cleaning round over both tiers is planned: uploads wait for its end
         with plog.lock:
             hro = rp.manifest.highest_offset
             start = max(hro + 1, plog.log_start_offset)
@@ -580,10 +580,12 @@ class RemoteLogManager:
                     log.error(f"Deleting the remote data of {plog.name} failed (retried at the next run): {e}")
 
     def run_expiration(self, now: int) -> int:
+        from .compaction import delete_due
         total = 0
         for plog in self.tiered_logs():
             try:
                 total += self.expire_partition(plog, now)
+                total += delete_due(self, plog, now)
             except (RemoteStorageError, OSError, CompactlogError) as e:
                 log.error(f"Remote retention of {plog.name} failed (retried at the next run): {e}")
             except Exception:
@@ -744,6 +746,8 @@ class RemoteLogManager:
         return None
 
     def close(self) -> None:
+        from . import compaction
+        compaction.unregister(self.datadir.path, self)
         self.readers.shutdown(wait=False, cancel_futures=True)
         self.store.close()
 

@@ -171,8 +171,9 @@ def test_copy_cut_short_is_rolled_back_and_retried(setup, monkeypatch):
 
 
 def test_compacted_tiered_topic_cleans_its_local_part(setup):
-    # beyond Kafka: a compacted topic is tiered; until the remote tier is compacted (spec §5) the
-    # cleaner's range starts at the local log start, never in the remote-only range
+    # beyond Kafka: a compacted topic is tiered; with its remote tier compacted along (spec §5.2)
+    # the cleaner's range starts at the log start, in the remote-only range; with remote
+    # compaction off, at the local log start
     from compactlog.cleaner.plan import cleanable_offsets
     dd, build, clock, _ = setup
     rm = build()
@@ -182,6 +183,9 @@ def test_compacted_tiered_topic_cleans_its_local_part(setup):
     n = rm.copy_partition(log)
     assert dd.delete_old_segments(log) == n       # local.retention.* applies to compact-only tiered topics
     assert log.log_start_offset == 0 < log.local_log_start_offset
+    rng = cleanable_offsets(log, None, clock.now)
+    assert rng.first_dirty == log.log_start_offset == 0
+    dd.broker.props["compactlog.remote.compaction.enable"] = "false"
     rng = cleanable_offsets(log, None, clock.now)
     assert rng.first_dirty == log.local_log_start_offset
 
@@ -231,24 +235,28 @@ def test_turning_remote_storage_off_with_delete(setup):
     assert left == [keys.partition_manifest_key("tiered/", "t", topic_id, 0)]
 
 
-@pytest.mark.parametrize("tiered", [True, False])
-def test_the_local_cleaner_keeps_tombstones_whose_key_the_remote_tier_may_hold(tmp_path, tiered):
+@pytest.mark.parametrize("mode", ["tiered", "tiered-local-only", "untiered"])
+def test_a_deleted_key_never_comes_back_from_the_remote_tier(tmp_path, mode):
     """A compacted tiered topic: k's value is copied to the remote tier and trimmed locally, then
-    k is deleted. Cleaning the local log past delete.retention.ms must keep the tombstone (the
-    remote tier still holds the value, and nothing rewrites it yet): else a reader from the log
-    start sees k come back. The untiered topic, as a control, loses its tombstone as Kafka's does."""
+    k is deleted. Whatever the cleaner does past delete.retention.ms, a reader from the log start
+    never sees k's value again. With the remote tier compacted along (tiered-storage.md §5) the
+    value leaves the bucket and then the tombstone goes, as Kafka's rule says; with remote
+    compaction off the local cleaner keeps the tombstone (the bucket still holds the value); the
+    untiered topic, as a control, loses its tombstone as Kafka's does."""
     from compactlog.cleaner.cleaner import Cleaner
     clock = Clock()
     bucket = tmp_path / "bucket"
     props = {"remote.log.storage.system.enable": "true",
              "rsm.config.storage.backend.class": "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage",
              "rsm.config.storage.root": str(bucket), "rsm.config.key.prefix": "tiered/",
-             "rsm.config.chunk.size": "512", "rlmm.config.remote.log.metadata.topic.num.partitions": "3"}
+             "rsm.config.chunk.size": "512", "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+             "compactlog.remote.compaction.enable": str(mode != "tiered-local-only").lower()}
     dd = DataDir(str(tmp_path / "data"), broker=BrokerConfig(props), clock=clock, create=True, writable=True)
     rm = RemoteLogManager(dd, broker_id=1, cluster_id="c", clock=clock, open_log=lambda t, p: dd.open_log(t, p),
                           create_topic=lambda t, n, c: dd.create_topic(t, n, c),
                           store=LocalDirectoryStore(str(bucket), StoreConfig.from_properties(props)))
     rm.start()
+    tiered = mode != "untiered"
     try:
         configs = {"cleanup.policy": "compact", "segment.bytes": "400", "delete.retention.ms": "1000",
                    "min.cleanable.dirty.ratio": "0.01"}
@@ -265,17 +273,36 @@ def test_the_local_cleaner_keeps_tombstones_whose_key_the_remote_tier_may_hold(t
         log.append_records([b"k"], [None], timestamps=[clock.now])
         produce(log, 12, clock, start=200)
         tombstone = log.log_end_offset - 13
+
+        def kept_of_k():
+            """k's records as a consumer from the log start reads them: remote, then local."""
+            out = []
+            if tiered:
+                rp = rm.partition(log)
+                for s in rp.manifest.segments:
+                    k = keys.SegmentKey("tiered/", "c", rp.topic_id, 0, s.start_offset, s.id)
+                    data = rm.store.get(k.key("log")).data if s.size_in_bytes else b""
+                    out += [(r.offset, r.value) for b in iter_batches(data) for r in b.records()
+                            if r.key == b"k" and r.offset < log.local_log_start_offset]
+            out += [(r.offset, r.value) for s in log.segments for b in iter_batches(open(s.log.path, "rb").read())
+                    for r in b.records() if r.key == b"k" and r.offset >= log.local_log_start_offset]
+            return out
         cleaner = Cleaner(dd)
         for step in range(3):                    # the first clean sets the horizon, a later one passes it
             clock.now += 5000
             produce(log, 12, clock, start=300 + 20 * step)      # dirty records for the next round
-            cleaner.run(clock.now, force=True)
-        kept = [(r.offset, r.value) for s in log.segments for b in iter_batches(open(s.log.path, "rb").read())
-                for r in b.records() if r.key == b"k"]
-        if tiered:
-            assert kept == [(tombstone, None)]
+            cleaner.run(clock.now, topic="c", force=True)
+            if tiered:
+                rm.copy_partition(log)
+                log.delete_old_segments()
+            kept = kept_of_k()
+            assert not kept or kept[-1][1] is None, kept         # the latest of k is its deletion
+            if mode == "tiered":
+                assert all(v is None for _, v in kept), kept     # the value left the bucket too
+        if mode == "tiered-local-only":
+            assert kept_of_k() == [(0, b"old value" + b"." * 60), (tombstone, None)]
         else:
-            assert kept == []
+            assert kept_of_k() == []
     finally:
         rm.close()
         dd.close()
