@@ -65,6 +65,7 @@ from .metadata_topic import metadata_partition
 from .partition_manifest import ManifestSegment, Owner, PartitionManifest, PartitionManifestWriter
 from .segment_objects import (SegmentFiles, delete_segment, leader_epoch_checkpoint, read_indexes, read_manifest,
                               segment_key, upload_segment)
+from .stats import RemoteStorageStats
 from .store import ObjectStore, RemoteStorageError, StoreConfig, open_store
 
 log = logging.getLogger("kafka.log.remote.RemoteLogManager")
@@ -222,6 +223,7 @@ class RemoteLogManager:
         self._pending_lock = threading.Lock()
         self.stats = {"copied_segments": 0, "copied_bytes": 0, "copy_errors": 0, "deleted_segments": 0,
                       "fetch_bytes": 0, "fetch_errors": 0, "fetch_expired": 0}
+        self.metrics = RemoteStorageStats()     # Kafka's remote BrokerTopicMetrics (stats.py)
 
     # -- start: the metadata topic and its replay (TopicBasedRemoteLogMetadataManager) -------------
     def start(self) -> None:
@@ -363,7 +365,12 @@ class RemoteLogManager:
                 return new
             rp.writer.update(change)
         for m in metas:
-            delete_segment(self.store, segment_key(self.prefix, m))
+            self.metrics.add(rp.topic, "delete_requests")
+            try:
+                delete_segment(self.store, segment_key(self.prefix, m))
+            except BaseException:
+                self.metrics.add(rp.topic, "delete_errors")
+                raise
         self._journal(rp, [self._update(rp, m.segment_id.id, SegmentState.DELETE_SEGMENT_FINISHED) for m in metas])
         self.stats["deleted_segments"] += len(metas)
 
@@ -409,14 +416,17 @@ class RemoteLogManager:
                 candidate = self._next_candidate(plog, rp)
                 if candidate is None:
                     return copied
+                self.metrics.add(plog.topic, "copy_requests")
                 try:
                     self._copy_segment(plog, rp, candidate)
                 except BaseException:
                     rp.failed_copy = True
                     self.stats["copy_errors"] += 1
+                    self.metrics.add(plog.topic, "copy_errors")
                     raise
                 finally:
                     os.close(candidate["fd"])
+                self.metrics.add(plog.topic, "copy_bytes", candidate["size"])
                 copied += 1
 
     def _next_candidate(self, plog, rp: RemotePartition) -> dict | None:
@@ -522,7 +532,12 @@ class RemoteLogManager:
                                               s.segment_leader_epochs, s.size_in_bytes) for s in doomed]
             known = self.journal.get((rp.topic_id, rp.partition), {})
             states = [known[s.id].state if s.id in known else SegmentState.COPY_SEGMENT_FINISHED for s in doomed]
-            self._delete_segments(rp, metas, states, log_start=max(new_start, plog.log_start_offset))
+            lag_key = (rp.topic, rp.partition)
+            self.metrics.delete_lag[lag_key] = (sum(s.size_in_bytes for s in doomed), len(doomed))
+            try:
+                self._delete_segments(rp, metas, states, log_start=max(new_start, plog.log_start_offset))
+            finally:
+                self.metrics.delete_lag.pop(lag_key, None)
             log.info(f"Deleted {len(doomed)} remote segment(s) of {plog.name}; log start offset {plog.log_start_offset}")
             return len(doomed)
 
@@ -657,6 +672,16 @@ class RemoteLogManager:
     def read(self, plog, offset: int, max_bytes: int, min_one: bool, committed: bool) -> RemoteRead:
         """Records at ``offset`` from the remote tier (module docstring); OffsetOutOfRangeError
         when no remote segment holds it, RemoteStorageError when the store fails."""
+        try:
+            got = self._read(plog, offset, max_bytes, min_one, committed)
+        except RemoteStorageError:
+            self.metrics.add(plog.topic, "fetch_errors")
+            raise
+        if got.records:
+            self.metrics.add(plog.topic, "fetch_bytes", len(got.records))
+        return got
+
+    def _read(self, plog, offset: int, max_bytes: int, min_one: bool, committed: bool) -> RemoteRead:
         rp = self.partition(plog)
         seg = rp.segment_for(offset)
         if seg is None:
@@ -692,6 +717,7 @@ class RemoteLogManager:
             if self._pending >= broker.get("remote.log.reader.max.pending.tasks"):
                 raise ReaderQueueFull(f"{plog.name}: {self._pending} remote reads pending")
             self._pending += 1
+        self.metrics.add(plog.topic, "fetch_requests")     # RemoteLogReader's constructor marks it
         try:
             fut = self.readers.submit(self.read, plog, offset, max_bytes, min_one, committed)
         except RuntimeError:
@@ -703,6 +729,7 @@ class RemoteLogManager:
             return fut.result(timeout=broker.get("remote.fetch.max.wait.ms") / 1000.0)
         except FutureTimeout:
             self.stats["fetch_expired"] += 1
+            self.metrics.add(plog.topic, "fetch_expired")
             raise RemoteFetchTimeout(f"{plog.name}: the remote read took longer than remote.fetch.max.wait.ms") \
                 from None
         except RemoteStorageError:

@@ -1,0 +1,133 @@
+"""The remote tier's metrics (Kafka's ``RemoteStorageMetrics``), served as the JMX exporter names
+them (tiered-storage.md §7, metrics.md §2): the ``kafka.server:type=BrokerTopicMetrics`` meters
+as ``kafka_server_brokertopicmetrics_<name>_total{topic}`` beside the label-less all-topics series,
+and its aggregated gauges (``RemoteCopyLagBytes``/``Segments``, ``RemoteDeleteLagBytes``/``Segments``,
+``RemoteLogSizeBytes``, ``RemoteLogMetadataCount``, ``RemoteLogSizeComputationTime``) per topic
+(the sum of its partitions, as ``BrokerTopicAggregatedMetric`` sums them) and for all topics.
+
+Kafka registers these only when ``remote.log.storage.system.enable`` is true; so does this: a
+broker without a remote tier serves none of them. The counters come from
+``storage.remote.stats.RemoteStorageStats`` (counted lock-free by the RemoteLogManager); the
+gauges are read now, from what the broker holds: each tiered partition's manifest (an immutable
+value: no lock, no request to the store) and journal state, and its local segments (under the
+log's lock, a moment per partition) for the copy lag — read at every scrape, so a copy stalled by
+a store outage shows its lag growing, where Kafka's value stays at its last successful copy.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ...storage.remote.stats import COUNTERS, EXPIRED
+
+PREFIX = "kafka_server_brokertopicmetrics_"
+
+GAUGES = (
+    ("copy_lag_bytes", "remotecopylagbytes", "Bytes of rolled local segments not yet copied to the remote tier "
+                                             "(RemoteCopyLagBytes)"),
+    ("copy_lag_segments", "remotecopylagsegments", "Rolled local segments not yet copied (RemoteCopyLagSegments)"),
+    ("delete_lag_bytes", "remotedeletelagbytes", "Bytes of remote segments being deleted (RemoteDeleteLagBytes)"),
+    ("delete_lag_segments", "remotedeletelagsegments", "Remote segments being deleted (RemoteDeleteLagSegments)"),
+    ("metadata_count", "remotelogmetadatacount", "Remote segments the metadata journal knows, in any state but "
+                                                 "deleted (RemoteLogMetadataCount)"),
+    ("size_bytes", "remotelogsizebytes", "Bytes of the partition's remote segments (RemoteLogSizeBytes)"),
+    ("size_ms", "remotelogsizecomputationtime", "Milliseconds this scrape spent summing the remote log's size "
+                                                "(RemoteLogSizeComputationTime)"),
+)
+
+
+def copy_lag(log, highest_remote_offset: int) -> tuple[int, int]:
+    """(bytes, segments) of the rolled local segments above the highest remote offset (Kafka's
+    ``onlyLocalLogSegmentsSize - activeSegment.size`` and ``onlyLocalLogSegmentsCount - 1``)."""
+    with log.lock:
+        rolled = list(log.segments)[:-1]
+        pending = [s for s in rolled if s.base_offset > highest_remote_offset]
+        return sum(s.size for s in pending), len(pending)
+
+
+def tier_row(remote, log) -> dict | None:
+    """One tiered partition's two tiers, for the status page, ``cleaner status`` and the gauges;
+    None when the partition has no remote state in this broker yet (nothing copied or read)."""
+    rp = remote.partitions.get((log.topic, log.partition))
+    manifest = rp.manifest if rp is not None else None
+    if manifest is None:
+        return None
+    hro = manifest.highest_offset
+    lag_bytes, lag_segments = copy_lag(log, hro)
+    journal = remote.journal.get((rp.topic_id, rp.partition), {})
+    return {"remoteSegmentCount": len(manifest.segments),
+            "remoteSizeBytes": sum(s.size_in_bytes for s in manifest.segments),
+            "remoteStartOffset": manifest.segments[0].start_offset if manifest.segments else None,
+            "highestRemoteOffset": hro, "localLogStartOffset": log.local_log_start_offset,
+            "logStartOffset": log.log_start_offset, "copyLagBytes": lag_bytes, "copyLagSegments": lag_segments,
+            "metadataCount": len(journal), "pendingDeletion": len(manifest.pending_deletion),
+            "generation": manifest.generation}
+
+
+class RemoteCollector:
+    """The remote families of one broker (``BrokerMetrics.remote_collector``)."""
+
+    def __init__(self, metrics):
+        self.metrics = metrics
+
+    def collect(self, live_topics: set[str] | None):
+        state = self.metrics.state
+        remote = getattr(state, "remote", None) if state is not None else None
+        if remote is None:
+            return
+        live = (lambda t: True) if live_topics is None else live_topics.__contains__
+        counts = {t: c for t, c in remote.metrics.totals().items() if live(t)}
+        for field, name, doc in COUNTERS:
+            family = CounterMetricFamily(PREFIX + name, doc, labels=["topic"])
+            family.add_metric([], sum(c.get(field, 0) for c in counts.values()))
+            for topic in sorted(counts):
+                family.add_metric([topic], counts[topic].get(field, 0))
+            yield family
+        yield CounterMetricFamily("kafka_server_delayedremotefetchmetrics_expires",
+                                  "Remote reads answered empty after remote.fetch.max.wait.ms "
+                                  "(DelayedRemoteFetchMetrics.ExpiresPerSec)",
+                                  value=sum(c.get(EXPIRED, 0) for c in counts.values()))
+        gauges = self._gauges(remote, state, live)
+        for field, name, doc in GAUGES:
+            family = GaugeMetricFamily(PREFIX + name, doc, labels=["topic"])
+            family.add_metric([], sum(g[field] for g in gauges.values()))
+            for topic in sorted(gauges):
+                family.add_metric([topic], gauges[topic][field])
+            yield family
+        yield from self._caches(remote)
+
+    def _gauges(self, remote, state, live) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        deleting = dict(remote.metrics.delete_lag)
+        for (topic, partition), log in sorted(list(state.datadir.logs.items()), key=lambda x: x[0]):
+            if not live(topic) or log.closed or not log.remote_log_enabled:
+                continue
+            t0 = time.perf_counter()
+            row = tier_row(remote, log)
+            took = (time.perf_counter() - t0) * 1000
+            g = out.setdefault(topic, {f: 0 for f, _, _ in GAUGES})
+            if row is None:
+                continue
+            del_bytes, del_segments = deleting.get((topic, partition), (0, 0))
+            g["copy_lag_bytes"] += row["copyLagBytes"]
+            g["copy_lag_segments"] += row["copyLagSegments"]
+            g["delete_lag_bytes"] += del_bytes
+            g["delete_lag_segments"] += del_segments
+            g["metadata_count"] += row["metadataCount"]
+            g["size_bytes"] += row["remoteSizeBytes"]
+            g["size_ms"] += took
+        return out
+
+    @staticmethod
+    def _caches(remote):
+        family = CounterMetricFamily("compactlog_remote_cache_hits", "Remote reads served from the broker's "
+                                     "cache", labels=["cache"])
+        misses = CounterMetricFamily("compactlog_remote_cache_misses", "Remote reads that went to the store",
+                                     labels=["cache"])
+        for name, lru in (("chunk", remote.chunks), ("index", remote.indexes)):
+            family.add_metric([name], lru.hits)
+            misses.add_metric([name], lru.misses)
+        yield family
+        yield misses

@@ -1,0 +1,86 @@
+"""The remote tier's counters: Kafka's ``RemoteStorageMetrics`` as ``BrokerTopicStats`` keeps them
+(the meters ``RemoteCopyBytesPerSec``, ``RemoteCopyRequestsPerSec``, ``RemoteCopyErrorsPerSec``,
+``RemoteFetchBytesPerSec``, ``RemoteFetchRequestsPerSec``, ``RemoteFetchErrorsPerSec``,
+``RemoteDeleteRequestsPerSec``, ``RemoteDeleteErrorsPerSec`` per topic and for all topics, and
+``DelayedRemoteFetchMetrics``' expirations), counted where Kafka marks them:
+
+* copy (``RLMCopyTask.copyLogSegment``): a request per segment whose upload starts, its bytes
+  once the copy committed, an error when it failed;
+* fetch (``RemoteLogReader``): a request per remote read scheduled, the bytes of the records it
+  returned, an error when the store failed (an offset out of range is not one);
+* delete (``RemoteLogManager.deleteRemoteLogSegment``): a request per segment whose objects are
+  deleted, an error when that failed.
+
+The fetch side runs on every reader thread at once, so nothing here takes a lock per event: each
+thread adds into its own dict (one writer per dict, so no update is lost), and the scrape sums
+the dicts (``totals``). A thread's dict is registered once, under a lock, the first time it counts.
+
+The gauges (copy lag, remote log size, metadata count) are not counted: the scrape reads them
+from the partitions' manifests and logs (``server/metrics/remote.py``); the delete lag is set by
+the expiration task while it deletes (``RLMExpirationTask`` sets it the same way).
+"""
+
+from __future__ import annotations
+
+import threading
+
+# (field, metric name after kafka_server_brokertopicmetrics_, help): Kafka's meters, as the JMX
+# exporter names them (the PerSec dropped, _total added by the counter)
+COUNTERS = (
+    ("copy_bytes", "remotecopybytes", "Bytes of segments copied to the remote tier (RemoteCopyBytesPerSec)"),
+    ("copy_requests", "remotecopyrequests", "Segment copies started (RemoteCopyRequestsPerSec)"),
+    ("copy_errors", "remotecopyerrors", "Segment copies that failed (RemoteCopyErrorsPerSec)"),
+    ("fetch_bytes", "remotefetchbytes", "Record bytes read from the remote tier for Fetch "
+                                        "(RemoteFetchBytesPerSec)"),
+    ("fetch_requests", "remotefetchrequests", "Remote reads scheduled for Fetch (RemoteFetchRequestsPerSec)"),
+    ("fetch_errors", "remotefetcherrors", "Remote reads that failed (RemoteFetchErrorsPerSec)"),
+    ("delete_requests", "remotedeleterequests", "Remote segments deleted or being deleted "
+                                                "(RemoteDeleteRequestsPerSec)"),
+    ("delete_errors", "remotedeleteerrors", "Remote segment deletions that failed (RemoteDeleteErrorsPerSec)"),
+    # a single node has no follower to rebuild its auxiliary state from the remote tier: always 0
+    ("aux_requests", "buildremotelogauxstaterequests", "Always 0 on one node (BuildRemoteLogAuxStateRequestsPerSec)"),
+    ("aux_errors", "buildremotelogauxstateerrors", "Always 0 on one node (BuildRemoteLogAuxStateErrorsPerSec)"),
+)
+FIELDS = tuple(f for f, _, _ in COUNTERS)
+# not a topic meter: DelayedRemoteFetchMetrics.expires (kafka_server_delayedremotefetchmetrics_expires_total),
+# counted per topic here and summed by the scrape
+EXPIRED = "fetch_expired"
+
+
+class RemoteStorageStats:
+    """Per-topic remote counters of one broker (``RemoteLogManager.metrics``)."""
+
+    def __init__(self):
+        self._local = threading.local()
+        self._shards: list[dict] = []
+        self._register = threading.Lock()
+        # (topic, partition) -> (bytes, segments) being deleted now (RemoteDeleteLagBytes/Segments)
+        self.delete_lag: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def _counts(self) -> dict:
+        try:
+            return self._local.counts
+        except AttributeError:
+            counts: dict = {}
+            with self._register:
+                self._shards.append(counts)
+            self._local.counts = counts
+            return counts
+
+    def add(self, topic: str, field: str, n: int = 1) -> None:
+        """Count ``n`` for ``topic`` (the all-topics sum is the scrape's)."""
+        counts = self._counts()
+        key = (topic, field)
+        counts[key] = counts.get(key, 0) + n
+
+    def totals(self) -> dict[str, dict[str, int]]:
+        """topic -> field -> count, summed over the threads' dicts (a count added meanwhile is in
+        the next scrape)."""
+        with self._register:
+            shards = list(self._shards)
+        out: dict[str, dict[str, int]] = {}
+        for shard in shards:
+            for (topic, field), n in list(shard.items()):    # one C-level copy: safe beside its writer
+                per = out.setdefault(topic, dict.fromkeys(FIELDS, 0))
+                per[field] = per.get(field, 0) + n
+        return out
