@@ -174,6 +174,14 @@ def test_fetch_metrics_count_what_a_consumer_read(env):
     assert after[(name + "remotefetcherrors_total", t)] == 0
     assert after[(name + "remotefetchbytes_total", ())] == after[(name + "remotefetchbytes_total", t)]
     assert after[("compactlog_remote_cache_misses_total", (("cache", "chunk"),))] > 0
+    # the reader's timer and pool (RemoteStorageMetrics' RemoteLogReader* names)
+    timer = "kafka_log_remote_remotelogmanager_remotelogreaderfetchrateandtimems"
+    assert after[(timer + "_count", ())] - before.get((timer + "_count", ()), 0) == requests
+    assert after[(timer, (("quantile", "0.99"),))] > 0
+    pool = "org_apache_kafka_storage_internals_log_remotestoragethreadpool_remotelogreader"
+    assert after[(pool + "taskqueuesize", ())] == 0
+    assert 0 <= after[(pool + "avgidlepercent", ())] <= 1
+    assert 0 <= after[("kafka_log_remote_remotelogmanager_remotelogmanagertasksavgidlepercent", ())] <= 1
 
 
 def test_status_names_both_tiers(env, cli):

@@ -12,6 +12,10 @@ gauges are read now, from what the broker holds: each tiered partition's manifes
 value: no lock, no request to the store) and journal state, and its local segments (under the
 log's lock, a moment per partition) for the copy lag — read at every scrape, so a copy stalled by
 a store outage shows its lag growing, where Kafka's value stays at its last successful copy.
+
+Beside them, as Kafka's ``RemoteStorageMetrics`` names them: the reader pool's queue and idle
+ratio, the copy and expiration tasks' idle ratio, and the remote read timer (percentiles of the
+last reads and a ``_count``, as the request timers here), and compactlog's cache hits and misses.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import time
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from ...storage.remote.stats import COUNTERS, EXPIRED
+from ...storage.remote.stats import COUNTERS, EXPIRED, READ_MS, READS, TASKS_MS
+from .requests import QUANTILES, percentile
 
 PREFIX = "kafka_server_brokertopicmetrics_"
 
@@ -71,6 +76,7 @@ class RemoteCollector:
 
     def __init__(self, metrics):
         self.metrics = metrics
+        self._last: dict[str, tuple[float, float]] = {}     # pool -> (monotonic s, busy ms) at the last scrape
 
     def collect(self, live_topics: set[str] | None):
         state = self.metrics.state
@@ -78,7 +84,9 @@ class RemoteCollector:
         if remote is None:
             return
         live = (lambda t: True) if live_topics is None else live_topics.__contains__
-        counts = {t: c for t, c in remote.metrics.totals().items() if live(t)}
+        totals = remote.metrics.totals()
+        own = totals.get(None, {})
+        counts = {t: c for t, c in totals.items() if t is not None and live(t)}
         for field, name, doc in COUNTERS:
             family = CounterMetricFamily(PREFIX + name, doc, labels=["topic"])
             family.add_metric([], sum(c.get(field, 0) for c in counts.values()))
@@ -97,6 +105,39 @@ class RemoteCollector:
                 family.add_metric([topic], gauges[topic][field])
             yield family
         yield from self._caches(remote)
+        yield from self._pools(remote, own)
+
+    def _idle(self, pool: str, busy_ms: float, threads: int, since: float) -> float:
+        """The fraction of the pool's thread time idle since the last scrape (Kafka's
+        AvgIdlePercent, 0-1)."""
+        now = time.monotonic()
+        then, busy_then = self._last.get(pool, (since, 0.0))
+        self._last[pool] = (now, busy_ms)
+        elapsed = (now - then) * 1000 * max(threads, 1)
+        return 1.0 if elapsed <= 0 else min(max(1.0 - (busy_ms - busy_then) / elapsed, 0.0), 1.0)
+
+    def _pools(self, remote, own: dict):
+        stats = remote.metrics
+        yield GaugeMetricFamily("kafka_log_remote_remotelogmanager_remotelogmanagertasksavgidlepercent",
+                                "Fraction of the copy and expiration tasks' time idle since the last scrape "
+                                "(RemoteLogManagerTasksAvgIdlePercent)",
+                                value=self._idle("tasks", own.get(TASKS_MS, 0.0), 1, stats.started))
+        pool = "org_apache_kafka_storage_internals_log_remotestoragethreadpool_remotelogreader"
+        queue = getattr(getattr(remote.readers, "_work_queue", None), "qsize", lambda: 0)()
+        yield GaugeMetricFamily(pool + "taskqueuesize", "Remote reads waiting for a reader thread "
+                                "(RemoteLogReaderTaskQueueSize)", value=queue)
+        yield GaugeMetricFamily(pool + "avgidlepercent", "Fraction of the reader threads' time idle since the last "
+                                "scrape (RemoteLogReaderAvgIdlePercent)",
+                                value=self._idle("reader", own.get(READ_MS, 0.0), remote.readers._max_workers,
+                                                 stats.started))
+        name = "kafka_log_remote_remotelogmanager_remotelogreaderfetchrateandtimems"
+        values = sorted(stats.read_times)           # one C-level copy beside the appending readers
+        g = GaugeMetricFamily(name, "Remote read time in ms, percentiles of the last reads "
+                                    "(RemoteLogReaderFetchRateAndTimeMs)", labels=["quantile"])
+        for text, q in QUANTILES:
+            g.add_metric([text], percentile(values, q))
+        yield g
+        yield GaugeMetricFamily(name + "_count", "Remote reads timed", value=own.get(READS, 0))
 
     def _gauges(self, remote, state, live) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}

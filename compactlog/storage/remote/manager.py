@@ -543,6 +543,13 @@ class RemoteLogManager:
 
     # -- the background task ----------------------------------------------------------------------
     def run_copy_tasks(self) -> None:
+        started = time.perf_counter()
+        try:
+            self._run_copy_tasks()
+        finally:
+            self.metrics.add(None, "tasks_ms", (time.perf_counter() - started) * 1000)
+
+    def _run_copy_tasks(self) -> None:
         self.run_disable_deletions()
         for plog in self.tiered_logs():
             try:
@@ -595,6 +602,13 @@ class RemoteLogManager:
                     log.error(f"Deleting the remote data of {plog.name} failed (retried at the next run): {e}")
 
     def run_expiration(self, now: int) -> int:
+        started = time.perf_counter()
+        try:
+            return self._run_expiration(now)
+        finally:
+            self.metrics.add(None, "tasks_ms", (time.perf_counter() - started) * 1000)
+
+    def _run_expiration(self, now: int) -> int:
         total = 0
         for plog in self.tiered_logs():
             try:
@@ -672,11 +686,14 @@ class RemoteLogManager:
     def read(self, plog, offset: int, max_bytes: int, min_one: bool, committed: bool) -> RemoteRead:
         """Records at ``offset`` from the remote tier (module docstring); OffsetOutOfRangeError
         when no remote segment holds it, RemoteStorageError when the store fails."""
+        started = time.perf_counter()
         try:
             got = self._read(plog, offset, max_bytes, min_one, committed)
         except RemoteStorageError:
             self.metrics.add(plog.topic, "fetch_errors")
             raise
+        finally:
+            self.metrics.read_done((time.perf_counter() - started) * 1000)
         if got.records:
             self.metrics.add(plog.topic, "fetch_bytes", len(got.records))
         return got

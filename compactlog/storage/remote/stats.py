@@ -23,6 +23,8 @@ the expiration task while it deletes (``RLMExpirationTask`` sets it the same way
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 
 # (field, metric name after kafka_server_brokertopicmetrics_, help): Kafka's meters, as the JMX
 # exporter names them (the PerSec dropped, _total added by the counter)
@@ -45,6 +47,10 @@ FIELDS = tuple(f for f, _, _ in COUNTERS)
 # not a topic meter: DelayedRemoteFetchMetrics.expires (kafka_server_delayedremotefetchmetrics_expires_total),
 # counted per topic here and summed by the scrape
 EXPIRED = "fetch_expired"
+# broker-level sums (counted under the topic None): remote reads done and the time they took, the
+# time the copy and expiration tasks ran (for the thread pools' AvgIdlePercent gauges)
+READS, READ_MS, TASKS_MS = "reads", "read_ms", "tasks_ms"
+RESERVOIR = 1024        # the last remote read times kept for the timer's percentiles (metrics.md §5)
 
 
 class RemoteStorageStats:
@@ -56,6 +62,10 @@ class RemoteStorageStats:
         self._register = threading.Lock()
         # (topic, partition) -> (bytes, segments) being deleted now (RemoteDeleteLagBytes/Segments)
         self.delete_lag: dict[tuple[str, int], tuple[int, int]] = {}
+        # ms of the last remote reads (RemoteLogReaderFetchRateAndTimeMs); a deque's append is
+        # atomic, so the reader threads share it without a lock
+        self.read_times: deque = deque(maxlen=RESERVOIR)
+        self.started = time.monotonic()
 
     def _counts(self) -> dict:
         try:
@@ -67,15 +77,21 @@ class RemoteStorageStats:
             self._local.counts = counts
             return counts
 
-    def add(self, topic: str, field: str, n: int = 1) -> None:
-        """Count ``n`` for ``topic`` (the all-topics sum is the scrape's)."""
+    def read_done(self, ms: float) -> None:
+        """A remote read finished after ``ms`` (on a reader thread)."""
+        self.read_times.append(ms)
+        self.add(None, READS)
+        self.add(None, READ_MS, ms)
+
+    def add(self, topic: str | None, field: str, n: float = 1) -> None:
+        """Count ``n`` for ``topic`` (the all-topics sum is the scrape's; None: the broker's own)."""
         counts = self._counts()
         key = (topic, field)
         counts[key] = counts.get(key, 0) + n
 
-    def totals(self) -> dict[str, dict[str, int]]:
+    def totals(self) -> dict[str | None, dict[str, float]]:
         """topic -> field -> count, summed over the threads' dicts (a count added meanwhile is in
-        the next scrape)."""
+        the next scrape); the broker-level sums under None."""
         with self._register:
             shards = list(self._shards)
         out: dict[str, dict[str, int]] = {}
