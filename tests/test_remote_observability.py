@@ -259,6 +259,17 @@ def test_offline_commands_read_the_bucket_and_write_nothing(env, cli, tmp_path):
     assert bucket_state(env) == bucket_before
     assert {n: os.stat(os.path.join(pdir, n)).st_mtime_ns for n in os.listdir(pdir)} == files_before
 
+    # the store gone: one clear line naming it, no traceback, for a reader and for verify
+    env["proxy"].refuse()
+    try:
+        for args in (("consume", "--topic", TOPIC, "--from-beginning"), ("verify",)):
+            res = cli("--data-dir", data, *args)
+            assert res.code == 1, (args, res.code, res.out[-300:], res.err)
+            lines = [x for x in res.err.splitlines() if x.startswith("error:")]
+            assert len(lines) == 1 and "Traceback" not in res.err, res.err
+    finally:
+        env["proxy"].accept()
+
 
 def test_spark_reads_both_tiers(env, spark):
     if env["broker"].alive():
