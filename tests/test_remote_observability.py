@@ -208,6 +208,27 @@ def test_status_names_both_tiers(env, cli):
     assert {s["tier"] for s in mine["tiers"]["segments"]} >= {"remote", "local"}
 
 
+def test_the_page_draws_the_remote_tier(env):
+    from browser_support import CHROMIUM, SKIP_REASON, Browser, parse
+    if CHROMIUM is None:
+        pytest.skip(SKIP_REASON)
+    url = env["broker"].metrics_url
+    row = partition_row(status(url))
+    with Browser() as browser:
+        page = browser.open(f"{url}/?refresh=0")
+        page.wait_for(f"document.querySelector('[data-tiers=\"{TOPIC}-0\"]') && true", what="the tiers drawn")
+        dom = parse(page.html())
+        assert page.errors() == []
+    part = dom.find(cls="partition", data_partition=f"{TOPIC}-0")
+    remote = part.find_all("li", cls="seg-remote")
+    assert [(int(s.attrs["data-base-offset"]), int(s.attrs["data-size"])) for s in remote] == \
+        [(s["baseOffset"], s["size"]) for s in row["remoteSegments"]]
+    text = part.find(data_tiers=f"{TOPIC}-0").text()
+    r = row["remote"]
+    assert f"Remote tier: {r['remoteSegmentCount']} segments" in text
+    assert f"local log from offset {r['localLogStartOffset']:,}" in text and "copy lag 0 segments" in text
+
+
 def test_offline_commands_read_the_bucket_and_write_nothing(env, cli, tmp_path):
     broker = env["broker"]
     broker.stop()
