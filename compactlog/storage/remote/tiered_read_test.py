@@ -6,6 +6,7 @@ lock-free counters of ``stats.py`` (no count lost from 8 threads)."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import pytest
@@ -26,10 +27,12 @@ T0 = 1_700_000_000_000
 N = 60
 
 
-@pytest.fixture
-def tiered(tmp_path):
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory):
     """A data dir with a tiered partition: every rolled segment copied, the local copies trimmed
-    (the broker closed), its settings in server.properties."""
+    (the broker closed), its settings in server.properties. Shared by the module's tests, which
+    only read it (the one that damages an object puts its bytes back)."""
+    tmp_path = tmp_path_factory.mktemp("tiered-read")
     bucket = tmp_path / "bucket"
     props = {"remote.log.storage.system.enable": "true",
              "rsm.config.storage.backend.class": "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage",
@@ -113,26 +116,43 @@ def test_verify_remote_and_describe(tiered):
     seg = tiers.manifest.segments[1]
     key = keys.SegmentKey("tiered/", "t", tiers.topic_id, 0, seg.start_offset, seg.id).key(keys.LOG)
     path = os.path.join(bucket, key)
-    data = bytearray(open(path, "rb").read())
+    with open(path, "rb") as f:
+        good = f.read()
+    data = bytearray(good)
     data[70] ^= 0xFF
+    mode = os.stat(path).st_mode
     os.chmod(path, 0o644)
-    with open(path, "wb") as f:
-        f.write(data)
-    problems = [p for p in verify_remote_partition(tier, "t", 0, journal, VerifyCounts()) if not p.note]
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+        problems = [p for p in verify_remote_partition(tier, "t", 0, journal, VerifyCounts()) if not p.note]
+    finally:
+        with open(path, "wb") as f:
+            f.write(good)
+        os.chmod(path, mode)
     assert len(problems) == 1 and seg.id in problems[0].where and "CRC" in problems[0].message.upper()
 
 
 def test_counters_lose_nothing_across_threads():
     stats = RemoteStorageStats()
+    seen = []
 
     def work():
-        for _ in range(20_000):
+        for _ in range(5_000):
             stats.add("a", "fetch_requests")
             stats.add("b", "fetch_bytes", 3)
     threads = [threading.Thread(target=work) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)         # threads switched as often as Python allows
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            seen.append(stats.totals().get("a", {}).get("fetch_requests", 0))   # a scrape meanwhile
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
     totals = stats.totals()
-    assert totals["a"]["fetch_requests"] == 160_000 and totals["b"]["fetch_bytes"] == 480_000
+    assert totals["a"]["fetch_requests"] == 40_000 and totals["b"]["fetch_bytes"] == 120_000
+    assert seen == sorted(seen)         # a scrape never goes back
