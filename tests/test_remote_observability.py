@@ -144,6 +144,11 @@ def test_copy_metrics_match_the_bucket(env):
     for always_zero in ("buildremotelogauxstaterequests_total", "buildremotelogauxstateerrors_total"):
         assert m[(name + always_zero, ())] == 0
     assert ("kafka_server_delayedremotefetchmetrics_expires_total", ()) in m
+    # compactlog's: the store's requests (3 creates per segment: .log, .indexes, .rsm-manifest)
+    creates = m[("compactlog_remote_store_requests_total", (("op", "put_if_absent"), ("result", "ok")))]
+    assert creates >= 3 * len(segs)
+    assert m[("compactlog_remote_store_request_seconds_count", (("op", "put_if_absent"),))] >= creates
+    assert m[("compactlog_remote_store_requests_total", (("op", "put_if_match"), ("result", "ok")))] >= len(segs)
 
 
 def test_fetch_metrics_count_what_a_consumer_read(env):
@@ -261,6 +266,10 @@ def test_offline_commands_read_the_bucket_and_write_nothing(env, cli, tmp_path):
     assert mine["tiers"]["remoteSegmentCount"] == len(segs)
     assert mine["tiers"]["highestRemoteOffset"] == segs[-1]["endOffset"]
     assert mine["tiers"]["segments"][0]["tier"] == "remote"
+    res = cli("--data-dir", data, "cleaner", "status")
+    assert res.code == 0, res.err
+    assert f"{TOPIC}-0 tiers: remote {len(segs)} segment(s)" in res.out
+    assert f"offsets 0-{segs[-1]['endOffset']}; local from offset {mine['tiers']['localLogStartOffset']}" in res.out
     res = cli("--data-dir", data, "explain", "--topic", TOPIC, "--partition", "0")
     assert res.code == 0, res.err
     assert f"tiers: remote {len(segs)} segment(s)" in res.out

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from ...storage.remote.stats import COUNTERS, EXPIRED, READ_MS, READS, TASKS_MS
+from ...storage.remote.stats import COUNTERS, EXPIRED, READ_MS, READS, STORE_BUCKETS, TASKS_MS
 from .requests import QUANTILES, percentile
 
 PREFIX = "kafka_server_brokertopicmetrics_"
@@ -106,6 +106,29 @@ class RemoteCollector:
             yield family
         yield from self._caches(remote)
         yield from self._pools(remote, own)
+        yield from self._store(own)
+
+    @staticmethod
+    def _store(own: dict):
+        """compactlog's: the store's requests by operation and result, and their seconds (what
+        S3 charges for, and how long it takes)."""
+        requests = CounterMetricFamily("compactlog_remote_store_requests", "Requests to the object store by "
+                                       "operation and result", labels=["op", "result"])
+        for (kind, *rest), n in sorted((k, v) for k, v in own.items() if isinstance(k, tuple) and k[0] == "store"):
+            requests.add_metric(rest, n)
+        yield requests
+        seconds = HistogramMetricFamily("compactlog_remote_store_request_seconds", "Seconds of each request to "
+                                        "the object store", labels=["op"])
+        ops = sorted({k[1] for k in own if isinstance(k, tuple) and k[0] == "store_sum"})
+        for op in ops:
+            cumulative, buckets = 0, []
+            for i, le in enumerate(STORE_BUCKETS):
+                cumulative += own.get(("store_le", op, i), 0)
+                buckets.append((repr(le), cumulative))
+            cumulative += own.get(("store_le", op, len(STORE_BUCKETS)), 0)
+            buckets.append(("+Inf", cumulative))
+            seconds.add_metric([op], buckets, own.get(("store_sum", op), 0.0))
+        yield seconds
 
     def _idle(self, pool: str, busy_ms: float, threads: int, since: float) -> float:
         """The fraction of the pool's thread time idle since the last scrape (Kafka's

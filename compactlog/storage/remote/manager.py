@@ -65,7 +65,7 @@ from .metadata_topic import metadata_partition
 from .partition_manifest import ManifestSegment, Owner, PartitionManifest, PartitionManifestWriter
 from .segment_objects import (SegmentFiles, delete_segment, leader_epoch_checkpoint, read_indexes, read_manifest,
                               segment_key, upload_segment)
-from .stats import RemoteStorageStats
+from .stats import RemoteStorageStats, counted_store
 from .store import ObjectStore, RemoteStorageError, StoreConfig, open_store
 
 log = logging.getLogger("kafka.log.remote.RemoteLogManager")
@@ -224,6 +224,7 @@ class RemoteLogManager:
         self.stats = {"copied_segments": 0, "copied_bytes": 0, "copy_errors": 0, "deleted_segments": 0,
                       "fetch_bytes": 0, "fetch_errors": 0, "fetch_expired": 0}
         self.metrics = RemoteStorageStats()     # Kafka's remote BrokerTopicMetrics (stats.py)
+        self.store = counted_store(self.store, self.metrics)     # every request counted and timed
 
     # -- start: the metadata topic and its replay (TopicBasedRemoteLogMetadataManager) -------------
     def start(self) -> None:

@@ -100,3 +100,70 @@ class RemoteStorageStats:
                 per = out.setdefault(topic, dict.fromkeys(FIELDS, 0))
                 per[field] = per.get(field, 0) + n
         return out
+
+
+# -- the store's requests (compactlog_remote_store_requests_total, ..._request_seconds) ----------------
+
+# request seconds histogram buckets: a ranged GET on loopback takes milliseconds, a 64 MiB PUT seconds
+STORE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+STORE_OPS = ("put_if_absent", "put_if_match", "get", "get_range", "get_ranges", "head", "list", "delete",
+             "delete_many")
+
+
+def store_result(e: BaseException | None) -> str:
+    """The ``result`` label of a store request: ok, precondition_failed (a conditional write that
+    lost: expected under contention), not_found, unavailable, or error."""
+    from .store import ObjectNotFound, PreconditionFailed, StoreUnavailable
+    if e is None:
+        return "ok"
+    if isinstance(e, PreconditionFailed):
+        return "precondition_failed"
+    if isinstance(e, ObjectNotFound):
+        return "not_found"
+    if isinstance(e, StoreUnavailable):
+        return "unavailable"
+    return "error"
+
+
+def counted_store(inner, stats: RemoteStorageStats):
+    """``inner`` (an ``ObjectStore``) with every request counted into ``stats`` by operation and
+    result, and timed; everything else (``config``, ``close``) is the inner store's."""
+    from bisect import bisect_left
+    from .store import ObjectStore
+
+    class CountedStore(ObjectStore):
+        def __init__(self):
+            self.inner = inner
+            self.config = inner.config
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def __repr__(self) -> str:
+            return repr(self.inner)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    def wrap(op: str):
+        fn = getattr(type(inner), op)
+
+        def call(self, *args, **kwargs):
+            started = time.perf_counter()
+            error = None
+            try:
+                return fn(self.inner, *args, **kwargs)
+            except BaseException as e:
+                error = e
+                raise
+            finally:
+                took = time.perf_counter() - started
+                stats.add(None, ("store", op, store_result(error)))
+                stats.add(None, ("store_le", op, bisect_left(STORE_BUCKETS, took)))
+                stats.add(None, ("store_sum", op), took)
+        call.__name__ = op
+        return call
+
+    for op in STORE_OPS:
+        setattr(CountedStore, op, wrap(op))
+    return CountedStore()
