@@ -125,45 +125,66 @@ def store_result(e: BaseException | None) -> str:
     return "error"
 
 
-def counted_store(inner, stats: RemoteStorageStats):
-    """``inner`` (an ``ObjectStore``) with every request counted into ``stats`` by operation and
-    result, and timed; everything else (``config``, ``close``) is the inner store's."""
+class CountedStore:
+    """An ``ObjectStore`` whose every request is counted into a ``RemoteStorageStats`` by
+    operation and result, and timed; everything else (``config``, ``close``) is the inner store's.
+    Pickled, it is the inner store (a Spark task elsewhere counts into nothing of this broker)."""
+
+    def __init__(self, inner, stats: RemoteStorageStats):
+        self.inner = inner
+        self.stats = stats
+        self.config = inner.config
+
+    def __getattr__(self, name):
+        if name == "inner":             # not set yet (unpickling, copying): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    def __reduce_ex__(self, protocol):
+        return _inner_store, (self.inner,)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _inner_store(inner):
+    return inner
+
+
+def _counted(op: str):
     from bisect import bisect_left
-    from .store import ObjectStore
 
-    class CountedStore(ObjectStore):
-        def __init__(self):
-            self.inner = inner
-            self.config = inner.config
+    def call(self, *args, **kwargs):
+        started = time.perf_counter()
+        error = None
+        try:
+            return getattr(self.inner, op)(*args, **kwargs)
+        except BaseException as e:
+            error = e
+            raise
+        finally:
+            took = time.perf_counter() - started
+            stats = self.stats
+            stats.add(None, ("store", op, store_result(error)))
+            stats.add(None, ("store_le", op, bisect_left(STORE_BUCKETS, took)))
+            stats.add(None, ("store_sum", op), took)
+    call.__name__ = op
+    return call
 
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
 
-        def __repr__(self) -> str:
-            return repr(self.inner)
+for _op in STORE_OPS:
+    setattr(CountedStore, _op, _counted(_op))
 
-        def close(self) -> None:
-            self.inner.close()
 
-    def wrap(op: str):
-        fn = getattr(type(inner), op)
-
-        def call(self, *args, **kwargs):
-            started = time.perf_counter()
-            error = None
-            try:
-                return fn(self.inner, *args, **kwargs)
-            except BaseException as e:
-                error = e
-                raise
-            finally:
-                took = time.perf_counter() - started
-                stats.add(None, ("store", op, store_result(error)))
-                stats.add(None, ("store_le", op, bisect_left(STORE_BUCKETS, took)))
-                stats.add(None, ("store_sum", op), took)
-        call.__name__ = op
-        return call
-
-    for op in STORE_OPS:
-        setattr(CountedStore, op, wrap(op))
-    return CountedStore()
+def counted_store(inner, stats: RemoteStorageStats) -> CountedStore:
+    """``inner`` with every request counted into ``stats`` (``CountedStore``)."""
+    return CountedStore(inner, stats)

@@ -156,3 +156,26 @@ def test_counters_lose_nothing_across_threads():
     totals = stats.totals()
     assert totals["a"]["fetch_requests"] == 40_000 and totals["b"]["fetch_bytes"] == 120_000
     assert seen == sorted(seen)         # a scrape never goes back
+
+
+def test_store_requests_counted_by_operation_and_result(tmp_path):
+    import pickle
+    from compactlog.storage.remote.stats import counted_store
+    from compactlog.storage.remote.store import ObjectNotFound, PreconditionFailed
+    stats = RemoteStorageStats()
+    store = counted_store(LocalDirectoryStore(str(tmp_path), StoreConfig(backend="filesystem", root=str(tmp_path))),
+                          stats)
+    etag = store.put_if_absent("p/k", b"one")
+    with pytest.raises(PreconditionFailed):
+        store.put_if_absent("p/k", b"two")
+    store.put_if_match("p/k", b"three", etag)
+    with pytest.raises(ObjectNotFound):
+        store.get("p/missing")
+    assert store.get_range("p/k", 0, 2) == b"th"
+    own = stats.totals()[None]
+    assert {k[1:]: v for k, v in own.items() if isinstance(k, tuple) and k[0] == "store"} == {
+        ("put_if_absent", "ok"): 1, ("put_if_absent", "precondition_failed"): 1, ("put_if_match", "ok"): 1,
+        ("get", "not_found"): 1, ("get_range", "ok"): 1}
+    assert sum(v for k, v in own.items() if isinstance(k, tuple) and k[:2] == ("store_le", "put_if_absent")) == 2
+    # a plan carrying the store to a Spark task carries the plain store
+    assert type(pickle.loads(pickle.dumps(store))) is LocalDirectoryStore
