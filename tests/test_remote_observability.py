@@ -11,7 +11,9 @@ every rolled segment and local retention trims them. Then:
   ``remotecopyrequests`` = their count, ``remotelogsizebytes`` and ``remotelogmetadatacount`` too,
   no copy lag left; a consumer from offset 0 makes ``remotefetchbytes`` the bytes of the
   remote-only segments (each served once) and ``remotefetchrequests`` count its remote reads;
-* ``/v1/status.json`` and ``cleaner status --bootstrap-server`` give the tiers;
+* ``/v1/status.json`` and ``cleaner status --bootstrap-server`` give the tiers, the page (headless
+  Chromium) draws the remote-only segments;
+* the store away: the copy lag grows in the metrics while rolled segments wait, then drains;
 * with the broker stopped: ``verify`` exits 0 having checked the remote segments, ``consume`` from
   the beginning prints every record, ``cleaner status``/``explain`` name the tiers, ``dump-log``
   dumps a remote segment by its object URL, Spark reads all 1,500 rows — and not one request that
@@ -234,6 +236,43 @@ def test_the_page_draws_the_remote_tier(env):
     assert f"local log from offset {r['localLogStartOffset']:,}" in text and "copy lag 0 segments" in text
 
 
+def produce(env, start: int, n: int) -> None:
+    p = ck.Producer({"bootstrap.servers": env["broker"].bootstrap, "acks": "all", "linger.ms": 5,
+                     "enable.idempotence": True, "batch.size": 8000})
+    for i in range(start, start + n):
+        k, v = b"key-%06d" % i, (b"value-%06d-" % i) * 12
+        p.produce(TOPIC, key=k, value=v, timestamp=T0 + i)
+        env["produced"].append((k, v))
+        if i % 200 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0
+
+
+def test_store_down_the_copy_lag_grows_then_drains(env):
+    """Scenario 5 of tiered-storage.md §8: uploads stall while the store is away, the copy lag the
+    metrics show grows with the rolled segments waiting, errors are counted, nothing un-uploaded
+    is deleted; back, the copies catch up and the lag drains to 0."""
+    url = env["broker"].metrics_url
+    name = "kafka_server_brokertopicmetrics_"
+    t = (("topic", TOPIC),)
+    errors_before = scrape(url)[(name + "remotecopyerrors_total", t)]
+    env["proxy"].refuse()
+    try:
+        produce(env, len(env["produced"]), 400)
+        m = wait_until(lambda: (lambda m: m if m[(name + "remotecopylagsegments", t)] >= 2
+                                and m[(name + "remotecopyerrors_total", t)] > errors_before else None)(scrape(url)),
+                       timeout=60, interval=0.3, what="the copy lag to grow and a failed copy counted, the store away")
+        row = partition_row(status(url))
+        assert m[(name + "remotecopylagbytes", t)] == sum(s["size"] for s in row["segments"][:-1]
+                                                          if s["tier"] == "local")
+        assert row["segments"][0]["baseOffset"] <= row["remote"]["highestRemoteOffset"] + 1   # nothing lost
+    finally:
+        env["proxy"].accept()
+    wait_until(lambda: (lambda r: r["copyLagSegments"] == 0 and r["localLogStartOffset"] > r["highestRemoteOffset"])(
+                   partition_row(status(url))["remote"]), timeout=90, interval=0.3, what="the copy lag to drain")
+    assert scrape(url)[(name + "remotecopylagbytes", t)] == 0
+
+
 def test_offline_commands_read_the_bucket_and_write_nothing(env, cli, tmp_path):
     broker = env["broker"]
     broker.stop()
@@ -257,7 +296,7 @@ def test_offline_commands_read_the_bucket_and_write_nothing(env, cli, tmp_path):
     res = cli("--data-dir", data, "consume", "--topic", TOPIC, "--from-beginning", "--output-format", "jsonl")
     assert res.code == 0, res.err
     lines = [json.loads(x) for x in res.out.splitlines()]
-    assert [x["offset"] for x in lines] == list(range(N))
+    assert [x["offset"] for x in lines] == list(range(len(env["produced"])))
     assert [(x["key"].encode(), x["value"].encode()) for x in lines] == env["produced"]
 
     res = cli("--data-dir", data, "cleaner", "status", "--json")
@@ -310,7 +349,7 @@ def test_spark_reads_both_tiers(env, spark):
     env["proxy"].log.clear()
     rows = (spark.read.format("kafka-log").option("subscribe", TOPIC).load(data)
             .select("offset", "key", "value").orderBy("offset").collect())
-    assert [r.offset for r in rows] == list(range(N))
+    assert [r.offset for r in rows] == list(range(len(env["produced"])))
     assert [(bytes(r.key), bytes(r.value)) for r in rows] == env["produced"]
     # the remote segments came from the bucket, nothing was copied to the partition directory
     assert sorted(os.listdir(pdir)) == files_before
