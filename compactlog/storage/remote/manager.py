@@ -44,6 +44,7 @@ FINISHED); a copy reaching that step removes the file and kills the process with
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -65,7 +66,7 @@ from .metadata_topic import metadata_partition
 from .partition_manifest import ManifestSegment, Owner, PartitionManifest, PartitionManifestWriter
 from .segment_objects import (SegmentFiles, delete_segment, leader_epoch_checkpoint, read_indexes, read_manifest,
                               segment_key, upload_segment)
-from .stats import RemoteStorageStats, counted_store
+from .stats import TASKS_MS, RemoteStorageStats, counted_store
 from .store import ObjectStore, RemoteStorageError, StoreConfig, open_store
 
 log = logging.getLogger("kafka.log.remote.RemoteLogManager")
@@ -100,6 +101,18 @@ def _maybe_die(step: str) -> None:
     if wanted == step:
         os.remove(path)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _timed_task(run):
+    """The time a copy or expiration run takes, for RemoteLogManagerTasksAvgIdlePercent."""
+    @functools.wraps(run)
+    def timed(self, *args):
+        started = time.perf_counter()
+        try:
+            return run(self, *args)
+        finally:
+            self.metrics.add(None, TASKS_MS, (time.perf_counter() - started) * 1000)
+    return timed
 
 
 # -- the journal's state, as Kafka's RemoteLogMetadataCache keeps it ---------------------------------
@@ -207,6 +220,8 @@ class RemoteLogManager:
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.store_config = store.config if store is not None else StoreConfig.from_properties(broker.props)
         self.store = store if store is not None else open_store(self.store_config)
+        self.metrics = RemoteStorageStats()     # Kafka's remote BrokerTopicMetrics (stats.py)
+        self.store = counted_store(self.store, self.metrics)     # every request counted and timed
         self.prefix = self.store_config.key_prefix
         self.chunk_size = self.store_config.chunk_size
         self.owner = Owner(cluster_id, broker_id, keys.new_uuid())
@@ -223,8 +238,6 @@ class RemoteLogManager:
         self._pending_lock = threading.Lock()
         self.stats = {"copied_segments": 0, "copied_bytes": 0, "copy_errors": 0, "deleted_segments": 0,
                       "fetch_bytes": 0, "fetch_errors": 0, "fetch_expired": 0}
-        self.metrics = RemoteStorageStats()     # Kafka's remote BrokerTopicMetrics (stats.py)
-        self.store = counted_store(self.store, self.metrics)     # every request counted and timed
 
     # -- start: the metadata topic and its replay (TopicBasedRemoteLogMetadataManager) -------------
     def start(self) -> None:
@@ -543,14 +556,8 @@ class RemoteLogManager:
             return len(doomed)
 
     # -- the background task ----------------------------------------------------------------------
+    @_timed_task
     def run_copy_tasks(self) -> None:
-        started = time.perf_counter()
-        try:
-            self._run_copy_tasks()
-        finally:
-            self.metrics.add(None, "tasks_ms", (time.perf_counter() - started) * 1000)
-
-    def _run_copy_tasks(self) -> None:
         self.run_disable_deletions()
         for plog in self.tiered_logs():
             try:
@@ -602,14 +609,8 @@ class RemoteLogManager:
                 except (RemoteStorageError, OSError, CompactlogError) as e:
                     log.error(f"Deleting the remote data of {plog.name} failed (retried at the next run): {e}")
 
+    @_timed_task
     def run_expiration(self, now: int) -> int:
-        started = time.perf_counter()
-        try:
-            return self._run_expiration(now)
-        finally:
-            self.metrics.add(None, "tasks_ms", (time.perf_counter() - started) * 1000)
-
-    def _run_expiration(self, now: int) -> int:
         total = 0
         for plog in self.tiered_logs():
             try:
