@@ -179,3 +179,15 @@ def test_store_requests_counted_by_operation_and_result(tmp_path):
     assert sum(v for k, v in own.items() if isinstance(k, tuple) and k[:2] == ("store_le", "put_if_absent")) == 2
     # a plan carrying the store to a Spark task carries the plain store
     assert type(pickle.loads(pickle.dumps(store))) is LocalDirectoryStore
+
+
+def test_verify_a_bucket_without_the_partition(tiered, tmp_path):
+    """The data dir pointed at an empty bucket: the trimmed offsets are in neither tier."""
+    root, bucket, copied, _ = tiered
+    from compactlog.storage.datadir import load_broker_config
+    empty = tmp_path / "empty-bucket"
+    empty.mkdir()
+    dd = DataDir(str(root), broker=load_broker_config(str(root), {"rsm.config.storage.root": str(empty)}))
+    tier = RemoteTier.of(dd)
+    problems = verify_remote_partition(tier, "t", 0, None, VerifyCounts())
+    assert len(problems) == 1 and "in neither tier" in problems[0].message and not problems[0].note

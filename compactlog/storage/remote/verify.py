@@ -79,7 +79,15 @@ def verify_remote_partition(tier: RemoteTier, topic: str, partition: int, journa
         tiers = tier.tiers(topic, partition)
     except ManifestError as e:
         return [Problem(e.key or name, "remote manifest", str(e))]
-    if tiers is None or tiers.manifest is None:
+    if tiers is None:
+        return []
+    if tiers.manifest is None:
+        if tiers.log_start_offset < tiers.local_log_start_offset:
+            # the local log was trimmed to a start the remote tier would have to hold
+            pdir = os.path.join(tier.datadir.path, files.partition_dir_name(topic, partition))
+            return [Problem(pdir, "tiers", f"offsets {tiers.log_start_offset}-{tiers.local_log_start_offset - 1} "
+                                           f"are in neither tier: the bucket holds no partition manifest for "
+                                           f"{name} ({keys.partition_manifest_key(tier.prefix, topic, tiers.topic_id, partition)})")]
         return []
     m = tiers.manifest
     store, config = tier.store, tier.config
