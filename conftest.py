@@ -117,6 +117,7 @@ LONGEST_MODULES = [
     "test_snapshot", "test_metrics_listener_address", "test_cli_produce_consume",
     "test_decompression_bomb", "jit_test", "test_broker_transactions", "test_groups_cli_more",
     "test_txn_conformance_basic", "test_cli_startup",
+    "test_remote_observability",        # a broker, moto, Chromium and a SparkSession (~100 s under load)
 ]
 
 

@@ -286,14 +286,18 @@ def explain_cmd(ctx: typer.Context,
         explanations = [explain_partition(cleaner, t, p, now, roll=roll)
                         for t, p in compacted_partitions(dd, topic, partition)]
         guarded = set(compacted_by_session(dd, topic, partition))
+        tiers = _tiers(dd, [(ex.topic, ex.partition) for ex in explanations])
     for ex in explanations:
         refused = (ex.topic, ex.partition) in guarded and ex.removed.get("keyless", 0) > 0
         if as_json:
             d = ex.to_dict()
             d["refusedWithoutDropKeyless"] = refused
+            d["tiers"] = tiers.get((ex.topic, ex.partition))
             typer.echo(json.dumps(d, indent=2 if partition is not None else None))
         else:
             _explain_text(ex, roll)
+            if (ex.topic, ex.partition) in tiers:
+                typer.echo(f"  {_tiers_text(tiers[(ex.topic, ex.partition)])}")
             if refused:
                 typer.echo(f"  `clean --config` refuses this partition unless --drop-keyless is given: the topic is "
                            f"compacted only by --config, and compacting removes its {ex.removed['keyless']} records "
@@ -352,6 +356,7 @@ def status_cmd(ctx: typer.Context,
     now = _now(now_ms)
     with c.open(write=False, now_ms=now) as dd:
         statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted or s.unknown_configs]
+        tiers = _tiers(dd, [(s.topic, s.partition) for s in statuses])
     ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
     max_dirty = int(100 * max(ratios)) if ratios else 0
     order = {(s.topic, s.partition): i for i, s in enumerate(select_logs(statuses))}
@@ -359,8 +364,35 @@ def status_cmd(ctx: typer.Context,
     for s in statuses:
         d = s.to_dict()
         d["cleaningOrder"] = order.get((s.topic, s.partition))
+        if (s.topic, s.partition) in tiers:
+            d["tiers"] = tiers[(s.topic, s.partition)]
         rows.append(d)
     _print_status(rows, max_dirty, now, as_json)
+
+
+def _tiers(dd, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], dict]:
+    """(topic, partition) -> its tiers (``RemoteTier.describe``) for the tiered ones, when the
+    data dir's broker config names a store (the bucket is read, never written)."""
+    from ..storage.remote.tiered_read import RemoteTier
+    tier = RemoteTier.of(dd)
+    if tier is None:
+        return {}
+    out = {}
+    for t, p in partitions:
+        d = tier.describe(t, p) if tier.tiered(t) else None
+        if d is not None:
+            out[(t, p)] = d
+    return out
+
+
+def _tiers_text(d: dict) -> str:
+    """``tiers: remote 5 segment(s), 80 KiB, offsets 0-1299; local from 1300; copy lag 0 segment(s)``."""
+    n = d["remoteSegmentCount"]
+    remote = (f"remote {n} segment(s), {d['remoteSizeBytes']} bytes, offsets {d['remoteStartOffset']}-"
+              f"{d['highestRemoteOffset']}" if n else "remote none")
+    lag = d.get("copyLagSegments")
+    lag_text = f"; copy lag {lag} segment(s), {d['copyLagBytes']} bytes" if lag is not None else ""
+    return f"tiers: {remote}; local from offset {d['localLogStartOffset']}{lag_text}"
 
 
 def _live_status(topic: str | None, now_ms: int | None, as_json: bool, bootstrap: str | None,
@@ -406,6 +438,9 @@ def _print_status(rows: list[dict], max_dirty: int, now: int, as_json: bool) -> 
                       f"[{d['first_dirty']}, {d['first_uncleanable']})", "yes" if d["eligible"] else "no", why)
     console = Console(width=160)
     console.print(table)
+    for d in rows:
+        if d.get("tiers"):
+            console.print(f"{d['topic']}-{d['partition']} {_tiers_text(d['tiers'])}", markup=False, highlight=False)
     console.print(f"max-dirty-percent: {max_dirty}")
 
 

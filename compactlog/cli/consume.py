@@ -120,10 +120,10 @@ def consume_cmd(ctx: typer.Context,
                                        max_messages=max_messages, follow=follow or timeout_ms is not None,
                                        timeout_ms=timeout_ms, overrides=consumer_props, total=total)
             else:
-                root, partitions = _partitions(context(ctx), topic, partition)
+                root, partitions, sources = _partitions(context(ctx), topic, partition)
                 print_partitions(root, topic, partitions, start, isolation_level,
                                  output_format, fmt, max_messages, follow=follow or timeout_ms is not None,
-                                 timeout_ms=timeout_ms, total=total)
+                                 timeout_ms=timeout_ms, total=total, sources=sources)
     except KeyboardInterrupt:
         pass
     typer.echo(f"Processed a total of {total[0]} messages", err=True)
@@ -136,7 +136,7 @@ def consume_cmd(ctx: typer.Context,
 def print_partitions(root: str, topic: str, partitions: list[int], start: StartSpec, isolation_level: str,
                      output_format: str, fmt: TextFormat, max_messages: int | None, *, follow: bool = False,
                      timeout_ms: int | None = None, total: list | None = None,
-                     poll_interval: float = 0.1) -> None:
+                     poll_interval: float = 0.1, sources: dict | None = None) -> None:
     """Each partition's records in turn, as bytes (values are not necessarily text); with
     ``follow``, passes over the partitions again for new records until ``timeout_ms`` of quiet."""
     out = sys.stdout
@@ -150,11 +150,11 @@ def print_partitions(root: str, topic: str, partitions: list[int], start: StartS
                   sum(partition_log_bytes(root, topic, p) for p in partitions),
                   unit="bytes", min_total=256 << 20, data_on_stdout=True) as bar:
         _print_passes(root, topic, partitions, start, isolation_level, output_format, fmt, follow, timeout_ms,
-                      total, poll_interval, out, sink, remaining, positions, idle_since, bar)
+                      total, poll_interval, out, sink, remaining, positions, idle_since, bar, sources or {})
 
 
 def _print_passes(root, topic, partitions, start, isolation_level, output_format, fmt, follow, timeout_ms,
-                  total, poll_interval, out, sink, remaining, positions, idle_since, bar) -> None:
+                  total, poll_interval, out, sink, remaining, positions, idle_since, bar, sources) -> None:
     while True:
         got = 0
         for p in partitions:
@@ -163,8 +163,9 @@ def _print_passes(root, topic, partitions, start, isolation_level, output_format
             pdir = os.path.join(root, files.partition_dir_name(topic, p))
             if not os.path.isdir(pdir):
                 continue
-            for chunk, n, size in partition_output(pdir, topic, p, start, isolation_level, output_format, fmt,
-                                                   remaining, positions):
+            # a tiered partition: its remote segments, then the local ones (storage.remote.tiered_read)
+            for chunk, n, size in partition_output(sources.get(p, pdir), topic, p, start, isolation_level,
+                                                   output_format, fmt, remaining, positions):
                 bar.advance(size)
                 if sink is not None:
                     sink.write(chunk)
@@ -225,19 +226,24 @@ def start_at_time(timestamp: int) -> StartSpec:
          f"-4 and -5 name tiered storage, which a data dir does not have", 2)
 
 
-def _partitions(c, topic: str, partition: int | None) -> tuple[str, list[int]]:
-    """The data dir and the partitions to read; only metadata is read (no log is opened)."""
+def _partitions(c, topic: str, partition: int | None) -> tuple[str, list[int], dict]:
+    """The data dir, the partitions to read and, for a tiered topic of a data dir whose broker
+    config names a store, each partition's source across both tiers; only metadata is read (no
+    log is opened; the bucket's partition manifests are read, nothing is written to it)."""
     with c.open(write=False) as dd:
         if not dd.has_topic(topic):
             raise TopicError(f"topic {topic!r} does not exist in {dd.path}")
         parts = dd.partitions(topic)
         root = dd.path
-    if partition is not None:
-        if partition not in parts:
-            raise TopicError(f"partition {topic}-{partition} does not exist in {root} "
-                             f"(partitions: {', '.join(map(str, parts))})")
-        parts = [partition]
-    return root, parts
+        if partition is not None:
+            if partition not in parts:
+                raise TopicError(f"partition {topic}-{partition} does not exist in {root} "
+                                 f"(partitions: {', '.join(map(str, parts))})")
+            parts = [partition]
+        from ..storage.remote.tiered_read import RemoteTier
+        tier = RemoteTier.of(dd)
+        sources = {p: tier.source(topic, p) for p in parts} if tier is not None and tier.tiered(topic) else {}
+    return root, parts, sources
 
 
 # -- one partition --------------------------------------------------------------------------------

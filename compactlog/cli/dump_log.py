@@ -128,9 +128,35 @@ def _pinned_segments(directory: str) -> list:
     a broker's cleaner or retention renaming files while they are dumped changes nothing."""
     from ..storage.pinned import pin_live_segments
     try:
+        tiered = _tiered_source(directory)
+        if tiered is not None:
+            return tiered.pin().segments
         return pin_live_segments(directory).segments
     except (StorageError, OSError) as e:
         fail(f"{directory}: {e}" if directory not in str(e) else str(e))
+
+
+def _tiered_source(directory: str):
+    """A partition directory of a tiered topic, in a data dir whose ``server.properties`` names a
+    store: its segments across both tiers (the remote ones read from the bucket, named by their
+    object's URL; nothing written); None otherwise."""
+    root = os.path.dirname(os.path.abspath(directory))
+    if not os.path.isfile(os.path.join(root, "server.properties")):
+        return None
+    from ..storage.datadir import DataDir, load_broker_config
+    broker = load_broker_config(root)
+    if not broker.get("remote.log.storage.system.enable"):
+        return None
+    try:
+        topic, partition = files.parse_partition_dir(directory)
+    except ValueError:
+        return None
+    from ..storage.remote.tiered_read import RemoteTier, TieredSource
+    tier = RemoteTier.of(DataDir(root, broker=broker))
+    if not tier.datadir.has_topic(topic) or not tier.tiered(topic):
+        return None
+    source = tier.source(topic, partition)
+    return source if isinstance(source, TieredSource) else None
 
 
 def file_kind(path: str) -> str:

@@ -47,6 +47,7 @@ def verify_cmd(ctx: typer.Context,
         for t, p in work:
             problems.extend(verify_partition(dd.path, t, p, configs[t], checkpoints, counts))
             bar.advance(sizes[(t, p)])
+    problems.extend(_verify_remote(dd, topics, counts))
     notes = [pr for pr in problems if pr.note]
     problems = [pr for pr in problems if not pr.note]
     for pr in notes + problems:
@@ -63,6 +64,25 @@ def verify_cmd(ctx: typer.Context,
     if problems:
         # only bytes recovery set aside: the data is healthy, but not everything it held is there
         raise typer.Exit(EXIT_DATA_SET_ASIDE if all(p.set_aside for p in problems) else 1)
+
+
+def _verify_remote(dd, topics: list[str], counts) -> list:
+    """The remote tier of each tiered partition (``storage.remote.verify``), when the data dir's
+    broker config names a store; only reads reach it."""
+    from ..storage.remote.tiered_read import RemoteTier
+    tier = RemoteTier.of(dd)
+    if tier is None:
+        return []
+    tiered = [t for t in topics if tier.tiered(t)]
+    if not tiered:
+        return []
+    from ..storage.remote.verify import journal_states, verify_remote_partition
+    journal = journal_states(dd)
+    out = []
+    for t in tiered:
+        for p in dd.partitions(t):
+            out.extend(verify_remote_partition(tier, t, p, journal, counts))
+    return out
 
 
 def _summary(partitions: int, counts, problems: list, notes: list, repairable: list) -> str:

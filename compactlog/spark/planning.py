@@ -44,7 +44,7 @@ from ..storage.pinned import changed
 from ..storage import files
 from ..storage.isolation import READ_COMMITTED, READ_UNCOMMITTED
 from ..storage.reader import PartitionReader
-from ..storage.segment_source import LocalDirSource, SegmentSource, local_partitions
+from ..storage.segment_source import SegmentSource, local_partitions
 from ..storage.visible import drop_aborted
 from .options import EARLIEST, LATEST, KafkaLogError, OffsetSpec, Strategy
 
@@ -86,8 +86,11 @@ class TopicPartition(NamedTuple):
 
     @property
     def source(self) -> SegmentSource:
-        """The partition's segments, as tasks read them."""
-        return LocalDirSource(self.dir)
+        """The partition's segments, as tasks read them: for a tiered partition of a data dir
+        whose broker config names a store, its remote segments (read from the bucket by the
+        tasks, never copied to local disk) then its local ones (``storage.remote.tiered_read``)."""
+        from ..storage.remote.tiered_read import partition_source
+        return partition_source(self.dir)
 
 
 def find_partitions(path: str, *, must_exist: bool = True) -> list[TopicPartition]:

@@ -34,6 +34,7 @@ from .collector import BrokerStateCollector
 from .partitions import CleanerView, PartitionScan
 from .health import RECOVERY, ROUTES, STARTING, BrokerLifecycle
 from .listener import ALLOW_SETTING, SETTING, HttpListener, HttpRequest, HttpResponse, parse_listener
+from .remote import RemoteCollector
 from .requests import LoopProbe, RequestMetrics
 from .topic_stats import BrokerTopicStats
 
@@ -65,7 +66,8 @@ class _Scrape:
         m = self.metrics
         for families in (m.registry.collect(), m.state_collector.collect(self.scan),
                          m.topic_stats.collect(self.live_topics), m.requests.collect(),
-                         m.cleaner_collector.collect(self.live_topics)):
+                         m.cleaner_collector.collect(self.live_topics),
+                         m.remote_collector.collect(self.live_topics)):
             for family in families:
                 yield family
                 time.sleep(0)
@@ -97,6 +99,7 @@ class BrokerMetrics:
         self.cleaner_counters = CleanerCounters(self.registry)
         self.state_collector = BrokerStateCollector(self)
         self.cleaner_collector = CleanerCollector(self)
+        self.remote_collector = RemoteCollector(self)
         self.state = None
         self.server = None
         self.pool = None

@@ -84,6 +84,29 @@ def _partition(log, checkpoint: int | None, now_ms: int, manager: CleanerManager
     return row, status
 
 
+def _tiers(state, log, row: dict) -> None:
+    """A tiered partition's two tiers (``remote``: the manifest's segments, the local log start,
+    the highest remote offset, the copy lag) and each segment's tier: ``remote`` (in the bucket
+    only, below the local log start), ``local`` (not copied yet) or ``both`` (copied, not yet
+    trimmed by local retention). Untiered partitions get ``remote`` None and no tiers."""
+    remote = getattr(state, "remote", None)
+    if remote is None or not log.remote_log_enabled:
+        row["remote"] = None
+        return
+    from ..metrics.remote import tier_row
+    tiers = tier_row(remote, log)
+    row["remote"] = tiers
+    rp = remote.partitions.get((log.topic, log.partition))
+    manifest = rp.manifest if rp is not None else None
+    hro = manifest.highest_offset if manifest is not None else -1
+    for seg in row["segments"]:
+        seg["tier"] = "both" if seg["endOffset"] - 1 <= hro and not seg["active"] else "local"
+    below = [s for s in (manifest.segments if manifest is not None else ())
+             if s.start_offset < log.local_log_start_offset]
+    row["remoteSegments"] = [{"baseOffset": s.start_offset, "endOffset": s.end_offset + 1, "size": s.size_in_bytes,
+                              "id": s.id, "tier": "remote"} for s in below]
+
+
 RECENT_CLEANINGS = 20
 
 
@@ -175,6 +198,7 @@ def status_data(state, background=None, now_ms: int | None = None) -> dict:
             if got is None:
                 continue
             row, status = got
+            _tiers(state, log, row)
             parts.append(row)
             ends[(t, p)] = row["highWatermark"]
             if status.compacted or status.unknown_configs:
@@ -193,8 +217,13 @@ def status_data(state, background=None, now_ms: int | None = None) -> dict:
     for s in statuses:
         d = s.to_dict()
         d["cleaningOrder"] = order.get((s.topic, s.partition))
+        row = by_key[(s.topic, s.partition)]
+        if row.get("remote"):
+            # the same tiers ``cleaner status`` prints offline, segments with their tier included
+            d["tiers"] = {**row["remote"], "segments": row["remoteSegments"] + [
+                {k: x[k] for k in ("baseOffset", "endOffset", "size", "tier")} for x in row["segments"]]}
         status_rows.append(d)
-        by_key[(s.topic, s.partition)]["cleaningOrder"] = d["cleaningOrder"]
+        row["cleaningOrder"] = d["cleaningOrder"]
     # Kafka's max-dirty-percent: over the logs with data (``cleaner status`` prints the same)
     ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
     uncleanable = manager.uncleanable_partitions() if manager is not None else {}

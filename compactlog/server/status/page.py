@@ -78,6 +78,8 @@ ol.log li.seg { flex: 1 1 0; min-width: 4px; border-radius: 2px; position: relat
 .seg-cleanable { background: var(--cleanable); }
 .seg-dirty { background: repeating-linear-gradient(135deg, var(--dirty) 0 5px, var(--cleanable) 5px 7px); }
 .seg-log { background: var(--log); }
+.seg-remote { background: repeating-linear-gradient(90deg, var(--log) 0 3px, var(--card) 3px 5px); }
+ol.log.remote { height: 14px; margin-bottom: 4px; }
 .seg-active { background: repeating-linear-gradient(45deg, var(--active) 0 1.5px, var(--card) 1.5px 6px) !important;
               box-shadow: inset 0 0 0 2px var(--active); }
 ol.log li.checkpoint { flex: 0 0 0; width: 0; position: relative; }
@@ -121,6 +123,7 @@ code { font-size: 12.5px; }
       <li><span class="swatch seg-dirty"></span>dirty head, not cleanable yet</li>
       <li><span class="swatch seg-active"></span>active segment (never cleaned)</li>
       <li><span class="swatch seg-log"></span>segment of a topic that is not compacted</li>
+      <li><span class="swatch seg-remote"></span>segment in the remote tier only (tiered topics)</li>
       <li><span class="swatch" style="border-left:3px solid var(--marker);width:6px"></span>cleaner checkpoint</li>
     </ul>
     <div class="toolbar"><label>Filter topics <input id="filter" type="search" placeholder="name contains…"></label></div>
@@ -297,7 +300,25 @@ function partitionView(p) {
     h("div", {class: "pname"}, name,
       h("small", {}, bytes(p.size) + " in " + p.segmentCount + (p.segmentCount === 1 ? " segment" : " segments")),
       h("small", {}, "offsets " + num(p.logStartOffset) + "–" + num(p.logEndOffset))),
-    logDrawing(p), ratioView(p));
+    h("div", {}, p.remote ? tierView(p) : null, logDrawing(p)), ratioView(p));
+}
+
+// a tiered partition: its remote segments (in the bucket only) drawn before the local log, and a
+// sentence naming both tiers
+function tierView(p) {
+  const r = p.remote, name = p.topic + "-" + p.partition;
+  const ol = h("ol", {class: "log remote", "aria-label": "Remote-only segments of " + name + ", oldest first"});
+  for (const s of p.remoteSegments || []) {
+    const what = "remote segment, offsets " + num(s.baseOffset) + "–" + num(s.endOffset) + ", " + bytes(s.size) + ": in the bucket only";
+    ol.append(h("li", {class: "seg seg-remote", title: what, style: "flex-grow:" + Math.max(s.size, 1),
+                       "data-base-offset": s.baseOffset, "data-end-offset": s.endOffset, "data-size": s.size, "data-tier": "remote"},
+                h("span", {class: "sr"}, what)));
+  }
+  const text = "Remote tier: " + r.remoteSegmentCount + (r.remoteSegmentCount === 1 ? " segment, " : " segments, ") +
+    bytes(r.remoteSizeBytes) + (r.highestRemoteOffset >= 0 ? ", up to offset " + num(r.highestRemoteOffset) : "") +
+    " · local log from offset " + num(r.localLogStartOffset) + " · copy lag " + r.copyLagSegments +
+    (r.copyLagSegments === 1 ? " segment, " : " segments, ") + bytes(r.copyLagBytes);
+  return h("div", {class: "tiers", "data-tiers": name}, (p.remoteSegments || []).length ? ol : null, h("p", {class: "describe"}, text));
 }
 
 function topicView(t) {

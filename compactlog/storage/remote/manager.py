@@ -44,6 +44,7 @@ FINISHED); a copy reaching that step removes the file and kills the process with
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import struct
@@ -64,6 +65,7 @@ from .metadata_topic import metadata_partition
 from .partition_manifest import ManifestSegment, Owner, PartitionManifest, PartitionManifestWriter
 from .segment_objects import (SegmentFiles, delete_segment, leader_epoch_checkpoint, read_indexes, read_manifest,
                               segment_key, upload_segment)
+from .stats import TASKS_MS, RemoteStorageStats, counted_store
 from .store import ObjectStore, RemoteStorageError, StoreConfig, open_store
 
 log = logging.getLogger("kafka.log.remote.RemoteLogManager")
@@ -88,6 +90,18 @@ class ReaderQueueFull(RemoteStorageError):
 
 def _maybe_die(step: str) -> None:
     faults.maybe_die(step)
+
+
+def _timed_task(run):
+    """The time a copy or expiration run takes, for RemoteLogManagerTasksAvgIdlePercent."""
+    @functools.wraps(run)
+    def timed(self, *args):
+        started = time.perf_counter()
+        try:
+            return run(self, *args)
+        finally:
+            self.metrics.add(None, TASKS_MS, (time.perf_counter() - started) * 1000)
+    return timed
 
 
 # -- the journal's state, as Kafka's RemoteLogMetadataCache keeps it ---------------------------------
@@ -197,6 +211,8 @@ class RemoteLogManager:
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.store_config = store.config if store is not None else StoreConfig.from_properties(broker.props)
         self.store = store if store is not None else open_store(self.store_config)
+        self.metrics = RemoteStorageStats()     # Kafka's remote BrokerTopicMetrics (stats.py)
+        self.store = counted_store(self.store, self.metrics)     # every request counted and timed
         self.prefix = self.store_config.key_prefix
         self.chunk_size = self.store_config.chunk_size
         self.owner = Owner(cluster_id, broker_id, keys.new_uuid())
@@ -359,7 +375,12 @@ class RemoteLogManager:
                 return new
             rp.writer.update(change)
         for m in metas:
-            delete_segment(self.store, segment_key(self.prefix, m))
+            self.metrics.add(rp.topic, "delete_requests")
+            try:
+                delete_segment(self.store, segment_key(self.prefix, m))
+            except BaseException:
+                self.metrics.add(rp.topic, "delete_errors")
+                raise
         self._journal(rp, [self._update(rp, m.segment_id.id, SegmentState.DELETE_SEGMENT_FINISHED) for m in metas])
         self.stats["deleted_segments"] += len(metas)
 
@@ -407,14 +428,17 @@ class RemoteLogManager:
                 candidate = self._next_candidate(plog, rp)
                 if candidate is None:
                     return copied
+                self.metrics.add(plog.topic, "copy_requests")
                 try:
                     self._copy_segment(plog, rp, candidate)
                 except BaseException:
                     rp.failed_copy = True
                     self.stats["copy_errors"] += 1
+                    self.metrics.add(plog.topic, "copy_errors")
                     raise
                 finally:
                     os.close(candidate["fd"])
+                self.metrics.add(plog.topic, "copy_bytes", candidate["size"])
                 copied += 1
 
     def _next_candidate(self, plog, rp: RemotePartition) -> dict | None:
@@ -522,11 +546,17 @@ class RemoteLogManager:
                                               s.segment_leader_epochs, s.size_in_bytes) for s in doomed]
             known = self.journal.get((rp.topic_id, rp.partition), {})
             states = [known[s.id].state if s.id in known else SegmentState.COPY_SEGMENT_FINISHED for s in doomed]
-            self._delete_segments(rp, metas, states, log_start=max(new_start, plog.log_start_offset))
+            lag_key = (rp.topic, rp.partition)
+            self.metrics.delete_lag[lag_key] = (sum(s.size_in_bytes for s in doomed), len(doomed))
+            try:
+                self._delete_segments(rp, metas, states, log_start=max(new_start, plog.log_start_offset))
+            finally:
+                self.metrics.delete_lag.pop(lag_key, None)
             log.info(f"Deleted {len(doomed)} remote segment(s) of {plog.name}; log start offset {plog.log_start_offset}")
             return len(doomed)
 
     # -- the background task ----------------------------------------------------------------------
+    @_timed_task
     def run_copy_tasks(self) -> None:
         self.run_disable_deletions()
         for plog in self.tiered_logs():
@@ -579,6 +609,7 @@ class RemoteLogManager:
                 except (RemoteStorageError, OSError, CompactlogError) as e:
                     log.error(f"Deleting the remote data of {plog.name} failed (retried at the next run): {e}")
 
+    @_timed_task
     def run_expiration(self, now: int) -> int:
         from .compaction import delete_due
         total = 0
@@ -659,6 +690,19 @@ class RemoteLogManager:
     def read(self, plog, offset: int, max_bytes: int, min_one: bool, committed: bool) -> RemoteRead:
         """Records at ``offset`` from the remote tier (module docstring); OffsetOutOfRangeError
         when no remote segment holds it, RemoteStorageError when the store fails."""
+        started = time.perf_counter()
+        try:
+            got = self._read(plog, offset, max_bytes, min_one, committed)
+        except RemoteStorageError:
+            self.metrics.add(plog.topic, "fetch_errors")
+            raise
+        finally:
+            self.metrics.read_done((time.perf_counter() - started) * 1000)
+        if got.records:
+            self.metrics.add(plog.topic, "fetch_bytes", len(got.records))
+        return got
+
+    def _read(self, plog, offset: int, max_bytes: int, min_one: bool, committed: bool) -> RemoteRead:
         rp = self.partition(plog)
         seg = rp.segment_for(offset)
         if seg is None:
@@ -694,6 +738,7 @@ class RemoteLogManager:
             if self._pending >= broker.get("remote.log.reader.max.pending.tasks"):
                 raise ReaderQueueFull(f"{plog.name}: {self._pending} remote reads pending")
             self._pending += 1
+        self.metrics.add(plog.topic, "fetch_requests")     # RemoteLogReader's constructor marks it
         try:
             fut = self.readers.submit(self.read, plog, offset, max_bytes, min_one, committed)
         except RuntimeError:
@@ -705,6 +750,7 @@ class RemoteLogManager:
             return fut.result(timeout=broker.get("remote.fetch.max.wait.ms") / 1000.0)
         except FutureTimeout:
             self.stats["fetch_expired"] += 1
+            self.metrics.add(plog.topic, "fetch_expired")
             raise RemoteFetchTimeout(f"{plog.name}: the remote read took longer than remote.fetch.max.wait.ms") \
                 from None
         except RemoteStorageError:
