@@ -14,7 +14,7 @@ per-batch path, which also produces the precise error.
 
 from __future__ import annotations
 
-import crc32c as _crc32c
+from ..record import crc as _crc32c
 import numpy as np
 from ..record.jit import njit
 
