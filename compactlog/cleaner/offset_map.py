@@ -238,10 +238,18 @@ class CompactOffsetMap(_KeyTable):
         self.size = _creinsert(self.t1, self.tv, o1, ov)
 
     def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None:
-        if h1.shape[0] == 0:
+        n = h1.shape[0]
+        if n == 0:
             return
-        self._grow(self.size + h1.shape[0])
-        self.size = _cput_all(self.t1, self.tv, h1, h2, offsets - self.base, self.size)
+        rel = offsets - self.base
+        # in slices no bigger than 1/16 of the table's room, the growth checked before each: a
+        # segment's records put at once (most of them keys already mapped) would double a table
+        # sized for the keys there are (the worst case, every record a new key)
+        step = max(1 << 16, int(self.t1.shape[0] * self.LOAD) >> 4)
+        for lo in range(0, n, step):
+            hi = min(lo + step, n)
+            self._grow(self.size + hi - lo)
+            self.size = _cput_all(self.t1, self.tv, h1[lo:hi], h2[lo:hi], rel[lo:hi], self.size)
         self.latest_offset = int(offsets[-1])
 
     def get(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:

@@ -52,3 +52,23 @@ def test_winners_map_answers_from_offsets_alone():
     # clean records superseded by the dirty range look superseded, the others absent
     assert got.tolist() == [150, INT64_MAX, 120, INT64_MAX, -1]
     assert m.latest_offset == 199
+
+
+def test_a_sized_table_is_not_doubled_by_a_big_put_of_known_keys():
+    # a segment's records put at once: most are keys already mapped; the table sized for the
+    # keys there are must not double for the worst case (every record a new key)
+    import numpy as np
+    from compactlog.cleaner.offset_map import CompactOffsetMap
+    keys = 100_000
+    m = CompactOffsetMap(0, keys)
+    cap = m.t1.shape[0]
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, keys, 8 * keys).astype(np.uint64)
+    h1 = ids * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
+    h2 = ids * np.uint64(0xC2B2AE3D27D4EB4F) + np.uint64(7)
+    m.put(h1, h2, np.arange(ids.size, dtype=np.int64))
+    assert len(m) == np.unique(ids).size
+    assert m.t1.shape[0] == cap
+    got = m.get(h1, h2, np.arange(ids.size, dtype=np.int64))
+    last = {int(k): i for i, k in enumerate(ids.tolist())}
+    assert got.tolist() == [last[int(k)] for k in ids.tolist()]
