@@ -36,6 +36,9 @@ COMMAND_MODULES = {
     "produce": "produce", "serve": "serve", "snapshot": "snapshot", "topics": "topics",
     "transactions": "transactions", "users": "users", "verify": "verify",
 }
+# every module, in the order the help lists their commands
+_ALL_MODULES = ("clean", "configs", "consume", "dump_log", "metadata", "produce", "snapshot", "tools", "topics",
+                "verify", "serve", "users", "consumer_groups", "transactions", "acls")
 # the root's own options (apps.py): name -> whether it takes a value
 _ROOT_OPTIONS = {"--data-dir": True, "--override": True, "--version": False, "--verbose": False, "-v": False,
                  "--help": False, "-h": False, "--install-completion": False, "--show-completion": False}
@@ -46,7 +49,7 @@ def _register(args: list[str] | None = None) -> None:
     imported: the one ``args`` names, or every one (no command, an unknown word, shell completion)."""
     import importlib
     word = _command_word(args) if args is not None and "_COMPACTLOG_COMPLETE" not in os.environ else None
-    modules = [COMMAND_MODULES[word]] if word in COMMAND_MODULES else sorted(set(COMMAND_MODULES.values()))
+    modules = [COMMAND_MODULES[word]] if word in COMMAND_MODULES else _ALL_MODULES
     for module in modules:
         importlib.import_module(f"{__package__}.{module}")
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from .main import COMMAND_MODULES, _command_word
+from .main import _ALL_MODULES, COMMAND_MODULES, _command_word
 
 
 def test_the_table_names_the_module_of_every_command():
@@ -18,6 +18,7 @@ def test_the_table_names_the_module_of_every_command():
     _register()
     root = typer.main.get_command(app)
     assert set(root.commands) == set(COMMAND_MODULES)
+    assert set(_ALL_MODULES) == set(COMMAND_MODULES.values())
     for word, command in root.commands.items():
         subcommands = getattr(command, "commands", None)
         callbacks = [c.callback for c in subcommands.values()] if subcommands else [command.callback]
