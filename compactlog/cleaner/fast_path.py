@@ -125,7 +125,7 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats, strategy:
             offset_map.put(h1, h2, offsets[sel], *strategy.record_versions(
                 buf, scan.r_ts[sel], scan.r_vpos[sel], scan.r_vlen[sel], scan.r_hcount[sel]))
         else:
-            offset_map.put(h1, h2, offsets[sel])
+            offset_map.put(h1, h2, offsets if sel.size == scan.nr else offsets[sel])
     stats.map_messages_read += scan.nr
     stats.map_bytes_read += seg.size - pos
     lasts = scan.b_base + scan.b_lod

@@ -281,7 +281,7 @@ class CompactOffsetMap(_KeyTable):
         # in slices no bigger than 1/16 of the table's room, the growth checked before each: a
         # segment's records put at once (most of them keys already mapped) would double a table
         # sized for the keys there are (the worst case, every record a new key)
-        step = max(1 << 16, int(self.t1.shape[0] * self.LOAD) >> 4)
+        step = max(1 << 10, int(self.t1.shape[0] * self.LOAD) >> 4)
         for lo in range(0, n, step):
             hi = min(lo + step, n)
             self._grow(self.size + hi - lo)

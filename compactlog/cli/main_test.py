@@ -54,6 +54,7 @@ def _loaded(*args) -> set[str]:
     return set(json.loads(r.stderr.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow       # two fresh processes
 def test_a_command_imports_its_own_module_only(tmp_path):
     loaded = _loaded("--data-dir", str(tmp_path), "topics", "list")
     assert "compactlog.cli.topics" in loaded
