@@ -98,22 +98,25 @@ def lanes_of(item) -> set[str]:
     return lanes
 
 
-# the longest modules (seconds of one worker each, measured on the whole suite with --durations=0),
-# scheduled first: pytest-xdist's --dist loadfile hands out modules in collection order, and a long
-# module collected last leaves the other workers idle while it runs alone (a stale list only
-# changes the order, never what runs)
+# the longest modules (wall seconds of one worker each, >= 20 s, measured on the whole suite with
+# COMPACTLOG_TEST_CPU_LOG on a quiet machine, longest first), scheduled first: pytest-xdist's --dist
+# loadfile hands out modules in collection order, and a long module collected last leaves the other
+# workers idle while it runs alone (a stale list only changes the order, never what runs)
 LONGEST_MODULES = [
-    "test_readme", "test_fault_campaign", "test_cli_console_broker", "test_transactions_cli", "test_corpus",
-    "test_corpus_cli", "test_txn_quix", "test_readers_beside_a_broker", "test_spark_datasource",
-    "test_warmup", "test_spark_streaming", "test_broker_lifecycle", "test_read_only",
-    "test_txn_coordinator", "test_groups_cli", "test_security_clients", "test_readme_transactions",
-    "test_demo", "test_clean_errors", "test_recovery_beats_kafka", "test_data_dir_lock",
-    "test_txn_faust", "test_txn_conformance_eos", "test_metrics", "test_index_check_flips",
-    "test_scale", "test_broker_clients", "test_broker_transactions", "test_security_sasl_wire",
-    "test_spark_sink", "test_groups_restart", "test_groups_clients", "test_readme_acls",
-    # added by this stop's broker modules (about a minute each under load)
-    "test_txn_restart_timeouts", "test_tiered_broker", "test_groups_consumer_protocol",
-    "test_groups_consumer_restart", "test_broker_compaction_strategies",
+    "test_fault_campaign", "test_readme", "test_readers_beside_a_broker", "test_cli_console_broker",
+    "test_corpus", "test_transactions_cli", "test_warmup", "test_corpus_cli", "test_cli_tools",
+    "test_scale", "test_spark_streaming", "test_tiered_broker", "test_data_dir_lock", "test_clean_errors",
+    "test_txn_restart_timeouts", "test_broker_lifecycle", "test_spark_datasource", "test_spark_sink",
+    "test_txn_quix", "test_txn_conformance_eos", "test_security_clients", "test_compaction_strategies",
+    "test_readme_transactions", "test_txn_faust", "test_read_only", "test_demo",
+    "test_groups_consumer_protocol", "test_index_check_flips", "test_txn_coordinator", "test_groups_cli",
+    "test_crash_clean", "test_metrics", "test_corruption_cleaner", "test_recovery_beats_kafka",
+    "test_cluster", "test_txn_conformance_crash", "test_broker_clients", "test_internal_topics_crash",
+    "test_verify", "test_broker_storage_errors", "test_groups_restart", "test_readme_acls",
+    "test_txn_conformance_crash_marker", "test_security_sasl_wire", "reader_test", "test_groups_clients",
+    "test_snapshot", "test_metrics_listener_address", "test_cli_produce_consume",
+    "test_decompression_bomb", "jit_test", "test_broker_transactions", "test_groups_cli_more",
+    "test_txn_conformance_basic", "test_cli_startup",
 ]
 
 
@@ -127,3 +130,63 @@ def pytest_collection_modifyitems(config, items):
         for lane in lanes_of(item):
             item.add_marker(getattr(pytest.mark, lane))
     items.sort(key=_schedule_rank)          # stable: a module's own order is kept
+
+
+# COMPACTLOG_TEST_CPU_LOG=FILE: one JSON line per module with its wall seconds and the CPU seconds
+# of the worker and every process it started (reaped children, and descendants still alive: a
+# module's broker, the session's JVM), to find where `make test`'s time goes
+_CPU_LOG = __import__("os").environ.get("COMPACTLOG_TEST_CPU_LOG")
+
+
+def _descendant_cpu() -> dict[int, float]:
+    import os
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+    me = os.getpid()
+    found, frontier = {}, [me]
+    while frontier:
+        pid = frontier.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in found:
+                found[child] = cpu[child]
+                frontier.append(child)
+    return found
+
+
+_module_start: dict = {}
+
+
+if _CPU_LOG:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        import json
+        import os
+        import time
+        module = item.path.stem
+        if _module_start.get("module") != module:
+            t = os.times()
+            _module_start.update(module=module, wall=time.monotonic(),
+                                 own=t.user + t.system + t.children_user + t.children_system,
+                                 live=_descendant_cpu())
+        yield
+        if nextitem is None or nextitem.path.stem != module:
+            t = os.times()
+            own = t.user + t.system + t.children_user + t.children_system - _module_start["own"]
+            before = _module_start["live"]
+            live = sum(c - before.get(p, 0.0) for p, c in _descendant_cpu().items())
+            with open(_CPU_LOG, "a") as f:
+                f.write(json.dumps({"module": module, "wall": round(time.monotonic() - _module_start["wall"], 2),
+                                    "cpu": round(own + live, 2), "own": round(own, 2),
+                                    "live": round(live, 2)}) + "\n")
+            _module_start.clear()

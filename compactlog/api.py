@@ -570,13 +570,16 @@ class Transactions:
                           duration_ms: int = -1, pattern: str | None = None
                           ) -> tuple[int, list[str], list[TransactionListing]]:
         """ListTransactions: (error code, state names not known, the ids passing every filter)."""
-        code, unknown, found = self._loaded().list_transactions(tuple(states), tuple(producer_ids),
-                                                                duration_ms, pattern)
+        from .coordinator import answered
+        code, listed = answered(self._loaded().list_transactions, tuple(states), tuple(producer_ids),
+                                duration_ms, pattern)
+        unknown, found = listed or ([], [])
         return code, unknown, [TransactionListing(m.transactional_id, m.producer_id, m.state.display) for m in found]
 
     def describe(self, transactional_id: str) -> tuple[int, TransactionDescription | None]:
         """DescribeTransactions of one id: (error code, its description or None)."""
-        code, md = self._loaded().describe(transactional_id)
+        from .coordinator import answered
+        code, md = answered(self._loaded().describe, transactional_id)
         if md is None:
             return code, None
         return code, TransactionDescription(transactional_id, md.state.display, md.producer_id, md.producer_epoch,

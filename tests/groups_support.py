@@ -197,6 +197,32 @@ def poll_until(members, predicate, timeout=30.0, what="condition", got=None):
             raise AssertionError(f"timed out after {timeout} s waiting for {what}; assignments {state}")
 
 
+def module_broker(name: str, overrides: dict):
+    """A ``broker`` fixture for a test module: one broker with ``overrides`` for all its tests,
+    in a fresh data dir, stopped at the end."""
+    import pytest
+    from broker_support import Broker
+
+    @pytest.fixture(scope="module")
+    def broker(tmp_path_factory):
+        with Broker(tmp_path_factory.mktemp(name) / "data", overrides) as b:
+            yield b
+    return broker
+
+
+def read_resumed(member, n: int, what: str) -> list[bytes]:
+    """What ``member``, new to a group with committed offsets, reads: polled until ``n`` records
+    came, then once more a moment later (a record read twice would show up there); closed after."""
+    got: list[bytes] = []
+    try:
+        poll_until([member], lambda: len(got) >= n, got=got, what=what)
+        time.sleep(0.3)
+        got.extend(member.poll())
+    finally:
+        member.close()
+    return got
+
+
 def read_and_commit(member, n: int, what: str | None = None) -> list[bytes]:
     """Poll ``member`` until it has read ``n`` records, then commit synchronously; the values read."""
     got: list[bytes] = []

@@ -11,6 +11,9 @@ a rule answers them with a status (403, 503, ...), cuts a response body short, o
 refuses connections altogether (``refuse()``: the listening socket is closed, so a connect gets
 ECONNREFUSED, as from a store that went away; ``accept()`` listens again on the same port).
 Every request it sees is logged (method, path, query), so a test can count what a client sent.
+
+The fixtures ``moto`` (one server a test module) and ``bucket`` (a fresh bucket a test) are
+imported by the modules that use them.
 """
 
 from __future__ import annotations
@@ -19,21 +22,53 @@ import http.client
 import logging
 import socket
 import threading
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 from urllib.parse import urlsplit
+
+import pytest
 
 ACCESS_KEY = "testing-key-id"
 SECRET_KEY = "testing-secret-key"
 REGION = "us-east-1"
 
 
+def _writes_one_at_a_time(app):
+    """moto's WSGI app with its writes serialized. moto checks a PUT's If-Match / If-None-Match and
+    stores the object in two steps, and its server runs requests on threads: two racing
+    conditional writes could both pass the check (a lost update a loaded machine showed, 1 of 20
+    increments). S3 makes a conditional write atomic; with one write at a time, so does moto.
+    Reads stay concurrent."""
+    lock = threading.Lock()
+
+    def serve(environ, start_response):
+        if environ.get("REQUEST_METHOD") not in ("PUT", "POST", "DELETE"):
+            return app(environ, start_response)
+        with lock:
+            return list(app(environ, start_response))      # the whole write inside the lock
+    return serve
+
+
+def _patch_moto_server() -> None:
+    from moto.moto_server import threaded_moto_server as tms
+    if getattr(tms.make_server, "compactlog_serialized", False):
+        return
+    make_server = tms.make_server
+
+    def serialized(host, port, app, *args, **kwargs):
+        return make_server(host, port, _writes_one_at_a_time(app), *args, **kwargs)
+    serialized.compactlog_serialized = True
+    tms.make_server = serialized
+
+
 class MotoS3:
-    """moto's S3 on 127.0.0.1:<free port>."""
+    """moto's S3 on 127.0.0.1:<free port>, its writes atomic as S3's (``_writes_one_at_a_time``)."""
 
     def __init__(self):
         from moto.server import ThreadedMotoServer
+        _patch_moto_server()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)     # one line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.endpoint = ""
@@ -89,6 +124,20 @@ class MotoS3:
         }
         props.update(extra)
         return props
+
+
+@pytest.fixture(scope="module")
+def moto():
+    server = MotoS3().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def bucket(moto):
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    moto.create_bucket(name)
+    return name
 
 
 @dataclass

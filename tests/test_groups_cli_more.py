@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from broker_support import Broker
-from groups_support import GROUP_BROKER, Confluent, committed, create_topic, produce, read_and_commit, table, uid
+from groups_support import (GROUP_BROKER, Confluent, committed, create_topic, module_broker, produce, read_and_commit,
+                            table, uid)
 
 from compactlog.cli.consumer_groups.options import parse_duration_ns
 from compactlog.errors import CompactlogError
@@ -21,11 +21,7 @@ from compactlog.storage.datadir import DataDir
 HOUR_MS = 3_600_000
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    data = tmp_path_factory.mktemp("groups-cli-more") / "data"
-    with Broker(data, GROUP_BROKER) as b:
-        yield b
+broker = module_broker("groups-cli-more", GROUP_BROKER)
 
 
 def produce_aged(bootstrap, topic, partitions, now_ms) -> None:

@@ -16,18 +16,13 @@ import time
 
 import pytest
 
-from broker_support import KCAT, Broker, kcat
+from broker_support import KCAT, kcat
 from groups_support import (CLIENTS, GROUP_BROKER, AioKafka, Confluent, KafkaPython, child_consumer, committed,
-                            create_topic, names, poll_until, produce, read_and_commit, split_evenly)
+                            create_topic, module_broker, names, poll_until, produce, read_and_commit, read_resumed,
+                            split_evenly)
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    b = Broker(tmp_path_factory.mktemp("groups") / "data",
-               {**GROUP_BROKER, "group.coordinator.rebalance.protocols": "classic"})
-    b.start()
-    yield b
-    b.stop()
+broker = module_broker("groups", {**GROUP_BROKER, "group.coordinator.rebalance.protocols": "classic"})
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))
@@ -42,14 +37,7 @@ def test_subscribe_commit_close_resume(broker, client):
         m.close()
     assert sorted(got) == sorted(b"v%d" % i for i in range(30))
     produce(broker.bootstrap, topic, 10, start=30)
-    again = CLIENTS[client](broker.bootstrap, group, topic)
-    more: list[bytes] = []
-    try:
-        poll_until([again], lambda: len(more) >= 10, what="the 10 new records", got=more)
-        time.sleep(0.3)
-        more.extend(again.poll())
-    finally:
-        again.close()
+    more = read_resumed(CLIENTS[client](broker.bootstrap, group, topic), 10, "the 10 new records")
     # exactly the records after the committed offsets: nothing read twice, nothing lost
     assert sorted(more) == sorted(b"v%d" % i for i in range(30, 40))
 

@@ -19,18 +19,13 @@ import time
 
 import pytest
 
-from broker_support import KCAT, Broker, kcat, wait_until
+from broker_support import KCAT, kcat, wait_until
 from groups_support import (CONSUMER_PROTOCOL_BROKER, ConsumerProtocol, child_consumer_protocol, committed,
-                            create_topic, names, owned_once, poll_until, produce)
+                            create_topic, module_broker, names, owned_once, poll_until, produce, read_resumed)
 from txn_support import Raw
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    b = Broker(tmp_path_factory.mktemp("kip848") / "data", CONSUMER_PROTOCOL_BROKER)
-    b.start()
-    yield b
-    b.stop()
+broker = module_broker("kip848", CONSUMER_PROTOCOL_BROKER)
 
 
 def describe(broker, group):
@@ -120,14 +115,7 @@ def test_commit_close_and_resume(broker):
         m.close()
     assert sum(committed(broker.bootstrap, group, topic, 3).values()) == 30
     produce(broker.bootstrap, topic, 10, start=30)
-    again = ConsumerProtocol(broker.bootstrap, group, topic)
-    more: list = []
-    try:
-        poll_until([again], lambda: len(more) >= 10, got=more, what="the 10 new records")
-        time.sleep(0.3)
-        more.extend(again.poll())
-    finally:
-        again.close()
+    more = read_resumed(ConsumerProtocol(broker.bootstrap, group, topic), 10, "the 10 new records")
     assert sorted(more) == sorted(b"v%d" % i for i in range(30, 40))
 
 

@@ -232,9 +232,14 @@ def _run_until_stopped(script: str, command: str, world) -> None:
     try:
         out, err = proc.communicate(timeout=STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        # which of the group's processes did not stop (the command itself, or a child such as a
+        # JVM holding the output pipes open), for the failure message
+        left = subprocess.run(["ps", "-o", "pid,stat,etime,args", "-g", str(proc.pid)], capture_output=True,
+                              text=True).stdout
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"README command did not stop on ^C within {STOP_TIMEOUT_S} s: {command}")
+        _, err = proc.communicate()
+        pytest.fail(f"README command did not stop on ^C within {STOP_TIMEOUT_S} s: {command}\n"
+                    f"still running:\n{left}\nstderr:\n{err[-2000:]}")
     assert "Traceback" not in err and "internal error" not in err, f"{command}\n{err}"
 
 

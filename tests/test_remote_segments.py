@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 
 import pytest
 
@@ -23,27 +22,13 @@ from compactlog.storage.remote.partition_manifest import (
 from compactlog.storage.remote.segment_objects import (
     SegmentFiles, delete_segment, read_indexes, read_log, read_manifest, segment_key, upload_segment)
 from compactlog.storage.remote.store import StoreUnavailable, open_store
-from s3_support import FaultProxy, MotoS3
+from s3_support import FaultProxy, bucket, moto  # noqa: F401 - the fixtures
 
 pytestmark = pytest.mark.slow
 
 TOPIC, TOPIC_ID, PARTITION = "foo", "MWJ6FHTfRYy67jzwZdeqSQ", 0
 PREFIX = "tiered/"
 MiB = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoS3().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def bucket(moto):
-    name = f"b-{uuid.uuid4().hex[:12]}"
-    moto.create_bucket(name)
-    return name
 
 
 def make_segment(d: str, base: int, next_offset: int, size: int) -> tuple[SegmentFiles, bytes]:

@@ -19,25 +19,11 @@ from compactlog.errors import ConfigError
 from compactlog.storage.remote.store import (
     AccessDenied, LocalDirectoryStore, ObjectNotFound, PreconditionFailed, RangeNotSatisfiable, RemoteStorageError,
     S3ObjectStore, StoreConfig, StoreUnavailable, open_store)
-from s3_support import ACCESS_KEY, SECRET_KEY, FaultProxy, MotoS3
+from s3_support import ACCESS_KEY, SECRET_KEY, FaultProxy, bucket, moto  # noqa: F401 - the fixtures
 
 pytestmark = pytest.mark.slow
 
 MiB = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoS3().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def bucket(moto):
-    name = f"b-{uuid.uuid4().hex[:12]}"
-    moto.create_bucket(name)
-    return name
 
 
 @pytest.fixture(params=["s3", "local"])

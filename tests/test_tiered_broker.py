@@ -88,7 +88,9 @@ def produce(env, topic: str, start: int, n: int, acked: dict | None = None) -> l
     offset -> (key, value) of those that were, and failures are allowed (a broker killed meanwhile)."""
     p = ck.Producer({"bootstrap.servers": env["broker"].bootstrap, "acks": "all", "linger.ms": 5,
                      "enable.idempotence": True, "batch.size": 8000,     # batches below segment.bytes
-                     "message.timeout.ms": 10000})
+                     # a record that must be acknowledged gets librdkafka's time (a loaded machine's
+                     # uploads slow the broker); where failures are allowed (a kill), a short one
+                     "message.timeout.ms": 10000 if acked is not None else 120000})
     out, failed = [], []
 
     def report(err, msg):
@@ -102,7 +104,7 @@ def produce(env, topic: str, start: int, n: int, acked: dict | None = None) -> l
         out.append((k, v))
         if i % 200 == 0:
             p.poll(0)
-    left = p.flush(30)
+    left = p.flush(30 if acked is not None else 150)
     if acked is None:
         assert left == 0 and not failed, failed[:3]
     return out

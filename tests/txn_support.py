@@ -36,7 +36,7 @@ from compactlog.storage.txn_index import TransactionIndex
 E = ErrorCode
 CLIENTS = ("confluent", "kafka-python", "aiokafka")
 STATE_NAMES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"]
-WAIT_S = 30
+WAIT_S = 60             # a bound on each wait for the broker or a group (30 s was short for a rebalance at load 15-20)
 # the brokers of the suite: the coordinator's timers fast, a group joins at once, members of a
 # killed application leave the group after a short session timeout
 BROKER_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300",

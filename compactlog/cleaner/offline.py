@@ -85,12 +85,15 @@ class KeylessRecords:
 
 def count_keyless(log, start: int, end: int) -> tuple[int, int]:
     """(records, records without a key) of the data batches with offsets in [start, end):
-    uncompressed segments in one numba pass (the cleaner's scanner), others batch by batch."""
+    uncompressed segments in one numba pass (the cleaner's scanner), others batch by batch. The
+    bytes are read through the log's segment source, as a clean reads them (the caller holds the
+    log's lock: the listing is the log's own)."""
     records = keyless = 0
+    source = log.segment_source
     for seg in log.segments_in_range(start, end) if start < end else []:
         if seg.size == 0:
             continue
-        buf = seg.log.map()
+        buf = source.read_segment(seg.base_offset, seg.size)
         try:
             r, k = _count_segment(buf, seg.size, start, end)
         finally:

@@ -37,6 +37,32 @@ def test_keyless_records_are_counted_on_the_fast_and_the_batch_path(tmp_path, co
         assert count_keyless(log, 5, 5) == (0, 0)
 
 
+def test_keyless_records_are_read_through_the_logs_segment_source(tmp_path, monkeypatch):
+    """The guard reads what a clean would read, where the clean reads it: through the log's
+    segment source, one read per segment in the range (none for a segment outside it)."""
+    from compactlog.storage.log import Log
+    from compactlog.storage.segment_source import LocalDirSource
+
+    reads = []
+
+    class Counting(LocalDirSource):
+        def read_segment(self, base_offset, size):
+            reads.append(base_offset)
+            return super().read_segment(base_offset, size)
+
+    monkeypatch.setattr(Log, "segment_source", property(lambda log: Counting(log.dir)))
+    with DataDir(str(tmp_path), create=True, writable=True, clock=lambda: T0) as dd:
+        dd.create_topic("t", 1, {"cleanup.policy": "delete", "segment.bytes": "400"})
+        log = dd.open_log("t", 0)
+        for i in range(20):
+            log.append_records([b"k%d" % i, None, None], [b"v", b"w", b"x"])
+        assert count_keyless(log, 0, log.log_end_offset) == (60, 40)
+        assert reads == [s.base_offset for s in log.segments if s.size]
+        reads.clear()
+        assert count_keyless(log, 3, 9) == (6, 4)
+        assert reads == [s.base_offset for s in log.segments_in_range(3, 9)]
+
+
 def test_only_partitions_compacted_by_the_session_are_guarded(tmp_path):
     with DataDir(str(tmp_path), create=True, writable=True, clock=lambda: T0) as dd:
         dd.create_topic("plain", 2, {"cleanup.policy": "delete"})

@@ -153,6 +153,7 @@ class InTaskOffsetMap(_KeyTable):
 
 OFFSET_BITS = 40
 OFFSET_MASK = (1 << OFFSET_BITS) - 1
+CHECK_BITS = 64 - OFFSET_BITS           # the compact map's digest bits beside the offset
 CHECK_SHIFT = np.uint64(OFFSET_BITS)
 # how many keys ahead the probes ask for their slot's cache line: a table of 2M slots (32 MB) is
 # not in cache, and each probe otherwise waits for memory in turn (5M gets: 0.13 -> 0.08 CPU-s)
@@ -192,7 +193,7 @@ def _cput_all(t1, tv, h1, h2, rel_offsets, size):
             _prefetch(t1, ahead)
             _prefetch(tv, ahead)
         a = h1[i]
-        check = h2[i] >> np.uint64(64 - 24)
+        check = h2[i] >> np.uint64(64 - CHECK_BITS)
         v = (check << CHECK_SHIFT) | np.uint64(rel_offsets[i] + 1)
         s = np.int64(a & np.uint64(mask))
         while True:
@@ -210,9 +211,13 @@ def _cput_all(t1, tv, h1, h2, rel_offsets, size):
 
 
 @njit(cache=True)
-def _cget_all(t1, tv, h1, h2, base, out):
+def _checked_get_all(t1, tv, h1, h2, base, out, check_bits):
+    """The offsets of a table whose value word holds ``check_bits`` more digest bits at its top
+    and the offset + 1 (relative to ``base``) in its low 40 bits: the compact map's 24, the
+    version map's 23 (its has-version bit sits between the two)."""
     mask = t1.shape[0] - 1
     low = np.uint64(OFFSET_MASK)
+    shift = np.uint64(64 - check_bits)
     n = h1.shape[0]
     for i in range(n):
         if i + PREFETCH_AHEAD < n:
@@ -220,14 +225,14 @@ def _cget_all(t1, tv, h1, h2, base, out):
             _prefetch(t1, ahead)
             _prefetch(tv, ahead)
         a = h1[i]
-        check = h2[i] >> np.uint64(64 - 24)
+        check = h2[i] >> shift
         s = np.int64(a & np.uint64(mask))
         out[i] = -1
         while True:
             cur = tv[s]
             if cur == 0:
                 break
-            if t1[s] == a and (cur >> CHECK_SHIFT) == check:
+            if t1[s] == a and (cur >> shift) == check:
                 out[i] = base + np.int64(cur & low) - 1
                 break
             s = (s + 1) & mask
@@ -243,6 +248,7 @@ class CompactOffsetMap(_KeyTable):
     """
 
     LOAD = 0.75
+    COLUMNS: tuple[str, ...] = ()       # per-slot arrays beside the two words (the version map's)
 
     def __init__(self, base_offset: int, expected_keys: int = 1024):
         self.base = base_offset
@@ -269,9 +275,14 @@ class CompactOffsetMap(_KeyTable):
             cap <<= 1
         live = self.tv != 0
         o1, ov = self.t1[live], self.tv[live]
+        beside = [getattr(self, c)[live] for c in self.COLUMNS]
         self._alloc(cap)
-        # reinsert whole slots: digest word and value word as they are
-        self.size = _creinsert(self.t1, self.tv, o1, ov)
+        # reinsert whole slots: digest word and value word as they are, the columns beside them
+        # moved to the slots they went to
+        slots = np.empty(o1.shape[0], dtype=np.int64)
+        self.size = _reinsert(self.t1, self.tv, o1, ov, slots)
+        for c, values in zip(self.COLUMNS, beside):
+            getattr(self, c)[slots] = values
 
     def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None:
         n = h1.shape[0]
@@ -291,7 +302,7 @@ class CompactOffsetMap(_KeyTable):
     def get(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
         out = np.empty(h1.shape[0], dtype=np.int64)
         if h1.shape[0]:
-            _cget_all(self.t1, self.tv, h1, h2, self.base, out)
+            _checked_get_all(self.t1, self.tv, h1, h2, self.base, out, CHECK_BITS)
         return out
 
     @property
@@ -300,7 +311,9 @@ class CompactOffsetMap(_KeyTable):
 
 
 @njit(cache=True)
-def _creinsert(t1, tv, o1, ov):
+def _reinsert(t1, tv, o1, ov, slots):
+    """Whole slots into a grown table (no two alike); ``slots``: where each one went, for the
+    columns beside the two words (the version map's versions)."""
     mask = t1.shape[0] - 1
     for i in range(o1.shape[0]):
         s = np.int64(o1[i] & np.uint64(mask))
@@ -308,12 +321,14 @@ def _creinsert(t1, tv, o1, ov):
             s = (s + 1) & mask
         t1[s] = o1[i]
         tv[s] = ov[i]
+        slots[i] = s
     return o1.shape[0]
 
 
 # --- the version map: 24-byte slots, for the version strategies (cleaner/strategy.py) ---------------
 
-VCHECK_SHIFT = np.uint64(OFFSET_BITS + 1)    # 23 bits of digest above the has-version bit
+VCHECK_BITS = CHECK_BITS - 1                 # 23 bits of digest above the has-version bit
+VCHECK_SHIFT = np.uint64(64 - VCHECK_BITS)
 VHAS = np.uint64(1 << OFFSET_BITS)
 VTIE_MASK = np.uint64((1 << (OFFSET_BITS + 1)) - 1)
 
@@ -326,7 +341,7 @@ def _vput_all(t1, tv, tver, h1, h2, rel_offsets, ver, has, size, insert):
     low = VTIE_MASK
     for i in range(h1.shape[0]):
         a = h1[i]
-        check = h2[i] >> np.uint64(64 - 23)
+        check = h2[i] >> np.uint64(64 - VCHECK_BITS)
         tie = np.uint64(rel_offsets[i] + 1) | (VHAS if has[i] else np.uint64(0))
         v = (check << VCHECK_SHIFT) | tie
         s = np.int64(a & np.uint64(mask))
@@ -348,38 +363,6 @@ def _vput_all(t1, tv, tver, h1, h2, rel_offsets, ver, has, size, insert):
     return size
 
 
-@njit(cache=True)
-def _vget_all(t1, tv, h1, h2, base, out):
-    mask = t1.shape[0] - 1
-    low = np.uint64(OFFSET_MASK)
-    for i in range(h1.shape[0]):
-        a = h1[i]
-        check = h2[i] >> np.uint64(64 - 23)
-        s = np.int64(a & np.uint64(mask))
-        out[i] = -1
-        while True:
-            cur = tv[s]
-            if cur == 0:
-                break
-            if t1[s] == a and (cur >> VCHECK_SHIFT) == check:
-                out[i] = base + np.int64(cur & low) - 1
-                break
-            s = (s + 1) & mask
-
-
-@njit(cache=True)
-def _vreinsert(t1, tv, tver, o1, ov, over):
-    mask = t1.shape[0] - 1
-    for i in range(o1.shape[0]):
-        s = np.int64(o1[i] & np.uint64(mask))
-        while tv[s] != 0:
-            s = (s + 1) & mask
-        t1[s] = o1[i]
-        tv[s] = ov[i]
-        tver[s] = over[i]
-    return o1.shape[0]
-
-
 class VersionMap(CompactOffsetMap):
     """The compact map with a version column, for ``compaction.strategy`` timestamp or header:
     24-byte slots (KIP-280's 8 more bytes a key), the digest word, one word holding the winner's
@@ -390,20 +373,11 @@ class VersionMap(CompactOffsetMap):
     already mapped only (the clean section's records); ``get`` answers the winner's offset, which
     the rewrite compares for equality (``rules.record_fates(exact=True)``)."""
 
+    COLUMNS = ("tver",)
+
     def _alloc(self, cap: int) -> None:
         super()._alloc(cap)
         self.tver = np.zeros(cap, dtype=np.int64)
-
-    def _grow(self, needed: int) -> None:
-        cap = self.t1.shape[0]
-        if needed <= cap * self.LOAD:
-            return
-        while needed > cap * self.LOAD:
-            cap <<= 1
-        live = self.tv != 0
-        o1, ov, over = self.t1[live], self.tv[live], self.tver[live]
-        self._alloc(cap)
-        self.size = _vreinsert(self.t1, self.tv, self.tver, o1, ov, over)
 
     def _rel(self, offsets: np.ndarray) -> np.ndarray:
         rel = np.asarray(offsets, dtype=np.int64) - self.base
@@ -425,7 +399,7 @@ class VersionMap(CompactOffsetMap):
     def get(self, h1, h2, offsets=None) -> np.ndarray:
         out = np.empty(h1.shape[0], dtype=np.int64)
         if h1.shape[0]:
-            _vget_all(self.t1, self.tv, h1, h2, self.base, out)
+            _checked_get_all(self.t1, self.tv, h1, h2, self.base, out, VCHECK_BITS)
         return out
 
     def offsets(self) -> np.ndarray:

@@ -1,7 +1,7 @@
 import numpy as np
 
 from compactlog.cleaner.distributed_map import INT64_MAX, WinnersMap
-from compactlog.cleaner.offset_map import CompactOffsetMap, InTaskOffsetMap
+from compactlog.cleaner.offset_map import CompactOffsetMap, InTaskOffsetMap, VersionMap
 
 
 def digests(n, seed=0):
@@ -73,3 +73,21 @@ def test_a_sized_table_is_not_doubled_by_a_big_put_of_known_keys():
     last = np.zeros(keys, dtype=np.int64)
     last[ids.astype(np.int64)] = np.arange(ids.size)      # numpy keeps the last write of a repeated index
     assert (got == last[ids.astype(np.int64)]).all()
+
+
+def test_the_version_map_keeps_each_keys_version_through_growth():
+    """Two passes over the same keys, the second with lower versions for even keys: the winners
+    are the first pass's for those, the second's for the rest, with the map grown many times
+    between (the versions move with their slots)."""
+    n = 20_000
+    h1, h2 = digests(n, seed=3)
+    m = VersionMap(0, expected_keys=16)
+    has = np.ones(n, dtype=np.bool_)
+    first = np.arange(n, dtype=np.int64)
+    m.put(h1, h2, first, np.full(n, 100, dtype=np.int64), has)
+    assert m.t1.shape[0] > 16 * 512
+    second = first + n
+    versions = np.where(first % 2 == 0, 99, 101).astype(np.int64)
+    m.put(h1, h2, second, versions, has)
+    assert len(m) == n
+    assert (m.get(h1, h2) == np.where(first % 2 == 0, first, second)).all()

@@ -28,6 +28,8 @@ _EXPORTS = {
     "TRANSACTION_STATE_TOPIC": "txn.state_log",
     # Kafka's Topic.INTERNAL_TOPICS
     "INTERNAL_TOPICS": "internal_topics",
+    # a coordinator's answer as an API gives it: (error code, result), a refusal mapped to its code
+    "answered": "runtime",
 }
 
 __all__ = sorted(_EXPORTS)

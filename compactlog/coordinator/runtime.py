@@ -7,7 +7,11 @@ What the two coordinators share, written once:
   written), ``Timer`` (``CoordinatorTimer``: keyed one-shot timers), ``CoordinatorPartitions``
   (which partition of the internal topic holds a key, and which are still loading: Kafka refuses
   requests for a loading shard with COORDINATOR_LOAD_IN_PROGRESS);
-- the error mapping: ``operation_error`` (``CoordinatorOperationExceptionHelper``, the same table
+- the errors: a refusal is a typed exception carrying Kafka's code (``CoordinatorError``:
+  ``GroupError``, ``TxnError``), and every failure becomes the code an API answers here, in one
+  place: ``error_code_of`` (a refusal's own code, a failed append's ``kafka_error``,
+  KAFKA_STORAGE_ERROR for I/O), ``answered`` (an operation's result or its refusal's code),
+  ``operation_error`` (``CoordinatorOperationExceptionHelper``, the same table
   as ``TransactionStateManager.appendTransactionToLog``) and ``append_error`` (a failed append of
   group records, ``appendGroupMetadataErrorToResponseError``);
 - ``CoordinatorRuntime``, the running half: one lock that serialises every operation, the
@@ -37,6 +41,7 @@ from typing import Callable, Iterable
 from kio.schema.errors import ErrorCode
 
 from ..record import consumer_offsets as R
+from .errors import CoordinatorError, GroupError, TxnError
 from .internal_topics import partition_count
 
 MAX_TIMER_WAIT_S = 1.0          # the timer thread wakes at least this often (a stop, a clock step)
@@ -45,15 +50,6 @@ MAX_TIMER_WAIT_S = 1.0          # the timer thread wakes at least this often (a 
 def wall_clock() -> int:
     """Milliseconds since the epoch (the default clock; tests inject their own)."""
     return int(time.time() * 1000)
-
-
-class GroupError(Exception):
-    """A request refused with a Kafka error code (the group coordinator's; the transaction
-    coordinator's is ``txn.metadata.TxnError``)."""
-
-    def __init__(self, code: ErrorCode, message: str = ""):
-        super().__init__(message or str(code))
-        self.code = code
 
 
 @dataclass
@@ -150,9 +146,19 @@ def operation_error(code: ErrorCode) -> ErrorCode:
 
 
 def error_code_of(error: Exception) -> ErrorCode:
-    """The Kafka code a failed append carries: its ``kafka_error``, KAFKA_STORAGE_ERROR for an
-    I/O failure (an ``OSError``) or anything without one."""
-    return getattr(error, "kafka_error", ErrorCode.kafka_storage_error)
+    """The Kafka code a failure carries: a coordinator's refusal its own, a failed append its
+    ``kafka_error``, KAFKA_STORAGE_ERROR for an I/O failure (an ``OSError``) or anything without
+    one."""
+    return ErrorCode(getattr(error, "kafka_error", ErrorCode.kafka_storage_error))
+
+
+def answered(operation: Callable, *args, **kwargs) -> tuple[ErrorCode, object]:
+    """(NONE, ``operation``'s result), or (the code of its refusal, None): where an API that
+    answers a code beside its data meets a state machine that raises ``CoordinatorError``."""
+    try:
+        return ErrorCode.none, operation(*args, **kwargs)
+    except CoordinatorError as e:
+        return e.code, None
 
 
 def append_error(error: Exception) -> ErrorCode:

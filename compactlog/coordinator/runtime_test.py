@@ -8,8 +8,10 @@ from kio.schema.errors import ErrorCode
 
 from compactlog.record import consumer_offsets as R
 from compactlog.coordinator.group.offset_manager import commit_append_error
-from compactlog.coordinator.runtime import (MAX_TIMER_WAIT_S, CoordinatorPartitions, CoordinatorRuntime, GroupError,
-                                            Periodic, Timer, append_error, operation_error, seconds_until)
+from compactlog.coordinator.runtime import (MAX_TIMER_WAIT_S, CoordinatorError, CoordinatorPartitions,
+                                            CoordinatorRuntime, GroupError, Periodic, Timer, TxnError, answered,
+                                            append_error, error_code_of, operation_error, seconds_until)
+from compactlog.errors import UnknownProducerIdError
 
 def test_timer_order_and_replacement():
     t = Timer()
@@ -145,3 +147,27 @@ def test_loading_partitions_refuse_their_groups_only():
         parts.check_loaded("g")
     assert e.value.code == ErrorCode.coordinator_load_in_progress
     parts.check_loaded(other)
+
+
+def test_refusals_and_failures_map_to_codes_in_one_place():
+    """A coordinator's refusal carries its own code (GroupError and TxnError alike), a failed
+    append the code its error names, anything else (an OSError) KAFKA_STORAGE_ERROR."""
+    for refusal in (GroupError(ErrorCode.illegal_generation, "old generation"), TxnError(ErrorCode.illegal_generation)):
+        assert isinstance(refusal, CoordinatorError)
+        assert error_code_of(refusal) == refusal.code == ErrorCode.illegal_generation
+    assert str(TxnError(ErrorCode.producer_fenced)) == "producer_fenced"
+    assert error_code_of(UnknownProducerIdError("gone")) == ErrorCode.unknown_producer_id
+    assert error_code_of(OSError(5, "EIO")) == ErrorCode.kafka_storage_error
+    # an append refused as a coordinator refuses is answered as a refusal, not as a storage failure
+    assert append_error(GroupError(ErrorCode.not_enough_replicas)) == ErrorCode.coordinator_not_available
+
+
+def test_answered_is_a_result_or_a_refusals_code():
+    def describe(group_id):
+        if not group_id:
+            raise GroupError(ErrorCode.invalid_group_id)
+        return {"group": group_id}
+    assert answered(describe, "g") == (ErrorCode.none, {"group": "g"})
+    assert answered(describe, "") == (ErrorCode.invalid_group_id, None)
+    with pytest.raises(KeyError):
+        answered(lambda: {}["bug"])          # a bug is no refusal: it is not turned into a code

@@ -167,7 +167,12 @@ class RemoteLogSegmentId:
         return f"RemoteLogSegmentId{{topicIdPartition={self.topic_id_partition}, id={self.id}}}"
 
 
-def _check_segment(start: int, end: int, epochs: tuple) -> None:
+def _check_segment(m) -> None:
+    """A segment's fields as Kafka's constructors take them (``RemoteLogSegmentMetadata`` and its
+    snapshot alike): the epochs normalised, the state an enum, the offsets and epochs checked."""
+    object.__setattr__(m, "segment_leader_epochs", _normalize_epochs(m.segment_leader_epochs))
+    object.__setattr__(m, "state", SegmentState(m.state))
+    start, end, epochs = m.start_offset, m.end_offset, m.segment_leader_epochs
     if start < 0:
         raise ValueError(f"Unexpected start offset = {start}. StartOffset for a remote segment cannot be negative")
     if end < start:
@@ -178,11 +183,11 @@ def _check_segment(start: int, end: int, epochs: tuple) -> None:
 
 
 @dataclass(frozen=True)
-class RemoteLogSegmentMetadata:
-    """api 0, ``RemoteLogSegmentMetadataRecord``: a segment's copy starting (Kafka writes it only
-    with state COPY_SEGMENT_STARTED, ``addRemoteLogSegmentMetadata``); ``end_offset`` inclusive."""
+class _SegmentFields:
+    """The fields a segment's record and its snapshot share, after the segment's id (a subclass
+    redefines ``segment_id`` with its type and adds ``custom_metadata`` and ``state``)."""
 
-    segment_id: RemoteLogSegmentId
+    segment_id: object
     start_offset: int
     end_offset: int
     broker_id: int
@@ -190,14 +195,20 @@ class RemoteLogSegmentMetadata:
     event_timestamp_ms: int
     segment_leader_epochs: tuple[tuple[int, int], ...]
     segment_size_in_bytes: int
+
+    def __post_init__(self):
+        _check_segment(self)
+
+
+@dataclass(frozen=True)
+class RemoteLogSegmentMetadata(_SegmentFields):
+    """api 0, ``RemoteLogSegmentMetadataRecord``: a segment's copy starting (Kafka writes it only
+    with state COPY_SEGMENT_STARTED, ``addRemoteLogSegmentMetadata``); ``end_offset`` inclusive."""
+
+    segment_id: RemoteLogSegmentId
     custom_metadata: bytes | None = None
     state: SegmentState = SegmentState.COPY_SEGMENT_STARTED
     API_KEY = SEGMENT_METADATA
-
-    def __post_init__(self):
-        object.__setattr__(self, "segment_leader_epochs", _normalize_epochs(self.segment_leader_epochs))
-        object.__setattr__(self, "state", SegmentState(self.state))
-        _check_segment(self.start_offset, self.end_offset, self.segment_leader_epochs)
 
     def __str__(self) -> str:
         return (f"RemoteLogSegmentMetadata{{remoteLogSegmentId={self.segment_id}, "
@@ -208,8 +219,17 @@ class RemoteLogSegmentMetadata:
                 f"customMetadata={_optional_custom(self.custom_metadata)}, state={self.state.name}}}")
 
 
+class _StateRecord:
+    """What the records share: ``state`` taken as the enum of ``STATE`` (an int is accepted)."""
+
+    STATE = SegmentState
+
+    def __post_init__(self):
+        object.__setattr__(self, "state", self.STATE(self.state))
+
+
 @dataclass(frozen=True)
-class RemoteLogSegmentMetadataUpdate:
+class RemoteLogSegmentMetadataUpdate(_StateRecord):
     """api 1, ``RemoteLogSegmentMetadataUpdateRecord``: a segment's later state (1, 2 or 3)."""
 
     segment_id: RemoteLogSegmentId
@@ -219,9 +239,6 @@ class RemoteLogSegmentMetadataUpdate:
     custom_metadata: bytes | None = None
     API_KEY = SEGMENT_METADATA_UPDATE
 
-    def __post_init__(self):
-        object.__setattr__(self, "state", SegmentState(self.state))
-
     def __str__(self) -> str:
         return (f"RemoteLogSegmentMetadataUpdate{{remoteLogSegmentId={self.segment_id}, "
                 f"customMetadata={_optional_custom(self.custom_metadata)}, state={self.state.name}, "
@@ -229,7 +246,7 @@ class RemoteLogSegmentMetadataUpdate:
 
 
 @dataclass(frozen=True)
-class RemotePartitionDeleteMetadata:
+class RemotePartitionDeleteMetadata(_StateRecord):
     """api 2, ``RemotePartitionDeleteMetadataRecord``."""
 
     topic_id_partition: TopicIdPartition
@@ -237,9 +254,7 @@ class RemotePartitionDeleteMetadata:
     event_timestamp_ms: int
     state: PartitionDeleteState
     API_KEY = PARTITION_DELETE_METADATA
-
-    def __post_init__(self):
-        object.__setattr__(self, "state", PartitionDeleteState(self.state))
+    STATE = PartitionDeleteState
 
     def __str__(self) -> str:
         return (f"RemotePartitionDeleteMetadata{{topicPartition={self.topic_id_partition}, "
@@ -248,26 +263,14 @@ class RemotePartitionDeleteMetadata:
 
 
 @dataclass(frozen=True)
-class RemoteLogSegmentMetadataSnapshot:
+class RemoteLogSegmentMetadataSnapshot(_SegmentFields):
     """api 3, ``RemoteLogSegmentMetadataSnapshotRecord`` (the metadata cache's snapshot form; in the
     serde, never on the topic): decoded, never written by compactlog."""
 
     segment_id: str
-    start_offset: int
-    end_offset: int
-    broker_id: int
-    max_timestamp_ms: int
-    event_timestamp_ms: int
-    segment_leader_epochs: tuple[tuple[int, int], ...]
-    segment_size_in_bytes: int
     custom_metadata: bytes | None
     state: SegmentState
     API_KEY = SEGMENT_METADATA_SNAPSHOT
-
-    def __post_init__(self):
-        object.__setattr__(self, "segment_leader_epochs", _normalize_epochs(self.segment_leader_epochs))
-        object.__setattr__(self, "state", SegmentState(self.state))
-        _check_segment(self.start_offset, self.end_offset, self.segment_leader_epochs)
 
     def __str__(self) -> str:
         return (f"RemoteLogSegmentMetadataSnapshot{{segmentId={self.segment_id}, "
@@ -313,6 +316,16 @@ def _put_epochs(out: bytearray, epochs) -> None:
         out += _TAGS_NONE
 
 
+def _put_segment_fields(out: bytearray, m) -> None:
+    # StartOffset .. RemoteLogSegmentState: the same run in the segment record and its snapshot
+    out += I64.pack(m.start_offset) + I64.pack(m.end_offset)
+    out += I32.pack(m.broker_id) + I64.pack(m.max_timestamp_ms) + I64.pack(m.event_timestamp_ms)
+    _put_epochs(out, m.segment_leader_epochs)
+    out += I32.pack(m.segment_size_in_bytes)
+    put_bytes(out, m.custom_metadata, True)
+    out += I8.pack(m.state)
+
+
 def encode(message: RemoteLogMetadata) -> bytes:
     """The record value (``RemoteLogMetadataSerde.serialize``)."""
     out = bytearray(encode_uvarint(FRAME_VERSION))
@@ -320,12 +333,7 @@ def encode(message: RemoteLogMetadata) -> bytes:
     out += encode_uvarint(0)                        # every record is at version 0
     if isinstance(message, RemoteLogSegmentMetadata):
         _put_segment_id(out, message.segment_id)
-        out += I64.pack(message.start_offset) + I64.pack(message.end_offset)
-        out += I32.pack(message.broker_id) + I64.pack(message.max_timestamp_ms) + I64.pack(message.event_timestamp_ms)
-        _put_epochs(out, message.segment_leader_epochs)
-        out += I32.pack(message.segment_size_in_bytes)
-        put_bytes(out, message.custom_metadata, True)
-        out += I8.pack(message.state)
+        _put_segment_fields(out, message)
     elif isinstance(message, RemoteLogSegmentMetadataUpdate):
         _put_segment_id(out, message.segment_id)
         out += I32.pack(message.broker_id) + I64.pack(message.event_timestamp_ms)
@@ -337,12 +345,7 @@ def encode(message: RemoteLogMetadata) -> bytes:
         out += I8.pack(message.state)
     elif isinstance(message, RemoteLogSegmentMetadataSnapshot):
         _put_uuid(out, message.segment_id)
-        out += I64.pack(message.start_offset) + I64.pack(message.end_offset)
-        out += I32.pack(message.broker_id) + I64.pack(message.max_timestamp_ms) + I64.pack(message.event_timestamp_ms)
-        _put_epochs(out, message.segment_leader_epochs)
-        out += I32.pack(message.segment_size_in_bytes)
-        put_bytes(out, message.custom_metadata, True)
-        out += I8.pack(message.state)
+        _put_segment_fields(out, message)
     else:
         raise TypeError(f"not a remote log metadata record: {type(message).__name__}")
     out += _TAGS_NONE
@@ -403,6 +406,18 @@ def _segment_state(r: SchemaReader, name: str) -> SegmentState:
         r.fail(name, f"unknown RemoteLogSegmentState id {v}")
 
 
+def _segment_fields(r: SchemaReader) -> tuple:
+    """StartOffset .. RemoteLogSegmentState, in the order of the two records' fields after the id
+    (and of their dataclasses' fields)."""
+    start, end = r.i64("StartOffset"), r.i64("EndOffset")
+    broker, max_ts, event_ts = r.i32("BrokerId"), r.i64("MaxTimestampMs"), r.i64("EventTimestampMs")
+    epochs = _epochs(r)
+    size = r.i32("SegmentSizeInBytes")
+    custom = r.bytes_("CustomMetadata", nullable=True, compact=True)
+    state = _segment_state(r, "RemoteLogSegmentState")
+    return start, end, broker, max_ts, event_ts, epochs, size, custom, state
+
+
 def decode(value: bytes) -> RemoteLogMetadata:
     """A record value back into its message (``RemoteLogMetadataSerde.deserialize``); anything
     Kafka's serde refuses raises ``RemoteLogMetadataFormatError`` naming the field and byte."""
@@ -424,14 +439,9 @@ def decode(value: bytes) -> RemoteLogMetadata:
     try:
         if api_key == SEGMENT_METADATA:
             sid = _segment_id(r)
-            start, end = r.i64("StartOffset"), r.i64("EndOffset")
-            broker, max_ts, event_ts = r.i32("BrokerId"), r.i64("MaxTimestampMs"), r.i64("EventTimestampMs")
-            epochs = _epochs(r)
-            size = r.i32("SegmentSizeInBytes")
-            custom = r.bytes_("CustomMetadata", nullable=True, compact=True)
-            state = _segment_state(r, "RemoteLogSegmentState")
+            fields = _segment_fields(r)
             _end_struct(r, "RemoteLogSegmentMetadataRecord")
-            message = RemoteLogSegmentMetadata(sid, start, end, broker, max_ts, event_ts, epochs, size, custom, state)
+            message = RemoteLogSegmentMetadata(sid, *fields)
         elif api_key == SEGMENT_METADATA_UPDATE:
             sid = _segment_id(r)
             broker, event_ts = r.i32("BrokerId"), r.i64("EventTimestampMs")
@@ -450,15 +460,9 @@ def decode(value: bytes) -> RemoteLogMetadata:
             message = RemotePartitionDeleteMetadata(tip, broker, event_ts, PartitionDeleteState(v))
         else:
             seg = _uuid(r, "SegmentId")
-            start, end = r.i64("StartOffset"), r.i64("EndOffset")
-            broker, max_ts, event_ts = r.i32("BrokerId"), r.i64("MaxTimestampMs"), r.i64("EventTimestampMs")
-            epochs = _epochs(r)
-            size = r.i32("SegmentSizeInBytes")
-            custom = r.bytes_("CustomMetadata", nullable=True, compact=True)
-            state = _segment_state(r, "RemoteLogSegmentState")
+            fields = _segment_fields(r)
             _end_struct(r, "RemoteLogSegmentMetadataSnapshotRecord")
-            message = RemoteLogSegmentMetadataSnapshot(seg, start, end, broker, max_ts, event_ts, epochs, size,
-                                                       custom, state)
+            message = RemoteLogSegmentMetadataSnapshot(seg, *fields)
     except ValueError as e:
         if isinstance(e, RemoteLogMetadataFormatError):
             raise

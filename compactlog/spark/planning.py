@@ -44,7 +44,7 @@ from ..storage.pinned import changed
 from ..storage import files
 from ..storage.isolation import READ_COMMITTED, READ_UNCOMMITTED
 from ..storage.reader import PartitionReader
-from ..storage.segment_source import LocalDirSource, SegmentSource
+from ..storage.segment_source import LocalDirSource, SegmentSource, local_partitions
 from ..storage.visible import drop_aborted
 from .options import EARLIEST, LATEST, KafkaLogError, OffsetSpec, Strategy
 
@@ -92,28 +92,21 @@ class TopicPartition(NamedTuple):
 
 def find_partitions(path: str, *, must_exist: bool = True) -> list[TopicPartition]:
     """Every partition directory under PATH: a data dir, ``<data-dir>/<topic>`` (each
-    ``<topic>-<N>`` beside it) or one partition directory."""
+    ``<topic>-<N>`` beside it) or one partition directory; listed by the segment sources'
+    ``local_partitions``."""
     path = os.path.abspath(path)
-    found = []
     if os.path.isdir(path) and files.is_partition_dir(path) and not _holds_partitions(path):
         t, p = files.parse_partition_dir(path)
-        found.append(TopicPartition(t, p, path))
+        found = [TopicPartition(t, p, path)]
     elif os.path.isdir(path):
-        for name in sorted(os.listdir(path)):
-            full = os.path.join(path, name)
-            if os.path.isdir(full) and files.is_partition_dir(full):
-                t, p = files.parse_partition_dir(full)
-                found.append(TopicPartition(t, p, full))
+        found = [TopicPartition(t, p, src.dir) for t, p, src in local_partitions(path)]
     else:
         parent, wanted = os.path.dirname(path), os.path.basename(path)
         if not _looks_like_data_dir(parent):
             # a stream may wait for a topic to appear, but not on a path that is no data dir at all
             raise StorageError(f"{path}: no such data directory, and {parent} is not a data directory "
                                f"holding a topic {wanted!r}")
-        for name in sorted(os.listdir(parent)):
-            full = os.path.join(parent, name)
-            if os.path.isdir(full) and files.is_partition_dir(full) and files.parse_partition_dir(full)[0] == wanted:
-                found.append(TopicPartition(wanted, files.parse_partition_dir(full)[1], full))
+        found = [TopicPartition(t, p, src.dir) for t, p, src in local_partitions(parent) if t == wanted]
     if not found and must_exist:
         raise StorageError(f"{path}: no Kafka partition directory (<topic>-<N>) found there")
     return sorted(found, key=lambda f: (f.topic, f.partition))
@@ -136,8 +129,7 @@ def _looks_like_data_dir(path: str) -> bool:
 def _holds_partitions(path: str) -> bool:
     """A data dir whose own name looks like ``name-N`` (``build/data-1``) is still a data dir."""
     try:
-        return any(files.is_partition_dir(os.path.join(path, n)) and os.path.isdir(os.path.join(path, n))
-                   for n in os.listdir(path))
+        return bool(local_partitions(path))
     except OSError:
         return False
 

@@ -147,11 +147,6 @@ def append(path: str, tasks: list, *, compression: str = "none", create_topics: 
     """Append every task's rows (``tasks``: (file, bytes) pairs in task order) to the data dir at
     ``path``, as a producer in the order Spark numbered the tasks (``compactlog.producer``), once
     every row passed the producer's checks. Returns counts per partition."""
-    # the data dir's broker config is read whole (auto.create.topics.enable, the producer's limits):
-    # every owner's settings must be registered in this process too, which may be a Python worker
-    # Spark started for the commit and that imported nothing else of compactlog (Kafka's
-    # KafkaConfig gathering them all)
-    from .. import settings  # noqa: F401
     from ..storage.datadir import DataDir
     codec = codecs.CODEC_BY_NAME.get(compression.strip().lower())
     if codec is None:

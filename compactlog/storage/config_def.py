@@ -214,6 +214,17 @@ class ConfigDef:
         return f"Invalid value {shown} for configuration {name}: {why}"
 
 
+def block(prefix: str, rows: Iterable[tuple], **shared) -> tuple[ConfigDef, ...]:
+    """Settings declared together, as a Kafka config class defines a family under one prefix:
+    each row ``(suffix, kind, default, doc)``, optionally with a dict of its own keyword
+    arguments last, becomes ``ConfigDef(prefix + suffix, ...)`` with the keyword arguments
+    ``shared`` (check, importance, dynamic) unless its own say otherwise."""
+    out = []
+    for suffix, kind, default, doc, *own in rows:
+        out.append(ConfigDef(prefix + suffix, kind, default, doc=doc, **{**shared, **(own[0] if own else {})}))
+    return tuple(out)
+
+
 class Rule:
     """A value check as data (Kafka's ConfigDef validators): called with a parsed value, the
     problem in compactlog's words or None; ``kafka(value)``: Kafka's verdict on the same value,

@@ -72,3 +72,19 @@ def test_values_are_written_as_kafka_writes_them():
                                          (-2.5e-5, "-2.5E-5"), (float("inf"), "Infinity")])
 def test_java_double(value, text):
     assert java_double(value) == text
+
+
+def test_a_block_declares_settings_under_one_prefix_with_shared_arguments():
+    from compactlog.errors import ConfigError
+    from compactlog.storage.config_def import CLUSTER_WIDE, READ_ONLY, at_least, block
+    shared = at_least(1)
+    a, b = block("x.quota.", (
+        ("window.num", "int", 11, "Windows."),
+        ("max.bytes.per.second", "long", 5, "Bytes a second.", {"dynamic": CLUSTER_WIDE, "importance": "high"}),
+    ), check=shared, importance="low")
+    assert (a.name, a.kind, a.default, a.doc, a.check, a.importance, a.dynamic) == \
+        ("x.quota.window.num", "int", 11, "Windows.", shared, "low", READ_ONLY)
+    assert (b.name, b.check, b.importance, b.dynamic) == ("x.quota.max.bytes.per.second", shared, "high", CLUSTER_WIDE)
+    assert b.parse("7") == 7
+    with pytest.raises(ConfigError):
+        b.parse("0")

@@ -6,10 +6,12 @@ Each owner declares its settings in one small module, every one with its type, d
 validator, documentation, importance and update mode (``config_def.ConfigDef``), and registers
 them here when that module is imported (``register``), with the check of its settings taken
 together (Kafka's ``KafkaConfig.validateValues`` for that owner's part). Nothing here imports an
-owner: storage stays below the floors that define settings. A package's ``__init__`` imports its
-owner module, so a package that reads its settings has them registered; ``compactlog/settings.py``
-imports every owner, for what needs all of them (DescribeConfigs, ``configs --describe``, the
-README's table, checking ``server.properties``).
+owner by name in its source: storage stays below the floors that define settings. A package's
+``__init__`` imports its owner module, so a package that reads its settings has them registered;
+``compactlog/settings.py`` imports every owner, for what needs all of them (DescribeConfigs,
+``configs --describe``, the README's table, checking ``server.properties``), and ``gather_all``
+imports it by its name, for whoever reads a data dir's broker config whole (``DataDir``): that may
+be a process that imported nothing else of compactlog (a Python worker Spark started).
 
 The owners (``OWNERS``):
 
@@ -24,6 +26,7 @@ The owners (``OWNERS``):
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -76,6 +79,15 @@ def owner_of(name: str) -> str | None:
         if any(d.name == name for d in o.settings):
             return o.name
     return None
+
+
+GATHERER = "compactlog.settings"        # the module importing every owner (Kafka's KafkaConfig)
+
+
+def gather_all() -> None:
+    """Every owner's settings registered, whatever this process imported so far: the gatherer
+    imported by name (once; later calls cost a dict lookup)."""
+    importlib.import_module(GATHERER)
 
 
 def check_all(broker) -> None:

@@ -95,3 +95,22 @@ def test_described_docs_and_read_only_are_the_owners(tmp_path):
             assert entries[name].read_only == (d.dynamic == READ_ONLY), name
         for e in topic_config_entries(state, "t"):
             assert e.documentation == TOPIC_CONFIGS[e.name].doc
+
+
+def test_a_data_dir_opened_by_a_process_that_imported_only_storage_reads_every_owners_settings(tmp_path):
+    """A Python worker Spark starts for a sink's commit imports spark/ and storage/ only: opening
+    the data dir registers every owner's settings, so its broker config reads whole (before, the
+    worker failed with 'unknown broker configuration auto.create.topics.enable')."""
+    import subprocess
+    import sys
+    (tmp_path / "server.properties").write_text("auto.create.topics.enable=false\ngroup.max.size=7\n")
+    code = ("import sys\n"
+            "from compactlog.storage.datadir import DataDir\n"
+            "assert 'compactlog.server' not in sys.modules\n"
+            "dd = DataDir(sys.argv[1])\n"
+            "print(dd.broker.get('auto.create.topics.enable'), dd.broker.get('group.max.size'),\n"
+            "      dd.broker.get('num.io.threads'))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    # parsed by their owners' definitions (before: the raw strings, and an error for a default)
+    assert done.stdout.split() == ["False", "7", "8"]

@@ -47,6 +47,7 @@ from ..errors import ReadOnlyError, StorageError, TopicError
 from . import files
 from .checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, PartitionMetadataFile, new_topic_id
 from .config import BrokerConfig, LogConfig, read_properties
+from .config_registry import gather_all
 from .fsutil import atomic_write, fsync_dir
 from .lock import DataDirLock
 
@@ -74,7 +75,9 @@ CREATION_HOLD_MAX_S = 30.0
 
 def load_broker_config(data_dir: str, overrides: dict[str, str] | None = None) -> BrokerConfig:
     """server.properties and ``overrides`` (the static settings, validated), under the dynamic
-    configs the broker's config APIs keep in the data dir (storage/dynamic_config.py)."""
+    configs the broker's config APIs keep in the data dir (storage/dynamic_config.py). Every
+    owner's settings are registered first: the config is read whole, whoever opens the data dir."""
+    gather_all()
     props = read_properties(os.path.join(data_dir, SERVER_PROPERTIES))
     props.update(overrides or {})
     BrokerConfig(props).validate()

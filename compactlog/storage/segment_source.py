@@ -213,6 +213,23 @@ def as_source(where) -> SegmentSource:
 
 # --- the local directory ------------------------------------------------------------------------
 
+def local_partitions(root: str) -> list[tuple[str, int, "LocalDirSource"]]:
+    """(topic, partition, source) of every live partition directory directly under ``root``, in
+    name order ([] when ``root`` is no directory): the local data dir's listing of its partitions,
+    as an object store lists the prefixes of a bucket."""
+    try:
+        names = sorted(os.listdir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for name in names:
+        full = os.path.join(root, name)
+        if files.is_partition_dir(name) and os.path.isdir(full):
+            topic, partition = files.parse_partition_dir(name)
+            out.append((topic, partition, LocalDirSource(full)))
+    return out
+
+
 class LocalReplacement(ReplacementWriter):
     """A cleaned segment as ``<base>.log.cleaned`` and its ``.cleaned`` indexes beside the live
     segments (Kafka's LogCleaner writes them so; ``LocalLog.replaceSegments`` swaps them in)."""
@@ -370,4 +387,4 @@ class LocalDirSource(SegmentSource):
 
 
 __all__ = ["SegmentSource", "SegmentEntry", "ReplacementWriter", "LocalDirSource", "LocalReplacement",
-           "ObjectPin", "as_source", "INDEX_SUFFIXES"]
+           "ObjectPin", "as_source", "local_partitions", "INDEX_SUFFIXES"]

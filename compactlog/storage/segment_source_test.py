@@ -365,6 +365,18 @@ def test_the_reader_and_spark_planning_over_a_bucket(two_copies, tmp_path):
         assert there == here and kinds == {LocalDirSource} and bucket_kinds == {BucketSource}
 
 
+def test_local_partitions_lists_live_partition_directories_only(tmp_path):
+    from compactlog.storage.segment_source import local_partitions
+    for name in ("b-1", "a-0", "b-10", "b-0.0123456789abcdef0123456789abcdef-delete", "logs", "c-x"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "d-0").write_text("a file, not a partition")
+    found = local_partitions(str(tmp_path))
+    assert [(t, p) for t, p, _ in found] == [("a", 0), ("b", 1), ("b", 10)]
+    assert all(isinstance(s, LocalDirSource) and s.dir == str(tmp_path / f"{t}-{p}") for t, p, s in found)
+    assert local_partitions(str(tmp_path / "missing")) == []
+    assert local_partitions(str(tmp_path / "d-0")) == []
+
+
 # --- structure: the cleaner and Spark planning name no segment file ------------------------------
 
 # what forms, opens or changes a file: only a segment source does that for a segment
@@ -373,7 +385,7 @@ FILE_CALLS = {"segment_file", "filename_prefix", "offset_from_filename", "open",
               "read_file", "pin_live_segments", "live_segment_files", "stable_live_segments"}
 # functions that touch files other than segments: the cleaner's run log, the data dir's partition list
 ALLOWED = {"cleaner/log_format.py": {"*"},
-           "spark/planning.py": {"find_partitions", "_looks_like_data_dir", "_holds_partitions"}}
+           "spark/planning.py": {"_looks_like_data_dir"}}
 
 
 def _modules():

@@ -10,9 +10,12 @@ producer snapshots readable; checkpoint entries within the log's offsets; and, f
 partitions, every key at most once below the cleaner checkpoint. Each problem names the file and
 the byte position (or offset, or index entry).
 
+Every segment, index and producer snapshot is read through the partition's segment source
+(``segment_source.py``); only the files recovery set aside are a local directory's listing.
+
 Beside a running writer (a broker holding the data dir's lock) each partition is checked in one
-consistent state, its segment files pinned (``pinned.py``), so a swap or a delete during the check
-is no problem; the checkpoints, read first, are at most that state's offsets. The writer's work in
+consistent state, its segment files pinned (the source's ``pin``: ``pinned.py`` for a local
+directory), so a swap or a delete during the check is no problem; the checkpoints, read first, are at most that state's offsets. The writer's work in
 flight is not reported either: index entries it appended after the pinned bytes of the active
 segment, or the part of a batch it is still writing. Anything else found is looked at again in a
 newer state, and reported only when it is still there.
@@ -41,9 +44,10 @@ from .checkpoint import OffsetCheckpointFile
 from .config import LogConfig
 from .index_file import used_length
 from .lock import describe_holder
-from .pinned import (PIN_TIMEOUT_S, PinnedSegment, PinnedSegments, changed, pin_live_segments, sibling_path,
+from .pinned import (PIN_TIMEOUT_S, PinnedSegment, PinnedSegments, changed, sibling_path,
                      without_in_flight)
-from .producer_state import read_snapshot
+from .producer_state import decode_snapshot
+from .segment_source import LocalDirSource, SegmentSource
 from .txn_index import ENTRY as TXN_ENTRY, ENTRY_SIZE as TXN_ENTRY_SIZE, LAST_OFFSET_AT as TXN_LAST_OFFSET_AT
 
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -280,7 +284,8 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
     counts = counts if counts is not None else VerifyCounts()
     counts.partitions += 1
     pdir = os.path.join(root, files.partition_dir_name(topic, partition))
-    if not os.path.isdir(pdir):
+    source = LocalDirSource(pdir)
+    if not source.exists():
         return [Problem(pdir, "", "partition directory is missing")]
     # a writer at work (a broker holding the lock): what looks wrong may be a state it is leaving
     looks = LIVE_LOOKS if describe_holder(root) is not None else 1
@@ -289,7 +294,7 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
     while True:
         seen = VerifyCounts()
         try:
-            problems = _verify_state(root, pdir, topic, partition, config, checkpoints, seen, writer=looks > 1)
+            problems = _verify_state(root, source, topic, partition, config, checkpoints, seen, writer=looks > 1)
         except LogChangedError as e:
             # a state the writer changed before it was read whole: read a newer one, as long as
             # the log does not keep changing
@@ -311,9 +316,11 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
     return problems
 
 
-def _verify_state(root: str, pdir: str, topic: str, partition: int, config: LogConfig,
+def _verify_state(root: str, source: SegmentSource, topic: str, partition: int, config: LogConfig,
                   checkpoints: dict[str, dict], counts: VerifyCounts, *, writer: bool) -> list[Problem]:
-    """The problems of one pinned state of the partition (``counts``: what was looked at)."""
+    """The problems of one pinned state of the partition (``counts``: what was looked at), its
+    segments, indexes and producer snapshots read through its segment source."""
+    pdir = source.location()
     problems: list[Problem] = []
     cleaner_ckpt = checkpoints.get(files.CLEANER_CHECKPOINT, {}).get((topic, partition))
     keys = [] if (config.compact and cleaner_ckpt) else None
@@ -322,8 +329,8 @@ def _verify_state(root: str, pdir: str, topic: str, partition: int, config: LogC
     carry = index_check.TxnCarry()
     # without the clean-shutdown marker a writer is running (or crashed): the active segment's
     # indexes are preallocated, their zero-filled tail is not a problem
-    live = not os.path.exists(os.path.join(root, files.CLEAN_SHUTDOWN_FILE))
-    pinned = pin_live_segments(pdir)
+    live = not source.clean_shutdown()
+    pinned = source.pin()
     try:
         segs = pinned.segments
         # every index file read now, right after the pin: a swap soon after it is then no matter
@@ -345,6 +352,7 @@ def _verify_state(root: str, pdir: str, topic: str, partition: int, config: LogC
             counts.records += facts.records
     finally:
         pinned.close()
+    # what recovery set aside is a local directory's own (files beside the segments, no segment)
     for name in sorted(os.listdir(pdir)):
         try:
             if name.endswith((".discarded", ".quarantined")):
@@ -353,13 +361,16 @@ def _verify_state(root: str, pdir: str, topic: str, partition: int, config: LogC
                 problems.append(Problem(path, "", f"{os.path.getsize(path)} bytes {what} by recovery are kept "
                                                   f"here for inspection; delete the file once you have",
                                         set_aside=True))
-            if name.endswith(files.SNAPSHOT_SUFFIX):
-                try:
-                    read_snapshot(os.path.join(pdir, name))
-                except StorageError as e:
-                    problems.append(Problem(os.path.join(pdir, name), "", str(e).split(": ", 1)[-1]))
+        except FileNotFoundError:
+            continue
+    for offset in source.producer_snapshot_offsets():
+        path = source.location(offset, files.SNAPSHOT_SUFFIX)
+        try:
+            decode_snapshot(source.producer_snapshot(offset), path)
         except FileNotFoundError:
             continue        # deleted by the writer since the listing (a snapshot of a removed segment)
+        except StorageError as e:
+            problems.append(Problem(path, "", str(e).split(": ", 1)[-1]))
     end = seg_facts[-1].last_offset + 1 if seg_facts and seg_facts[-1].last_offset is not None else (
         seg_facts[-1].base_offset if seg_facts else 0)
     for name, entries in checkpoints.items():

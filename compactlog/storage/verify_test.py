@@ -17,6 +17,7 @@ from compactlog.storage import files, verify
 from compactlog.storage.checkpoint import OffsetCheckpointFile  # noqa: F401 - read_checkpoints uses it
 from compactlog.storage.datadir import DataDir
 from compactlog.storage.pinned import pin_live_segments
+from compactlog.storage.segment_source import LocalDirSource
 
 T0 = 1_900_000_000_000
 
@@ -30,6 +31,11 @@ def writer(path) -> tuple[DataDir, object]:
     log.roll()
     log.append_records([b"k0"], [b"v-active"])
     return dd, log
+
+
+def pin_with(monkeypatch, pin) -> None:
+    """verify pins each state through the partition's segment source: ``pin(pdir)`` instead."""
+    monkeypatch.setattr(LocalDirSource, "pin", lambda source: pin(source.dir))
 
 
 def problems(dd) -> list[str]:
@@ -46,7 +52,7 @@ def test_index_entries_appended_after_the_pinned_bytes_are_not_problems(tmp_path
             for i in range(3):          # every append writes offset- and time-index entries
                 log.append_records([b"k1"], [b"after-the-pin-%d" % i], timestamps=[T0 + 1000 + i])
             return pinned
-        monkeypatch.setattr(verify, "pin_live_segments", pin_then_append)
+        pin_with(monkeypatch, pin_then_append)
         assert problems(dd) == []
     finally:
         dd.close()
@@ -90,7 +96,7 @@ def test_a_swap_and_a_deleted_snapshot_during_the_check_are_not_problems(tmp_pat
             if path == pdir and os.path.exists(snapshot):
                 os.remove(snapshot)               # deleted by the writer after the listing
             return names
-        monkeypatch.setattr(verify, "pin_live_segments", pin_then_change)
+        pin_with(monkeypatch, pin_then_change)
         monkeypatch.setattr(verify.os, "listdir", listdir_then_delete)
         assert problems(dd) == []
     finally:
@@ -164,13 +170,13 @@ def test_an_index_a_swap_is_renaming_into_place_is_not_missing(tmp_path, monkeyp
         elif os.path.exists(index + files.SWAP_SUFFIX):
             os.replace(index + files.SWAP_SUFFIX, index)    # then the swap is done
         return pinned
-    monkeypatch.setattr(verify, "pin_live_segments", pin_mid_swap)
+    pin_with(monkeypatch, pin_mid_swap)
     try:
         assert problems(dd) == []
         assert len(pins) == 2
     finally:
         dd.close()
-    monkeypatch.setattr(verify, "pin_live_segments", pin_live_segments)
+    pin_with(monkeypatch, pin_live_segments)
     os.replace(index, index + files.SWAP_SUFFIX)            # no writer: a crash's leftover
     found = problems(DataDir(dd.path, clock=lambda: T0))
     assert found == [f"{index}: offset index is missing: Kafka rebuilds it when it loads the log, and "
@@ -216,7 +222,7 @@ def test_an_index_a_roll_creates_after_its_log_is_looked_at_again(tmp_path, monk
         elif os.path.exists(index + ".not-yet"):
             os.replace(index + ".not-yet", index)
         return pinned
-    monkeypatch.setattr(verify, "pin_live_segments", pin_mid_roll)
+    pin_with(monkeypatch, pin_mid_roll)
     try:
         assert problems(dd) == []
         assert len(pins) == 2

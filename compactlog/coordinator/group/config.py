@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ConfigError
-from ...storage.config_def import ConfigDef, ListOf, OneOf, at_least
+from ...storage.config_def import ConfigDef, ListOf, OneOf, at_least, block
 from ...storage.config_registry import register
 
 # the group types of group.coordinator.rebalance.protocols (Kafka's Group.GroupType; share and
@@ -44,37 +44,36 @@ GROUP_SETTINGS = (
               doc="The group protocols the coordinator speaks: classic (JoinGroup/SyncGroup) and consumer "
                   "(KIP-848's ConsumerGroupHeartbeat). Without consumer, a group.protocol=consumer client "
                   "is answered UNSUPPORTED_VERSION."),
-    ConfigDef("group.consumer.session.timeout.ms", "int", 45000, check=at_least(1), importance="medium",
-              doc="Time without a heartbeat after which a consumer group member (KIP-848) is removed, "
-                  "unless the group config consumer.session.timeout.ms says otherwise."),
-    ConfigDef("group.consumer.min.session.timeout.ms", "int", 45000, check=at_least(1), importance="medium",
-              doc="Shortest consumer.session.timeout.ms a consumer group may be given."),
-    ConfigDef("group.consumer.max.session.timeout.ms", "int", 60000, check=at_least(1), importance="medium",
-              doc="Longest consumer.session.timeout.ms a consumer group may be given."),
-    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000, check=at_least(1), importance="medium",
-              doc="How often a consumer group member (KIP-848) is told to heartbeat, unless the group "
-                  "config consumer.heartbeat.interval.ms says otherwise."),
-    ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000, check=at_least(1), importance="medium",
-              doc="Shortest consumer.heartbeat.interval.ms a consumer group may be given."),
-    ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15000, check=at_least(1), importance="medium",
-              doc="Longest consumer.heartbeat.interval.ms a consumer group may be given."),
-    ConfigDef("group.consumer.max.size", "int", 2147483647, check=at_least(1), importance="medium",
-              doc="Most members a consumer group (KIP-848) may have: a member joining beyond it is "
-                  "answered GROUP_MAX_SIZE_REACHED."),
-    ConfigDef("group.consumer.assignors", "list", list(ASSIGNOR_NAMES),
-              check=ListOf(ASSIGNOR_NAMES, "assignor", "the list must name at least one assignor"),
-              importance="medium",
-              doc="The server-side assignors a consumer group may name (group.remote.assignor); the first "
-                  "is used when no member names one."),
-    ConfigDef("group.consumer.migration.policy", "string", "bidirectional", check=OneOf(*MIGRATION_POLICIES),
-              importance="medium",
-              doc="Whether a classic group with members becomes a consumer group when a member of the "
-                  "consumer protocol joins (upgrade), and a consumer group left with classic members only "
-                  "becomes classic again (downgrade); empty groups change protocol whatever the policy."),
-    ConfigDef("group.consumer.regex.refresh.interval.ms", "int", 600000, check=at_least(10000),
-              importance="low",
-              doc="How often the topics matching a consumer group's subscribed regular expressions are "
-                  "resolved again (a topic creation resolves them at the next heartbeat anyway)."),
+    *block("group.consumer.", (
+        ("session.timeout.ms", "int", 45000,
+         "Time without a heartbeat after which a consumer group member (KIP-848) is removed, "
+         "unless the group config consumer.session.timeout.ms says otherwise."),
+        ("min.session.timeout.ms", "int", 45000, "Shortest consumer.session.timeout.ms a consumer group may be given."),
+        ("max.session.timeout.ms", "int", 60000, "Longest consumer.session.timeout.ms a consumer group may be given."),
+        ("heartbeat.interval.ms", "int", 5000,
+         "How often a consumer group member (KIP-848) is told to heartbeat, unless the group "
+         "config consumer.heartbeat.interval.ms says otherwise."),
+        ("min.heartbeat.interval.ms", "int", 5000,
+         "Shortest consumer.heartbeat.interval.ms a consumer group may be given."),
+        ("max.heartbeat.interval.ms", "int", 15000,
+         "Longest consumer.heartbeat.interval.ms a consumer group may be given."),
+        ("max.size", "int", 2147483647,
+         "Most members a consumer group (KIP-848) may have: a member joining beyond it is "
+         "answered GROUP_MAX_SIZE_REACHED."),
+        ("assignors", "list", list(ASSIGNOR_NAMES),
+         "The server-side assignors a consumer group may name (group.remote.assignor); the first "
+         "is used when no member names one.",
+         {"check": ListOf(ASSIGNOR_NAMES, "assignor", "the list must name at least one assignor")}),
+        ("migration.policy", "string", "bidirectional",
+         "Whether a classic group with members becomes a consumer group when a member of the "
+         "consumer protocol joins (upgrade), and a consumer group left with classic members only "
+         "becomes classic again (downgrade); empty groups change protocol whatever the policy.",
+         {"check": OneOf(*MIGRATION_POLICIES)}),
+        ("regex.refresh.interval.ms", "int", 600000,
+         "How often the topics matching a consumer group's subscribed regular expressions are "
+         "resolved again (a topic creation resolves them at the next heartbeat anyway).",
+         {"check": at_least(10000), "importance": "low"}),
+    ), check=at_least(1), importance="medium"),
 )
 
 

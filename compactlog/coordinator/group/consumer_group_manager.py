@@ -92,35 +92,35 @@ def _blank(value) -> bool:
     return value is not None and not value.strip()
 
 
-def invalid_heartbeat(req: HeartbeatRequest, assignors) -> tuple[ErrorCode, str] | None:
+def check_heartbeat(req: HeartbeatRequest, assignors) -> None:
     """GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid (spec §2.2 rule 4):
-    INVALID_REQUEST, then UNSUPPORTED_ASSIGNOR; None when the request is well formed."""
-    bad = ErrorCode.invalid_request
+    a GroupError INVALID_REQUEST, then UNSUPPORTED_ASSIGNOR, when the request is malformed."""
+    def bad(message: str) -> GroupError:
+        return GroupError(ErrorCode.invalid_request, message)
     epoch = req.member_epoch
     if (req.api_version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and _blank(req.member_id):
-        return bad, "MemberId can't be empty."
+        raise bad("MemberId can't be empty.")
     if _blank(req.group_id):
-        return bad, "GroupId can't be empty."
+        raise bad("GroupId can't be empty.")
     if _blank(req.instance_id):
-        return bad, "InstanceId can't be empty."
+        raise bad("InstanceId can't be empty.")
     if _blank(req.rack_id):
-        return bad, "RackId can't be empty."
+        raise bad("RackId can't be empty.")
     if epoch == 0:
         if req.rebalance_timeout_ms == -1:
-            return bad, "RebalanceTimeoutMs must be provided in first request."
+            raise bad("RebalanceTimeoutMs must be provided in first request.")
         if req.topic_partitions is None or req.topic_partitions:
-            return bad, "TopicPartitions must be empty when (re-)joining."
+            raise bad("TopicPartitions must be empty when (re-)joining.")
         if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-            return bad, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+            raise bad("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         if req.instance_id is None:
-            return bad, "InstanceId can't be null."
+            raise bad("InstanceId can't be null.")
     elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        return bad, "MemberEpoch is invalid."
+        raise bad("MemberEpoch is invalid.")
     if req.server_assignor is not None and req.server_assignor not in assignors:
-        return (ErrorCode.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
-                f"Supported assignors: {', '.join(assignors)}.")
-    return None
+        raise GroupError(ErrorCode.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
+                                                         f"Supported assignors: {', '.join(assignors)}.")
 
 
 def _is_subset(owned, assigned) -> bool:
@@ -166,10 +166,8 @@ class ConsumerGroupManager:
         self._after_write = []
         # the handler checks first (after the ACLs, as Kafka); checked again here so that nothing
         # reaching the coordinator can be malformed
-        invalid = invalid_heartbeat(req, self.config.consumer_assignors)
-        if invalid is not None:
-            return Outcome(), resp.fail(*invalid)
         try:
+            check_heartbeat(req, self.config.consumer_assignors)
             self.partitions.check_loaded(req.group_id)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 outcome = self._leave(req, resp)

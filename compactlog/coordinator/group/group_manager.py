@@ -455,9 +455,10 @@ class GroupMetadataManager:
         group = self.groups.get(req.group_id)
         if group is None or group.is_empty():
             return Outcome(), _done(SyncResponse(ErrorCode.unknown_member_id))
-        error = self._validate_sync(group, req)
-        if error is not None:
-            return Outcome(), _done(SyncResponse(error))
+        try:
+            self._validate_sync(group, req)
+        except GroupError as e:
+            return Outcome(), _done(SyncResponse(e.code))
         if group.in_state(PREPARING_REBALANCE):
             return Outcome(), _done(SyncResponse(ErrorCode.rebalance_in_progress))
         if group.in_state(STABLE):
@@ -499,19 +500,16 @@ class GroupMetadataManager:
         rec = R.group_metadata_record(group.group_id, group.metadata_value(assignment))
         return Outcome([rec], written, replay=False), future
 
-    def _validate_sync(self, group: ClassicGroup, req: SyncRequest) -> ErrorCode | None:
+    def _validate_sync(self, group: ClassicGroup, req: SyncRequest) -> None:
+        """A GroupError unless the member may sync in this generation."""
         if group.in_state(DEAD):
-            return ErrorCode.coordinator_not_available
-        try:
-            group.validate_member(req.member_id, req.group_instance_id, "sync-group")
-        except GroupError as e:
-            return e.code
+            raise GroupError(ErrorCode.coordinator_not_available)
+        group.validate_member(req.member_id, req.group_instance_id, "sync-group")
         if req.generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
+            raise GroupError(ErrorCode.illegal_generation)
         if _inconsistent(req.protocol_type, group.protocol_type) or \
                 _inconsistent(req.protocol_name, group.protocol_name):
-            return ErrorCode.inconsistent_group_protocol
-        return None
+            raise GroupError(ErrorCode.inconsistent_group_protocol)
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)

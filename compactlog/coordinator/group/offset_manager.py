@@ -154,22 +154,17 @@ class OffsetMetadataManager:
     # == OffsetFetch ====================================================================================
     def fetch_offsets(self, group_id: str | None, topics: list | None,
                       require_stable: bool = False, member_id: str | None = None,
-                      member_epoch: int = -1) -> tuple[ErrorCode, list]:
+                      member_epoch: int = -1) -> list:
         """``topics``: [(topic, [partition, ...])] or None for every committed offset.
-        (group error, [(topic, [FetchedOffset])]). ``member_id`` and ``member_epoch`` (OffsetFetch
-        v9) are checked against a consumer group's member (``validateOffsetFetch``)."""
+        [(topic, [FetchedOffset])], else a GroupError for the whole group. ``member_id`` and
+        ``member_epoch`` (OffsetFetch v9) are checked against a consumer group's member
+        (``validateOffsetFetch``)."""
         if group_id is None:
-            return ErrorCode.invalid_group_id, []
-        try:
-            self.partitions.check_loaded(group_id)
-        except GroupError as e:
-            return e.code, []
+            raise GroupError(ErrorCode.invalid_group_id)
+        self.partitions.check_loaded(group_id)
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
-            try:
-                validate_consumer_fetch(cg, member_id, member_epoch)
-            except GroupError as e:
-                return e.code, []
+            validate_consumer_fetch(cg, member_id, member_epoch)
             by_topic = self.offsets.get(group_id, {})
         else:
             group = self.group_manager.groups.get(group_id)
@@ -179,11 +174,11 @@ class OffsetMetadataManager:
             for topic, parts in by_topic.items():
                 out.append((topic, [self._fetched(group_id, topic, p, parts.get(p), require_stable)
                                     for p in parts]))
-            return ErrorCode.none, out
+            return out
         for topic, parts in topics:
             stored = by_topic.get(topic, {})
             out.append((topic, [self._fetched(group_id, topic, p, stored.get(p), require_stable) for p in parts]))
-        return ErrorCode.none, out
+        return out
 
     def _fetched(self, group_id: str, topic: str, partition: int, o: OffsetAndMetadata | None,
                  require_stable: bool) -> FetchedOffset:

@@ -59,7 +59,7 @@ from .classic_group import complete_join, complete_sync
 from .config import GroupConfig
 from .consumer.model import MetadataImage, TopicImage
 from .offset_manager import commit_append_error
-from ..runtime import CoordinatorRuntime, Outcome, Periodic, operation_error
+from ..runtime import CoordinatorRuntime, Outcome, Periodic, error_code_of, operation_error
 from .shard import GroupCoordinatorShard
 
 log = logging.getLogger("kafka.coordinator.group.GroupCoordinatorService")
@@ -263,7 +263,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
                                                producer_epoch, NO_SEQUENCE,
                                                transaction_abortable_supported=api_version >= 4)
             except (CompactlogError, OSError) as e:
-                code = getattr(e, "kafka_error", ErrorCode.kafka_storage_error)
+                code = error_code_of(e)
             if code != ErrorCode.none:
                 return [operation_error(code)] * len(partitions)
         with self.lock:
@@ -272,7 +272,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
             failure = self._apply(outcome, TxnWrite(producer_id, producer_epoch, guard))
         self._wake.set()
         if failure is not None:
-            code = operation_error(getattr(failure, "kafka_error", ErrorCode.kafka_storage_error))
+            code = operation_error(error_code_of(failure))
             errors = [code if e == ErrorCode.none else e for e in errors]
         return errors
 
@@ -295,13 +295,11 @@ class GroupCoordinatorService(CoordinatorRuntime):
                 self._log(partition).append_control(commit=commit, producer_id=producer_id,
                                                     producer_epoch=producer_epoch,
                                                     coordinator_epoch=coordinator_epoch)
-            except CompactlogError as e:
-                log.warning(f"Writing the {'COMMIT' if commit else 'ABORT'} marker of producer {producer_id} "
-                            f"to {R.OFFSETS_TOPIC}-{partition} failed: {e}")
-                return e.kafka_error
-            except OSError as e:
-                log.error(f"Writing a marker to {R.OFFSETS_TOPIC}-{partition} failed: {e}")
-                return ErrorCode.kafka_storage_error
+            except (CompactlogError, OSError) as e:
+                (log.warning if isinstance(e, CompactlogError) else log.error)(
+                    f"Writing the {'COMMIT' if commit else 'ABORT'} marker of producer {producer_id} "
+                    f"to {R.OFFSETS_TOPIC}-{partition} failed: {e}")
+                return error_code_of(e)
             self.coordinator.replay_end_txn(producer_id, commit, partition)
         if self.notify is not None:
             self.notify([(R.OFFSETS_TOPIC, partition)])

@@ -35,7 +35,7 @@ from .api_data import HeartbeatRequest, HeartbeatResponse
 from .consumer_group_manager import ConsumerGroupManager
 from .group_manager import GroupMetadataManager
 from .offset_manager import OffsetAndMetadata, OffsetMetadataManager
-from ..runtime import CoordinatorPartitions, GroupError, Outcome, Timer
+from ..runtime import CoordinatorPartitions, GroupError, Outcome, Timer, answered
 
 # the coordinator's log lines keep the logger they were always written under
 log = logging.getLogger("kafka.coordinator.group.GroupMetadataManager")
@@ -133,7 +133,10 @@ class GroupCoordinatorShard:
 
     def fetch_offsets(self, group_id: str | None, topics: list | None, require_stable: bool = False,
                       member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, list]:
-        return self.offset_manager.fetch_offsets(group_id, topics, require_stable, member_id, member_epoch)
+        """(group error, [(topic, [FetchedOffset])]): the offset manager's answer or refusal."""
+        code, found = answered(self.offset_manager.fetch_offsets, group_id, topics, require_stable, member_id,
+                               member_epoch)
+        return code, found or []
 
     def committed(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
         return self.offset_manager.committed(group_id)

@@ -247,16 +247,22 @@ class TransactionCoordinator:
         p = self.partition_for(transactional_id)
         return p not in self.loading and p not in self.failed
 
+    def _known(self, transactional_id: str) -> TransactionMetadata:
+        """The id's metadata for a request about its transaction: a TxnError for an empty id, a
+        partition not ready, or an id the coordinator does not know."""
+        if transactional_id == "":
+            raise TxnError(ErrorCode.invalid_request, "empty transactional id")
+        self._check_ready(transactional_id)
+        md = self.txns.get(transactional_id)
+        if md is None:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping)
+        return md
+
     # -- AddPartitionsToTxn / AddOffsetsToTxn (TC.handleAddPartitionsToTransaction) ------------------
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                        partitions, client_tv: int = TV_0) -> Decision:
         try:
-            if transactional_id == "":
-                raise TxnError(ErrorCode.invalid_request, "empty transactional id")
-            self._check_ready(transactional_id)
-            md = self.txns.get(transactional_id)
-            if md is None:
-                raise TxnError(ErrorCode.invalid_producer_id_mapping)
+            md = self._known(transactional_id)
             # the pending state first (KAFKA-18660): a TV2 overflow must not fence itself
             if md.pending:
                 raise TxnError(ErrorCode.concurrent_transactions)
@@ -279,12 +285,7 @@ class TransactionCoordinator:
                 client_tv: int = TV_0) -> Decision:
         """A client's commit or abort; ``client_tv`` 2 for EndTxn v5 (KIP-890 part 2)."""
         try:
-            if transactional_id == "":
-                raise TxnError(ErrorCode.invalid_request, "empty transactional id")
-            self._check_ready(transactional_id)
-            md = self.txns.get(transactional_id)
-            if md is None:
-                raise TxnError(ErrorCode.invalid_producer_id_mapping)
+            md = self._known(transactional_id)
             state = md.state
             # the epoch rules of the request's version, as Kafka dispatches them (below v5:
             # endTransactionWithTV1, strict equality), not of the id's last transition: after a
@@ -412,56 +413,50 @@ class TransactionCoordinator:
 
     # -- verification (TC.handleVerifyPartitionsInTransaction) -------------------------------------
     def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
-                         partition: int) -> ErrorCode:
-        """Is (topic, partition) in the id's ongoing transaction? Kafka does not look at the
-        pending state here (the append itself is validated again)."""
-        try:
-            self._check_ready(transactional_id)
-        except TxnError as e:
-            return e.code
+                         partition: int) -> None:
+        """Is (topic, partition) in the id's ongoing transaction? A TxnError when it is not.
+        Kafka does not look at the pending state here (the append itself is validated again)."""
+        self._check_ready(transactional_id)
         with self.cache_lock:
             md = self.txns.get(transactional_id)
             if md is None or md.producer_id != producer_id:
-                return ErrorCode.invalid_producer_id_mapping
+                raise TxnError(ErrorCode.invalid_producer_id_mapping)
             if md.producer_epoch != producer_epoch:
-                return ErrorCode.producer_fenced
+                raise TxnError(ErrorCode.producer_fenced)
             if md.state in PREPARED:
-                return ErrorCode.concurrent_transactions
-            if (topic, partition) in md.partitions:
-                return ErrorCode.none
-            return ErrorCode.transaction_abortable
+                raise TxnError(ErrorCode.concurrent_transactions)
+            if (topic, partition) not in md.partitions:
+                raise TxnError(ErrorCode.transaction_abortable)
 
     # -- DescribeTransactions / ListTransactions ------------------------------------------------------
-    def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
-        """TC.handleDescribeTransactions: (error, the id's metadata)."""
+    def describe(self, transactional_id: str) -> TransactionMetadata:
+        """TC.handleDescribeTransactions: the id's metadata, else a TxnError."""
         if not self.active:
-            return ErrorCode.coordinator_not_available, None
+            raise TxnError(ErrorCode.coordinator_not_available)
         if transactional_id == "":
-            return ErrorCode.invalid_request, None
-        try:
-            self._check_ready(transactional_id)
-        except TxnError as e:
-            return e.code, None
+            raise TxnError(ErrorCode.invalid_request)
+        self._check_ready(transactional_id)
         md = self.txns.get(transactional_id)
         if md is None or md.state == S.DEAD:
-            return ErrorCode.transactional_id_not_found, None
-        return ErrorCode.none, md
+            raise TxnError(ErrorCode.transactional_id_not_found)
+        return md
 
     def list_transactions(self, states=(), producer_ids=(), duration_ms: int = -1,
-                          pattern: str | None = None) -> tuple[ErrorCode, list[str], list[TransactionMetadata]]:
-        """TSM.listTransactionStates: (error, unknown state names, the ids that pass every filter)."""
+                          pattern: str | None = None) -> tuple[list[str], list[TransactionMetadata]]:
+        """TSM.listTransactionStates: (unknown state names, the ids that pass every filter), else
+        a TxnError."""
         if not self.active:
-            return ErrorCode.coordinator_not_available, [], []
+            raise TxnError(ErrorCode.coordinator_not_available)
         if self.loading:
-            return ErrorCode.coordinator_load_in_progress, [], []
+            raise TxnError(ErrorCode.coordinator_load_in_progress)
         if self.failed:
-            return ErrorCode.coordinator_not_available, [], []
+            raise TxnError(ErrorCode.coordinator_not_available)
         matcher = None
         if pattern:
             try:
                 matcher = re.compile(pattern)
             except re.error:
-                return ErrorCode.invalid_regular_expression, [], []
+                raise TxnError(ErrorCode.invalid_regular_expression, f"invalid pattern {pattern!r}") from None
         unknown = [s for s in states if TxnState.by_name(s) is None]
         wanted = {TxnState.by_name(s) for s in states} - {None}
         pids = set(producer_ids)
@@ -476,7 +471,7 @@ class TransactionCoordinator:
             if matcher is not None and matcher.fullmatch(tid) is None:
                 continue
             out.append(md)
-        return ErrorCode.none, unknown, out
+        return unknown, out
 
     # -- transactional id expiry (TSM.removeExpiredTransactionalIds) --------------------------------
     def expirable(self, now: int) -> dict[int, list[str]]:

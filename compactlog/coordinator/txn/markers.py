@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError
 from ...record.consumer_offsets import OFFSETS_TOPIC
+from ..runtime import error_code_of
 from .coordinator import Decision, MarkerJob, TransactionCoordinator
 from .metadata import TV_2
 
@@ -60,15 +61,14 @@ def write_marker(state, topic: str, partition: int, producer_id: int, producer_e
         try:
             return ErrorCode(hook(partition, producer_id, producer_epoch, coordinator_epoch, commit))
         except CompactlogError as e:
-            return ErrorCode(e.kafka_error)
+            return error_code_of(e)
     try:
         lg.append_control(commit=commit, producer_id=producer_id, producer_epoch=producer_epoch,
                           coordinator_epoch=coordinator_epoch)
-    except CompactlogError as e:
-        return ErrorCode(e.kafka_error)
-    except OSError as e:
-        log.error(f"Writing a marker to {topic}-{partition} failed: {e}")
-        return ErrorCode.kafka_storage_error
+    except (CompactlogError, OSError) as e:
+        if isinstance(e, OSError):
+            log.error(f"Writing a marker to {topic}-{partition} failed: {e}")
+        return error_code_of(e)
     state.appends.notify([(topic, partition)])
     return ErrorCode.none
 

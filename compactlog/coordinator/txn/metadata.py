@@ -21,6 +21,8 @@ from enum import IntEnum
 
 from kio.schema.errors import ErrorCode
 
+from ..errors import TxnError
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767                   # Short.MAX_VALUE: kept for the coordinator's own fence
@@ -79,14 +81,6 @@ TopicPartition = tuple[str, int]
 def is_epoch_exhausted(epoch: int) -> bool:
     """TransactionMetadata.isEpochExhausted: 32766 and 32767 are never handed to a client."""
     return epoch >= MAX_EPOCH - 1
-
-
-class TxnError(Exception):
-    """A request refused with a Kafka error code (Kafka's ``Errors.X.exception()``)."""
-
-    def __init__(self, code: ErrorCode, message: str = ""):
-        super().__init__(message or code.name)
-        self.code = code
 
 
 class IllegalTransition(RuntimeError):

@@ -39,7 +39,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError
 from ...record import transaction_log as TL
-from ..runtime import CoordinatorRuntime, Periodic, operation_error
+from ..runtime import CoordinatorRuntime, Periodic, answered, error_code_of, operation_error
 from .coordinator import Decision, TransactionCoordinator, TxnConfig, TxnResult
 from .markers import RETRY_BACKOFF_MS, run_job
 from .state_log import TRANSACTION_STATE_TOPIC, StateLogError, describe_loaded, replay, topic_configs, value_bytes
@@ -141,17 +141,20 @@ class TransactionCoordinatorService(CoordinatorRuntime):
         """KIP-890 verification (spec §2.7 c): NONE when the partition is in the id's ongoing
         transaction; else INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS,
         TRANSACTION_ABORTABLE, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE."""
-        return self.coordinator.verify_partition(transactional_id, producer_id, producer_epoch, topic, partition)
+        code, _ = answered(self.coordinator.verify_partition, transactional_id, producer_id, producer_epoch,
+                           topic, partition)
+        return code
 
     def describe(self, transactional_id: str):
         """(error, a copy of the id's metadata): the marker phase may change the original."""
         with self.lock:
-            code, md = self.coordinator.describe(transactional_id)
+            code, md = answered(self.coordinator.describe, transactional_id)
             return code, None if md is None else replace(md, partitions=set(md.partitions))
 
     def list_transactions(self, states=(), producer_ids=(), duration_ms: int = -1, pattern: str | None = None):
         with self.lock:
-            code, unknown, listed = self.coordinator.list_transactions(states, producer_ids, duration_ms, pattern)
+            code, found = answered(self.coordinator.list_transactions, states, producer_ids, duration_ms, pattern)
+            unknown, listed = found or ([], [])
             return code, unknown, [replace(md, partitions=set(md.partitions)) for md in listed]
 
     # -- executing decisions ----------------------------------------------------------------------------
@@ -182,12 +185,9 @@ class TransactionCoordinatorService(CoordinatorRuntime):
         now = self.clock()
         try:
             lg.append_records(keys, values, timestamps=[now] * len(keys))
-        except CompactlogError as e:
+        except (CompactlogError, OSError) as e:
             log.error(f"Appending to {lg.name} failed: {e}")
-            return operation_error(ErrorCode(e.kafka_error))
-        except OSError as e:
-            log.error(f"Appending to {lg.name} failed: {e}")
-            return operation_error(ErrorCode.kafka_storage_error)
+            return operation_error(error_code_of(e))
         self.state.appends.notify([(TRANSACTION_STATE_TOPIC, partition)])
         return ErrorCode.none
 

@@ -25,6 +25,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from ...storage.producer_state import SENTINEL, VerificationGuard
+from ..errors import CoordinatorError
 
 log = logging.getLogger("kafka.server.AddPartitionsToTxnManager")
 
@@ -47,6 +48,8 @@ def ask_coordinator(transactions, transactional_id: str, producer_id: int, produ
     try:
         return ErrorCode(transactions.verify_partition(transactional_id, producer_id, producer_epoch,
                                                        topic, partition))
+    except CoordinatorError as e:
+        return e.code
     except Exception:
         log.exception(f"Verifying {topic}-{partition} for transactional id {transactional_id!r} "
                       f"(producer {producer_id}, epoch {producer_epoch}) failed")

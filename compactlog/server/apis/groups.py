@@ -40,8 +40,8 @@ from ..wire_errors import coordinator_error
 from .transactions import transaction_coordinator
 from ...coordinator.group.api_data import (CommitPartition, FetchedOffset, HeartbeatRequest, JoinRequest,
                                            JoinResponse, SyncRequest)
-from ...coordinator.group.consumer_group_manager import invalid_heartbeat
-from ...coordinator.runtime import Outcome
+from ...coordinator.group.consumer_group_manager import check_heartbeat
+from ...coordinator.runtime import GroupError, Outcome
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -462,9 +462,10 @@ def handle_consumer_group_heartbeat(state: BrokerState, request):
         req.describable = lambda names: names - auth_helper.denied(state, request, auth_helper.DESCRIBE,
                                                                    auth_helper.TOPIC, sorted(names),
                                                                    log_if_denied=False)
-    invalid = invalid_heartbeat(req, svc.config.consumer_assignors)
-    if invalid is not None:
-        return _consumer_group_heartbeat_error(body, cls, *invalid)
+    try:
+        check_heartbeat(req, svc.config.consumer_assignors)
+    except GroupError as e:
+        return _consumer_group_heartbeat_error(body, cls, e.code, str(e))
     resp = svc.call(svc.coordinator.consumer_group_heartbeat, req)
     if resp.error != ErrorCode.none:
         return _consumer_group_heartbeat_error(body, cls, resp.error, resp.message)

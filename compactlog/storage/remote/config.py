@@ -26,7 +26,7 @@ What is applied, and what is only accepted so that a Kafka ``server.properties``
 
 from __future__ import annotations
 
-from ..config_def import CLUSTER_WIDE, LONG_MAX, ConfigDef, at_least, between
+from ..config_def import CLUSTER_WIDE, LONG_MAX, ConfigDef, at_least, between, block
 from ..config_registry import register
 
 TOPIC_BASED_RLMM = "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager"
@@ -35,6 +35,18 @@ NUM_PARTITIONS = "rlmm.config.remote.log.metadata.topic.num.partitions"
 GiB = 1 << 30
 
 _STORE = "rsm.config.storage."
+
+
+def _quota(kind: str, what: str) -> tuple[ConfigDef, ...]:
+    """Kafka's copy or fetch quota: its bytes per second and its windows (accepted, not applied)."""
+    return block(f"remote.log.manager.{kind}.", (
+        ("max.bytes.per.second", "long", LONG_MAX,
+         f"Kafka's {kind} quota ({what}); accepted, not applied yet.",
+         {"dynamic": CLUSTER_WIDE, "importance": "medium"}),
+        ("quota.window.num", "int", 11, f"Windows of Kafka's {kind} quota; accepted."),
+        ("quota.window.size.seconds", "int", 1, f"Length of one window of Kafka's {kind} quota; accepted."),
+    ), check=at_least(1), importance="low")
+
 
 SETTINGS = (
     ConfigDef(SYSTEM_ENABLE, "bool", False, importance="medium",
@@ -65,20 +77,8 @@ SETTINGS = (
               doc="Longest wait before a failed copy is retried in Kafka; accepted."),
     ConfigDef("remote.log.manager.task.retry.jitter", "double", 0.2, check=between(0, 0.5), importance="low",
               doc="Random share of each retry wait in Kafka; accepted."),
-    ConfigDef("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX, check=at_least(1),
-              dynamic=CLUSTER_WIDE, importance="medium",
-              doc="Kafka's copy quota (bytes per second to the store); accepted, not applied yet."),
-    ConfigDef("remote.log.manager.copy.quota.window.num", "int", 11, check=at_least(1), importance="low",
-              doc="Windows of Kafka's copy quota; accepted."),
-    ConfigDef("remote.log.manager.copy.quota.window.size.seconds", "int", 1, check=at_least(1), importance="low",
-              doc="Length of one window of Kafka's copy quota; accepted."),
-    ConfigDef("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX, check=at_least(1),
-              dynamic=CLUSTER_WIDE, importance="medium",
-              doc="Kafka's fetch quota (bytes per second read from the store for fetches); accepted, not applied yet."),
-    ConfigDef("remote.log.manager.fetch.quota.window.num", "int", 11, check=at_least(1), importance="low",
-              doc="Windows of Kafka's fetch quota; accepted."),
-    ConfigDef("remote.log.manager.fetch.quota.window.size.seconds", "int", 1, check=at_least(1), importance="low",
-              doc="Length of one window of Kafka's fetch quota; accepted."),
+    *_quota("copy", "bytes per second to the store"),
+    *_quota("fetch", "bytes per second read from the store for fetches"),
     ConfigDef("remote.log.reader.threads", "int", 10, check=at_least(1), importance="medium",
               doc="Threads reading from the store for fetches."),
     ConfigDef("remote.log.reader.max.pending.tasks", "int", 100, check=at_least(1), importance="medium",
@@ -103,32 +103,26 @@ SETTINGS = (
               doc="Age after which an object of a partition that no manifest and no journal entry names is "
                   "deleted by the orphan sweep."),
     # the store, by Aiven's names (store.StoreConfig parses and checks them together)
-    ConfigDef(_STORE + "backend.class", "string", "io.aiven.kafka.tieredstorage.storage.s3.S3Storage",
-              importance="high",
-              doc="The store: Aiven's S3Storage (S3 API) or FileSystemStorage (a directory, rsm.config.storage.root)."),
-    ConfigDef(_STORE + "s3.bucket.name", "string", None, importance="high", doc="The S3 bucket of the remote tier."),
-    ConfigDef(_STORE + "s3.region", "string", None, importance="medium", doc="The bucket's region."),
-    ConfigDef(_STORE + "s3.endpoint.url", "string", None, importance="medium",
-              doc="An S3-compatible endpoint instead of AWS's."),
-    ConfigDef(_STORE + "s3.path.style.access.enabled", "string", None, importance="low",
-              doc="true: path-style requests (endpoint/bucket/key) instead of virtual-hosted ones."),
-    ConfigDef(_STORE + "aws.access.key.id", "string", None, importance="medium",
-              doc="Static access key; without it the AWS credential chain applies (environment, web identity, "
-                  "container and instance credentials, profiles)."),
-    ConfigDef(_STORE + "aws.secret.access.key", "password", None, importance="medium",
-              doc="Secret of the static access key."),
-    ConfigDef(_STORE + "aws.session.token", "password", None, importance="low",
-              doc="Session token of temporary credentials."),
-    ConfigDef(_STORE + "aws.certificate.check.enabled", "string", None, importance="low",
-              doc="false: TLS certificates of the endpoint are not checked."),
-    ConfigDef(_STORE + "s3.api.call.timeout", "string", None, importance="low",
-              doc="Whole time of one store call, retries included (ms)."),
-    ConfigDef(_STORE + "s3.api.call.attempt.timeout", "string", None, importance="low",
-              doc="Time of one attempt of a store call (ms)."),
-    ConfigDef(_STORE + "s3.multipart.upload.part.size", "string", None, importance="low",
-              doc="Part size of multipart uploads (bytes, 25 MiB by default)."),
-    ConfigDef(_STORE + "root", "string", None, importance="medium",
-              doc="The directory of the FileSystemStorage backend."),
+    *block(_STORE, (
+        ("backend.class", "string", "io.aiven.kafka.tieredstorage.storage.s3.S3Storage",
+         "The store: Aiven's S3Storage (S3 API) or FileSystemStorage (a directory, rsm.config.storage.root).",
+         {"importance": "high"}),
+        ("s3.bucket.name", "string", None, "The S3 bucket of the remote tier.", {"importance": "high"}),
+        ("s3.region", "string", None, "The bucket's region.", {"importance": "medium"}),
+        ("s3.endpoint.url", "string", None, "An S3-compatible endpoint instead of AWS's.", {"importance": "medium"}),
+        ("s3.path.style.access.enabled", "string", None,
+         "true: path-style requests (endpoint/bucket/key) instead of virtual-hosted ones."),
+        ("aws.access.key.id", "string", None,
+         "Static access key; without it the AWS credential chain applies (environment, web identity, "
+         "container and instance credentials, profiles).", {"importance": "medium"}),
+        ("aws.secret.access.key", "password", None, "Secret of the static access key.", {"importance": "medium"}),
+        ("aws.session.token", "password", None, "Session token of temporary credentials."),
+        ("aws.certificate.check.enabled", "string", None, "false: TLS certificates of the endpoint are not checked."),
+        ("s3.api.call.timeout", "string", None, "Whole time of one store call, retries included (ms)."),
+        ("s3.api.call.attempt.timeout", "string", None, "Time of one attempt of a store call (ms)."),
+        ("s3.multipart.upload.part.size", "string", None, "Part size of multipart uploads (bytes, 25 MiB by default)."),
+        ("root", "string", None, "The directory of the FileSystemStorage backend.", {"importance": "medium"}),
+    ), importance="low"),
     ConfigDef("rsm.config.key.prefix", "string", "", importance="medium",
               doc="Prefix of every object key, pasted as is (Aiven's layout)."),
     ConfigDef("rsm.config.chunk.size", "string", None, importance="medium",
