@@ -17,7 +17,9 @@ Reference (the issue): Kafka's own cleaner on this workload, 2-core machine: 76 
 engine (``InProcessExecutor``) with each checkout's code (``PYTHONPATH``), alternating the trees
 for ``--rounds`` rounds after one untimed warm-up each (numba's cache), and reports the median
 wall and CPU seconds of the clean and their ratios (CPU is the steadier on a loaded machine); the
-cleaned partitions must be byte for byte the same.
+cleaned partitions must be byte for byte the same. ``--whole-command`` adds the one-shot command
+(``compactlog clean --engine local``: start, imports, kernels, clean, exit) of each tree per round
+and the dict baseline's CPU, for the issue's "1/11 of the baseline" figure.
 """
 
 from __future__ import annotations
@@ -195,16 +197,38 @@ for name in sorted(os.listdir(data)):
         for f in sorted(os.listdir(pdir)):
             digest.update(f.encode())
             digest.update(open(os.path.join(pdir, f), "rb").read())
-print(json.dumps({"seconds": secs, "cpu": cpu, "digest": digest.hexdigest()}))
+print(json.dumps({"seconds": secs, "cpu": cpu, "digest": digest.hexdigest(), "map_keys": outs[0].stats.map_keys,
+                  "map_bytes": outs[0].stats.map_bytes, "reason": outs[0].map_reason}))
 """
 
 
-def ab_trees(trees: dict, src: str, base: str, mb: float, rounds: int) -> int:
-    """Each tree cleans a fresh copy of ``src`` in turn; medians and the ratio (see the docstring)."""
+def one_shot(tree: str, data: str) -> tuple[float, float]:
+    """(wall s, CPU s) of the whole command ``compactlog clean --engine local`` run by ``tree``'s
+    code: interpreter start, imports, numba's cached kernels, the clean and exit."""
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "compactlog", "--data-dir", data, "clean", "--engine", "local",
+                          "--now-ms", str(NOW), "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                         cwd=os.path.abspath(tree))
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    if status != 0:
+        raise RuntimeError(f"compactlog clean failed ({tree}): {err[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def ab_trees(trees: dict, src: str, base: str, mb: float, rounds: int, whole_command: bool = False,
+             baseline: bool = False) -> int:
+    """Each tree cleans a fresh copy of ``src`` in turn; medians and the ratio (see the docstring).
+    ``whole_command``: each round also runs the one-shot ``compactlog clean`` of each tree on a
+    fresh copy; ``baseline``: the dict baseline's CPU once, for the ratio of each tree's."""
     import statistics
     names = list(trees)
     times: dict = {n: [] for n in names}
     cpus: dict = {n: [] for n in names}
+    shots: dict = {n: [] for n in names}
     digests: dict = {n: set() for n in names}
     for r in range(rounds + 1):
         for n in (names if r % 2 == 0 else names[::-1]):
@@ -212,8 +236,10 @@ def ab_trees(trees: dict, src: str, base: str, mb: float, rounds: int) -> int:
             shutil.copytree(src, copy)
             os.sync()
             env = {**os.environ, "PYTHONPATH": os.path.abspath(trees[n])}
+            # run from the tree: `python -c` puts the working directory first on sys.path, and
+            # from another checkout it would import that checkout's package, not this tree's
             p = subprocess.run([sys.executable, "-c", _TREE_RUN, copy, str(NOW), TOPIC], capture_output=True,
-                               text=True, env=env)
+                               text=True, env=env, cwd=os.path.abspath(trees[n]))
             shutil.rmtree(copy)
             if p.returncode != 0:
                 print(f"[{n}] failed:\n{p.stderr}")
@@ -224,17 +250,38 @@ def ab_trees(trees: dict, src: str, base: str, mb: float, rounds: int) -> int:
                 times[n].append(out["seconds"])
                 cpus[n].append(out["cpu"])
                 print(f"round {r} [{n}]: {out['seconds']:.3f} s = {mb / out['seconds']:.1f} MB/s, "
-                      f"CPU {out['cpu']:.3f} s", flush=True)
+                      f"CPU {out['cpu']:.3f} s; map of {out.get('map_keys', 0):,} keys in "
+                      f"{out.get('map_bytes', 0) / 2**20:.0f} MiB ({out.get('reason', '')})", flush=True)
+            if whole_command and r:
+                shutil.copytree(src, copy)
+                os.sync()
+                wall, cpu = one_shot(trees[n], copy)
+                shutil.rmtree(copy)
+                shots[n].append(cpu)
+                print(f"round {r} [{n}]: whole command `compactlog clean` {wall:.3f} s, CPU {cpu:.3f} s", flush=True)
     med = {n: statistics.median(times[n]) for n in names}
     cpu = {n: statistics.median(cpus[n]) for n in names}
     for n in names:
         print(f"{n}: median {med[n]:.3f} s = {mb / med[n]:.1f} MB/s, CPU {cpu[n]:.3f} s over {rounds} "
               f"round(s) ({trees[n]})")
+    base_cpu = None
+    if baseline:
+        c0 = time.process_time()
+        python_dict_baseline(src, os.path.join(base, "baseline.log"))
+        base_cpu = time.process_time() - c0
+        print(f"python dict baseline: CPU {base_cpu:.3f} s")
+    if whole_command:
+        for n in names:
+            shot = statistics.median(shots[n])
+            vs = f" = 1/{base_cpu / shot:.1f} of the dict baseline's" if base_cpu else ""
+            print(f"{n}: whole command median CPU {shot:.3f} s{vs}")
     same = len(set().union(*digests.values())) == 1
     print(f"cleaned partitions byte for byte the same in every run: {'yes' if same else 'NO'}")
     if len(names) == 2:
         a, b = names
         print(f"{b} / {a}: wall {med[b] / med[a]:.3f}, CPU {cpu[b] / cpu[a]:.3f} (medians)")
+        if whole_command:
+            print(f"{b} / {a}: whole command CPU {statistics.median(shots[b]) / statistics.median(shots[a]):.3f}")
     return 0 if same else 1
 
 
@@ -256,6 +303,9 @@ def main(argv=None) -> int:
                     help="NAME=PATH,NAME=PATH: an A/B of two checkouts' cleaners (in-process engine) on the "
                          "same workload, e.g. before=/tmp/main-tree,after=.")
     ap.add_argument("--rounds", type=int, default=5, help="timed runs of each tree with --trees")
+    ap.add_argument("--whole-command", action="store_true",
+                    help="with --trees: each round also times the one-shot `compactlog clean --engine local` "
+                         "(CPU of the whole process), and the dict baseline's CPU is measured once for the ratio")
     args = ap.parse_args(argv)
     print(f"$ {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
     base = os.path.abspath(args.dir)
@@ -272,7 +322,8 @@ def main(argv=None) -> int:
     print(f"workload: {args.records:,} records, {args.records if args.unique else args.keys:,} keys, "
           f"{args.partitions} partition(s), {mb:,.1f} MB cleanable (written in {time.time() - t0:.1f} s)")
     if args.trees:
-        code = ab_trees(args.trees, src, base, mb, args.rounds)
+        code = ab_trees(args.trees, src, base, mb, args.rounds, args.whole_command,
+                        args.whole_command and not args.skip_baseline)
         if not args.keep:
             shutil.rmtree(base)
         return code

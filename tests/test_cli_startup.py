@@ -39,6 +39,21 @@ def test_topics_list_imports_nothing_heavy(tmp_path):
     assert loaded_by("--data-dir", str(d), "topics", "list") == []
 
 
+def test_a_command_scans_no_plugins_nor_package_metadata(tmp_path):
+    """Option values are converted without pydantic (cli/plain_params.py) and CRC-32C is loaded
+    without the crc32c package's look-up of its own version (record/crc.py): neither pydantic
+    (~0.15 CPU-s with its adapters) nor importlib.metadata (~0.05) is imported by a command."""
+    d = tmp_path / "d"
+    subprocess.run([sys.executable, "-m", "compactlog", "--data-dir", str(d), "topics", "create", "--topic", "t"],
+                   check=True, capture_output=True, timeout=60)
+    probe = PROBE.replace("m.split('.')[0] in %r" % (HEAVY,), "m in ('pydantic', 'importlib.metadata', 'rich')")
+    for args in (["topics", "list"], ["consume", "--topic", "t", "--partition", "0", "--offset", "0"],
+                 ["verify"]):
+        r = subprocess.run([sys.executable, "-c", probe, "--data-dir", str(d), *args], capture_output=True,
+                           text=True, timeout=60)
+        assert json.loads(r.stderr.strip().splitlines()[-1]) == [], (args, r.stderr[-2000:])
+
+
 def test_commands_on_a_small_dir_load_neither_numba_nor_pandas(tmp_path):
     """A command on a small dir answers in ~0.3 s: its kernels run in plain Python (numba's import
     and cached-code load alone cost ~0.4 s; record/jit.py) and nothing pulls pandas in (0.2 s)."""

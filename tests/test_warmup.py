@@ -1,6 +1,6 @@
 """A fresh clone pays numba's compilation once, at install (`make venv` runs `python -m
 compactlog.warmup`), and never in a command: the package is copied without any ``__pycache__``,
-warmed up, and then `produce`, `consume` and `verify` run with numba's cache debugging on: no
+warmed up, and then `produce`, `consume`, `verify` and `clean` run with numba's cache debugging on: no
 kernel is compiled (numba says "data saved to" when it compiles and caches one)."""
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def test_after_the_warm_up_no_command_compiles(tmp_path):
          b"".join(b"k%d\tv%d\n" % (i % 10, i) for i in range(100))),
         (["consume", "--topic", "t", "--from-beginning"], None),
         (["verify"], None),
+        # the cleaner's kernels: the key estimate, the map (its prefetching probes), the rewrite
+        (["clean", "--engine", "local", "--force", "--roll"], None),
     ]
     assert any(name.endswith(".nbi") for _, _, names in os.walk(os.path.join(root, "compactlog")) for name in names), \
         "the warm-up wrote no numba cache into the copy"

@@ -14,7 +14,7 @@ per-batch path, which also produces the precise error.
 
 from __future__ import annotations
 
-import crc32c as _crc32c
+from ..record import crc as _crc32c
 import numpy as np
 from ..record.jit import njit
 
@@ -80,6 +80,9 @@ class SegmentScan:
         self.r_vpos, self.r_hcount = r64[K.R64_VAL_POS, :n], r32[K.R32_HDR_COUNT, :n]   # version strategies
         self.r_tail, self.r_end = r64[K.R64_TAIL_POS, :n], r64[K.R64_RECORD_END, :n]
         self.buf = buf
+        # what keeping it costs (the record matrices and the batch columns), for the map phase's
+        # decision to hand it to the rewrite (map_builder.SCAN_CACHE_BYTES)
+        self.nbytes = r64.nbytes + r32.nbytes + 9 * 8 * self.nb
         self.ok = True
 
     def key_hashes(self, select: np.ndarray | None = None):
@@ -110,16 +113,19 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats, strategy:
         sel = sel[offsets[sel] < end]
     if sel.size:
         if pos == 0 and sel.size == scan.nr and seg.cache_digests:
-            # the rewrite scans this segment from 0 again: keep the digests for it (16 B/record)
+            # the rewrite scans this segment from 0 again: keep the digests for it (16 B/record),
+            # and the scan itself when the round's room for scans allows (64 B/record)
             h1, h2 = scan.key_hashes()
             seg.cached_digests = (h1, h2)
+            if scan.nbytes <= seg.scan_room:
+                seg.cached_scan = scan
         else:
             h1, h2 = scan.key_hashes(sel)
         if strategy.versioned:
             offset_map.put(h1, h2, offsets[sel], *strategy.record_versions(
                 buf, scan.r_ts[sel], scan.r_vpos[sel], scan.r_vlen[sel], scan.r_hcount[sel]))
         else:
-            offset_map.put(h1, h2, offsets[sel])
+            offset_map.put(h1, h2, offsets if sel.size == scan.nr else offsets[sel])
     stats.map_messages_read += scan.nr
     stats.map_bytes_read += seg.size - pos
     lasts = scan.b_base + scan.b_lod
@@ -304,7 +310,10 @@ def rewrite_segment_fast(seg, writer, ctx, txn, stats: CleanerStats) -> bool:
     if not ENABLED or ctx.observer is not None:
         return False
     buf = as_u8(seg.buffer)
-    scan = SegmentScan(buf, 0, seg.size)
+    scan = seg.cached_scan      # the map phase's scan of these bytes (seg.buffer), when it kept it
+    seg.cached_scan = None
+    if scan is None:
+        scan = SegmentScan(buf, 0, seg.size)
     if not scan.ok:
         return False
     end_pos = int(scan.b_pos[-1] + scan.b_size[-1]) if scan.nb else 0

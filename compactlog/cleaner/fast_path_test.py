@@ -122,3 +122,54 @@ def test_the_cleaner_and_the_reader_accept_the_same_bytes(tmp_path):
         assert ok == _decoder_accepts(damaged) == _reader_accepts(tmp_path, damaged), damaged.hex()
         verdicts.add(ok)
     assert verdicts == {True, False}
+
+
+def _clean_copy(src, dst, monkeypatch, room: int) -> tuple[dict, int]:
+    """Clean a copy of ``src`` with ``room`` bytes for kept scans: (file -> bytes, scans made)."""
+    import shutil
+    from compactlog.cleaner import fast_path, map_builder
+    from compactlog.cleaner.cleaner import Cleaner
+    from compactlog.cleaner.executor import InProcessExecutor
+    from compactlog.storage.datadir import DataDir
+    shutil.copytree(src, dst)
+    made = []
+    real = fast_path.SegmentScan
+
+    class Counted(real):
+        def __init__(self, *args):
+            made.append(args[1:])
+            super().__init__(*args)
+
+    monkeypatch.setattr(fast_path, "SegmentScan", Counted)
+    monkeypatch.setattr(map_builder, "SCAN_CACHE_BYTES", room)
+    now = 1_900_000_000_000
+    with DataDir(str(dst), writable=True, clock=lambda: now) as dd:
+        outs = Cleaner(dd, InProcessExecutor()).run(now)
+    assert outs and all(o.cleaned for o in outs), [o.error for o in outs]
+    pdir = os.path.join(str(dst), "t-0")
+    files_ = {n: open(os.path.join(pdir, n), "rb").read() for n in sorted(os.listdir(pdir))
+              if not n.endswith(".checkpoint")}
+    monkeypatch.undo()
+    return files_, len(made)
+
+
+def test_the_rewrite_takes_the_scan_the_map_kept(tmp_path, monkeypatch):
+    """Each dirty segment is scanned once when the room allows (the map's scan handed to the
+    rewrite), and the cleaned segments are byte for byte those of two scans each."""
+    import pyarrow as pa
+    import compactlog
+    src = tmp_path / "src"
+    rng = np.random.default_rng(11)
+    with compactlog.open(str(src), write=True, create=True) as c:
+        c.create_topic("t", 1, {"cleanup.policy": "compact", "segment.bytes": str(16 << 10),
+                                "min.cleanable.dirty.ratio": "0.01"})
+        for _ in range(40):
+            ids = rng.integers(0, 300, 100).tolist()
+            c.send_arrow("t", pa.array([b"k%d" % i for i in ids]),
+                         pa.array([None if i % 17 == 0 else b"v" * 30 for i in ids]), partition=0)
+    twice, scans_twice = _clean_copy(src, tmp_path / "a", monkeypatch, 0)
+    once, scans_once = _clean_copy(src, tmp_path / "b", monkeypatch, 256 << 20)
+    assert once == twice
+    dirty = sum(1 for n in os.listdir(src / "t-0") if n.endswith(".log")) - 1   # the active one stays
+    assert dirty >= 3
+    assert scans_twice - scans_once == dirty, (scans_twice, scans_once)

@@ -15,6 +15,10 @@ from .txn_state import CleanedTransactionState
 
 
 DIGEST_CACHE_MAX_DIRTY_BYTES = 2 << 30
+# the scans of whole segments the map phase keeps for the rewrite (64 B a record: 256 MiB hold
+# ~4M records, ~460 MB of segments of 120-byte records), so that a segment is scanned once; the
+# ones past it are scanned again by the rewrite, as Kafka's cleaner reads every segment twice
+SCAN_CACHE_BYTES = 256 << 20
 
 
 def key_hashes(cols, select: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -45,13 +49,17 @@ def build_offset_map(log: SourceLog, start: int, end: int, offset_map: OffsetMap
     from .fast_path import map_segment_fast
     # keeping 16 bytes of digest per record for the rewrite pays off unless the range is huge
     cache = sum(s.size for s in dirty) <= DIGEST_CACHE_MAX_DIRTY_BYTES
+    scan_room = SCAN_CACHE_BYTES if cache else 0
     for i, seg in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         seg.cache_digests = cache
+        seg.scan_room = scan_room
         # structure and offsets of the segment, then its offset index, the CRC of every batch read
         seg.check_structure(log.next_base(seg))
         seg.validate(log.next_base(seg), seg.index_position(start))
         last = map_segment_fast(seg, start, offset_map, stats, strategy, end)
+        if seg.cached_scan is not None:
+            scan_room -= seg.cached_scan.nbytes
         if last is not None:
             if last >= start:
                 offset_map.update_latest_offset(last)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
-from ..record.jit import njit
+from ..record.jit import intrinsic, njit
 from .strategy import beats
 
 EMPTY = -1
@@ -155,12 +155,43 @@ OFFSET_BITS = 40
 OFFSET_MASK = (1 << OFFSET_BITS) - 1
 CHECK_BITS = 64 - OFFSET_BITS           # the compact map's digest bits beside the offset
 CHECK_SHIFT = np.uint64(OFFSET_BITS)
+# how many keys ahead the probes ask for their slot's cache line: a table of 2M slots (32 MB) is
+# not in cache, and each probe otherwise waits for memory in turn (5M gets: 0.13 -> 0.08 CPU-s)
+PREFETCH_AHEAD = 16
+
+
+def _no_prefetch(array, index):
+    """In Python a prefetch does nothing."""
+
+
+@intrinsic(python=_no_prefetch)
+def _prefetch(typingctx, array, index):
+    """Ask for the cache line of ``array[index]`` (llvm.prefetch: read, keep in all levels); no
+    bounds check is needed, a prefetch never faults."""
+    from llvmlite import ir
+    from numba import types
+    sig = types.void(array, types.int64)
+
+    def codegen(context, builder, signature, args):
+        a, i = args
+        ptr = builder.gep(context.make_array(signature.args[0])(context, builder, a).data, [i])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [i8p], ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]))
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return sig, codegen
 
 
 @njit(cache=True)
 def _cput_all(t1, tv, h1, h2, rel_offsets, size):
     mask = t1.shape[0] - 1
-    for i in range(h1.shape[0]):
+    n = h1.shape[0]
+    for i in range(n):
+        if i + PREFETCH_AHEAD < n:
+            ahead = np.int64(h1[i + PREFETCH_AHEAD] & np.uint64(mask))
+            _prefetch(t1, ahead)
+            _prefetch(tv, ahead)
         a = h1[i]
         check = h2[i] >> np.uint64(64 - CHECK_BITS)
         v = (check << CHECK_SHIFT) | np.uint64(rel_offsets[i] + 1)
@@ -187,7 +218,12 @@ def _checked_get_all(t1, tv, h1, h2, base, out, check_bits):
     mask = t1.shape[0] - 1
     low = np.uint64(OFFSET_MASK)
     shift = np.uint64(64 - check_bits)
-    for i in range(h1.shape[0]):
+    n = h1.shape[0]
+    for i in range(n):
+        if i + PREFETCH_AHEAD < n:
+            ahead = np.int64(h1[i + PREFETCH_AHEAD] & np.uint64(mask))
+            _prefetch(t1, ahead)
+            _prefetch(tv, ahead)
         a = h1[i]
         check = h2[i] >> shift
         s = np.int64(a & np.uint64(mask))
@@ -249,10 +285,18 @@ class CompactOffsetMap(_KeyTable):
             getattr(self, c)[slots] = values
 
     def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray) -> None:
-        if h1.shape[0] == 0:
+        n = h1.shape[0]
+        if n == 0:
             return
-        self._grow(self.size + h1.shape[0])
-        self.size = _cput_all(self.t1, self.tv, h1, h2, offsets - self.base, self.size)
+        rel = offsets - self.base
+        # in slices no bigger than 1/16 of the table's room, the growth checked before each: a
+        # segment's records put at once (most of them keys already mapped) would double a table
+        # sized for the keys there are (the worst case, every record a new key)
+        step = max(1 << 10, int(self.t1.shape[0] * self.LOAD) >> 4)
+        for lo in range(0, n, step):
+            hi = min(lo + step, n)
+            self._grow(self.size + hi - lo)
+            self.size = _cput_all(self.t1, self.tv, h1[lo:hi], h2[lo:hi], rel[lo:hi], self.size)
         self.latest_offset = int(offsets[-1])
 
     def get(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:

@@ -54,6 +54,27 @@ def test_winners_map_answers_from_offsets_alone():
     assert m.latest_offset == 199
 
 
+def test_a_sized_table_is_not_doubled_by_a_big_put_of_known_keys():
+    # a segment's records put at once: most are keys already mapped; the table sized for the
+    # keys there are must not double for the worst case (every record a new key)
+    import numpy as np
+    from compactlog.cleaner.offset_map import CompactOffsetMap
+    keys = 20_000
+    m = CompactOffsetMap(0, keys)
+    cap = m.t1.shape[0]
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, keys, 8 * keys).astype(np.uint64)
+    h1 = ids * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
+    h2 = ids * np.uint64(0xC2B2AE3D27D4EB4F) + np.uint64(7)
+    m.put(h1, h2, np.arange(ids.size, dtype=np.int64))
+    assert len(m) == np.unique(ids).size
+    assert m.t1.shape[0] == cap
+    got = m.get(h1, h2, np.arange(ids.size, dtype=np.int64))
+    last = np.zeros(keys, dtype=np.int64)
+    last[ids.astype(np.int64)] = np.arange(ids.size)      # numpy keeps the last write of a repeated index
+    assert (got == last[ids.astype(np.int64)]).all()
+
+
 def test_the_version_map_keeps_each_keys_version_through_growth():
     """Two passes over the same keys, the second with lower versions for even keys: the winners
     are the first pass's for those, the second's for the rest, with the map grown many times

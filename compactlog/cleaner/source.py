@@ -55,6 +55,8 @@ class SourceSegment:
         self._txn_loaded = False
         self.cached_digests = None   # key digests the map phase computed, for the rewrite
         self.cache_digests = True
+        self.cached_scan = None      # the map phase's fast_path.SegmentScan of the whole segment
+        self.scan_room = 0           # bytes of scan the map phase may keep for the rewrite
 
     @property
     def buffer(self):
@@ -134,6 +136,7 @@ class SourceSegment:
             except BufferError:
                 pass   # a batch view still refers to it; the mapping goes with it
         self._buffer = None
+        self.cached_scan = None
 
 
 class SourceLog:

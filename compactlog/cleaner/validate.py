@@ -22,7 +22,7 @@ partition changes.
 
 from __future__ import annotations
 
-import crc32c as _crc32c
+from ..record import crc as _crc32c
 import numpy as np
 
 from ..errors import CorruptRecordError

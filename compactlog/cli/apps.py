@@ -13,7 +13,10 @@ import typer
 
 from ..errors import CompactlogError
 from ..storage.config import parse_assignments, read_properties, setting_warnings
+from . import plain_params
 from .common import CliContext
+
+plain_params.install()     # option values converted without pydantic (plain_params.py)
 
 _HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,

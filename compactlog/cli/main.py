@@ -26,14 +26,46 @@ from .apps import app, cleaner_app, topics_app, transactions_app  # noqa: F401  
 EXIT_ERROR = 1
 EXIT_INTERNAL = 70      # sysexits.h EX_SOFTWARE: a bug, to be reported
 
-def _register() -> None:
-    # each module adds its commands to ``app`` / ``topics_app`` / ``cleaner_app``
-    from . import clean, configs, consume, dump_log, metadata, produce, snapshot, tools, topics, verify  # noqa: F401
-    from . import serve  # noqa: F401
-    from . import users  # noqa: F401
-    from . import consumer_groups  # noqa: F401
-    from . import transactions  # noqa: F401
-    from . import acls  # noqa: F401
+# the module (of this package) that adds each top-level command to ``app``: a command line names
+# one, and only that module is imported (the others' imports cost ~0.1 CPU-s per process; the test
+# suite starts thousands of commands); main_test checks this table against the modules
+COMMAND_MODULES = {
+    "acls": "acls", "clean": "clean", "cleaner": "clean", "explain": "clean", "configs": "configs",
+    "consume": "consume", "consumer-groups": "consumer_groups", "delete-records": "tools",
+    "dump-log": "dump_log", "get-offsets": "tools", "log-dirs": "tools", "metadata": "metadata",
+    "produce": "produce", "serve": "serve", "snapshot": "snapshot", "topics": "topics",
+    "transactions": "transactions", "users": "users", "verify": "verify",
+}
+# every module, in the order the help lists their commands
+_ALL_MODULES = ("clean", "configs", "consume", "dump_log", "metadata", "produce", "snapshot", "tools", "topics",
+                "verify", "serve", "users", "consumer_groups", "transactions", "acls")
+# the root's own options (apps.py): name -> whether it takes a value
+_ROOT_OPTIONS = {"--data-dir": True, "--override": True, "--version": False, "--verbose": False, "-v": False,
+                 "--help": False, "-h": False, "--install-completion": False, "--show-completion": False}
+
+
+def _register(args: list[str] | None = None) -> None:
+    """Each command module adds its commands to ``app`` / ``topics_app`` / ``cleaner_app`` as it is
+    imported: the one ``args`` names, or every one (no command, an unknown word, shell completion)."""
+    import importlib
+    word = _command_word(args) if args is not None and "_COMPACTLOG_COMPLETE" not in os.environ else None
+    modules = [COMMAND_MODULES[word]] if word in COMMAND_MODULES else _ALL_MODULES
+    for module in modules:
+        importlib.import_module(f"{__package__}.{module}")
+
+
+def _command_word(args: list[str]) -> str | None:
+    """The subcommand of a command line: its first word after the root's options."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--" or not a.startswith("-") or a == "-":
+            return a if a != "--" else None
+        name, eq, _ = a.partition("=")
+        if name not in _ROOT_OPTIONS:
+            return None         # an option click will refuse: with every command, as before
+        i += 2 if _ROOT_OPTIONS[name] and not eq else 1
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_command(argv: list[str] | None) -> int:
-    _register()
+    _register(list(sys.argv[1:] if argv is None else argv))
     args = _arguments(argv)
     try:
         app(args=args, prog_name="compactlog", standalone_mode=True)

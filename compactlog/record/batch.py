@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
-import crc32c as _crc32c
+from . import crc as _crc32c
 import numpy as np
 
 from ..errors import CorruptRecordError

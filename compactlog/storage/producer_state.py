@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import crc32c
+from ..record import crc as crc32c
 
 from ..errors import (InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError, StorageError,
                       TransactionCoordinatorFencedError)

@@ -35,7 +35,7 @@ import bisect
 import functools
 from typing import Iterator
 
-import crc32c as _crc32c
+from ..record import crc as _crc32c
 import numpy as np
 import pyarrow as pa
 
