@@ -599,7 +599,7 @@ def test_a_small_batch_is_encoded_in_python_byte_for_byte_as_the_bulk_writer_doe
             return None
         if r < 0.3:
             return "s%d" % rng.randrange(1000)
-        return bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 5, 127, 128, 300, 20000])))
+        return rng.randbytes(rng.choice([0, 1, 5, 127, 128, 300, 20000]))
     for _ in range(500):
         n = rng.randint(1, B.SMALL_BATCH_RECORDS)
         base = rng.choice([0, 5, 2 ** 40])

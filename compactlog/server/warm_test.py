@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent("""
     import sys, tempfile
     from compactlog.record import compression, jit
@@ -49,6 +51,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow          # a fresh interpreter loading numba: seconds
 def test_after_the_warm_up_a_first_produce_and_fetch_load_no_kernel():
     env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
