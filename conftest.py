@@ -104,6 +104,9 @@ def lanes_of(item) -> set[str]:
 # workers idle while it runs alone (a stale list only changes the order, never what runs)
 LONGEST_MODULES = [
     "test_fault_campaign", "test_readme", "test_readers_beside_a_broker", "test_cli_console_broker",
+    # this stop's remote-tier modules (their authors' runs at load 5-12: 47-104 s each)
+    "test_remote_observability", "test_remote_compaction_corpus", "compaction_test",
+    "test_tiered_compaction_broker",
     "test_corpus", "test_transactions_cli", "test_warmup", "test_corpus_cli", "test_cli_tools",
     "test_scale", "test_spark_streaming", "test_tiered_broker", "test_data_dir_lock", "test_clean_errors",
     "test_txn_restart_timeouts", "test_broker_lifecycle", "test_spark_datasource", "test_spark_sink",
