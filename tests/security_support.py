@@ -124,7 +124,9 @@ class SecureBroker(Broker):
 
     def __init__(self, data_dir, overrides: dict, **kw):
         super().__init__(data_dir, overrides, **kw)
-        self.overrides = dict(overrides)        # keep the given listeners
+        # the given listeners only (not the base's PLAINTEXT one), the metrics listener on a free
+        # port as every test broker's (at 9644, the default, two modules' brokers collided)
+        self.overrides = {"metrics.listener": "127.0.0.1:0", **overrides}
         self.names = [x.split("://")[0].upper() for x in overrides["listeners"].split(",")]
         self.ports: dict[str, int] = {}
 
