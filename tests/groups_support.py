@@ -13,6 +13,7 @@ import time
 import uuid
 
 from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import KafkaException
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
@@ -46,6 +47,10 @@ def names(prefix: str) -> tuple[str, str]:
     return f"{prefix}-t-{u}", f"{prefix}-g-{u}"
 
 
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+_COORDINATOR_NOT_READY = (14, 15, 16)
+
+
 def committed(bootstrap: str, group: str, topic: str, partitions) -> dict:
     """{partition: committed offset} through confluent-kafka's AdminClient (-1001: none);
     ``partitions`` is a count or the partition numbers."""
@@ -55,8 +60,17 @@ def committed(bootstrap: str, group: str, topic: str, partitions) -> dict:
         partitions = range(partitions)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
-    res = admin.list_consumer_group_offsets([req])[group].result(30)
-    return {tp.partition: tp.offset for tp in res.topic_partitions}
+    # a broker just started answers COORDINATOR_LOAD_IN_PROGRESS until its offsets topic is read
+    # (as Kafka's does); librdkafka's admin hands that to the caller where Kafka's Java admin retries
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            res = admin.list_consumer_group_offsets([req])[group].result(30)
+            return {tp.partition: tp.offset for tp in res.topic_partitions}
+        except KafkaException as e:
+            if e.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def table(text: str) -> list[list[str]]:

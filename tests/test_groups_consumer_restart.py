@@ -65,7 +65,9 @@ def test_consumer_group_reloaded_after_kill_9_without_a_rebalance(tmp_path):
         # a graceful restart loads the same group again
         b.stop()
         b = Broker(data, overrides, port=port).start()
-        assert snapshot(describe(port, group)) == before
+        d = wait_until(lambda: (lambda x: x if x.error_code == 0 else None)(describe(port, group)),
+                       what="the group loaded again")
+        assert snapshot(d) == before
         assert sum(committed(b.bootstrap, group, topic, 6).values()) == 72
         owned_once(events)
     finally:

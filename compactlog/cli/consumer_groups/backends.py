@@ -9,12 +9,16 @@ plain data (``GroupInfo``, {(topic, partition): offset}, Kafka's error codes).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from ...errors import CompactlogError
 from .printing import MISSING, error_name
 
 TIMEOUT_S = 30.0
+RETRY_BACKOFF_S = 0.1       # Kafka's retry.backoff.ms
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+COORDINATOR_NOT_READY = (14, 15, 16)
 
 
 @dataclass
@@ -64,6 +68,22 @@ class BrokerBackend:
         except KafkaException as e:
             raise CompactlogError(str(e.args[0].str() if e.args else e)) from None
 
+    def _ask(self, request):
+        """``request()``'s future's result, asked again while the group coordinator is not ready
+        (a broker just started reads its offsets topic first), within TIMEOUT_S: Kafka's Java admin
+        retries these errors, librdkafka's hands them to the caller."""
+        from confluent_kafka import KafkaException
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            try:
+                return request().result(TIMEOUT_S)
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                if getattr(err, "code", lambda: None)() in COORDINATOR_NOT_READY and time.monotonic() < deadline:
+                    time.sleep(RETRY_BACKOFF_S)
+                    continue
+                raise CompactlogError(str(err.str() if err is not None else e)) from None
+
     def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str]]:
         from confluent_kafka import ConsumerGroupState
         kw = {}
@@ -71,12 +91,23 @@ class BrokerBackend:
         # library; the filter below keeps the answer right either way
         if states and all(s in _CK_STATES for s in states):
             kw["states"] = {getattr(ConsumerGroupState, _CK_STATES[s]) for s in states}
-        res = self._wait(self.admin.list_consumer_groups(request_timeout=TIMEOUT_S, **kw))
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            res = self._wait(self.admin.list_consumer_groups(request_timeout=TIMEOUT_S, **kw))
+            # a broker's error is in ``errors``, beside what the others listed: a list without
+            # a loading coordinator's groups would be short, so it is asked again or refused
+            codes = [e.code() for e in res.errors]
+            if not codes:
+                break
+            if all(c in COORDINATOR_NOT_READY for c in codes) and time.monotonic() < deadline:
+                time.sleep(RETRY_BACKOFF_S)
+                continue
+            raise CompactlogError("listing the groups failed: " + "; ".join(e.str() for e in res.errors))
         listed = [(g.group_id, _state_name(g.state)) for g in res.valid]
         return [g for g in listed if not states or g[1] in states]
 
     def describe(self, group: str) -> GroupInfo:
-        d = self._wait(self.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group])
+        d = self._ask(lambda: self.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group])
         consumer = getattr(getattr(d, "type", None), "name", "") == "CONSUMER"
         members = [MemberInfo(m.member_id, m.host, m.client_id, m.group_instance_id,
                               [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions or [])],
@@ -92,8 +123,8 @@ class BrokerBackend:
 
     def committed(self, group: str) -> dict:
         from confluent_kafka import ConsumerGroupTopicPartitions
-        res = self._wait(self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                                request_timeout=TIMEOUT_S)[group])
+        res = self._ask(lambda: self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                                       request_timeout=TIMEOUT_S)[group])
         return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.offset >= 0}
 
     def _topics(self) -> dict:
@@ -136,7 +167,7 @@ class BrokerBackend:
     def alter(self, group: str, offsets: dict) -> None:
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
         tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        res = self._wait(self.admin.alter_consumer_group_offsets(
+        res = self._ask(lambda: self.admin.alter_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group, tps)], request_timeout=TIMEOUT_S)[group])
         errors = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in res.topic_partitions if tp.error]
         if errors:
