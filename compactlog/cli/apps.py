@@ -46,7 +46,9 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _global(ctx: typer.Context,
             data_dir: str = typer.Option(None, "--data-dir", envvar="COMPACTLOG_DATA_DIR",
-                                         help="The data directory (a Kafka log dir)."),
+                                         help="The data directory (a Kafka log dir); for verify, dump-log, "
+                                              "consume, explain, snapshot and clean also a bucket holding "
+                                              "one: s3://BUCKET/PREFIX or file:///DIR."),
             override: list[str] = typer.Option(None, "--override",
                                                help="A broker setting K=V (Kafka's name), repeatable."),
             version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
@@ -55,7 +57,9 @@ def _global(ctx: typer.Context,
                                          help="Show what runs underneath (the Spark JVM's log on stderr).")):
     if verbose:
         os.environ["COMPACTLOG_VERBOSE"] = "1"
-    ctx.obj = CliContext(os.path.abspath(data_dir) if data_dir else None,
+    # a bucket URL (s3://bucket/prefix, file:///dir: storage.remote.bucket) stays as given
+    bucket = bool(data_dir) and data_dir.lower().startswith(("s3://", "file://"))
+    ctx.obj = CliContext((data_dir if bucket else os.path.abspath(data_dir)) if data_dir else None,
                          parse_assignments(override, "--override"), _command_words(ctx))
     for line in _setting_warnings(ctx.obj):
         typer.echo(f"warning: {line}", err=True)
@@ -65,7 +69,7 @@ def _setting_warnings(c: CliContext) -> list[str]:
     """Names in --override and server.properties that are not settings compactlog uses."""
     from .. import settings  # noqa: F401 - every owner's settings registered before any is read
     lines = setting_warnings(c.overrides, "--override", explicit=True)
-    if c.data_dir:
+    if c.data_dir and "://" not in c.data_dir:
         from ..storage.datadir import SERVER_PROPERTIES
         path = os.path.join(c.data_dir, SERVER_PROPERTIES)
         try:

@@ -32,9 +32,17 @@ class CliContext:
             raise ConfigError("--data-dir is required (or set COMPACTLOG_DATA_DIR)")
         return self.data_dir
 
+    def require_local(self) -> str:
+        """The data dir, refusing a bucket URL for a command that opens a directory."""
+        path = self.require_data_dir()
+        if "://" in path:
+            raise ConfigError(f"{path}: this command needs a local data dir; a bucket is read by verify, dump-log, "
+                              f"consume, explain and snapshot, and compacted by clean")
+        return path
+
     def broker(self):
         from ..storage.datadir import load_broker_config
-        path = self.require_data_dir()
+        path = self.require_local()
         if os.path.exists(path) and not os.path.isdir(path):
             raise CompactlogError(f"{path}: not a directory (--data-dir must name a directory)")
         return load_broker_config(path, self.overrides)
@@ -45,7 +53,7 @@ class CliContext:
         refused at once, naming the holder); otherwise it is opened read-only and nothing in it
         changes. ``session_configs``: topic configs for this command only (``clean --config``)."""
         from ..storage.datadir import DataDir
-        path = self.require_data_dir()
+        path = self.require_local()
         if os.path.exists(path) and not os.path.isdir(path):
             raise CompactlogError(f"{path}: not a directory (--data-dir must name a directory)")
         if not os.path.isdir(path):

@@ -161,7 +161,7 @@ def _print_passes(root, topic, partitions, start, isolation_level, output_format
             if remaining == 0:
                 break
             pdir = os.path.join(root, files.partition_dir_name(topic, p))
-            if not os.path.isdir(pdir):
+            if p not in sources and not os.path.isdir(pdir):
                 continue
             # a tiered partition: its remote segments, then the local ones (storage.remote.tiered_read)
             for chunk, n, size in partition_output(sources.get(p, pdir), topic, p, start, isolation_level,
@@ -229,7 +229,13 @@ def start_at_time(timestamp: int) -> StartSpec:
 def _partitions(c, topic: str, partition: int | None) -> tuple[str, list[int], dict]:
     """The data dir, the partitions to read and, for a tiered topic of a data dir whose broker
     config names a store, each partition's source across both tiers; only metadata is read (no
-    log is opened; the bucket's partition manifests are read, nothing is written to it)."""
+    log is opened; the bucket's partition manifests are read, nothing is written to it). A bucket
+    URL as the data dir: its partitions of the topic, each read from its objects."""
+    from ..storage.remote.bucket import is_bucket_url
+    if is_bucket_url(c.data_dir):
+        from .bucket_dir import topic_sources
+        sources = topic_sources(c, topic, partition)
+        return c.data_dir, list(sources), sources
     with c.open(write=False) as dd:
         if not dd.has_topic(topic):
             raise TopicError(f"topic {topic!r} does not exist in {dd.path}")

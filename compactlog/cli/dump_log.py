@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ..errors import CorruptRecordError, StorageError
+from ..errors import CompactlogError, CorruptRecordError, StorageError
 from ..storage import files
-from .common import closed_pipe_is_success, fail, headers_json, put_bytes
+from .common import closed_pipe_is_success, context, fail, headers_json, put_bytes
 from .apps import app
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class Dump:
 # -- the command ----------------------------------------------------------------------------------
 
 @app.command("dump-log")
-def dump_log_cmd(file_args: list[str] = typer.Option(..., "--files",
+def dump_log_cmd(ctx: typer.Context, file_args: list[str] = typer.Option(..., "--files",
                                                      help="Files to dump (repeatable, or comma-separated): "
                                                           ".log, .index, .timeindex, .txnindex, .snapshot, "
                                                           "checkpoint files, partition.metadata; other names "
@@ -104,7 +104,9 @@ def dump_log_cmd(file_args: list[str] = typer.Option(..., "--files",
         for p in arg.split(","):
             if not p:
                 continue
-            if os.path.isdir(p):
+            if p.lower().startswith(("s3://", "file://")):      # a bucket (storage.remote.bucket)
+                paths.extend(_bucket_segments(p, context(ctx)))
+            elif os.path.isdir(p):
                 found = _pinned_segments(p)
                 if not found:
                     fail(f"{p}: no segment files (.log) in this directory")
@@ -121,6 +123,30 @@ def dump_log_cmd(file_args: list[str] = typer.Option(..., "--files",
                 dump_file(dump, path)
             else:
                 dump_file(dump, path.path, data=path.data)
+
+
+def _bucket_segments(url: str, c) -> list:
+    """A partition of a bucket (``s3://bucket/prefix/<topic>-<N>``, or a remote tier's
+    ``…/<topic>-<topicId>/<N>``) or one ``.log`` object of one: its segments, each read from its
+    object when dumped (ranged GETs only; nothing copied to disk)."""
+    from ..storage.remote.bucket import partition_url_source, use_settings
+    use_settings(c.overrides)
+    head, _, name = url.rstrip("/").rpartition("/")
+    try:
+        if name.endswith(files.LOG_SUFFIX):
+            source = partition_url_source(head)
+            segments = [s for s in source.pin().segments if source.location(s.base_offset) == url]
+            if not segments:
+                fail(f"{url}: no such segment object")
+            return segments
+        if "." in name:
+            fail(f"{url}: dump-log reads a partition or its .log objects from a bucket")
+        source = partition_url_source(url)
+        if not source.exists():
+            fail(f"{url}: no segment objects (.log) under this partition URL")
+        return source.pin().segments
+    except CompactlogError as e:
+        fail(str(e))
 
 
 def _pinned_segments(directory: str) -> list:

@@ -77,7 +77,12 @@ def snapshot_cmd(ctx: typer.Context,
             fail(f"--partitions {partitions!r}: expected a comma list of partition numbers (0 or more)", 2)
     if os.path.exists(out) and not overwrite:
         fail(f"{out} already exists (use --overwrite to replace it)")
-    if not os.path.isdir(data_dir):
+    from ..storage.remote.bucket import is_bucket_url
+    bucket = is_bucket_url(data_dir)
+    if bucket:
+        from .bucket_dir import check_bucket
+        check_bucket(c)
+    elif not os.path.isdir(data_dir):
         fail(f"{data_dir}: data directory does not exist" if not os.path.exists(data_dir)
              else f"{data_dir}: not a directory (--data-dir must name a directory)")
     t0 = time.time()
@@ -86,9 +91,10 @@ def snapshot_cmd(ctx: typer.Context,
                                                       partitions=_partition_list(partitions)), streaming=False)
     except CompactlogError as e:
         fail(str(e))
-    part_bytes = [sum(s.size for s in _segments(tp.dir)) for tp in chosen]
+    part_bytes = [sum(s.size for s in _segments(tp)) for tp in chosen]
     from ..spark.snapshot import topic_strategy
-    strategy = topic_strategy(data_dir, topic, c.broker())     # which record of a key is its latest
+    # which record of a key is its latest
+    strategy = topic_strategy(data_dir, topic, None if bucket else c.broker())
     choice = choose_engine(engine, spark_master, part_bytes)
     if choice.engine == "spark":
         rows = _on_spark(data_dir, topic, partitions, out, fmt, overwrite, spark_master, strategy)
@@ -109,9 +115,9 @@ def snapshot_cmd(ctx: typer.Context,
                    f"({choice.engine}: {choice.reason})")
 
 
-def _segments(pdir: str):
+def _segments(tp):
     from ..storage.reader import PartitionReader
-    return PartitionReader(pdir).segments()
+    return PartitionReader(tp.source).segments()
 
 
 def _on_spark(data_dir, topic, partitions, out, fmt, overwrite, master, strategy=None) -> int:

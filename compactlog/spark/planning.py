@@ -88,7 +88,11 @@ class TopicPartition(NamedTuple):
     def source(self) -> SegmentSource:
         """The partition's segments, as tasks read them: for a tiered partition of a data dir
         whose broker config names a store, its remote segments (read from the bucket by the
-        tasks, never copied to local disk) then its local ones (``storage.remote.tiered_read``)."""
+        tasks, never copied to local disk) then its local ones (``storage.remote.tiered_read``);
+        for a partition of a bucket (``s3://…``, ``storage.remote.bucket``), its objects."""
+        from ..storage.remote.bucket import is_bucket_url, partition_url_source
+        if is_bucket_url(self.dir):
+            return partition_url_source(self.dir)
         from ..storage.remote.tiered_read import partition_source
         return partition_source(self.dir)
 
@@ -96,7 +100,11 @@ class TopicPartition(NamedTuple):
 def find_partitions(path: str, *, must_exist: bool = True) -> list[TopicPartition]:
     """Every partition directory under PATH: a data dir, ``<data-dir>/<topic>`` (each
     ``<topic>-<N>`` beside it) or one partition directory; listed by the segment sources'
-    ``local_partitions``."""
+    ``local_partitions``. A bucket URL (``s3://bucket/prefix``, ``file:///dir``) is listed as the
+    data dir it holds (``storage.remote.bucket``): each partition's ``dir`` is then its URL."""
+    from ..storage.remote.bucket import is_bucket_url
+    if is_bucket_url(path):
+        return _bucket_partitions(path, must_exist=must_exist)
     path = os.path.abspath(path)
     if os.path.isdir(path) and files.is_partition_dir(path) and not _holds_partitions(path):
         t, p = files.parse_partition_dir(path)
@@ -113,6 +121,17 @@ def find_partitions(path: str, *, must_exist: bool = True) -> list[TopicPartitio
     if not found and must_exist:
         raise StorageError(f"{path}: no Kafka partition directory (<topic>-<N>) found there")
     return sorted(found, key=lambda f: (f.topic, f.partition))
+
+
+def _bucket_partitions(url: str, *, must_exist: bool) -> list[TopicPartition]:
+    from ..storage.remote.bucket import list_bucket, parse_bucket_url
+    try:
+        listing = list_bucket(parse_bucket_url(url))
+    except StorageError:
+        if must_exist:
+            raise
+        return []
+    return [TopicPartition(p.topic, p.partition, p.url) for p in listing.partitions]
 
 
 def _looks_like_data_dir(path: str) -> bool:
@@ -148,14 +167,19 @@ def select_partitions(path: str, strategy: Strategy, *, streaming: bool) -> list
         missing = sorted(strategy.assigned - have)
         if missing:
             raise KafkaLogError(f"kafka-log: option assign names {', '.join(f'{t}-{p}' for t, p in missing)}, "
-                                f"not found under {os.path.abspath(path)}")
+                                f"not found under {_where(path)}")
     elif strategy.kind == "subscribe" and not streaming:
         missing = [t for t in strategy.topics if t not in present]
         if missing:
             there = ", ".join(sorted(present)) or "none"
             raise KafkaLogError(f"kafka-log: topic {', '.join(repr(t) for t in missing)} not found under "
-                                f"{os.path.abspath(path)} (topics there: {there})")
+                                f"{_where(path)} (topics there: {there})")
     return chosen
+
+
+def _where(path: str) -> str:
+    from ..storage.remote.bucket import is_bucket_url
+    return path if is_bucket_url(path) else os.path.abspath(path)
 
 
 # --- partition state and offsets -----------------------------------------------------------------

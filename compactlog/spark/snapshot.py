@@ -46,6 +46,10 @@ def topic_strategy(path: str, topic: str | None, broker=None):
     from ..cleaner.strategy import DEFAULT, CompactionStrategy
     if not topic:
         return DEFAULT
+    from ..storage.remote.bucket import is_bucket_url
+    if is_bucket_url(path):
+        # a bucket holds segments, not topic configs (Kafka keeps them in its metadata log)
+        return DEFAULT
     from ..storage.datadir import DataDir, load_broker_config
     return CompactionStrategy.of(DataDir(path, broker=broker or load_broker_config(path)).topic_config(topic))
 

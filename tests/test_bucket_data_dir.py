@@ -1,0 +1,159 @@
+"""A bucket no broker runs on, read as a data dir (``storage.remote.bucket``) against moto's S3
+server: (a) a Kafka data dir copied to the bucket as ``aws s3 sync`` leaves it, (b) a compactlog
+broker's remote tier. Every command over the bucket must print what it prints over the same files
+on a local disk (byte for byte, the paths aside), with GET/HEAD/LIST only; bad URLs, a missing
+bucket and refused credentials are one ``error:`` line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import compactlog.settings  # noqa: F401 - every owner registered
+from compactlog.storage.config import BrokerConfig
+from compactlog.storage.datadir import DataDir
+
+from s3_support import ACCESS_KEY, REGION, SECRET_KEY, moto  # noqa: F401 - fixture
+
+T0 = 1_700_000_000_000
+COMMAND = [sys.executable, "-m", "compactlog"]
+
+
+def make_data_dir(root: str) -> None:
+    """Two topics, several segments each, keys overwritten and a tombstone (a compacted topic)."""
+    dd = DataDir(root, broker=BrokerConfig({}), clock=lambda: T0, create=True, writable=True)
+    dd.create_topic("orders", 2, {"segment.bytes": "700", "cleanup.policy": "compact",
+                                  "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0",
+                                  "segment.ms": "604800000"})
+    dd.create_topic("plain", 1, {"segment.bytes": "100000"})
+    for p in range(2):
+        log = dd.open_log("orders", p)
+        for i in range(90):
+            key = b"k%d" % (i % 11)
+            value = None if i == 60 + p else b"value-%d-%d" % (p, i) + b"." * (i % 17)
+            log.append_records([key], [value], timestamps=[T0 + i])
+    log = dd.open_log("plain", 0)
+    for i in range(20):
+        log.append_records([None], [b"line %d" % i], timestamps=[T0 + i])
+    dd.checkpoint_logs()
+    dd.close()
+
+
+def sync_up(client, root: str, bucket: str, prefix: str) -> None:
+    """What ``aws s3 sync ROOT s3://BUCKET/PREFIX`` leaves: one object per file, same relative name."""
+    for d, _, names in os.walk(root):
+        for n in names:
+            full = os.path.join(d, n)
+            client.upload_file(full, bucket, f"{prefix}/{os.path.relpath(full, root)}".lstrip("/"))
+
+
+@pytest.fixture(scope="module")
+def copied(moto, tmp_path_factory):
+    """A data dir on disk and its copy in a bucket (prefix ``kafka/data``), beside other users'
+    objects in the same bucket."""
+    root = str(tmp_path_factory.mktemp("bucket-dd") / "data")
+    make_data_dir(root)
+    moto.create_bucket("copied-dd")
+    client = moto.client()
+    sync_up(client, root, "copied-dd", "kafka/data")
+    for k in ("other/readme.txt", "kafka/data-old/x-0/00000000000000000000.log", "kafka/notes.txt"):
+        client.put_object(Bucket="copied-dd", Key=k, Body=b"someone else's")
+    return root, "s3://copied-dd/kafka/data"
+
+
+def env_for(moto, **extra) -> dict:
+    env = dict(os.environ)
+    env.update(AWS_ENDPOINT_URL=moto.endpoint, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+               AWS_REGION=REGION, AWS_EC2_METADATA_DISABLED="true")
+    env.update(extra)
+    return env
+
+
+def run(moto, data_dir: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(COMMAND + ["--data-dir", data_dir, *args], capture_output=True, timeout=120,
+                          env=env or env_for(moto))
+
+
+def same(local: subprocess.CompletedProcess, remote: subprocess.CompletedProcess, root: str, url: str) -> None:
+    assert local.returncode == 0, local.stderr.decode()
+    assert remote.returncode == 0, remote.stderr.decode()
+    assert remote.stdout.replace(url.encode(), root.encode()) == local.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("consume", "--topic", "orders", "--from-beginning", "--property", "print.key=true", "--property",
+     "print.offset=true", "--property", "print.timestamp=true"),
+    ("consume", "--topic", "orders", "--partition", "1", "--offset", "33", "--output-format", "jsonl"),
+    ("consume", "--topic", "plain", "--from-beginning", "--isolation-level", "read_committed"),
+])
+def test_consume_equals_local(moto, copied, args):
+    root, url = copied
+    same(run(moto, root, *args), run(moto, url, *args), root, url)
+
+
+def test_dump_log_equals_local(moto, copied):
+    root, url = copied
+    for part in ("orders-0", "orders-1", "plain-0"):
+        args = ("dump-log", "--deep-iteration", "--print-data-log")
+        local = run(moto, root, *args, "--files", os.path.join(root, part))
+        remote = run(moto, url, *args, "--files", f"{url}/{part}")
+        same(local, remote, root, url)
+        assert local.stdout.count(b"baseOffset") > 1
+    one = f"{url}/orders-0/00000000000000000000.log"
+    local = run(moto, root, "dump-log", "--files", os.path.join(root, "orders-0", "00000000000000000000.log"))
+    same(local, run(moto, url, "dump-log", "--files", one), root, url)
+
+
+def test_snapshot_equals_local(moto, copied, tmp_path):
+    root, url = copied
+    for fmt in ("json",):
+        a, b = tmp_path / "local", tmp_path / "bucket"
+        local = run(moto, root, "snapshot", "--topic", "orders", "--out", str(a), "--format", fmt, "--engine", "local")
+        remote = run(moto, url, "snapshot", "--topic", "orders", "--out", str(b), "--format", fmt, "--engine", "local")
+        assert local.returncode == 0 and remote.returncode == 0, remote.stderr.decode()
+        assert snapshot_bytes(a) == snapshot_bytes(b)
+        assert len(snapshot_bytes(a).splitlines()) >= 20
+
+
+def snapshot_bytes(out) -> bytes:
+    """The data files of a snapshot, in name order of their part number (names carry a random id)."""
+    parts = sorted(n for n in os.listdir(out) if n.startswith("part-"))
+    return b"".join((out / n).read_bytes() for n in parts)
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("s3://", "no bucket name"),
+    ("s3://Bad_Bucket!/x", "is not a valid bucket name"),
+    ("gs://bucket/x", None),                 # not a bucket scheme: a (missing) local directory
+    ("s3://no-such-bucket-here/x", "bucket does not exist"),
+    ("s3://copied-dd/nothing-here", "no partitions found (no objects)"),
+    ("s3://copied-dd/other", "no partitions found (1 object(s), none a segment"),
+    ("file:///no/such/dir", "no such directory"),
+])
+def test_bad_url_is_one_line(moto, copied, url, expected):
+    r = run(moto, url, "consume", "--topic", "orders", "--from-beginning")
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    lines = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    if expected:
+        assert expected in lines[0], err
+
+
+def test_wrong_credentials_is_one_line(moto, copied):
+    r = run(moto, copied[1], "consume", "--topic", "orders", "--from-beginning",
+            env=env_for(moto, AWS_ACCESS_KEY_ID="", AWS_SECRET_ACCESS_KEY="", AWS_ENDPOINT_URL="http://127.0.0.1:1",
+                        AWS_MAX_ATTEMPTS="1"))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback" not in err, err
+    assert len([x for x in err.splitlines() if x.startswith("error:")]) == 1, err
+
+
+def test_commands_that_need_a_directory_refuse_a_bucket(moto, copied):
+    r = run(moto, copied[1], "topics", "list")
+    assert r.returncode == 1 and b"needs a local data dir" in r.stderr and b"Traceback" not in r.stderr
