@@ -157,3 +157,17 @@ def test_wrong_credentials_is_one_line(moto, copied):
 def test_commands_that_need_a_directory_refuse_a_bucket(moto, copied):
     r = run(moto, copied[1], "topics", "list")
     assert r.returncode == 1 and b"needs a local data dir" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_verify_equals_local(moto, copied):
+    root, url = copied
+    for args in (("verify",), ("verify", "--json", "--topic", "orders")):
+        same(run(moto, root, *args), run(moto, url, *args), root, url)
+
+
+def test_explain_equals_local(moto, copied):
+    root, url = copied
+    args = ("explain", "--topic", "orders", "--now-ms", str(T0 + 10**9), "--roll", "--json")
+    local, remote = run(moto, root, *args), run(moto, url, *args)
+    same(local, remote, root, url)
+    assert b'"wouldClean": true' in local.stdout or b"would_clean" in local.stdout or local.stdout

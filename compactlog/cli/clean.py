@@ -66,10 +66,17 @@ def clean_cmd(ctx: typer.Context,
                                           "data dir (never inside it: Kafka would refuse the dir)."),
               roll: bool = typer.Option(False, "--roll", help="Roll each chosen partition's active segment first, "
                                         "so that all of its data can be cleaned (offline compaction).")):
-    """One cleaner run at --now-ms: every eligible compacted partition cleaned once, as Kafka's cleaner would."""
+    """One cleaner run at --now-ms: every eligible compacted partition cleaned once, as Kafka's cleaner would.
+    A bucket (--data-dir s3://BUCKET/PREFIX) is cleaned into a new generation beside it, switched to
+    by one conditional write; the objects read are left as they were."""
+    args = dict(locals())
     from ..cleaner.cleaner import Cleaner
     from ..cleaner.log_format import CleanerLog
     c = context(ctx)
+    if "://" in (c.data_dir or ""):
+        from .bucket_dir import staged
+        with staged(c, clean=not dry_run, as_json=as_json):
+            return clean_cmd(**args)
     session_configs = parse_configs(config)
     topics = list(dict.fromkeys(topic or []))
     if partition is not None and len(topics) != 1:
@@ -277,6 +284,11 @@ def explain_cmd(ctx: typer.Context,
     from ..cleaner.offline import compacted_by_session
     from ..storage.config import LogConfig
     c = context(ctx)
+    if "://" in (c.data_dir or ""):
+        # the cleaner's view of a log needs a directory: a scratch copy of the bucket, removed after
+        from .bucket_dir import staged
+        with staged(c):
+            return explain_cmd(ctx, topic, partition, now_ms, config, roll, as_json)
     session_configs = parse_configs(config)
     now = _now(now_ms)
     with c.open(write=False, now_ms=now, session_configs=session_configs) as dd:

@@ -7,7 +7,7 @@ import json
 import typer
 
 from ..storage.events import EXIT_DATA_SET_ASIDE
-from .common import context
+from .common import context, fail
 from .apps import app
 from .progress import partition_log_bytes, progress
 
@@ -28,6 +28,11 @@ def verify_cmd(ctx: typer.Context,
     from ..storage.datadir import DataDir
     from ..storage.verify import VerifyCounts, read_checkpoints, refused_directories, verify_partition
     c = context(ctx)
+    if "://" in (c.data_dir or ""):
+        if repair:
+            fail(f"{c.data_dir}: --repair rewrites files in place; a bucket is verified read-only", 2)
+        _report(*_verify_bucket(c, topic), as_json)
+        return
     if repair:
         with c.open(write=True) as wdd:
             names = [topic] if topic else wdd.topics()
@@ -48,6 +53,10 @@ def verify_cmd(ctx: typer.Context,
             problems.extend(verify_partition(dd.path, t, p, configs[t], checkpoints, counts))
             bar.advance(sizes[(t, p)])
     problems.extend(_verify_remote(dd, topics, counts))
+    _report(len(work), counts, problems, as_json)
+
+
+def _report(partitions: int, counts, problems: list, as_json: bool) -> None:
     notes = [pr for pr in problems if pr.note]
     problems = [pr for pr in problems if not pr.note]
     for pr in notes + problems:
@@ -57,13 +66,46 @@ def verify_cmd(ctx: typer.Context,
             typer.echo(f"note: {pr}" if pr.note else str(pr))
     repairable = [pr for pr in problems if pr.repairable]
     if as_json:
-        typer.echo(json.dumps({"partitions": len(work), "segments": counts.segments, "records": counts.records,
+        typer.echo(json.dumps({"partitions": partitions, "segments": counts.segments, "records": counts.records,
                                "problems": len(problems), "notes": len(notes), "repairable": len(repairable)}))
     else:
-        typer.echo(_summary(len(work), counts, problems, notes, repairable))
+        typer.echo(_summary(partitions, counts, problems, notes, repairable))
     if problems:
         # only bytes recovery set aside: the data is healthy, but not everything it held is there
         raise typer.Exit(EXIT_DATA_SET_ASIDE if all(p.set_aside for p in problems) else 1)
+
+
+def _verify_bucket(c, topic: str | None) -> tuple[int, object, list]:
+    """A bucket (``storage.remote.bucket``): a copied data dir's partitions checked as a local
+    one's are, through their objects; a remote tier's as ``verify`` checks one beside its data dir
+    (``storage.remote.verify``); GET, HEAD and LIST only."""
+    from ..storage import files
+    from ..storage.config import LogConfig
+    from ..storage.remote.bucket import BucketTier, sources
+    from ..storage.remote.verify import verify_remote_partition
+    from ..storage.verify import VerifyCounts, verify_source
+    from .bucket_dir import check_bucket
+    listing = check_bucket(c)
+    if topic and topic not in listing.topics():
+        fail(f"topic {topic!r} does not exist in {listing.bucket.url} (topics there: {', '.join(listing.topics())})")
+    counts = VerifyCounts()
+    problems: list = []
+    configs = listing.topic_configs()
+    chosen = [(p, src) for p, src in sources(listing) if not topic or p.topic == topic]
+    checkpoints = None
+    tier = None
+    for p, src in chosen:
+        if p.shape == "remote-tier":
+            tier = tier or BucketTier(listing)
+            counts.partitions += 1
+            problems.extend(verify_remote_partition(tier, p.topic, p.partition, None, counts))
+            continue
+        if checkpoints is None:
+            names = (files.CLEANER_CHECKPOINT, files.RECOVERY_POINT_CHECKPOINT, files.LOG_START_OFFSET_CHECKPOINT)
+            checkpoints = {name: src.checkpoint(name) for name in names}
+        problems.extend(verify_source(listing.bucket.url.rstrip("/"), src, p.topic, p.partition,
+                                      LogConfig(configs.get(p.topic, {})), checkpoints, counts))
+    return len(chosen), counts, problems
 
 
 def _verify_remote(dd, topics: list[str], counts) -> list:

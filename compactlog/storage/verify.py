@@ -353,7 +353,7 @@ def _verify_state(root: str, source: SegmentSource, topic: str, partition: int, 
     finally:
         pinned.close()
     # what recovery set aside is a local directory's own (files beside the segments, no segment)
-    for name in sorted(os.listdir(pdir)):
+    for name in sorted(os.listdir(pdir)) if isinstance(source, LocalDirSource) else ():
         try:
             if name.endswith((".discarded", ".quarantined")):
                 path = os.path.join(pdir, name)
@@ -381,6 +381,16 @@ def _verify_state(root: str, source: SegmentSource, topic: str, partition: int, 
     if keys is not None:
         check_keys_unique(pdir, keys, cleaner_ckpt, problems)
     return _dedupe(problems)
+
+
+def verify_source(root: str, source: SegmentSource, topic: str, partition: int, config: LogConfig,
+                  checkpoints: dict[str, dict], counts: VerifyCounts) -> list[Problem]:
+    """Every problem of one partition read through ``source`` with no writer beside it (a data
+    dir copied to a bucket, ``storage.remote.bucket``); ``root`` names the data dir in messages."""
+    counts.partitions += 1
+    if not source.exists():
+        return [Problem(source.location(), "", "partition has no segments")]
+    return _verify_state(root, source, topic, partition, config, checkpoints, counts, writer=False)
 
 
 def _index_reader(pinned: PinnedSegments, i: int):

@@ -43,6 +43,7 @@ from .store import ObjectNotFound, RangeNotSatisfiable, RemoteStorageError, Stor
 from .tiered_read import shared_store
 
 SCHEMES = ("s3://", "file://")
+TOPICS_FILE = "compactlog.topics.json"
 _STORE = "rsm.config.storage."
 
 
@@ -168,11 +169,70 @@ class BucketListing:
     def topics(self) -> list[str]:
         return sorted({p.topic for p in self.partitions})
 
+    def topic_configs(self) -> dict[str, dict[str, str]]:
+        """topic -> its configs, when compactlog's topics file was copied along (a Kafka data dir
+        has none: Kafka keeps topic configs in its metadata log); one GET."""
+        key = self.bucket.prefix + TOPICS_FILE
+        if key not in self.objects:
+            return {}
+        import json
+        try:
+            meta = json.loads(self.bucket.store.get(key).data)
+            return {t: dict(m.get("configs", {})) for t, m in meta.get("topics", {}).items()}
+        except (ValueError, AttributeError, TypeError, RemoteStorageError):
+            return {}
 
-def list_bucket(bucket: Bucket) -> BucketListing:
-    """One LIST of the prefix, sorted into partitions; a StorageError when it holds none, naming
-    what is there instead."""
+
+# -- the cleaned generations of a copied data dir (``compactlog clean`` over a bucket) -------------
+#
+# A clean never writes under the prefix it read: S3 has no rename, and the copy is the user's. It
+# writes the cleaned data dir, whole, under a new sibling prefix ``<prefix>.compactlog-<n>-<id>/``
+# (create-only PUTs), then switches ``<prefix>.compactlog-clean.json`` to it by one conditional PUT
+# (create-only the first time, If-Match on the ETag it read before the run after that): the
+# commit point. A reader of ``<prefix>`` reads the generation the switch names; before the switch
+# (a clean killed at any step) it reads what was there. The prefix a Kafka user syncs back is the
+# switch's ``current``.
+
+SWITCH_SUFFIX = ".compactlog-clean.json"
+
+
+def switch_key(prefix: str) -> str:
+    base = prefix.rstrip("/")
+    return f"{base}{SWITCH_SUFFIX}" if base else SWITCH_SUFFIX.lstrip(".")
+
+
+def read_switch(bucket: Bucket) -> tuple[dict | None, str | None]:
+    """The switch of ``bucket``'s prefix and its ETag, (None, None) when none was written."""
+    import json
     try:
+        got = bucket.store.get(switch_key(bucket.prefix))
+    except ObjectNotFound:
+        return None, None
+    try:
+        doc = json.loads(got.data)
+        if not isinstance(doc.get("current"), str) or not isinstance(doc.get("generation"), int):
+            raise ValueError("no current generation")
+    except (ValueError, AttributeError) as e:
+        raise StorageError(f"{bucket.url_of(switch_key(bucket.prefix))}: not a compactlog clean switch ({e})") from None
+    return doc, got.etag
+
+
+def current(bucket: Bucket) -> Bucket:
+    """The bucket a reader of ``bucket`` reads: the generation its switch names, or itself."""
+    doc, _ = read_switch(bucket)
+    if doc is None:
+        return bucket
+    from dataclasses import replace
+    config = replace(bucket.config, key_prefix=doc["current"])
+    return Bucket(config, Bucket(config, "").url_of(doc["current"].rstrip("/")))
+
+
+def list_bucket(bucket: Bucket, *, follow_switch: bool = True) -> BucketListing:
+    """One LIST of the prefix (of the cleaned generation its switch names, if any), sorted into
+    partitions; a StorageError when it holds none, naming what is there instead."""
+    try:
+        if follow_switch:
+            bucket = current(bucket)
         metas = bucket.store.list(bucket.prefix)
     except RemoteStorageError as e:
         raise StorageError(f"{bucket.url}: {e}") from None
@@ -211,6 +271,10 @@ def partition_url_source(url: str, overrides: Mapping[str, str] | None = None) -
         topic, _, topic_id = topic_dir.rpartition("-")
         return remote_tier_source(parse_bucket_url(root_url, overrides), topic, topic_id, int(last))
     bucket = parse_bucket_url(bucket_url, overrides)
+    try:
+        bucket = current(bucket)
+    except RemoteStorageError as e:
+        raise StorageError(f"{bucket.url}: {e}") from None
     return KafkaDirObjects.open(bucket, last)
 
 
@@ -410,6 +474,29 @@ def parse_offset_checkpoint(data: bytes) -> dict[tuple[str, int], int]:
             except ValueError:
                 pass
     return out
+
+
+class BucketTier:
+    """A bucket's remote tier in the shape ``verify.verify_remote_partition`` reads a data dir's
+    (``tiered_read.RemoteTier``): no local log, so the local log start is the highest remote
+    offset + 1 and the log start the manifest's."""
+
+    def __init__(self, listing: BucketListing):
+        from types import SimpleNamespace
+        self.bucket = listing.bucket
+        self.store, self.config, self.prefix = listing.bucket.store, listing.bucket.config, listing.bucket.prefix
+        self.datadir = SimpleNamespace(path=listing.bucket.url.rstrip("/"))
+        self.ids = {(p.topic, p.partition): p.topic_id for p in listing.partitions if p.shape == "remote-tier"}
+
+    def tiers(self, topic: str, partition: int):
+        from .tiered_read import PartitionTiers, read_partition_manifest
+        topic_id = self.ids.get((topic, partition))
+        if topic_id is None:
+            return None
+        m = read_partition_manifest(self.store, self.prefix, topic, topic_id, partition)
+        if m is None:
+            return None
+        return PartitionTiers(topic, partition, topic_id, m, m.log_start_offset, m.highest_offset + 1)
 
 
 # -- shape (b): a compactlog remote tier ----------------------------------------------------------
