@@ -171,3 +171,117 @@ def test_explain_equals_local(moto, copied):
     local, remote = run(moto, root, *args), run(moto, url, *args)
     same(local, remote, root, url)
     assert b'"wouldClean": true' in local.stdout or b"would_clean" in local.stdout or local.stdout
+
+
+# -- clean over a bucket --------------------------------------------------------------------------
+
+CORPUS_CASES = ["kt-c10-tombstone-two-phase-staged", "kt-c14b-commit-marker-removal-staged", "kt-c30-segment-grouping",
+                "rnd-019-tombstones"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    from corpus_support import unpack_corpus
+    return unpack_corpus(str(tmp_path_factory.mktemp("corpus")))
+
+
+def fetch_current(moto, bucket: str, prefix: str, dest: str) -> str:
+    """The data dir a reader of s3://BUCKET/PREFIX reads now (the switch's generation), copied
+    to ``dest`` for Kafka's comparer (as a user would aws s3 sync it back)."""
+    client = moto.client()
+    try:
+        doc = json.loads(client.get_object(Bucket=bucket, Key=f"{prefix}.compactlog-clean.json")["Body"].read())
+        current = doc["current"]
+    except client.exceptions.NoSuchKey:
+        current = prefix + "/"
+    shutil.rmtree(dest, ignore_errors=True)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=current):
+        for o in page.get("Contents", []):
+            path = os.path.join(dest, o["Key"][len(current):])
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            client.download_file(bucket, o["Key"], path)
+    return dest
+
+
+@pytest.mark.parametrize("name", CORPUS_CASES)
+def test_clean_equals_kafka_cleaner(moto, corpus, tmp_path, name):
+    """Every round of a Kafka cleaner corpus case run by `clean` over the bucket: the generation
+    switched to holds what Kafka's cleaner kept (the corpus' own comparer), as the local clean does."""
+    from corpus_support import broker_overrides, compare_round, prepare
+    root = str(tmp_path / "input")
+    case = prepare(corpus, name, root)
+    r = run(moto, root, "topics", "alter", "--topic", case["topic"],
+            *[a for k, v in case["topic_configs"].items() for a in ("--config", f"{k}={v}")])
+    assert r.returncode == 0, r.stderr.decode()
+    bucket = f"corpus-{abs(hash(name)) % 10**8}"
+    moto.create_bucket(bucket)
+    sync_up(moto.client(), root, bucket, "dd")
+    url = f"s3://{bucket}/dd"
+    for k, now in enumerate(case["rounds"], start=1):
+        overrides = [a for key, v in broker_overrides(case).items() for a in ("--override", f"{key}={v}")]
+        r = run(moto, url, *overrides, "clean", "--now-ms", str(now), "--engine", "local")
+        assert r.returncode == 0, r.stderr.decode()
+        got = fetch_current(moto, bucket, "dd", str(tmp_path / f"round-{k}"))
+        assert compare_round(corpus, name, case, got, k) == [], (name, k)
+    # the objects read are as they were: the input prefix untouched
+    before = {os.path.relpath(os.path.join(d, n), root) for d, _, ns in os.walk(root) for n in ns}
+    keys = {o["Key"][3:] for o in moto.client().list_objects_v2(Bucket=bucket, Prefix="dd/")["Contents"]}
+    assert keys == before
+
+
+def test_clean_beside_other_objects_and_twice(moto, tmp_path):
+    """A bucket shared with other users: the clean writes only its generation and the switch;
+    a second clean writes generation 2 from generation 1; consume reads the latest."""
+    root = str(tmp_path / "data")
+    make_data_dir(root)
+    moto.create_bucket("shared-clean")
+    client = moto.client()
+    sync_up(client, root, "shared-clean", "team/dd")
+    others = {"team/dd.txt": b"x", "team/other/a.log": b"y", "readme": b"z", "team/dd-2/orders-0/x": b"w"}
+    for k, v in others.items():
+        client.put_object(Bucket="shared-clean", Key=k, Body=v)
+    before = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket="shared-clean")["Contents"]}
+    url = "s3://shared-clean/team/dd"
+    args = ("clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local")
+    r = run(moto, url, *args)
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"aws s3 sync --delete s3://shared-clean/team/dd.compactlog-000001-" in r.stderr
+    after = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket="shared-clean")["Contents"]}
+    new = set(after) - set(before)
+    assert all(before[k] == after[k] for k in before)
+    assert new and all(k.startswith("team/dd.compactlog-000001-") or k == "team/dd.compactlog-clean.json" for k in new)
+    local = run(moto, root, *args)
+    consume = ("consume", "--topic", "orders", "--from-beginning", "--property", "print.offset=true")
+    same(run(moto, root, *consume), run(moto, url, *consume), root, url)
+    # nothing left to clean: nothing written, no new generation
+    r = run(moto, url, "clean", "--now-ms", str(T0 + 10**9), "--engine", "local")
+    assert r.returncode == 0, r.stderr.decode()
+    assert {o["Key"] for o in client.list_objects_v2(Bucket="shared-clean")["Contents"]} == set(after)
+    assert local.returncode == 0
+
+
+@pytest.mark.parametrize("step", ["bucket-clean-objects", "bucket-clean-switch"])
+def test_clean_killed_at_each_step_leaves_every_record(moto, tmp_path, step):
+    """kill -9 after the generation's objects (before the switch) and after the switch: the
+    bucket reads whole either way (the old state or the new), the input untouched."""
+    root = str(tmp_path / "data")
+    make_data_dir(root)
+    name = f"kill-{step.split('-')[-1]}"
+    moto.create_bucket(name)
+    sync_up(moto.client(), root, name, "dd")
+    url = f"s3://{name}/dd"
+    consume = ("consume", "--topic", "orders", "--from-beginning", "--property", "print.offset=true")
+    full = run(moto, url, *consume)
+    kill_file = tmp_path / "kill"
+    kill_file.write_text(step)
+    r = run(moto, url, "clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local",
+            env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
+    assert r.returncode == -9 and not kill_file.exists(), r.stderr.decode()
+    got = run(moto, url, *consume)
+    assert got.returncode == 0, got.stderr.decode()
+    if step == "bucket-clean-objects":
+        assert got.stdout == full.stdout            # not switched: the old state, every record
+    else:
+        run(moto, root, "clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local")
+        same(run(moto, root, *consume), got, root, url)   # switched: the cleaned state
+    assert run(moto, url, "verify").returncode == 0
