@@ -285,3 +285,44 @@ def test_clean_killed_at_each_step_leaves_every_record(moto, tmp_path, step):
         run(moto, root, "clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local")
         same(run(moto, root, *consume), got, root, url)   # switched: the cleaned state
     assert run(moto, url, "verify").returncode == 0
+
+
+# -- Spark ----------------------------------------------------------------------------------------
+
+def test_spark_read_equals_local(moto, copied, spark):
+    """spark.read.format("kafka-log").load("s3://…"): the tasks read the objects themselves (the
+    store settings travel with the plan), rows equal to the same load of the local files."""
+    from test_spark_datasource import spark_rows
+    root, url = copied
+    # the session's JVM (and its Python workers) started without the AWS environment: the store
+    # settings go as options, by Aiven's names
+    store = {"rsm.config.storage.s3.endpoint.url": moto.endpoint, "rsm.config.storage.s3.region": REGION,
+             "rsm.config.storage.s3.path.style.access.enabled": "true",
+             "rsm.config.storage.aws.access.key.id": ACCESS_KEY, "rsm.config.storage.aws.secret.access.key": SECRET_KEY}
+    local = spark_rows(spark.read.format("kafka-log").load(root))
+    remote = spark_rows(spark.read.format("kafka-log").options(**store).load(url))
+    assert remote == local and sum(map(len, local.values())) == 200
+    one = spark.read.format("kafka-log").options(**store).option("subscribe", "orders") \
+        .option("startingOffsets", "earliest").option("kafka.isolation.level", "read_committed").load(url)
+    assert spark_rows(one) == {k: v for k, v in local.items() if k[0] == "orders"}
+
+
+def test_clean_on_spark_equals_local(moto, tmp_path):
+    """clean --spark-master local[2] over a bucket: the generation it switches to reads as the
+    local clean's result."""
+    root = str(tmp_path / "data")
+    make_data_dir(root)
+    moto.create_bucket("spark-clean")
+    sync_up(moto.client(), root, "spark-clean", "dd")
+    url = "s3://spark-clean/dd"
+    args = ("clean", "--now-ms", str(T0 + 10**9), "--roll")
+    r = run(moto, url, *args, "--spark-master", "local[2]")
+    assert r.returncode == 0, r.stderr.decode()
+    assert run(moto, root, *args, "--engine", "local").returncode == 0
+    got = fetch_current(moto, "spark-clean", "dd", str(tmp_path / "got"))
+    for part in ("orders-0", "orders-1"):
+        logs = sorted(n for n in os.listdir(os.path.join(root, part)) if n.endswith(".log"))
+        assert logs == sorted(n for n in os.listdir(os.path.join(got, part)) if n.endswith(".log"))
+        for n in logs:
+            with open(os.path.join(root, part, n), "rb") as a, open(os.path.join(got, part, n), "rb") as b:
+                assert a.read() == b.read(), (part, n)

@@ -83,6 +83,11 @@ class ReadConfig:
         self.path = O.get(options, "path")
         if not self.path:
             raise KafkaLogError("kafka-log: no path: .load(<data dir | data dir/topic | partition dir>)")
+        # a bucket (s3://…): its store settings by Aiven's names (rsm.config.storage.s3.endpoint.url,
+        # …), in force in this process, which plans; the tasks get them with the sources they read
+        from ..storage.remote.bucket import is_bucket_url, use_settings
+        if is_bucket_url(self.path):
+            use_settings({str(k).lower(): str(v) for k, v in options.items() if str(k).lower().startswith("rsm.config.")})
         self.strategy = O.strategy(options)
         self.level = O.isolation_level(options)
         self.read_committed = self.level == "read_committed"

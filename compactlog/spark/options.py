@@ -113,8 +113,8 @@ def check_names(options: Mapping[str, str], allowed: tuple[str, ...], what: str)
     known = {n.lower(): n for n in allowed}
     for raw in options:
         name = raw.lower()
-        if name in known:
-            continue
+        if name in known or (name.startswith("rsm.config.") and "path" in known):
+            continue        # a bucket's store settings (storage.remote.bucket), by Aiven's names
         if name.startswith("kafka."):
             config = name[len("kafka."):]
             if config in KAFKA_REFUSED:

@@ -119,6 +119,13 @@ def parse_bucket_url(url: str, overrides: Mapping[str, str] | None = None,
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
         if region:
             props.setdefault(_STORE + "s3.region", region)
+        # static keys of the environment travel with the settings: a Spark task unpickles them in
+        # an executor whose environment may not have them (the JVM's was fixed when it started)
+        if _STORE + "aws.access.key.id" not in props and env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+            props[_STORE + "aws.access.key.id"] = env["AWS_ACCESS_KEY_ID"]
+            props[_STORE + "aws.secret.access.key"] = env["AWS_SECRET_ACCESS_KEY"]
+            if env.get("AWS_SESSION_TOKEN"):
+                props[_STORE + "aws.session.token"] = env["AWS_SESSION_TOKEN"]
     elif scheme == "file":
         if parts.netloc not in ("", "localhost"):
             raise ConfigError(f"{url}: a file URL names a local directory (file:///DIR), not host {parts.netloc!r}")
