@@ -326,3 +326,71 @@ def test_clean_on_spark_equals_local(moto, tmp_path):
         for n in logs:
             with open(os.path.join(root, part, n), "rb") as a, open(os.path.join(got, part, n), "rb") as b:
                 assert a.read() == b.read(), (part, n)
+
+
+# -- shape (b): a broker's remote tier ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def remote_tier(moto, tmp_path_factory):
+    """A compactlog data dir whose rolled segments its RemoteLogManager copied to the bucket (key
+    prefix ``tiered/``), a full copy of the data dir kept before local retention trimmed it."""
+    from compactlog.storage.remote.manager import RemoteLogManager
+    from compactlog.storage.remote.store import open_store
+    tmp = tmp_path_factory.mktemp("remote-tier")
+    moto.create_bucket("tier-bucket")
+    props = moto.properties("tier-bucket", **{"remote.log.storage.system.enable": "true",
+                                              "rsm.config.key.prefix": "tiered/", "rsm.config.chunk.size": "512",
+                                              "rlmm.config.remote.log.metadata.topic.num.partitions": "1"})
+    root = str(tmp / "data")
+    dd = DataDir(root, broker=BrokerConfig(props), clock=lambda: T0, create=True, writable=True)
+    dd.create_topic("t", 1, {"remote.storage.enable": "true", "segment.bytes": "400", "local.retention.bytes": "0",
+                             "retention.ms": "-1"})
+    rm = RemoteLogManager(dd, broker_id=1, cluster_id="c", clock=lambda: T0,
+                          open_log=lambda t, p: dd.open_log(t, p), create_topic=lambda t, n, c: dd.create_topic(t, n, c),
+                          store=open_store(props))
+    rm.start()
+    log = dd.open_log("t", 0)
+    for i in range(60):
+        log.append_records([b"k%d" % (i % 9)], [b"value-%05d" % i + b"." * 40], timestamps=[T0 + i])
+    assert rm.copy_partition(log) > 3
+    dd.checkpoint_logs()
+    full = str(tmp / "full")
+    shutil.copytree(root, full, ignore=shutil.ignore_patterns(".lock"))
+    dd.delete_old_segments(log)
+    rm.close()
+    dd.close()
+    return full, "s3://tier-bucket/tiered"
+
+
+def test_remote_tier_read_offline(moto, remote_tier, tmp_path):
+    """consume, dump-log, verify and snapshot of a remote tier with no broker and no data dir: the
+    records are the ones the broker's log held (up to the highest remote offset)."""
+    full, url = remote_tier
+    args = ("consume", "--topic", "t", "--from-beginning", "--output-format", "jsonl")
+    local, remote = run(moto, full, *args), run(moto, url, *args)
+    assert remote.returncode == 0, remote.stderr.decode()
+    lines = remote.stdout.splitlines()
+    assert len(lines) > 10 and lines == local.stdout.splitlines()[:len(lines)]
+    v = run(moto, url, "verify", "--json")
+    assert v.returncode == 0, v.stdout.decode() + v.stderr.decode()
+    summary = json.loads(v.stdout.splitlines()[-1])
+    assert summary["records"] == len(lines) and summary["problems"] == 0
+    manifest = [o["Key"] for o in moto.client().list_objects_v2(Bucket="tier-bucket")["Contents"]
+                if o["Key"].endswith("/compactlog-partition.json")]
+    part_url = "s3://tier-bucket/" + manifest[0].rsplit("/", 1)[0]          # …/t-<topic id>/0
+    d = run(moto, url, "dump-log", "--deep-iteration", "--files", part_url)
+    assert d.returncode == 0, d.stderr.decode()
+    assert d.stdout.count(b"| offset: ") == len(lines)
+    s = run(moto, url, "snapshot", "--topic", "t", "--out", str(tmp_path / "snap"), "--format", "json",
+            "--engine", "local")
+    assert s.returncode == 0 and b"wrote 9 keys" in s.stdout, s.stderr.decode()
+
+
+def test_remote_tier_clean_refused(moto, remote_tier):
+    """A remote tier is its broker's to compact: refused with one line, nothing written."""
+    _, url = remote_tier
+    before = {o["Key"] for o in moto.client().list_objects_v2(Bucket="tier-bucket")["Contents"]}
+    r = run(moto, url, "clean", "--now-ms", str(T0 + 10**9), "--engine", "local")
+    assert r.returncode == 1 and r.stderr.decode().count("error:") == 1 and b"Traceback" not in r.stderr
+    assert b"compacted by its broker" in r.stderr
+    assert {o["Key"] for o in moto.client().list_objects_v2(Bucket="tier-bucket")["Contents"]} == before
