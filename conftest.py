@@ -106,7 +106,7 @@ LONGEST_MODULES = [
     "test_fault_campaign", "test_readme", "test_readers_beside_a_broker", "test_cli_console_broker",
     # this stop's remote-tier modules (their authors' runs at load 5-12: 47-104 s each)
     "test_remote_observability", "test_remote_compaction_corpus", "compaction_test",
-    "test_tiered_compaction_broker",
+    "test_tiered_compaction_broker", "test_bucket_data_dir",
     "test_corpus", "test_transactions_cli", "test_warmup", "test_corpus_cli", "test_cli_tools",
     "test_scale", "test_spark_streaming", "test_tiered_broker", "test_data_dir_lock", "test_clean_errors",
     "test_txn_restart_timeouts", "test_broker_lifecycle", "test_spark_datasource", "test_spark_sink",

@@ -22,6 +22,8 @@ from s3_support import ACCESS_KEY, REGION, SECRET_KEY, moto  # noqa: F401 - fixt
 
 T0 = 1_700_000_000_000
 COMMAND = [sys.executable, "-m", "compactlog"]
+# a command process per comparison (two per test, ~1.5 s each), moto, a corpus and a SparkSession
+pytestmark = pytest.mark.slow
 
 
 def make_data_dir(root: str) -> None:
@@ -179,12 +181,6 @@ CORPUS_CASES = ["kt-c10-tombstone-two-phase-staged", "kt-c14b-commit-marker-remo
                 "rnd-019-tombstones"]
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    from corpus_support import unpack_corpus
-    return unpack_corpus(str(tmp_path_factory.mktemp("corpus")))
-
-
 def fetch_current(moto, bucket: str, prefix: str, dest: str) -> str:
     """The data dir a reader of s3://BUCKET/PREFIX reads now (the switch's generation), copied
     to ``dest`` for Kafka's comparer (as a user would aws s3 sync it back)."""
@@ -204,10 +200,11 @@ def fetch_current(moto, bucket: str, prefix: str, dest: str) -> str:
 
 
 @pytest.mark.parametrize("name", CORPUS_CASES)
-def test_clean_equals_kafka_cleaner(moto, corpus, tmp_path, name):
+def test_clean_equals_kafka_cleaner(moto, corpus_dir, tmp_path, name):
     """Every round of a Kafka cleaner corpus case run by `clean` over the bucket: the generation
     switched to holds what Kafka's cleaner kept (the corpus' own comparer), as the local clean does."""
     from corpus_support import broker_overrides, compare_round, prepare
+    corpus = corpus_dir
     root = str(tmp_path / "input")
     case = prepare(corpus, name, root)
     r = run(moto, root, "topics", "alter", "--topic", case["topic"],

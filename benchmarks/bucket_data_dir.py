@@ -1,0 +1,127 @@
+"""Commands over a bucket (``--data-dir s3://…``, a Kafka data dir copied there) against the same
+commands over the same files local, in one run (a script, not a test).
+
+    .venv/bin/python benchmarks/bucket_data_dir.py [--mb 32] [--keys 5000] [--segment-mb 4]
+
+One scratch data dir gets a compacted topic (1 KiB values over ``--keys`` keys, 2 partitions,
+``--segment-mb`` segments); it is copied to ``moto_server`` (a child process on 127.0.0.1) as
+``aws s3 sync`` would, and every command then reaches the bucket through a proxy that counts
+requests. Each command runs as its own ``compactlog`` process, local then bucket: ``consume``
+(every record, JSON lines to /dev/null), ``snapshot --engine local`` and ``clean --roll --engine
+local`` (the bucket's clean writes a new generation and switches to it). Prints wall and CPU
+seconds of both (CPU of the command's process, moto's excluded), their ratio, and the bucket's
+requests by method and per GB of log, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, HERE)
+
+
+def child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], env: dict) -> tuple[float, float]:
+    c0, t0 = child_cpu(), time.perf_counter()
+    p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    secs, cpus = time.perf_counter() - t0, child_cpu() - c0
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.decode()[-500:]}")
+    return secs, cpus
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=32)
+    ap.add_argument("--keys", type=int, default=5000)
+    ap.add_argument("--segment-mb", type=int, default=4)
+    args = ap.parse_args()
+
+    import compactlog.settings  # noqa: F401
+    from compactlog.storage.config import BrokerConfig
+    from compactlog.storage.datadir import DataDir
+    from object_store import boto3_client, start_moto
+    from s3_support import ACCESS_KEY, REGION, SECRET_KEY, FaultProxy
+
+    proc, endpoint = start_moto()
+    try:
+        proxy = FaultProxy(endpoint)
+        client = boto3_client(endpoint)
+        client.create_bucket(Bucket="bench")
+        with tempfile.TemporaryDirectory() as tmp:
+            root = os.path.join(tmp, "data")
+            dd = DataDir(root, broker=BrokerConfig({}), create=True, writable=True)
+            dd.create_topic("t", 2, {"cleanup.policy": "compact", "segment.bytes": str(args.segment_mb << 20),
+                                     "min.cleanable.dirty.ratio": "0.01"})
+            value = os.urandom(1000)
+            for p in range(2):
+                log = dd.open_log("t", p)
+                for i in range(0, args.mb * 512, 500):
+                    log.append_records([b"k%d" % (j % args.keys) for j in range(i, i + 500)], [value] * 500)
+            dd.checkpoint_logs()
+            dd.close()
+            log_bytes = sum(os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk(root) for n in ns
+                            if n.endswith(".log"))
+            for d, _, names in os.walk(root):
+                for n in names:
+                    full = os.path.join(d, n)
+                    client.upload_file(full, "bench", "dd/" + os.path.relpath(full, root))
+            env = dict(os.environ, AWS_ENDPOINT_URL=proxy.endpoint, AWS_ACCESS_KEY_ID=ACCESS_KEY,
+                       AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_REGION=REGION)
+            exe = [sys.executable, "-m", "compactlog"]
+            now = str(int(time.time() * 1000) + 10**9)
+            work = {
+                "consume": ["consume", "--topic", "t", "--from-beginning", "--output-format", "jsonl"],
+                "snapshot": ["snapshot", "--topic", "t", "--format", "parquet", "--engine", "local", "--overwrite",
+                             "--out"],
+                "clean": ["clean", "--now-ms", now, "--roll", "--engine", "local"],
+            }
+            results = {}
+            for name, cmd in work.items():
+                row = {}
+                for where in ("local", "bucket"):
+                    data = root if where == "local" else "s3://bench/dd"
+                    full = exe + ["--data-dir", data] + cmd
+                    if name == "snapshot":
+                        full.append(os.path.join(tmp, f"snap-{where}"))
+                    proxy.log.clear()
+                    secs, cpus = timed(full, env)
+                    reqs: dict[str, int] = {}
+                    for m, _, query in proxy.log:
+                        m = "LIST" if m == "GET" and "list-type" in query else m
+                        reqs[m] = reqs.get(m, 0) + 1
+                    row[where] = {"seconds": round(secs, 2), "cpu_s": round(cpus, 2)}
+                    if where == "bucket":
+                        row[where]["requests"] = reqs
+                        row[where]["requests_per_gb"] = round(sum(reqs.values()) / (log_bytes / 1e9))
+                row["wall_ratio"] = round(row["bucket"]["seconds"] / row["local"]["seconds"], 2)
+                row["cpu_ratio"] = round(row["bucket"]["cpu_s"] / max(row["local"]["cpu_s"], 0.01), 2)
+                results[name] = row
+                b = row["bucket"]
+                print(f"{name:8s} local {row['local']['seconds']:6.2f} s ({row['local']['cpu_s']:5.2f} CPU s)   "
+                      f"bucket {b['seconds']:6.2f} s ({b['cpu_s']:5.2f} CPU s)   wall x{row['wall_ratio']}, "
+                      f"CPU x{row['cpu_ratio']}, requests {b['requests']} = {b['requests_per_gb']:,} per GB of log")
+            print(json.dumps({"log_mb": round(log_bytes / 1e6, 1), **results}))
+            shutil.rmtree(root, ignore_errors=True)
+        proxy.refuse()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
