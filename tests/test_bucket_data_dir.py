@@ -284,6 +284,38 @@ def test_clean_killed_at_each_step_leaves_every_record(moto, tmp_path, step):
     assert run(moto, url, "verify").returncode == 0
 
 
+def test_clean_sweeps_older_and_killed_generations(moto, tmp_path):
+    """No generation stays forever: a clean killed before its switch leaves objects no switch
+    names; the next clean that switches deletes them, and every generation but the one it wrote
+    and the one it read; other users' objects (and the copy first read) stay."""
+    root = str(tmp_path / "data")
+    make_data_dir(root)
+    moto.create_bucket("sweep")
+    client = moto.client()
+    sync_up(client, root, "sweep", "dd")
+    client.put_object(Bucket="sweep", Key="dd.compactlog-notes.txt", Body=b"someone else's")
+    url = "s3://sweep/dd"
+
+    def generations() -> set:
+        keys = [o["Key"] for o in client.list_objects_v2(Bucket="sweep", Prefix="dd.compactlog-0")["Contents"]]
+        return {k.split("/")[0] for k in keys}
+
+    kill_file = tmp_path / "kill"
+    kill_file.write_text("bucket-clean-objects")
+    clean = ("clean", "--roll", "--engine", "local", "--force", "--now-ms")
+    r = run(moto, url, *clean, str(T0 + 10**9), env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
+    assert r.returncode == -9
+    [killed] = generations()
+    for k in range(3):          # each run has something to clean: new records are not possible, so --force
+        r = run(moto, url, *clean, str(T0 + 10**9 + k + 1))
+        assert r.returncode == 0, r.stderr.decode()
+    doc = json.loads(client.get_object(Bucket="sweep", Key="dd.compactlog-clean.json")["Body"].read())
+    assert killed not in generations() and len(generations()) <= 2
+    assert doc["current"].rstrip("/") in generations()
+    assert client.get_object(Bucket="sweep", Key="dd.compactlog-notes.txt")["Body"].read() == b"someone else's"
+    assert len(client.list_objects_v2(Bucket="sweep", Prefix="dd/")["Contents"]) > 10
+
+
 # -- Spark ----------------------------------------------------------------------------------------
 
 def test_spark_read_equals_local(moto, copied, spark):

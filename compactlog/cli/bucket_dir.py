@@ -146,8 +146,29 @@ def publish(c, listing, scratch: str, fetched: dict, etag: str | None, *, as_jso
             store.delete_many(written)
         raise
     faults.maybe_die("bucket-clean-switch")
+    swept = sweep_generations(root, keep={new_prefix, listing.bucket.prefix})
     url = root.url_of(new_prefix.rstrip("/"))
     if not as_json:
         typer.echo(f"cleaned copy written to {url}/ and switched to ({root.url_of(B.switch_key(root.prefix))}, "
                    f"generation {generation}); the objects under {listing.bucket.url} are left as they were. "
-                   f"A Kafka broker's copy: aws s3 sync --delete {url}/ DATADIR", err=True)
+                   f"A Kafka broker's copy: aws s3 sync --delete {url}/ DATADIR"
+                   + (f"; {swept} object(s) of older generations deleted" if swept else ""), err=True)
+
+
+def sweep_generations(root, keep: set) -> int:
+    """Delete the objects of this prefix's generations other than ``keep`` (the one just switched
+    to and the one it was cleaned from, which readers that resolved the switch before may still
+    be reading): older generations, and those of cleans killed before their switch. Only keys of
+    the generation form ``<prefix>.compactlog-<6 digits>-<8 id chars>/`` are touched; the
+    objects the first clean read (``<prefix>/``) are never among them."""
+    import re
+    base = root.prefix.rstrip("/")
+    head = f"{base}.compactlog-" if base else "compactlog-"
+    form = re.compile(re.escape(head) + r"\d{6}-[A-Za-z0-9_-]{8}/")
+    doomed = []
+    for meta in root.store.list(head):
+        m = form.match(meta.key)
+        if m and m.group(0) not in keep:
+            doomed.append(meta.key)
+    root.store.delete_many(doomed)
+    return len(doomed)
