@@ -423,3 +423,30 @@ def test_remote_tier_clean_refused(moto, remote_tier):
     assert r.returncode == 1 and r.stderr.decode().count("error:") == 1 and b"Traceback" not in r.stderr
     assert b"compacted by its broker" in r.stderr
     assert {o["Key"] for o in moto.client().list_objects_v2(Bucket="tier-bucket")["Contents"]} == before
+
+
+def test_two_cleans_racing_one_loses_cleanly(moto, tmp_path, monkeypatch):
+    """Two cleans of one bucket: the switch is a conditional PUT on the ETag read before the run,
+    so the second to switch gets 412, deletes its objects and says so; the first one's stays."""
+    from compactlog.cli.bucket_dir import staged
+    from compactlog.cli.common import CliContext
+    from compactlog.errors import CompactlogError
+    for k, v in env_for(moto).items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    root = str(tmp_path / "data")
+    make_data_dir(root)
+    moto.create_bucket("race")
+    client = moto.client()
+    sync_up(client, root, "race", "dd")
+    url = "s3://race/dd"
+    first, second = CliContext(url), CliContext(url)
+    with pytest.raises(CompactlogError, match="another clean switched the bucket"):
+        with staged(second, clean=True) as scratch_b:
+            with staged(first, clean=True) as scratch_a:        # starts after, switches first
+                open(os.path.join(scratch_a, "orders-0", "marker-a"), "wb").close()
+            open(os.path.join(scratch_b, "orders-0", "marker-b"), "wb").close()
+    doc = json.loads(client.get_object(Bucket="race", Key="dd.compactlog-clean.json")["Body"].read())
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="race", Prefix="dd.compactlog-0")["Contents"]]
+    assert {k.split("/")[0] + "/" for k in keys} == {doc["current"]}
+    assert f"{doc['current']}orders-0/marker-a" in keys and not any(k.endswith("marker-b") for k in keys)
