@@ -19,12 +19,51 @@ import sys
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
+# typer builds click's command tree from the functions' signatures on every call of the app, twice
+# a command line (main.py's option hoisting, then the call): in one process that is once per
+# command, but in this process every command module is registered after a few commands, and the
+# whole tree was ~40% of an in-process command's CPU (test_read_only's 1,200 commands). The tree
+# is built once per shape of the app (the commands registered so far) and reused, as click's own
+# CliRunner reuses a command
+_COMMANDS: dict = {}
+
+
+def _shape(t) -> tuple:
+    return (id(t), len(t.registered_commands), bool(t.registered_callback),
+            tuple(_shape(g.typer_instance) for g in t.registered_groups))
+
+
+def _memoized(build):
+    def get_command(typer_instance):
+        key = _shape(typer_instance)
+        command = _COMMANDS.get(key)
+        if command is None:
+            command = _COMMANDS[key] = build(typer_instance)
+        return command
+    get_command.memoized = True
+    return get_command
+
+
+def call_main(args: list[str]) -> int:
+    """``compactlog.cli.main.main(args)`` with click's command tree built once per shape."""
+    import typer.main
+    from compactlog.cli.main import main
+    build = typer.main.get_command
+    if getattr(build, "memoized", False):       # a call inside a call
+        return main(args)
+    saved_hook = sys.excepthook                 # typer's app sets its own
+    typer.main.get_command = _memoized(build)
+    try:
+        return main(args)
+    finally:
+        typer.main.get_command = build
+        sys.excepthook = saved_hook
+
 
 def run_in_process(args, *, stdin: bytes | str | None = None, text: bool = False, env: dict | None = None,
                    cwd: str | None = None) -> subprocess.CompletedProcess:
     """``main(args)`` with stdin from ``stdin`` and stdout/stderr captured (bytes, or str with
     ``text``); ``env`` replaces the environment for the command's duration (as subprocess's does)."""
-    from compactlog.cli.main import main
     args = [str(a) for a in args]
     data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
     out, err = io.BytesIO(), io.BytesIO()
@@ -45,7 +84,7 @@ def run_in_process(args, *, stdin: bytes | str | None = None, text: bool = False
             os.environ.update(env)
         if cwd is not None:
             os.chdir(cwd)
-        code = main(args)
+        code = call_main(args)
         sys.stdout.flush()
         sys.stderr.flush()
         stdout, stderr = out.getvalue(), err.getvalue()
