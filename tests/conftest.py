@@ -36,13 +36,13 @@ class Result(NamedTuple):
 @pytest.fixture
 def cli(capsys, monkeypatch):
     """Run ``compactlog ARGS`` in this process; (exit code, stdout, stderr)."""
-    from compactlog.cli.main import main
+    from cli_support import call_main
 
     def run(*args: str, stdin: str | bytes | None = None) -> Result:
         capsys.readouterr()
         data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
-        code = main([str(a) for a in args])
+        code = call_main([str(a) for a in args])
         out, err = capsys.readouterr()
         return Result(code, out, err)
     return run

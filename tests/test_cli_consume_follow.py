@@ -8,13 +8,16 @@ import subprocess
 import sys
 import time
 
+from cli_support import run_in_process
+
 EXE = os.path.join(os.path.dirname(sys.executable), "compactlog")
 COMMAND = [EXE] if os.path.exists(EXE) else [sys.executable, "-m", "compactlog.cli.main"]
 
 
 def run(data, *args, stdin=None):
-    return subprocess.run(COMMAND + ["--data-dir", str(data), *args], input=stdin, capture_output=True,
-                          text=True, timeout=60)
+    # in this process (the followers under test run in their own): a fresh interpreter per command
+    # cost ~0.6 CPU-s
+    return run_in_process(["--data-dir", str(data), *args], stdin=stdin, text=True)
 
 
 def test_follow_waits_for_records_produced_later(tmp_path):

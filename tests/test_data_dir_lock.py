@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from cli_support import run_in_process
 from storage_support import tree_state
 from compactlog.errors import DataDirLockedError, ReadOnlyError
 from compactlog.storage.datadir import DataDir
@@ -23,9 +24,10 @@ COMMAND = [EXE] if os.path.exists(EXE) else [sys.executable, "-m", "compactlog.c
 TIMEOUT = 60
 
 
-def run(data, *args, stdin: bytes | None = None, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
-    return subprocess.run(COMMAND + ["--data-dir", str(data), *map(str, args)], input=stdin,
-                          capture_output=True, timeout=timeout)
+def run(data, *args, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    # in this process: the writers it meets hold the lock in processes of their own (POSIX locks are
+    # per process), and a fresh interpreter per command cost ~0.6 CPU-s
+    return run_in_process(["--data-dir", str(data), *args], stdin=stdin)
 
 
 def jsonl(start: int, n: int, key_space: int = 50, partition: int | None = None) -> bytes:

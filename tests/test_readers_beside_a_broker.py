@@ -245,7 +245,7 @@ def test_consume_as_its_own_process(live):
     data, producer, _ = live
     for _ in range(COUNTS["consume-process"]):
         before = producer.acknowledged()
-        r = run_cli(data, "consume", "--topic", TOPIC, "--from-beginning", "--output-format", "jsonl")
+        r = run_cli(data, "consume", "--topic", TOPIC, "--from-beginning", "--output-format", "jsonl", process=True)
         if r.returncode == 0:
             check("consume-process", live, before, records=consumed(r.stdout))
         else:
@@ -296,7 +296,7 @@ def test_verify_finds_no_problem_in_the_live_dir(live):
     data, _, _ = live
     for i in range(COUNTS["verify"]):
         if i == 0:
-            r = run_cli(data, "verify")
+            r = run_cli(data, "verify", process=True)
             code, out, err = r.returncode, r.stdout, r.stderr.decode()
         else:
             code, out, err = cli(data, "verify")
@@ -327,7 +327,7 @@ def test_verify_in_a_loop_beside_the_cleaner_always_completes(live, monkeypatch)
     runs = 0
     while runs < VERIFY_LOOP_RUNS and time.monotonic() < deadline:
         if runs % 10 == 0:
-            r = run_cli(data, "verify", "--json")
+            r = run_cli(data, "verify", "--json", process=True)
             code, out, err = r.returncode, r.stdout, r.stderr.decode()
         else:
             code, out, err = cli(data, "verify", "--json")

@@ -9,17 +9,16 @@ import subprocess
 import time
 import uuid
 
-from broker_support import COMMAND
-
-TOOL_TIMEOUT = 120
+from cli_support import run_in_process
 
 
 def uid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def run(*args, timeout: float = TOOL_TIMEOUT) -> subprocess.CompletedProcess:
-    return subprocess.run(COMMAND + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+def run(*args) -> subprocess.CompletedProcess:
+    # in this process (the broker runs in its own): a fresh interpreter per command cost ~0.6 CPU-s
+    return run_in_process(args, text=True)
 
 
 def rows(text: str) -> list[list[str]]:
