@@ -346,3 +346,38 @@ def test_a_cleaner_checkpoint_outside_the_log_is_reset_and_said(tmp_path, capsys
     assert main(["--data-dir", d, "clean", "--engine", "local", "--now-ms", str(NOW)]) == 0
     assert capsys.readouterr().out.startswith("nothing to clean:\n  t-0: active segment")
     assert full_tree(tmp_path) == before        # then nothing is left to do, and nothing is written
+
+
+def test_cleaner_run_prints_its_stacks_on_sigquit_and_goes_on(tmp_path):
+    """``kill -QUIT`` on a long-running command prints every thread's stack and the command keeps
+    running (a JVM's thread dump): how a ``cleaner run`` that does not stop on ^C can be asked where
+    it is. Then ^C stops it with its summary line."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from compactlog.storage.datadir import DataDir
+    d = str(tmp_path / "d")
+    with DataDir(d, create=True, writable=True) as dd:
+        dd.create_topic("t", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+    proc = subprocess.Popen([sys.executable, "-m", "compactlog", "--data-dir", d, "--override",
+                             "log.cleaner.backoff.ms=50", "cleaner", "run", "--engine", "local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        log = os.path.join(d + ".logs", "log-cleaner.log")
+        deadline = time.monotonic() + 120           # started: its run log is written
+        while not os.path.exists(log) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None and os.path.exists(log), proc.stderr.read() if proc.poll() is not None else ""
+        proc.send_signal(signal.SIGQUIT)
+        time.sleep(0.5)
+        assert proc.poll() is None, "SIGQUIT ended the command"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "Current thread" in err or "Thread 0x" in err, err
+    assert 'File "' in err and "run_cmd" in err, err
+    assert proc.returncode == 0 and out.startswith("cleaner run:"), (proc.returncode, out, err)

@@ -236,10 +236,14 @@ def _run_until_stopped(script: str, command: str, world) -> None:
         # JVM holding the output pipes open), for the failure message
         left = subprocess.run(["ps", "-o", "pid,stat,etime,args", "-g", str(proc.pid)], capture_output=True,
                               text=True).stdout
+        # the long-running commands print every thread's stack on SIGQUIT (as a JVM does): where
+        # it was stuck goes into the failure message
+        os.killpg(proc.pid, signal.SIGQUIT)
+        time.sleep(1)
         os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate()
         pytest.fail(f"README command did not stop on ^C within {STOP_TIMEOUT_S} s: {command}\n"
-                    f"still running:\n{left}\nstderr:\n{err[-2000:]}")
+                    f"still running:\n{left}\nstderr:\n{err[-6000:]}")
     assert "Traceback" not in err and "internal error" not in err, f"{command}\n{err}"
 
 

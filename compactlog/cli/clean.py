@@ -473,6 +473,8 @@ def run_cmd(ctx: typer.Context,
     executor = _executor(c, engine, spark_master)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    from .common import dump_stacks_on_sigquit
+    dump_stacks_on_sigquit()
     from .clean_progress import CleanProgress
     runner = CleanProgress(executor, enabled=os.isatty(2))
     with c.open(write=True) as dd, runner:

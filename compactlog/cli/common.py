@@ -154,3 +154,13 @@ def closed_pipe_is_success():
         # later flushes (at exit) must not fail again on the closed pipe
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(0)
+
+
+def dump_stacks_on_sigquit() -> None:
+    """``kill -QUIT <pid>`` (or ^\\) prints every thread's Python stack to stderr and the command
+    goes on, as a JVM prints its thread dump: for the long-running commands (``serve``, ``cleaner
+    run``), so that one that does not stop can be asked where it is."""
+    import faulthandler
+    import signal
+    if hasattr(signal, "SIGQUIT"):
+        faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)

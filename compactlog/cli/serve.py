@@ -28,7 +28,9 @@ def serve_cmd(ctx: typer.Context,
     from ..spark.executor import spark_master_for
     from ..server import Broker, bind_listener, check_settings, configure_logging
     from ..storage.lock import refuse_if_held
+    from .common import dump_stacks_on_sigquit
     c = context(ctx)
+    dump_stacks_on_sigquit()
     if engine not in ("auto", "spark", "local", "in-process"):
         fail(f"unknown --engine {engine!r}: use auto, spark or local", 2)
     broker = c.broker()
