@@ -155,6 +155,7 @@ def status():
 
 peak = {"VmRSS": 0}
 most = {"RssAnon": 0, "RssFile": 0}
+series = []              # (time, VmRSS, RssAnon, RssFile): the peak of each phase of the round
 stop = threading.Event()
 
 def sample():
@@ -164,7 +165,12 @@ def sample():
             peak.update(s)
         for k in most:
             most[k] = max(most[k], s[k])
+        series.append((time.time(), s["VmRSS"], s["RssAnon"], s["RssFile"]))
         stop.wait(0.01)
+
+def phase_peak(lo, hi):
+    inside = [x for x in series if lo <= x[0] <= hi]
+    return list(max(inside, key=lambda x: x[1])[1:]) if inside else [0, 0, 0]
 
 from compactlog.cleaner.cleaner import Cleaner
 from compactlog.cleaner.executor import InProcessExecutor
@@ -184,6 +190,7 @@ assert outs and all(o.cleaned for o in outs), [o.error for o in outs]
 s = outs[0].stats
 print(json.dumps({"seconds": secs, "cpu": cpu, "idle_rss": idle, "peak": peak, "most": most,
                   "VmHWM": end["VmHWM"], "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "map_phase": phase_peak(s.start_s, s.map_done_s), "rewrite_phase": phase_peak(s.map_done_s, s.end_s),
                   "map_keys": s.map_keys, "map_bytes": s.map_bytes, "map_kind": outs[0].map_kind,
                   "reason": outs[0].map_reason, "records_in": s.messages_read, "records_out": s.messages_written}))
 """
@@ -259,6 +266,9 @@ def main(argv=None) -> int:
                   f"{gb(p['RssFile'])}); peaks apart: anonymous {gb(r['most']['RssAnon'])}, file-backed "
                   f"{gb(r['most']['RssFile'])}; VmHWM {gb(r['VmHWM'])}, ru_maxrss {gb(r['ru_maxrss'])}; "
                   f"after imports {gb(r['idle_rss'])}", flush=True)
+            for phase in ("map", "rewrite"):
+                rss, anon, mapped = r[f"{phase}_phase"]
+                print(f"[{name}] {phase} phase: peak VmRSS {gb(rss)} (anonymous {gb(anon)}, file-backed {gb(mapped)})")
             print(f"[{name}] {r['map_kind']} map of {r['map_keys']:,} keys in {gb(r['map_bytes'])} "
                   f"({r['map_bytes'] / max(r['map_keys'], 1):.1f} B/key; {r['reason']}); {r['records_in']:,} records "
                   f"in, {r['records_out']:,} out; CPU {r['cpu']:.1f} s, wall {r['seconds']:.1f} s", flush=True)

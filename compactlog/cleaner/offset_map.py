@@ -193,7 +193,7 @@ def _prefetch(typingctx, array, index):
 
 
 @njit(cache=True)
-def _cput_all(t1, tv, h1, h2, rel_offsets, size):
+def _cput_all(t1, tv, h1, h2, offsets, base, size):
     cap = t1.shape[0]
     n = h1.shape[0]
     for i in range(n):
@@ -203,7 +203,7 @@ def _cput_all(t1, tv, h1, h2, rel_offsets, size):
             _prefetch(tv, ahead)
         a = h1[i]
         check = h2[i] >> np.uint64(64 - CHECK_BITS)
-        v = (check << CHECK_SHIFT) | np.uint64(rel_offsets[i] + 1)
+        v = (check << CHECK_SHIFT) | np.uint64(offsets[i] - base + 1)
         s = _home(a, cap)
         while True:
             cur = tv[s]
@@ -292,6 +292,9 @@ class CompactOffsetMap(_KeyTable):
         cap = self.t1.shape[0]
         if needed <= cap * self.LOAD:
             return
+        if cap * self.SLOT_BYTES >= self.FAST_BYTES:
+            # a big table (an estimate 25% low) grows to SIZED_LOAD, ~1.4x, not 2x
+            cap = slots_for(needed, self.SIZED_LOAD)
         while needed > cap * self.LOAD:
             cap <<= 1
         if cap >= MAX_SLOTS:
@@ -299,6 +302,11 @@ class CompactOffsetMap(_KeyTable):
         live = self.tv != 0
         o1, ov = self.t1[live], self.tv[live]
         beside = [getattr(self, c)[live] for c in self.COLUMNS]
+        # the old table freed before the new one is allocated: the live slots' copies (16 bytes a
+        # key) and the new table are resident while it moves, not the old table too
+        self.t1 = self.tv = None
+        for c in self.COLUMNS:
+            setattr(self, c, None)
         self._alloc(cap)
         # reinsert whole slots: digest word and value word as they are, the columns beside them
         # moved to the slots they went to
@@ -311,7 +319,6 @@ class CompactOffsetMap(_KeyTable):
         n = h1.shape[0]
         if n == 0:
             return
-        rel = offsets - self.base
         # in slices no bigger than 1/16 of the table's room, the growth checked before each: a
         # segment's records put at once (most of them keys already mapped) would double a table
         # sized for the keys there are (the worst case, every record a new key)
@@ -319,7 +326,8 @@ class CompactOffsetMap(_KeyTable):
         for lo in range(0, n, step):
             hi = min(lo + step, n)
             self._grow(self.size + hi - lo)
-            self.size = _cput_all(self.t1, self.tv, h1[lo:hi], h2[lo:hi], rel[lo:hi], self.size)
+            # offsets relative to the base inside the kernel: no array of them (8 B a record)
+            self.size = _cput_all(self.t1, self.tv, h1[lo:hi], h2[lo:hi], offsets[lo:hi], self.base, self.size)
         self.latest_offset = int(offsets[-1])
 
     def get(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:

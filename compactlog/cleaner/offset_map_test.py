@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from compactlog.cleaner.distributed_map import INT64_MAX, WinnersMap
 from compactlog.cleaner.offset_map import CompactOffsetMap, InTaskOffsetMap, VersionMap
@@ -135,3 +136,23 @@ def test_any_table_size_through_growth_and_version_columns():
                 m.put(h1, h2, offs)
             assert len(m) == 20_000 and (m.get(h1, h2) == offs).all()
             assert len(m) <= m.t1.shape[0] * m.LOAD
+
+
+def test_a_big_table_grows_to_its_sized_load_not_double(monkeypatch):
+    # "big" scaled down: past FAST_BYTES a table whose estimate was low grows ~1.4x (old and new
+    # tables are both resident while it moves)
+    for cls in (CompactOffsetMap, VersionMap):
+        monkeypatch.setattr(cls, "FAST_BYTES", 4096 * cls.SLOT_BYTES)
+        m = cls(0, 10_000)
+        cap = m.t1.shape[0]
+        assert 10_000 / cap == pytest.approx(cls.SIZED_LOAD, rel=0.05)
+        h1, h2 = digests(15_000, seed=9)
+        offs = np.arange(15_000, dtype=np.int64)
+        if cls is VersionMap:
+            m.put(h1, h2, offs, offs * 2, np.ones(15_000, dtype=np.bool_))
+        else:
+            m.put(h1, h2, offs)
+        assert cap < m.t1.shape[0] < 1.6 * cap
+        assert (m.get(h1, h2) == offs).all() and len(m) == 15_000
+        if cls is VersionMap:
+            assert (m.tver[m.tv != 0] % 2 == 0).all()

@@ -205,6 +205,22 @@ def test_small_work_runs_in_python_and_large_work_compiles(tmp_path):
     assert big.split()[0] == count and big.split()[1:] == ["True", "True"], big
 
 
+def test_numbas_objects_are_frozen_out_of_the_collector_at_the_first_compiled_call(tmp_path):
+    """numba's import and first kernel load made with the collector paused, then frozen: the
+    collector stays enabled and no longer walks them (gc.get_freeze_count), and the read's
+    result is unchanged."""
+    data = str(tmp_path / "d")
+    _produce(data, seed=4, records=40)
+    probe = ("import gc, sys, compactlog\n"
+             "import compactlog.record.jit as j; j.PYTHON_BUDGET = 0\n"
+             "before = gc.get_freeze_count()\n"
+             "log = compactlog.open(sys.argv[1])\n"
+             "n = sum(1 for p in log.partitions('t') for _ in log.read('t', p))\n"
+             "print(n, j.compiled(), before, gc.get_freeze_count() > 10_000, gc.isenabled())\n")
+    count, compiled, before, frozen, enabled = _run_probe(probe, data).split()
+    assert int(count) > 0 and compiled == "True" and before == "0" and frozen == "True" and enabled == "True"
+
+
 def test_an_unknown_mode_is_named_and_auto_used():
     r = subprocess.run([sys.executable, "-c", "import compactlog.record.jit as j; print(j._mode)"],
                        capture_output=True, text=True, env={**os.environ, "COMPACTLOG_KERNELS": "fast"}, timeout=60)
