@@ -106,7 +106,7 @@ class Kernel:
                 if _python_work + work <= PYTHON_BUDGET:
                     _count(work)
                     return self.python(*args)
-        if not _frozen:
+        if not _loaded:
             return _first_compiled_call(self, args)
         return self.dispatcher(*args)
 
@@ -140,27 +140,24 @@ class Kernel:
         return f"<kernel {self.__module__}.{self.__qualname__}>"
 
 
-_frozen = False            # numba's objects moved out of the collector's sight (_first_compiled_call)
+_loaded = False            # the first compiled call is made (_first_compiled_call)
 
 
 def _first_compiled_call(kernel: Kernel, args):
-    """The process's first compiled call, with the cyclic collector paused, then every object
-    alive moved to its permanent generation (``gc.freeze``). numba's import and its first cached
-    kernel create some hundred thousand long-lived objects: collections triggered while they are
-    made walked them again and again, and every full collection after (a segment's offset index
-    decoded into tuples triggers some) walked them once more (py-spy, a warm clean of the
-    reference workload: 7.5% of its samples in the collector)."""
-    global _frozen
+    """The process's first compiled call (numba's import and its first cached kernel), with the
+    cyclic collector paused: they create some hundred thousand long-lived objects, and the
+    collections their allocations trigger walked them again and again (py-spy, a warm clean of
+    the reference workload: ~5% of its samples in the collector while numba loaded). The
+    collector is on again right after (nothing is frozen: cycles made meanwhile are collected)."""
+    global _loaded
     enabled = gc.isenabled()
     gc.disable()
     try:
         return kernel.dispatcher(*args)
     finally:
+        _loaded = True
         if enabled:
             gc.enable()
-        if not _frozen:
-            _frozen = True
-            gc.freeze()
 
 
 def _count(work) -> None:

@@ -205,20 +205,20 @@ def test_small_work_runs_in_python_and_large_work_compiles(tmp_path):
     assert big.split()[0] == count and big.split()[1:] == ["True", "True"], big
 
 
-def test_numbas_objects_are_frozen_out_of_the_collector_at_the_first_compiled_call(tmp_path):
-    """numba's import and first kernel load made with the collector paused, then frozen: the
-    collector stays enabled and no longer walks them (gc.get_freeze_count), and the read's
-    result is unchanged."""
-    data = str(tmp_path / "d")
-    _produce(data, seed=4, records=40)
-    probe = ("import gc, sys, compactlog\n"
+def test_the_collector_is_paused_while_numba_loads_and_on_again_after():
+    """numba's import and first kernel load run without a collection (they made ~190 of them,
+    each walking numba's new objects); the collector is enabled again after the call."""
+    probe = ("import gc, sys, numpy as np\n"
              "import compactlog.record.jit as j; j.PYTHON_BUDGET = 0\n"
-             "before = gc.get_freeze_count()\n"
-             "log = compactlog.open(sys.argv[1])\n"
-             "n = sum(1 for p in log.partitions('t') for _ in log.read('t', p))\n"
-             "print(n, j.compiled(), before, gc.get_freeze_count() > 10_000, gc.isenabled())\n")
-    count, compiled, before, frozen, enabled = _run_probe(probe, data).split()
-    assert int(count) > 0 and compiled == "True" and before == "0" and frozen == "True" and enabled == "True"
+             "from compactlog.record import kernels as K\n"
+             "h1, h2 = np.zeros(1, np.uint64), np.zeros(1, np.uint64)\n"
+             "before = sum(s['collections'] for s in gc.get_stats())\n"
+             "K.hash_keys(np.frombuffer(b'key', np.uint8), np.zeros(1, np.int64), np.full(1, 3, np.int32), h1, h2)\n"
+             "after = sum(s['collections'] for s in gc.get_stats())\n"
+             "print(j.compiled(), after - before, gc.isenabled(), int(h1[0]) != 0)\n")
+    compiled, collections, enabled, hashed = _run_probe(probe, "-").split()
+    # 192 collections during that call before; one is the collection due when it is re-enabled
+    assert compiled == "True" and int(collections) <= 1 and enabled == "True" and hashed == "True"
 
 
 def test_an_unknown_mode_is_named_and_auto_used():
