@@ -112,9 +112,10 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats, strategy:
     if strategy.versioned:
         sel = sel[offsets[sel] < end]
     if sel.size:
-        if pos == 0 and sel.size == scan.nr and seg.cache_digests:
-            # the rewrite scans this segment from 0 again: keep the digests for it (16 B/record),
-            # and the scan itself when the round's room for scans allows (64 B/record)
+        if pos == 0 and sel.size == scan.nr and 16 * scan.nr <= seg.digest_room:
+            # the rewrite scans this segment from 0 again: keep the digests for it (16 B/record)
+            # while the round's room for digests allows, and the scan itself while the room for
+            # scans does (64 B/record)
             h1, h2 = scan.key_hashes()
             seg.cached_digests = (h1, h2)
             if scan.nbytes <= seg.scan_room:

@@ -16,8 +16,9 @@ from ..record.jit import intrinsic, njit
 from .strategy import beats
 
 EMPTY = -1
-BYTES_PER_KEY = 22   # the compact map's 16-byte slots at most 3/4 full
-VERSION_BYTES_PER_KEY = 32   # the version map's 24-byte slots (compaction.strategy timestamp/header)
+# a map's bytes a key where a budget binds (past 16M keys; 32 and 48 below: CompactOffsetMap)
+BYTES_PER_KEY = 27   # the compact map's 16-byte slots sized 0.6 full (CompactOffsetMap.SIZED_LOAD)
+VERSION_BYTES_PER_KEY = 40   # the version map's 24-byte slots (compaction.strategy timestamp/header)
 
 
 class OffsetMap(Protocol):
@@ -160,6 +161,14 @@ CHECK_SHIFT = np.uint64(OFFSET_BITS)
 PREFETCH_AHEAD = 16
 
 
+@njit(cache=True, inline="always")
+def _home(h1, cap):
+    """A key's first slot in a table of ``cap`` slots (any size below 2**32, not only a power of
+    two): the top 32 bits of its digest scaled to the table (Lemire's multiply-shift), so a table
+    is sized to its keys instead of to the next power of two (up to 2x the memory)."""
+    return np.int64(((h1 >> np.uint64(32)) * np.uint64(cap)) >> np.uint64(32))
+
+
 def _no_prefetch(array, index):
     """In Python a prefetch does nothing."""
 
@@ -184,18 +193,18 @@ def _prefetch(typingctx, array, index):
 
 
 @njit(cache=True)
-def _cput_all(t1, tv, h1, h2, rel_offsets, size):
-    mask = t1.shape[0] - 1
+def _cput_all(t1, tv, h1, h2, offsets, base, size):
+    cap = t1.shape[0]
     n = h1.shape[0]
     for i in range(n):
         if i + PREFETCH_AHEAD < n:
-            ahead = np.int64(h1[i + PREFETCH_AHEAD] & np.uint64(mask))
+            ahead = _home(h1[i + PREFETCH_AHEAD], cap)
             _prefetch(t1, ahead)
             _prefetch(tv, ahead)
         a = h1[i]
         check = h2[i] >> np.uint64(64 - CHECK_BITS)
-        v = (check << CHECK_SHIFT) | np.uint64(rel_offsets[i] + 1)
-        s = np.int64(a & np.uint64(mask))
+        v = (check << CHECK_SHIFT) | np.uint64(offsets[i] - base + 1)
+        s = _home(a, cap)
         while True:
             cur = tv[s]
             if cur == 0:
@@ -206,7 +215,9 @@ def _cput_all(t1, tv, h1, h2, rel_offsets, size):
             if t1[s] == a and (cur >> CHECK_SHIFT) == check:
                 tv[s] = v
                 break
-            s = (s + 1) & mask
+            s += 1
+            if s == cap:
+                s = 0
     return size
 
 
@@ -215,18 +226,18 @@ def _checked_get_all(t1, tv, h1, h2, base, out, check_bits):
     """The offsets of a table whose value word holds ``check_bits`` more digest bits at its top
     and the offset + 1 (relative to ``base``) in its low 40 bits: the compact map's 24, the
     version map's 23 (its has-version bit sits between the two)."""
-    mask = t1.shape[0] - 1
+    cap = t1.shape[0]
     low = np.uint64(OFFSET_MASK)
     shift = np.uint64(64 - check_bits)
     n = h1.shape[0]
     for i in range(n):
         if i + PREFETCH_AHEAD < n:
-            ahead = np.int64(h1[i + PREFETCH_AHEAD] & np.uint64(mask))
+            ahead = _home(h1[i + PREFETCH_AHEAD], cap)
             _prefetch(t1, ahead)
             _prefetch(tv, ahead)
         a = h1[i]
         check = h2[i] >> shift
-        s = np.int64(a & np.uint64(mask))
+        s = _home(a, cap)
         out[i] = -1
         while True:
             cur = tv[s]
@@ -235,7 +246,9 @@ def _checked_get_all(t1, tv, h1, h2, base, out, check_bits):
             if t1[s] == a and (cur >> shift) == check:
                 out[i] = base + np.int64(cur & low) - 1
                 break
-            s = (s + 1) & mask
+            s += 1
+            if s == cap:
+                s = 0
 
 
 class CompactOffsetMap(_KeyTable):
@@ -244,17 +257,25 @@ class CompactOffsetMap(_KeyTable):
     that two keys sharing the first 64 bits stay apart (an 88-bit digest in all).
 
     Slots start as zero pages the OS hands out lazily (``np.zeros``: nothing is written to memory
-    the map never uses); the table doubles at a load factor of 3/4.
+    the map never uses). The table is sized for the expected keys (any slot count: ``_home``) and
+    doubles past ``LOAD``: half full up to ``FAST_BYTES`` (32 bytes a key: 16M keys in 512 MiB),
+    beyond at ``SIZED_LOAD`` (16 / 0.6 = ~27 bytes a key, ``BYTES_PER_KEY``; 50M keys: 1.33 GB,
+    where the next power of two at 3/4 took 2.1 GB). Either leaves room for an estimate 25% low.
+    Probes cost more the fuller the table: 1M keys put and got at 0.64 full took 1.15x and 1.3x
+    the CPU of 0.47 full (the power of two they had), hence half full while memory is no concern.
     """
 
-    LOAD = 0.75
+    LOAD = 0.8
+    SIZED_LOAD = 0.6
+    FAST_BYTES = 512 << 20
+    SLOT_BYTES = 16
     COLUMNS: tuple[str, ...] = ()       # per-slot arrays beside the two words (the version map's)
 
     def __init__(self, base_offset: int, expected_keys: int = 1024):
         self.base = base_offset
-        cap = 16
-        while cap * self.LOAD < expected_keys:
-            cap <<= 1
+        cap = slots_for(expected_keys, 0.5)
+        if cap * self.SLOT_BYTES > self.FAST_BYTES:
+            cap = max(slots_for(expected_keys, self.SIZED_LOAD), self.FAST_BYTES // self.SLOT_BYTES)
         self._alloc(cap)
         self.size = 0
         self.latest_offset = -1
@@ -271,11 +292,21 @@ class CompactOffsetMap(_KeyTable):
         cap = self.t1.shape[0]
         if needed <= cap * self.LOAD:
             return
+        if cap * self.SLOT_BYTES >= self.FAST_BYTES:
+            # a big table (an estimate 25% low) grows to SIZED_LOAD, ~1.4x, not 2x
+            cap = slots_for(needed, self.SIZED_LOAD)
         while needed > cap * self.LOAD:
             cap <<= 1
+        if cap >= MAX_SLOTS:
+            raise MemoryError(f"a key map of {cap:,} slots is past the in-task map's {MAX_SLOTS:,}")
         live = self.tv != 0
         o1, ov = self.t1[live], self.tv[live]
         beside = [getattr(self, c)[live] for c in self.COLUMNS]
+        # the old table freed before the new one is allocated: the live slots' copies (16 bytes a
+        # key) and the new table are resident while it moves, not the old table too
+        self.t1 = self.tv = None
+        for c in self.COLUMNS:
+            setattr(self, c, None)
         self._alloc(cap)
         # reinsert whole slots: digest word and value word as they are, the columns beside them
         # moved to the slots they went to
@@ -288,7 +319,6 @@ class CompactOffsetMap(_KeyTable):
         n = h1.shape[0]
         if n == 0:
             return
-        rel = offsets - self.base
         # in slices no bigger than 1/16 of the table's room, the growth checked before each: a
         # segment's records put at once (most of them keys already mapped) would double a table
         # sized for the keys there are (the worst case, every record a new key)
@@ -296,7 +326,8 @@ class CompactOffsetMap(_KeyTable):
         for lo in range(0, n, step):
             hi = min(lo + step, n)
             self._grow(self.size + hi - lo)
-            self.size = _cput_all(self.t1, self.tv, h1[lo:hi], h2[lo:hi], rel[lo:hi], self.size)
+            # offsets relative to the base inside the kernel: no array of them (8 B a record)
+            self.size = _cput_all(self.t1, self.tv, h1[lo:hi], h2[lo:hi], offsets[lo:hi], self.base, self.size)
         self.latest_offset = int(offsets[-1])
 
     def get(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
@@ -310,15 +341,27 @@ class CompactOffsetMap(_KeyTable):
         return self.t1.shape[0] * 16
 
 
+MAX_SLOTS = 1 << 32       # _home scales 32 digest bits to the table
+SLOT_ROUND = 1 << 10      # slot counts in whole KiB
+
+
+def slots_for(keys: int, load: float) -> int:
+    """Slots for ``keys`` at ``load`` (in whole ``SLOT_ROUND``s; at least one)."""
+    need = int(max(keys, 1) / load) + 1
+    return min(-(-need // SLOT_ROUND) * SLOT_ROUND, MAX_SLOTS - SLOT_ROUND)
+
+
 @njit(cache=True)
 def _reinsert(t1, tv, o1, ov, slots):
     """Whole slots into a grown table (no two alike); ``slots``: where each one went, for the
     columns beside the two words (the version map's versions)."""
-    mask = t1.shape[0] - 1
+    cap = t1.shape[0]
     for i in range(o1.shape[0]):
-        s = np.int64(o1[i] & np.uint64(mask))
+        s = _home(o1[i], cap)
         while tv[s] != 0:
-            s = (s + 1) & mask
+            s += 1
+            if s == cap:
+                s = 0
         t1[s] = o1[i]
         tv[s] = ov[i]
         slots[i] = s
@@ -337,14 +380,14 @@ VTIE_MASK = np.uint64((1 << (OFFSET_BITS + 1)) - 1)
 def _vput_all(t1, tv, tver, h1, h2, rel_offsets, ver, has, size, insert):
     """Keep each key's winner (strategy.beats over (version, has | offset)); new keys only when
     ``insert`` (the clean section's records only update keys the dirty range mapped)."""
-    mask = t1.shape[0] - 1
+    cap = t1.shape[0]
     low = VTIE_MASK
     for i in range(h1.shape[0]):
         a = h1[i]
         check = h2[i] >> np.uint64(64 - VCHECK_BITS)
         tie = np.uint64(rel_offsets[i] + 1) | (VHAS if has[i] else np.uint64(0))
         v = (check << VCHECK_SHIFT) | tie
-        s = np.int64(a & np.uint64(mask))
+        s = _home(a, cap)
         while True:
             cur = tv[s]
             if cur == 0:
@@ -359,7 +402,9 @@ def _vput_all(t1, tv, tver, h1, h2, rel_offsets, ver, has, size, insert):
                     tv[s] = v
                     tver[s] = ver[i]
                 break
-            s = (s + 1) & mask
+            s += 1
+            if s == cap:
+                s = 0
     return size
 
 
@@ -374,6 +419,7 @@ class VersionMap(CompactOffsetMap):
     the rewrite compares for equality (``rules.record_fates(exact=True)``)."""
 
     COLUMNS = ("tver",)
+    SLOT_BYTES = 24
 
     def _alloc(self, cap: int) -> None:
         super()._alloc(cap)

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from compactlog.cleaner.distributed_map import INT64_MAX, WinnersMap
 from compactlog.cleaner.offset_map import CompactOffsetMap, InTaskOffsetMap, VersionMap
@@ -91,3 +92,67 @@ def test_the_version_map_keeps_each_keys_version_through_growth():
     m.put(h1, h2, second, versions, has)
     assert len(m) == n
     assert (m.get(h1, h2) == np.where(first % 2 == 0, first, second)).all()
+
+
+def test_a_big_table_is_sized_to_its_keys_not_to_a_power_of_two():
+    # 50M expected keys: 2**27 slots (2.1 GB, 43 bytes a key) as the next power of two at 3/4;
+    # sized at 0.6 full, 1.33 GB (27 bytes a key). np.zeros: no page is touched here.
+    from compactlog.cleaner.offset_map import BYTES_PER_KEY
+    m = CompactOffsetMap(0, 50_000_000)
+    assert m.bytes_used / 50_000_000 <= BYTES_PER_KEY == 27
+    assert 50_000_000 <= m.t1.shape[0] * CompactOffsetMap.SIZED_LOAD < 50_001_000
+    v = VersionMap(0, 50_000_000)
+    assert v.bytes_used / 50_000_000 < 40.01     # 24-byte slots
+
+
+def test_a_small_table_is_half_full():
+    m = CompactOffsetMap(0, 1_000_000)
+    assert 0.49 < 1_000_000 / m.t1.shape[0] <= 0.5
+
+
+def test_probes_wrap_from_the_last_slot_of_a_table_of_any_size():
+    # keys whose home is the table's last slot (the digest's top 32 bits all ones): the probes
+    # of all but the first run past the end to slot 0 on
+    m = CompactOffsetMap(0, 16)
+    n = 40
+    h1 = (np.uint64(0xFFFFFFFF) << np.uint64(32)) | np.arange(n, dtype=np.uint64)
+    h2 = np.arange(n, dtype=np.uint64) << np.uint64(50)
+    m.put(h1, h2, np.arange(n, dtype=np.int64))
+    assert len(m) == n
+    assert m.tv[:n - 1].any()                    # some went round to the table's start
+    assert m.get(h1, h2).tolist() == list(range(n))
+    other = h1 ^ np.uint64(1 << 20)
+    assert (m.get(other, h2) == -1).all()
+
+
+def test_any_table_size_through_growth_and_version_columns():
+    for expected in (16, 1000, 3333, 70_001):
+        for m in (CompactOffsetMap(0, expected), VersionMap(0, expected)):
+            h1, h2 = digests(20_000, seed=expected)
+            offs = np.arange(20_000, dtype=np.int64)
+            if isinstance(m, VersionMap):
+                m.put(h1, h2, offs, offs, np.ones(20_000, dtype=np.bool_))
+            else:
+                m.put(h1, h2, offs)
+            assert len(m) == 20_000 and (m.get(h1, h2) == offs).all()
+            assert len(m) <= m.t1.shape[0] * m.LOAD
+
+
+def test_a_big_table_grows_to_its_sized_load_not_double(monkeypatch):
+    # "big" scaled down: past FAST_BYTES a table whose estimate was low grows ~1.4x (old and new
+    # tables are both resident while it moves)
+    for cls in (CompactOffsetMap, VersionMap):
+        monkeypatch.setattr(cls, "FAST_BYTES", 4096 * cls.SLOT_BYTES)
+        m = cls(0, 10_000)
+        cap = m.t1.shape[0]
+        assert 10_000 / cap == pytest.approx(cls.SIZED_LOAD, rel=0.05)
+        h1, h2 = digests(15_000, seed=9)
+        offs = np.arange(15_000, dtype=np.int64)
+        if cls is VersionMap:
+            m.put(h1, h2, offs, offs * 2, np.ones(15_000, dtype=np.bool_))
+        else:
+            m.put(h1, h2, offs)
+        assert cap < m.t1.shape[0] < 1.6 * cap
+        assert (m.get(h1, h2) == offs).all() and len(m) == 15_000
+        if cls is VersionMap:
+            assert (m.tver[m.tv != 0] % 2 == 0).all()

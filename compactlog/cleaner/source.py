@@ -54,7 +54,7 @@ class SourceSegment:
         self._txn_raw: bytes | None = None
         self._txn_loaded = False
         self.cached_digests = None   # key digests the map phase computed, for the rewrite
-        self.cache_digests = True
+        self.digest_room = 0         # bytes of digests the map phase may keep for the rewrite
         self.cached_scan = None      # the map phase's fast_path.SegmentScan of the whole segment
         self.scan_room = 0           # bytes of scan the map phase may keep for the rewrite
 
@@ -129,12 +129,18 @@ class SourceSegment:
             last = b.next_offset
         return last if last is not None else self.base_offset
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Unmap a mapped segment (mapped again on its next use), keeping what was learnt of it;
+        bytes fetched from a store are kept (fetching them again costs more than holding them)."""
         if self._buffer is not None and hasattr(self._buffer, "close"):
             try:
                 self._buffer.close()
             except BufferError:
                 pass   # a batch view still refers to it; the mapping goes with it
+            self._buffer = None
+
+    def close(self) -> None:
+        self.release()
         self._buffer = None
         self.cached_scan = None
 
