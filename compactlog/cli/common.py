@@ -162,5 +162,11 @@ def dump_stacks_on_sigquit() -> None:
     run``), so that one that does not stop can be asked where it is."""
     import faulthandler
     import signal
-    if hasattr(signal, "SIGQUIT"):
-        faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
+    import sys
+    if not hasattr(signal, "SIGQUIT"):
+        return
+    try:
+        sys.stderr.fileno()         # faulthandler writes to a file descriptor, not a Python stream
+    except (AttributeError, OSError, ValueError):
+        return                      # stderr captured in-process (a test, an embedding): no dump
+    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
