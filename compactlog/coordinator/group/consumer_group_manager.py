@@ -267,7 +267,14 @@ class ConsumerGroupManager:
         full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.topic_partitions is not None and
                                          (req.subscribed_topic_names is not None or
                                           req.subscribed_topic_regex is not None))
-        if full or updated.assigned_partitions != member.assigned_partitions:
+        # Kafka sends the assignment on a full request or a change only. Here a member still
+        # reconciling (partitions to revoke, or waiting for others' to be released) gets it on
+        # every heartbeat too: librdkafka times a ConsumerGroupHeartbeat out after one heartbeat
+        # interval and retries the same (not full) request, so an answer late by more than that
+        # lost the revocation for good and the group stayed Reconciling (30 members under load,
+        # benchmarks/groups.py). A client ignores an assignment equal to the one it has.
+        if full or updated.assigned_partitions != member.assigned_partitions or \
+                updated.state is not MemberState.STABLE:
             resp.assignment = {t: sorted(ps) for t, ps in updated.assigned_partitions.items()}
 
         after, self._after_write = self._after_write, []
