@@ -495,7 +495,8 @@ def protocols(members: int, rounds: int, rate: int) -> None:
             results = {"classic": [], "consumer": []}
             for _ in range(rounds):
                 for proto in ("classic", "consumer"):          # alternating, on the same broker
-                    results[proto].append(settle(b.bootstrap, proto, members, 2 * (members + 1), rate))
+                    results[proto].append(settle(b.bootstrap, proto, members, 2 * (members + 1), rate,
+                                                 os.path.join(root, "members")))
         for proto, rs in results.items():
             ss = sorted(r["settle_s"] for r in rs)
             rec = sorted(r["records"] for r in rs)
@@ -503,8 +504,10 @@ def protocols(members: int, rounds: int, rate: int) -> None:
                   f"partitions, {rate:,} records/s written: settled in "
                   f"{ss[len(ss) // 2]:.2f} s (median of {len(rs)}: {', '.join(f'{x:.2f}' for x in ss)}); records "
                   f"consumed meanwhile {rec[len(rec) // 2]:,} (median)")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    except BaseException:
+        print(f"kept for a look: {root} (the broker's and the members' logs)", file=sys.stderr)
+        raise
+    shutil.rmtree(root, ignore_errors=True)
     h = heartbeat_cpu()
     print(f"coordinator CPU per ConsumerGroupHeartbeat (shard alone, 30 members, 4 topics x 16 partitions): "
           f"steady {h['steady_us']:.0f} us, join {h['join_us']:.0f} us, during a rebalance {h['rebalance_us']:.0f} us")
