@@ -35,16 +35,23 @@ GROUP_TESTS = ["0018", "0029", "0030", "0033", "0040", "0042", "0045", "0056", "
                "0137", "0153"]
 
 # trivup, the suite's own cluster, auto-creates topics of 4 partitions (tests produce to 0..3)
+# tests of these numbers also run in the suite's noautocreate scenario (skipped in the default one)
+NOAUTOCREATE = {"0045", "0107"}
+
 BROKER = {"group.initial.rebalance.delay.ms": "0", "auto.create.topics.enable": "true", "num.partitions": "4",
           "group.min.session.timeout.ms": "1000"}
 
 
 def run_test(runner_dir: str, test: str, protocol: str, kafka_version: str, out_dir: str,
-             timeout_s: int) -> tuple[str, str]:
-    """(verdict, tail of the output) of one test against a broker of its own."""
+             timeout_s: int, scenario: str = "default") -> tuple[str, str]:
+    """(verdict, tail of the output) of one test against a broker of its own, in one of the
+    suite's scenarios (``noautocreate``: topics are not created by a Metadata request)."""
     root = tempfile.mkdtemp(prefix=f"rdk-{test}-")
+    overrides = dict(BROKER)
+    if scenario == "noautocreate":
+        overrides["auto.create.topics.enable"] = "false"
     try:
-        with Broker(os.path.join(root, "data"), BROKER) as b:
+        with Broker(os.path.join(root, "data"), overrides) as b:
             conf = os.path.join(root, "test.conf")
             with open(conf, "w") as f:
                 f.write(f"bootstrap.servers={b.bootstrap}\ntest.timeout.multiplier=3\n")
@@ -54,7 +61,7 @@ def run_test(runner_dir: str, test: str, protocol: str, kafka_version: str, out_
                                                 os.path.join(runner_dir, "..", "src-cpp")])}
             started = time.monotonic()
             try:
-                r = subprocess.run(["./test-runner", "-p1", "-E"], cwd=runner_dir, env=env,
+                r = subprocess.run(["./test-runner", "-p1", "-E", "-s", scenario], cwd=runner_dir, env=env,
                                    capture_output=True, text=True, errors="replace", timeout=timeout_s)
                 text, code = r.stdout + r.stderr, r.returncode
             except subprocess.TimeoutExpired as e:
@@ -62,19 +69,30 @@ def run_test(runner_dir: str, test: str, protocol: str, kafka_version: str, out_
                 code = None
             took = time.monotonic() - started
             broker_log = b.log_text()
-        with open(os.path.join(out_dir, f"{test}.log"), "w") as f:
+        name = test if scenario == "default" else f"{test}-{scenario}"
+        with open(os.path.join(out_dir, f"{name}.log"), "w") as f:
             f.write(text)
-        with open(os.path.join(out_dir, f"{test}.broker.log"), "w") as f:
+        with open(os.path.join(out_dir, f"{name}.broker.log"), "w") as f:
             f.write(broker_log)
+        # the runner's summary table: one row per test (a number may name several: 0045_*)
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+        rows = re.findall(r"^\|[ \t]*(\d{4}\w*)[ \t]*\|[ \t]*(PASSED|FAILED|SKIPPED)[ \t]*\|[^|\n]*\|"
+                          r"[ \t]*([^|\n]*?)[ \t]*\|?[ \t]*$", plain, re.M)
+        counts = {k: [n for n, v, _ in rows if v == k] for k in ("PASSED", "SKIPPED", "FAILED")}
+        parts = [f"{len(counts['PASSED'])} passed"]
+        if counts["SKIPPED"]:
+            why = sorted({w for _, v, w in rows if v == "SKIPPED" and w})
+            parts.append(f"{len(counts['SKIPPED'])} skipped ({', '.join(counts['SKIPPED'])}"
+                         f"{': ' + '; '.join(why) if why else ''})")
+        if counts["FAILED"]:
+            parts.append(f"{len(counts['FAILED'])} FAILED ({', '.join(counts['FAILED'])})")
         if code is None:
-            verdict = f"TIMEOUT after {timeout_s} s"
-        elif re.search(r"\bSKIPPED\b", text) and code == 0:
-            verdict = f"SKIPPED ({took:.0f} s)"
-        elif code == 0:
-            verdict = f"PASSED ({took:.0f} s)"
+            verdict = f"TIMEOUT after {timeout_s} s; " + ", ".join(parts)
+        elif code == 0 and not counts["FAILED"]:
+            verdict = ("PASSED" if counts["PASSED"] else "SKIPPED") + f" ({took:.0f} s): " + ", ".join(parts)
         else:
-            verdict = f"FAILED ({took:.0f} s)"
-        lines = [ln for ln in text.splitlines() if re.search(r"FAIL|SKIP|Test FAILED|assert|error", ln, re.I)]
+            verdict = f"FAILED ({took:.0f} s): " + ", ".join(parts)
+        lines = [ln for ln in plain.splitlines() if re.search(r"failed at|FAIL|assert", ln)]
         return verdict, "\n".join(lines[-6:])
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -98,10 +116,12 @@ def main() -> None:
     print(f"outputs in {out_dir}; TEST_CONSUMER_GROUP_PROTOCOL={args.protocol} "
           f"TEST_KAFKA_VERSION={args.kafka_version}", flush=True)
     for test in [t.strip() for t in args.tests.split(",") if t.strip()]:
-        verdict, tail = run_test(runner_dir, test, args.protocol, args.kafka_version, out_dir, args.timeout)
-        print(f"{test}: {verdict}", flush=True)
-        if not verdict.startswith(("PASSED", "SKIPPED")) and tail:
-            print("    " + tail.replace("\n", "\n    "), flush=True)
+        for scenario in ["default"] + (["noautocreate"] if test in NOAUTOCREATE else []):
+            verdict, tail = run_test(runner_dir, test, args.protocol, args.kafka_version, out_dir, args.timeout,
+                                     scenario)
+            print(f"{test} ({scenario}): {verdict}", flush=True)
+            if not verdict.startswith(("PASSED", "SKIPPED")) and tail:
+                print("    " + tail.replace("\n", "\n    "), flush=True)
 
 
 if __name__ == "__main__":
