@@ -12,13 +12,17 @@
 
 4. ``--protocols``: the classic protocol (librdkafka's default eager range assignor) against
    KIP-848's consumer protocol (``group.protocol=consumer``, the broker's uniform assignor), in the
-   same run on the same broker: N members (one process, polled in turn) read a topic a producer
-   keeps writing to; one more member joins; the time until every member owns its share (settle)
-   and the records consumed meanwhile. Then the coordinator's CPU per ConsumerGroupHeartbeat, sans
-   IO (the shard alone, 30 members heartbeating in a stable group, and joins/leaves).
+   same run on the same broker: N members, each a process polling on its own as an application
+   does, read a topic a producer process writes ``--rate`` records/s to; one more member joins;
+   the time from its subscribe() until every member owns its share (settle), and the records all
+   members read meanwhile (and their share of what was written meanwhile). Then the
+   coordinator's CPU per heartbeat, sans IO (the shard alone, 30 members in a stable group, and
+   a 31st joining): ConsumerGroupHeartbeat, and the classic Heartbeat, JoinGroup and SyncGroup.
+   (Members polled in turn from one thread beside a producer thread writing as fast as it could
+   flooded the broker, 1,100 Produce requests/s: 20 or 30 classic members never settled.)
 
     .venv/bin/python benchmarks/groups.py [--records N] [--commits N]
-    .venv/bin/python benchmarks/groups.py --protocols [--members N] [--rounds N]
+    .venv/bin/python benchmarks/groups.py --protocols [--members N] [--rounds N] [--rate N]
 """
 
 from __future__ import annotations
@@ -340,7 +344,7 @@ def settle(bootstrap: str, protocol: str, members: int, partitions: int, rate: i
             return SettleMember(bootstrap, group, topic, protocol, os.path.join(log_dir, f"{tag}-{len(cs)}.log"))
         for _ in range(members):
             cs.append(member())
-        wait(members, int(os.environ.get("SETTLE_LIMIT", "300")))
+        wait(members, 300)
         time.sleep(2)               # a steady group, reading, before the join
         joining = member()
         cs.append(joining)
@@ -348,7 +352,8 @@ def settle(bootstrap: str, protocol: str, members: int, partitions: int, rate: i
         started = joining.subscribed_at
         time.sleep(0.3)             # the members' counts up to settled_at are reported
         during = sum(m.read_at(settled_at) - m.read_at(started) for m in cs)
-        return {"settle_s": settled_at - started, "records": during}
+        return {"settle_s": settled_at - started, "records": during,
+                "share": during / max(1.0, rate * (settled_at - started))}
     finally:
         feeder.kill()
         feeder.wait(10)
@@ -500,10 +505,12 @@ def protocols(members: int, rounds: int, rate: int) -> None:
         for proto, rs in results.items():
             ss = sorted(r["settle_s"] for r in rs)
             rec = sorted(r["records"] for r in rs)
+            share = sorted(r["share"] for r in rs)
             print(f"{proto:8s}: {members} members + 1 joining (one process each), {2 * (members + 1)} "
                   f"partitions, {rate:,} records/s written: settled in "
                   f"{ss[len(ss) // 2]:.2f} s (median of {len(rs)}: {', '.join(f'{x:.2f}' for x in ss)}); records "
-                  f"consumed meanwhile {rec[len(rec) // 2]:,} (median)")
+                  f"consumed meanwhile {rec[len(rec) // 2]:,} (median; {share[len(share) // 2]:.0%} of what was "
+                  f"written meanwhile)")
     except BaseException:
         print(f"kept for a look: {root} (the broker's and the members' logs)", file=sys.stderr)
         raise
