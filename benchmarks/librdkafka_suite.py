@@ -61,8 +61,10 @@ def run_test(runner_dir: str, test: str, protocol: str, kafka_version: str, out_
                                                 os.path.join(runner_dir, "..", "src-cpp")])}
             started = time.monotonic()
             try:
-                r = subprocess.run(["./test-runner", "-p1", "-E", "-s", scenario], cwd=runner_dir, env=env,
-                                   capture_output=True, text=True, errors="replace", timeout=timeout_s)
+                # line-buffered, so that a test killed at its timeout leaves its output
+                line_buffered = ["stdbuf", "-oL", "-eL"] if shutil.which("stdbuf") else []
+                r = subprocess.run(line_buffered + ["./test-runner", "-p1", "-E", "-s", scenario], cwd=runner_dir,
+                                   env=env, capture_output=True, text=True, errors="replace", timeout=timeout_s)
                 text, code = r.stdout + r.stderr, r.returncode
             except subprocess.TimeoutExpired as e:
                 text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
