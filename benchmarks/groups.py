@@ -12,13 +12,17 @@
 
 4. ``--protocols``: the classic protocol (librdkafka's default eager range assignor) against
    KIP-848's consumer protocol (``group.protocol=consumer``, the broker's uniform assignor), in the
-   same run on the same broker: N members (one process, polled in turn) read a topic a producer
-   keeps writing to; one more member joins; the time until every member owns its share (settle)
-   and the records consumed meanwhile. Then the coordinator's CPU per ConsumerGroupHeartbeat, sans
-   IO (the shard alone, 30 members heartbeating in a stable group, and joins/leaves).
+   same run on the same broker: N members, each a process polling on its own as an application
+   does, read a topic a producer process writes ``--rate`` records/s to; one more member joins;
+   the time from its subscribe() until every member owns its share (settle), and the records all
+   members read meanwhile (and their share of what was written meanwhile). Then the
+   coordinator's CPU per heartbeat, sans IO (the shard alone, 30 members in a stable group, and
+   a 31st joining): ConsumerGroupHeartbeat, and the classic Heartbeat, JoinGroup and SyncGroup.
+   (Members polled in turn from one thread beside a producer thread writing as fast as it could
+   flooded the broker, 1,100 Produce requests/s: 20 or 30 classic members never settled.)
 
     .venv/bin/python benchmarks/groups.py [--records N] [--commits N]
-    .venv/bin/python benchmarks/groups.py --protocols [--members N] [--rounds N]
+    .venv/bin/python benchmarks/groups.py --protocols [--members N] [--rounds N] [--rate N]
 """
 
 from __future__ import annotations
@@ -209,73 +213,152 @@ def _size(pdir: str) -> int:
     return sum(os.path.getsize(os.path.join(pdir, f)) for f in os.listdir(pdir) if f.endswith(".log"))
 
 
-def settle(bootstrap: str, protocol: str, members: int, partitions: int) -> dict:
-    """``members`` consumers of one protocol own a busy topic; one more joins: seconds until all
-    own their share, and records consumed meanwhile (by everyone)."""
-    from confluent_kafka import Consumer, Producer
-    topic = f"bench-settle-{protocol}-{time.monotonic_ns()}"
-    create_topic(bootstrap, topic, partitions)
-    stop = threading.Event()
+# A member of the settle measure: a real application, one process with its own poll loop, as
+# librdkafka expects (an eager classic member only revokes and rejoins when its application polls).
+# It reports when it subscribed, every change of its assignment and its records read so far; its
+# parent closes stdin to make it leave the group (close(), as an application shutting down does).
+SETTLE_MEMBER = r"""
+import sys, threading, time
+from confluent_kafka import Consumer
+bootstrap, group, topic, protocol, session_ms, heartbeat_ms = sys.argv[1:7]
+conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest",
+        "enable.auto.commit": False, "group.protocol": protocol}
+if protocol == "classic":
+    conf.update({"session.timeout.ms": int(session_ms), "heartbeat.interval.ms": int(heartbeat_ms)})
+c = Consumer(conf)
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+c.subscribe([topic])
+print("subscribed", time.time(), flush=True)
+owned, n, reported = -1, 0, 0.0
+while not stop.is_set():
+    for m in c.consume(500, 0.05):
+        if m.error() is None:
+            n += 1
+    now = time.time()
+    a = len(c.assignment())
+    if a != owned:
+        owned = a
+        print("owned", now, a, flush=True)
+    if now - reported >= 0.1:
+        print("count", now, n, flush=True)
+        reported = now
+c.close()
+"""
 
-    def feed():
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        i = 0
-        while not stop.is_set():
+# The topic's writer: its own process, at a fixed rate, so that the load on the broker is the
+# same for both protocols and every round (a producer thread beside the members would write as
+# fast as the GIL lets it: 1,100 Produce requests/s with members polled from one thread).
+FEEDER = r"""
+import sys, time
+from confluent_kafka import Producer
+bootstrap, topic, rate = sys.argv[1], sys.argv[2], int(sys.argv[3])
+p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+tick, i, nxt = 0.02, 0, time.monotonic()
+per_tick = max(1, round(rate * tick))
+while True:
+    for _ in range(per_tick):
+        try:
+            p.produce(topic, key=b"%d" % i, value=b"x" * 100)
+        except BufferError:
+            p.poll(0.01)
+        i += 1
+    p.poll(0)
+    nxt += tick
+    time.sleep(max(0.0, nxt - time.monotonic()))
+"""
+
+
+class SettleMember:
+    """One SETTLE_MEMBER process and what it reported."""
+
+    def __init__(self, bootstrap, group, topic, protocol, log_path):
+        # librdkafka's own log lines (request timeouts, errors) kept for a failed round
+        self.log_path = log_path
+        with open(log_path, "wb") as err:
+            self.proc = subprocess.Popen([sys.executable, "-c", SETTLE_MEMBER, bootstrap, group, topic, protocol,
+                                          str(SESSION_MS), "500"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=err, text=True)
+        self.subscribed_at: float | None = None
+        self.owned, self.owned_at = 0, 0.0
+        self.counts: list[tuple[float, int]] = [(0.0, 0)]
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            kind, at, value = (line.split() + ["", "", ""])[:3]
+            with self.lock:
+                if kind == "subscribed":
+                    self.subscribed_at = float(at)
+                elif kind == "owned":
+                    self.owned, self.owned_at = int(value), float(at)
+                elif kind == "count":
+                    self.counts.append((float(at), int(value)))
+
+    def read_at(self, t: float) -> int:
+        """Records read by time ``t`` (the last report at or before it)."""
+        with self.lock:
+            return max((n for at, n in self.counts if at <= t), default=0)
+
+    def leave(self):
+        if self.proc.poll() is None:
             try:
-                p.produce(topic, key=b"%d" % i, value=b"x" * 100)
-                i += 1
-            except BufferError:
-                p.poll(0.01)
-            if i % 200 == 0:
-                p.poll(0)
-                time.sleep(0.01)
-        p.flush(30)
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
-    if protocol == "consumer":
-        conf = {"group.protocol": "consumer"}
-    else:
-        conf = {"group.protocol": "classic", "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500}
-    group = f"bench-settle-{protocol}-{time.monotonic_ns()}"
+                self.proc.stdin.close()
+                self.proc.wait(30)
+            except (subprocess.TimeoutExpired, OSError):
+                self.proc.kill()
+                self.proc.wait(10)
 
-    def member():
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest",
-                      "enable.auto.commit": False, **conf})
-        c.subscribe([topic])
-        return c
-    cs = [member() for _ in range(members)]
-    consumed = [0]
 
-    def pump():
-        for c in cs:
-            for m in c.consume(1000, 0.01):
-                if m.error() is None:
-                    consumed[0] += 1
+def settle(bootstrap: str, protocol: str, members: int, partitions: int, rate: int, log_dir: str) -> dict:
+    """``members`` consumers of one protocol, each a process, own a topic a producer writes
+    ``rate`` records/s to; one more joins: seconds from its subscribe() until every member owns
+    its share, and the records all members read meanwhile."""
+    tag = f"{protocol}-{time.monotonic_ns()}"
+    topic, group = f"bench-settle-{tag}", f"bench-settle-{tag}"
+    create_topic(bootstrap, topic, partitions)
+    feeder = subprocess.Popen([sys.executable, "-c", FEEDER, bootstrap, topic, str(rate)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cs: list[SettleMember] = []
+    try:
+        def settled(n) -> float | None:
+            """When the last of ``n`` members reported its share (None: not settled)."""
+            views = [(m.owned, m.owned_at) for m in cs]
+            owned = [o for o, _ in views]
+            if len(owned) == n and sum(owned) == partitions and min(owned) >= partitions // n:
+                return max(at for _, at in views)
+            return None
 
-    def settled(n):
-        owned = [len(c.assignment()) for c in cs]
-        return len(owned) == n and sum(owned) == partitions and min(owned) >= partitions // n
-    deadline = time.monotonic() + 120
-    while not settled(members):
-        pump()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{protocol}: {members} members did not settle")
-    for _ in range(20):
-        pump()
-    consumed[0] = 0
-    started = time.monotonic()
-    cs.append(member())
-    while not settled(members + 1):
-        pump()
-        if time.monotonic() > deadline + 120:
-            raise RuntimeError(f"{protocol}: the new member did not settle")
-    took = time.monotonic() - started
-    during = consumed[0]
-    stop.set()
-    feeder.join(30)
-    for c in cs:
-        c.close()
-    return {"settle_s": took, "records": during}
+        def wait(n, limit):
+            deadline = time.monotonic() + limit
+            while (at := settled(n)) is None:
+                if time.monotonic() > deadline or any(m.proc.poll() is not None for m in cs):
+                    raise RuntimeError(f"{protocol}: {n} members did not settle within {limit} s "
+                                       f"(owned {[m.owned for m in cs]}; the members' logs: {log_dir})")
+                time.sleep(0.02)
+            return at
+        os.makedirs(log_dir, exist_ok=True)
+
+        def member():
+            return SettleMember(bootstrap, group, topic, protocol, os.path.join(log_dir, f"{tag}-{len(cs)}.log"))
+        for _ in range(members):
+            cs.append(member())
+        wait(members, 300)
+        time.sleep(2)               # a steady group, reading, before the join
+        joining = member()
+        cs.append(joining)
+        settled_at = wait(members + 1, 300)
+        started = joining.subscribed_at
+        time.sleep(0.3)             # the members' counts up to settled_at are reported
+        during = sum(m.read_at(settled_at) - m.read_at(started) for m in cs)
+        return {"settle_s": settled_at - started, "records": during,
+                "share": during / max(1.0, rate * (settled_at - started))}
+    finally:
+        feeder.kill()
+        feeder.wait(10)
+        for m in cs:
+            m.leave()
 
 
 def heartbeat_cpu(members: int = 30, rounds: int = 200) -> dict:
@@ -340,7 +423,73 @@ def heartbeat_cpu(members: int = 30, rounds: int = 200) -> dict:
     return {"steady_us": steady * 1e6, "join_us": join_s / joins * 1e6, "rebalance_us": rebalance * 1e6}
 
 
-def protocols(members: int, rounds: int) -> None:
+def classic_heartbeat_cpu(members: int = 30, rounds: int = 200) -> dict:
+    """CPU seconds per classic Heartbeat in the coordinator shard (no sockets, no log), in a stable
+    group of ``members`` subscribed to 4 topics, and per request (JoinGroup, SyncGroup) of the
+    rebalance one more member's join starts: the counterpart of ``heartbeat_cpu``."""
+    from compactlog.coordinator.group.api_data import JoinRequest, SyncRequest
+    from compactlog.coordinator.group.config import GroupConfig
+    from compactlog.coordinator.group.shard import GroupCoordinatorShard
+    from compactlog.record import consumer_offsets as R
+    now = [0]
+    shard = GroupCoordinatorShard(GroupConfig(initial_rebalance_delay_ms=0), clock=lambda: now[0])
+    sub = R.encode_subscription([f"t{i}" for i in range(4)])
+
+    def run(outcome):
+        if outcome.on_written:
+            outcome.on_written(None)
+        for o in shard.take_pending():
+            run(o)
+
+    def join(mid):
+        outcome, fut = shard.join_group(JoinRequest("g", mid, "consumer", [("range", sub)], SESSION_MS, 300000,
+                                                    client_id="c", client_host="/h"))
+        run(outcome)
+        return fut
+
+    def sync(mid, gen, assignments=None):
+        outcome, fut = shard.sync_group(SyncRequest("g", gen, mid, assignments=assignments or {}))
+        run(outcome)
+        return fut
+
+    def rebalance(ids):
+        """Every member rejoins, the leader assigns, all sync: the number of requests."""
+        futs = [join(mid) for mid in ids]
+        for o in shard.run_timers(now[0]):
+            run(o)
+        g = shard.groups["g"]
+        gen = g.generation_id
+        assert all(f.done() and f.result().generation_id == gen for f in futs), "the join did not complete"
+        parts = [(f"t{t}", p) for t in range(4) for p in range(16)]
+        plan = {mid: R.encode_assignment([(t, [p]) for t, p in parts[i::len(ids)]]) for i, mid in enumerate(ids)}
+        sync(g.leader_id, gen, plan)
+        for mid in ids:
+            if mid != g.leader_id:
+                sync(mid, gen)
+        assert g.state == "Stable", g.state
+        return 2 * len(ids)
+
+    ids = []
+    for _ in range(members):
+        ids.append(join("").result().member_id)      # MEMBER_ID_REQUIRED: the id to rejoin with
+    rebalance(ids)
+    gen = shard.groups["g"].generation_id
+    started = time.process_time()
+    n = 0
+    for _ in range(rounds):
+        for mid in ids:
+            outcome, code = shard.heartbeat("g", mid, None, gen)
+            n += 1
+    assert code == 0 and not outcome.records, code
+    steady = (time.process_time() - started) / n
+    started = time.process_time()
+    late = join("").result().member_id
+    ids.append(late)
+    n = 1 + rebalance(ids)
+    return {"steady_us": steady * 1e6, "rebalance_us": (time.process_time() - started) / n * 1e6}
+
+
+def protocols(members: int, rounds: int, rate: int) -> None:
     root = tempfile.mkdtemp(prefix="compactlog-groups-bench-")
     try:
         overrides = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
@@ -351,18 +500,28 @@ def protocols(members: int, rounds: int) -> None:
             results = {"classic": [], "consumer": []}
             for _ in range(rounds):
                 for proto in ("classic", "consumer"):          # alternating, on the same broker
-                    results[proto].append(settle(b.bootstrap, proto, members, 2 * (members + 1)))
+                    results[proto].append(settle(b.bootstrap, proto, members, 2 * (members + 1), rate,
+                                                 os.path.join(root, "members")))
         for proto, rs in results.items():
             ss = sorted(r["settle_s"] for r in rs)
             rec = sorted(r["records"] for r in rs)
-            print(f"{proto:8s}: {members} members + 1 joining, {2 * (members + 1)} partitions: settled in "
+            share = sorted(r["share"] for r in rs)
+            print(f"{proto:8s}: {members} members + 1 joining (one process each), {2 * (members + 1)} "
+                  f"partitions, {rate:,} records/s written: settled in "
                   f"{ss[len(ss) // 2]:.2f} s (median of {len(rs)}: {', '.join(f'{x:.2f}' for x in ss)}); records "
-                  f"consumed meanwhile {rec[len(rec) // 2]:,} (median)")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+                  f"consumed meanwhile {rec[len(rec) // 2]:,} (median; {share[len(share) // 2]:.0%} of what was "
+                  f"written meanwhile)")
+    except BaseException:
+        print(f"kept for a look: {root} (the broker's and the members' logs)", file=sys.stderr)
+        raise
+    shutil.rmtree(root, ignore_errors=True)
     h = heartbeat_cpu()
     print(f"coordinator CPU per ConsumerGroupHeartbeat (shard alone, 30 members, 4 topics x 16 partitions): "
           f"steady {h['steady_us']:.0f} us, join {h['join_us']:.0f} us, during a rebalance {h['rebalance_us']:.0f} us")
+    c = classic_heartbeat_cpu()
+    print(f"coordinator CPU per classic Heartbeat (shard alone, 30 members, 4 topics x 16 partitions): "
+          f"steady {c['steady_us']:.0f} us; per JoinGroup/SyncGroup of the rebalance a 31st member starts "
+          f"{c['rebalance_us']:.0f} us")
 
 
 def main() -> None:
@@ -372,9 +531,11 @@ def main() -> None:
     ap.add_argument("--protocols", action="store_true", help="classic against the consumer protocol (KIP-848)")
     ap.add_argument("--members", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rate", type=int, default=2000, help="records/s written to the topic the members read "
+                    "during --protocols")
     args = ap.parse_args()
     if args.protocols:
-        protocols(args.members, args.rounds)
+        protocols(args.members, args.rounds, args.rate)
         return
     root = tempfile.mkdtemp(prefix="compactlog-groups-bench-")
     try:

@@ -98,8 +98,10 @@ def test_first_member_joins_with_kafkas_records_and_gets_everything():
     g = h.group()
     assert (g.group_epoch, g.assignment_epoch, g.state) == (1, 1, ConsumerGroupState.STABLE)
     assert g.metadata_hash != 0
-    # a plain heartbeat: nothing written, no assignment sent again
+    # the member acknowledges its partitions; then a plain heartbeat: nothing written, no
+    # assignment sent again
     n = len(h.log)
+    assert h.hb("m1", 1, owned=[(T, list(range(6)))]).assignment is None
     r = h.hb("m1", 1)
     assert (r.member_epoch, r.assignment, len(h.log)) == (1, None, n)
 
@@ -134,6 +136,33 @@ def test_second_member_revoke_before_assign():
     h.hb("m1", 2, owned=[(T, keep)])
     h.hb("m2", 2, owned=[(T, parts(r2))])
     assert h.group().state is ConsumerGroupState.STABLE
+
+
+def test_a_lost_revocation_is_sent_again_until_the_member_reconciles():
+    """librdkafka retries a timed-out ConsumerGroupHeartbeat as it was (not full, no owned
+    partitions): the answer that carried the revocation is lost, the retry must carry it again or
+    the member keeps everything and the group never settles (30 members, benchmarks/groups.py)."""
+    h = CH()
+    h.hb("m1")
+    h.hb("m2")
+    lost = h.hb("m1", 1)                                   # its answer never reaches the client
+    keep = parts(lost)
+    assert len(keep) == 3 and h.group().members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+    again = h.hb("m1", 1)                                  # the same request, retried
+    assert (again.member_epoch, parts(again)) == (1, keep)
+    # m2 acknowledged its empty share when it joined (owned []): not sent again
+    assert h.hb("m2", 2).assignment is None
+    h.hb("m1", 1, owned=[(T, keep)])
+    r2 = h.hb("m2", 2)
+    h.hb("m1", 2, owned=[(T, keep)])
+    h.hb("m2", 2, owned=[(T, parts(r2))])
+    assert h.group().state is ConsumerGroupState.STABLE
+    # members gone are forgotten
+    h.hb("m2", -1)
+    h.hb("m3")
+    assert h.c.consumer._unacked_members(h.group()) <= set(h.group().members)
+    # acknowledged, a plain heartbeat is answered without the assignment, as Kafka's is
+    assert h.hb("m1", 2).assignment is None
 
 
 def test_leave_writes_tombstones_and_bumps_the_epoch():
@@ -536,13 +565,15 @@ def test_reconciliation_process_of_kafkas_test_through_the_heartbeat(monkeypatch
         m = h.group().members[mid]
         return r.member_epoch, a, m.state
     U_, R_, S_ = MemberState.UNRELEASED_PARTITIONS, MemberState.UNREVOKED_PARTITIONS, MemberState.STABLE
+    # where Kafka answers None (nothing changed), a member with partitions to revoke that has not
+    # acknowledged its assignment is told it again here (the lost-revocation test)
     assert step("m3", 0) == (11, {}, U_)
     assert step("m1", 10) == (10, {"foo": [0, 1], "bar": [0]}, R_)
     assert h.group().members["m1"].partitions_pending_revocation == {FOO: {2}, BAR: {1}}
     assert step("m2", 10) == (10, {"foo": [3], "bar": [2]}, R_)
-    assert step("m3", 11) == (11, None, U_)
+    assert step("m3", 11) == (11, None, U_)                                # acknowledged at its join
     assert step("m1", 10, [(FOO, [0, 1]), (BAR, [0])]) == (11, None, S_)
-    assert step("m2", 10) == (10, None, R_)
+    assert step("m2", 10) == (10, {"foo": [3], "bar": [2]}, R_)            # Kafka: None
     assert step("m3", 11) == (11, {"bar": [1]}, U_)
     assert step("m3", 11) == (11, None, U_)
     assert step("m2", 10, [(FOO, [3]), (BAR, [2])]) == (11, {"foo": [2, 3], "bar": [2]}, S_)

@@ -326,8 +326,15 @@ def test_kip_848_heartbeat_join_describe_commit_fetch(state):
     assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval) == \
         (ErrorCode.none, "m1", 1, datetime.timedelta(milliseconds=5000))
     assert [(tp.topic_id, tp.partitions) for tp in r.assignment.topic_partitions] == [(tid, (0, 1, 2))]
-    r = cg_heartbeat(state, member_epoch=1, rebalance_timeout=datetime.timedelta(milliseconds=-1),
-                     subscribed_topic_names=None, topic_partitions=None)
+    # a plain heartbeat, acknowledged or not (nothing to revoke): no assignment, as Kafka
+    plain = dict(member_epoch=1, rebalance_timeout=datetime.timedelta(milliseconds=-1),
+                 subscribed_topic_names=None, topic_partitions=None)
+    r = cg_heartbeat(state, **plain)
+    assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, None)
+    tps = nested(request_schema(68, 1), "TopicPartitions")
+    r = cg_heartbeat(state, **{**plain, "topic_partitions": (tps(topic_id=tid, partitions=(0, 1, 2)),)})
+    assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, None)
+    r = cg_heartbeat(state, **plain)
     assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, None)
     for version in (0, 1):
         d = call(state, req(69, version, group_ids=("cg", "g-missing"), include_authorized_operations=True))
