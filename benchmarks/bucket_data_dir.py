@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -26,13 +25,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 sys.path.insert(0, HERE)
-
-
-def child_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+from _s3_bench import child_cpu, moto_bucket  # noqa: E402
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float]:
@@ -54,14 +48,11 @@ def main() -> None:
     import compactlog.settings  # noqa: F401
     from compactlog.storage.config import BrokerConfig
     from compactlog.storage.datadir import DataDir
-    from object_store import boto3_client, start_moto
-    from s3_support import ACCESS_KEY, REGION, SECRET_KEY, FaultProxy
+    from object_store import boto3_client
+    from s3_support import ACCESS_KEY, REGION, SECRET_KEY
 
-    proc, endpoint = start_moto()
-    try:
-        proxy = FaultProxy(endpoint)
+    with moto_bucket("bench") as (endpoint, proxy, _):
         client = boto3_client(endpoint)
-        client.create_bucket(Bucket="bench")
         with tempfile.TemporaryDirectory() as tmp:
             root = os.path.join(tmp, "data")
             dd = DataDir(root, broker=BrokerConfig({}), create=True, writable=True)
@@ -117,10 +108,6 @@ def main() -> None:
                       f"CPU x{row['cpu_ratio']}, requests {b['requests']} = {b['requests_per_gb']:,} per GB of log")
             print(json.dumps({"log_mb": round(log_bytes / 1e6, 1), **results}))
             shutil.rmtree(root, ignore_errors=True)
-        proxy.refuse()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 if __name__ == "__main__":

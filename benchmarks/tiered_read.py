@@ -17,18 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-
-def cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+from _s3_bench import cpu, moto_bucket  # noqa: E402
 
 
 def main() -> None:
@@ -42,15 +36,8 @@ def main() -> None:
     from compactlog.storage.config import BrokerConfig
     from compactlog.storage.datadir import DataDir
     from compactlog.storage.remote.manager import RemoteLogManager
-    from object_store import start_moto
-    from s3_support import FaultProxy, MotoS3
 
-    proc, endpoint = start_moto()
-    try:
-        proxy = FaultProxy(endpoint)
-        moto = MotoS3.__new__(MotoS3)
-        moto.endpoint = endpoint
-        moto.create_bucket("bench")
+    with moto_bucket("bench") as (endpoint, proxy, moto):
         props = {"remote.log.storage.system.enable": "true",
                  **moto.properties("bench", endpoint=proxy.endpoint, **{
                      "rsm.config.chunk.size": str(args.chunk_mb << 20),
@@ -116,10 +103,6 @@ def main() -> None:
             print(json.dumps(out))
             rm.close()
             dd.close()
-        proxy.refuse()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 if __name__ == "__main__":
