@@ -85,16 +85,21 @@ def cleanable_offsets(log, checkpoint: int | None, now_ms: int) -> CleanableRang
 
 
 def max_compaction_delay(log, first_dirty: int, now_ms: int) -> int:
-    stamps = [ts for ts in (s.first_batch_timestamp() for s in non_active_segments_from(log, first_dirty))
-              if ts is not None and ts > 0]
-    earliest = min(stamps) if stamps else LONG_MAX
+    earliest = _earliest_first_batch_timestamp(log, first_dirty)
+    earliest = LONG_MAX if earliest is None else earliest
     clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
     return clean_until - earliest if earliest < clean_until else 0
 
 
 def _earliest_first_batch_timestamp(log, first_dirty: int) -> int | None:
+    """Kafka's LogCleanerManager.maxCompactionDelay looks at the dirty non-active segments' first
+    batch timestamps; a tiered log compacted over both tiers has dirty segments that are only
+    remote too (uploaded, then trimmed by local retention before a round): theirs count."""
     stamps = [ts for ts in (s.first_batch_timestamp() for s in non_active_segments_from(log, first_dirty))
               if ts is not None and ts > 0]
+    if both_tiers(log):
+        from ..storage.remote.compaction import remote_only_first_batch_timestamps
+        stamps += remote_only_first_batch_timestamps(log, first_dirty)
     return min(stamps) if stamps else None
 
 

@@ -94,6 +94,24 @@ def remote_only_segments(plog) -> list[tuple[int, int, int]]:
             for s in rp.manifest.segments if s.start_offset < first_local and s.end_offset >= plog.log_start_offset]
 
 
+def remote_only_first_batch_timestamps(plog, from_offset: int) -> list[int]:
+    """The first batch timestamps of the remote-only segments holding offsets at or above
+    ``from_offset`` (their max timestamp where the manifest has none: a later bound, so
+    max.compaction.lag.ms may force a clean later than Kafka would, never earlier)."""
+    rm = manager_for_log(plog)
+    rp = rm.partitions.get((plog.topic, plog.partition)) if rm is not None else None
+    if rp is None or rp.manifest is None:
+        return []
+    first_local = plog.segments[0].base_offset if len(plog.segments) else plog.log_end_offset
+    out = []
+    for s in rp.manifest.segments:
+        if s.start_offset < first_local and s.end_offset >= max(from_offset, plog.log_start_offset):
+            ts = s.first_batch_timestamp_ms if s.first_batch_timestamp_ms >= 0 else s.max_timestamp_ms
+            if ts > 0:
+                out.append(ts)
+    return out
+
+
 def _meta(rp, seg: ManifestSegment) -> RemoteLogSegmentMetadata:
     return RemoteLogSegmentMetadata(RemoteLogSegmentId(rp.tip, seg.id), seg.start_offset, seg.end_offset,
                                     seg.broker_id, seg.max_timestamp_ms, seg.event_timestamp_ms,

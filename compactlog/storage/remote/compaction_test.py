@@ -421,3 +421,43 @@ def test_a_round_on_spark_reads_the_bucket_from_its_tasks(tier):
     assert out.cleaned and not out.error, out.error
     assert {p.id for p in tier.rp.manifest.pending_deletion} == old
     assert {k: v for _, k, v in tier.records()} == expected
+
+
+def test_max_compaction_lag_forces_a_round_over_dirty_segments_only_remote(tmp_path):
+    # dirty records uploaded and trimmed locally before a round: Kafka's max.compaction.lag.ms
+    # rule (the first batch timestamp of the dirty segments) must see them, or a slow topic whose
+    # dirty ratio stays low would never be cleaned
+    t = Tier(tmp_path, configs={"min.cleanable.dirty.ratio": "0.9", "max.compaction.lag.ms": "5000"})
+    try:
+        log, clock = t.log, t.clock
+        produce(log, 60, clock)                         # distinct keys: a first round keeps them all
+        t.tier()
+        [out] = Cleaner(t.dd).run(clock.now, topic="c")
+        assert out.cleaned, out.status.reason
+        produce(log, 6, clock, start=60, keys_mod=3)    # a little dirty data, then only remote
+        log.roll()
+        t.tier()
+        assert len(log.segments) == 1
+        checkpoint = t.dd.cleaner_checkpoint.read()[("c", 0)]
+        [dirty] = [s for s in t.rp.manifest.segments if s.start_offset <= checkpoint <= s.end_offset]
+        first = dirty.first_batch_timestamp_ms
+        assert first == clock.now + dirty.start_offset      # recorded at upload: its first record's
+        from compactlog.cleaner.plan import partition_status
+        st = partition_status(log, checkpoint, clock.now + 1000)
+        assert not st.eligible and st.dirty_ratio < 0.9 and st.next_eligible_ms == first + 5000 + 1
+        clock.now = first + 5001
+        st = partition_status(log, checkpoint, clock.now)
+        assert st.eligible and st.reason == "max.compaction.lag.ms exceeded", st.reason
+        assert st.max_compaction_delay_ms == 1
+    finally:
+        t.close()
+
+
+def test_a_manifest_segment_without_a_first_batch_timestamp_reads_as_before():
+    from compactlog.storage.remote.partition_manifest import ManifestSegment
+    s = ManifestSegment("id", 0, 9, 1234, 100, ((0, 0),), 99, 1)
+    d = s.to_dict()
+    assert "firstBatchTimestampMs" not in d             # what earlier manifests hold
+    assert ManifestSegment.from_dict(d) == s and s.first_batch_timestamp_ms == -1
+    s2 = ManifestSegment("id", 0, 9, 1234, 100, ((0, 0),), 99, 1, first_batch_timestamp_ms=1000)
+    assert ManifestSegment.from_dict(s2.to_dict()) == s2

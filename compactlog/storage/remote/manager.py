@@ -478,6 +478,7 @@ class RemoteLogManager:
                 return {
                     "base": seg.base_offset, "next": nxt, "fd": fd, "size": os.fstat(fd).st_size,
                     "max_ts": seg.max_timestamp_so_far if seg.max_timestamp_so_far >= 0 else seg.largest_timestamp(),
+                    "first_ts": seg.first_batch_timestamp(),
                     "offset_index": b"".join(seg.offset_index._encode(e) for e in seg.offset_index.all_entries()),
                     "time_index": b"".join(seg.time_index._encode(e) for e in seg.time_index.all_entries()),
                     "txn": txn, "snapshot": snapshot_bytes, "epochs": entries,
@@ -498,7 +499,8 @@ class RemoteLogManager:
         upload_segment(self.store, self.prefix, meta, files_, chunk_size=self.chunk_size)   # 2. objects
         _maybe_die("objects")
         entry = ManifestSegment(seg_id, base, nxt - 1, meta.max_timestamp_ms, c["size"], meta.segment_leader_epochs,
-                                meta.event_timestamp_ms, self.broker_id, txn_index=c["txn"] is not None)
+                                meta.event_timestamp_ms, self.broker_id, txn_index=c["txn"] is not None,
+                                first_batch_timestamp_ms=-1 if c.get("first_ts") is None else c["first_ts"])
         rp.writer.update(lambda m: m.with_segment(entry))           # 3. the commit point
         _maybe_die("manifest")
         self._journal(rp, [self._update(rp, seg_id, SegmentState.COPY_SEGMENT_FINISHED)])   # 4.

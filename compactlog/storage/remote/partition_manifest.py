@@ -64,13 +64,20 @@ class ManifestSegment:
     broker_id: int
     txn_index: bool = False
     keys: bool = False
+    # the first batch's max timestamp (Kafka's LogSegment.getFirstBatchTimestamp), for
+    # max.compaction.lag.ms once the segment is only remote; -1: not recorded (a manifest written
+    # before it was, where the planner falls back to max_timestamp_ms, a later bound)
+    first_batch_timestamp_ms: int = -1
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "startOffset": self.start_offset, "endOffset": self.end_offset,
-                "maxTimestampMs": self.max_timestamp_ms, "sizeInBytes": self.size_in_bytes,
-                "segmentLeaderEpochs": {str(e): o for e, o in self.segment_leader_epochs},
-                "eventTimestampMs": self.event_timestamp_ms, "brokerId": self.broker_id,
-                "txnIndex": self.txn_index, "keys": self.keys}
+        d = {"id": self.id, "startOffset": self.start_offset, "endOffset": self.end_offset,
+             "maxTimestampMs": self.max_timestamp_ms, "sizeInBytes": self.size_in_bytes,
+             "segmentLeaderEpochs": {str(e): o for e, o in self.segment_leader_epochs},
+             "eventTimestampMs": self.event_timestamp_ms, "brokerId": self.broker_id,
+             "txnIndex": self.txn_index, "keys": self.keys}
+        if self.first_batch_timestamp_ms >= 0:
+            d["firstBatchTimestampMs"] = self.first_batch_timestamp_ms
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "ManifestSegment":
@@ -78,7 +85,7 @@ class ManifestSegment:
                    int(d["sizeInBytes"]),
                    tuple(sorted((int(e), int(o)) for e, o in d["segmentLeaderEpochs"].items())),
                    int(d["eventTimestampMs"]), int(d["brokerId"]), bool(d.get("txnIndex", False)),
-                   bool(d.get("keys", False)))
+                   bool(d.get("keys", False)), int(d.get("firstBatchTimestampMs", -1)))
 
 
 @dataclass(frozen=True)

@@ -248,7 +248,11 @@ class RemoteReplacement(ReplacementWriter):
                 _staged.setdefault((self.source.topic_id, self.source.partition), set()).add(self.key)
             upload_segment(self.source.objects, self.source.prefix, meta, seg_files,
                            chunk_size=self.source.store_config.chunk_size)
-            new = ManifestSegment(seg_id, start, end, max_ts, self.size, ep, now, broker_id, txn_index=bool(txn))
+            # the first batch kept is at or after the first member's first batch: its timestamp is
+            # a bound (the output is below the new cleaner checkpoint, so max.compaction.lag.ms
+            # does not look at it until a later round's dirty range reaches it, which it cannot)
+            new = ManifestSegment(seg_id, start, end, max_ts, self.size, ep, now, broker_id, txn_index=bool(txn),
+                                  first_batch_timestamp_ms=olds[0].first_batch_timestamp_ms)
             self.descriptor = {"segment": new.to_dict(), "replaced": [o.id for o in olds]}
         finally:
             _unlink(self.path)
