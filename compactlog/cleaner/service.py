@@ -35,6 +35,9 @@ class CleanerService:
         self.last_retention_ms = 0
         # told of each round's outcomes (``cleaner run``'s progress display and summary)
         self.on_outcomes = None
+        # called after each round, on the loop's thread (``cleaner run`` puts its ^C handler back:
+        # a SparkContext made during a round installs its own)
+        self.between_rounds = None
 
     def run(self, stop: threading.Event, iterations: int = 0) -> None:
         done = 0
@@ -43,11 +46,25 @@ class CleanerService:
         while not stop.is_set():
             cleaned = self.run_once(log)
             done += 1
+            if self.between_rounds is not None:
+                self.between_rounds()
             if iterations and done >= iterations:
                 break
             if not cleaned:
-                stop.wait(self.datadir.broker.get("log.cleaner.backoff.ms") / 1000.0)
+                self._wait(stop, self.datadir.broker.get("log.cleaner.backoff.ms") / 1000.0)
         log.info("Shutting down the log cleaner")
+
+    @staticmethod
+    def _wait(stop: threading.Event, seconds: float) -> None:
+        """``stop.wait(seconds)`` in slices of a second: a signal the kernel hands to another
+        thread (numba's, a JVM gateway's) only runs its Python handler when the main thread next
+        runs bytecode, which a single long wait would put off for the whole backoff."""
+        deadline = time.monotonic() + seconds
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            stop.wait(min(left, 1.0))
 
     def run_once(self, log: CleanerLog) -> bool:
         now = self.clock()
