@@ -77,9 +77,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_command(argv: list[str] | None) -> int:
     _register(list(sys.argv[1:] if argv is None else argv))
-    args = _arguments(argv)
+    import typer.main
+    # click's command tree, built once: ``app(...)`` would build it again (typer builds it on every
+    # call), a third of a small command's start. Calling it directly skips only typer's pretty
+    # excepthook, which an exception never reaches here (every one is caught below)
+    command = typer.main.get_command(app)
+    args = _arguments(argv, command)
     try:
-        app(args=args, prog_name="compactlog", standalone_mode=True)
+        command(args=args, prog_name="compactlog", standalone_mode=True)
     except CompactlogError as e:
         _debug_traceback()
         hint = ""
@@ -122,12 +127,11 @@ def _through_broker_hint(args: list[str], bootstrap: str) -> str:
     return f"; this command through it: {line}" if line else ""
 
 
-def _arguments(argv: list[str] | None) -> list[str]:
+def _arguments(argv: list[str] | None, command) -> list[str]:
     """The command line, global options given after the subcommand moved before it (cli.argv)."""
-    import typer.main
     from .argv import hoist_global_options
     args = list(sys.argv[1:] if argv is None else argv)
-    return hoist_global_options(typer.main.get_command(app), args)
+    return hoist_global_options(command, args)
 
 
 def _debug_traceback() -> None:
