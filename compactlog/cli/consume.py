@@ -111,6 +111,10 @@ def consume_cmd(ctx: typer.Context,
         fail("--group and --consumer-property need --bootstrap-server (reading a data dir commits nothing; "
              "consumer-groups --reset-offsets sets a group's offsets offline)", 2)
     total = [0]
+    if follow:
+        # a command that runs until ^C: ``kill -QUIT`` prints where it is (as serve, cleaner run)
+        from .common import dump_stacks_on_sigquit
+        dump_stacks_on_sigquit()
     try:
         with closed_pipe_is_success():
             if bootstrap_server:
