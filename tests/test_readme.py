@@ -218,8 +218,17 @@ def run_shell_block(code: str, world) -> dict[str, str]:
     return outputs
 
 
+def _as_from_a_terminal() -> None:
+    """In the child before exec: SIGINT delivered and acted on, as for a command a user's shell starts
+    (a disposition or mask the test worker's process carries is inherited through fork and exec,
+    and a Python started with SIGINT ignored never installs its ^C handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _run_until_stopped(script: str, command: str, world) -> None:
     proc = subprocess.Popen(["bash", "-c", script], cwd=world["work"], env=world["env"], stdout=subprocess.PIPE,
+                            preexec_fn=_as_from_a_terminal,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         proc.wait(LONG_RUNNING_S)
