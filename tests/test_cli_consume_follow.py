@@ -47,3 +47,24 @@ def test_nothing_new_says_so(tmp_path):
     r = run(data, "consume", "--topic", "t", "--from-beginning")
     assert r.stdout.split() == ["a"] and "Processed a total of 1 messages" in r.stderr
     assert "nothing new" not in r.stderr
+
+
+def test_one_interrupt_ends_follow_with_the_total(tmp_path):
+    """^C once, as a user's terminal sends it: the follower ends with its total (not only when the
+    interrupt happens to land outside a finalizer: common_test.py)."""
+    import signal
+    data = tmp_path / "d"
+    assert run(data, "topics", "create", "--topic", "t", "--partitions", "2").returncode == 0
+    assert run(data, "produce", "--topic", "t", stdin="a\nb\n").returncode == 0
+    consumer = subprocess.Popen(COMMAND + ["--data-dir", str(data), "consume", "--topic", "t", "--from-beginning",
+                                           "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+    try:
+        first = [consumer.stdout.readline(), consumer.stdout.readline()]     # it is in its follow loop
+        assert sorted(x.strip() for x in first) == ["a", "b"]
+        os.killpg(consumer.pid, signal.SIGINT)
+        out, err = consumer.communicate(timeout=60)
+    finally:
+        consumer.kill()
+    assert consumer.returncode == 0, err
+    assert out == "" and "Processed a total of 2 messages" in err and "Traceback" not in err

@@ -24,7 +24,8 @@ UNUSED_GROUP = "compactlog-console-consumer"     # librdkafka wants a group.id; 
 
 def consume_through_broker(bootstrap: str, topic: str, *, group: str | None, partition: int | None, start,
                            isolation_level: str, output_format: str, fmt, max_messages: int | None,
-                           follow: bool, timeout_ms: int | None, overrides: dict, total: list) -> None:
+                           follow: bool, timeout_ms: int | None, overrides: dict, total: list,
+                           stop=None) -> None:
     from confluent_kafka import Consumer, KafkaException
     log = ClientLog()
     conf = {"bootstrap.servers": bootstrap, "group.id": group or UNUSED_GROUP, "enable.partition.eof": True,
@@ -49,7 +50,7 @@ def consume_through_broker(bootstrap: str, topic: str, *, group: str | None, par
             consumer.assign(_start_positions(bootstrap, topic, partitions, start))
             assigned.update(partitions)
         positions = _print_messages(consumer, bootstrap, assigned, group is not None, output_format, fmt,
-                                    max_messages, follow, timeout_ms, total, log)
+                                    max_messages, follow, timeout_ms, total, log, stop)
         if group is not None:
             _keep_positions(consumer, topic, assigned, positions, conf["auto.offset.reset"])
     finally:
@@ -123,7 +124,7 @@ def _keep_positions(consumer, topic: str, assigned: set[int], positions: dict[in
 
 def _print_messages(consumer, bootstrap: str, assigned: set[int], commit: bool, output_format: str, fmt,
                     max_messages: int | None, follow: bool, timeout_ms: int | None, total: list,
-                    log: ClientLog) -> dict[int, int]:
+                    log: ClientLog, stop=None) -> dict[int, int]:
     """Print until the end (or the limit, or the quiet time); each partition's position after what
     was printed: the offset to resume at."""
     from confluent_kafka import KafkaError
@@ -135,7 +136,7 @@ def _print_messages(consumer, bootstrap: str, assigned: set[int], commit: bool, 
     positions: dict[int, int] = {}
     remaining = max_messages
     idle_since = time.monotonic()
-    while remaining != 0:
+    while remaining != 0 and not (stop is not None and stop.is_set()):
         messages = consumer.consume(num_messages=500, timeout=0.2)
         chunk = []
         progressed = False

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import threading
 import time
 
 import typer
@@ -471,40 +469,20 @@ def run_cmd(ctx: typer.Context,
     from ..cleaner.log_format import cleaner_log_dir
     cleaner_log_dir(c.require_data_dir(), c.broker(), log_dir)     # a bad --log-dir fails before anything
     executor = _executor(c, engine, spark_master)
-    stop = threading.Event()
-    # this command's handlers, put back as they were when it returns (an in-process run: a test,
-    # an embedding)
-    handlers_before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    from .common import dump_stacks_on_sigquit
+    from .common import InterruptToStop, dump_stacks_on_sigquit
     dump_stacks_on_sigquit()
-
-    def on_interrupt(*_):
-        # the first ^C lets the round under way finish (its files swapped in or left for the
-        # loader to undo, never half-written), the second stops at once
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        # a raw write: the handler may run while this thread is inside a write to stderr
-        os.write(2, b"cleaner run: stopping after this round (^C again to stop now)\n")
-
-    def keep_interrupt_handler():
-        # PySpark's SparkContext, made on this thread during a round, puts in its own handler
-        if signal.getsignal(signal.SIGINT) is not on_interrupt:
-            signal.signal(signal.SIGINT, on_interrupt)
-    keep_interrupt_handler()
+    # the first ^C lets the round under way finish (its files swapped in or left for the loader to
+    # undo, never half-written), the second stops at once
+    interrupt = InterruptToStop("cleaner run: stopping after this round (^C again to stop now)\n")
     from .clean_progress import CleanProgress
     runner = CleanProgress(executor, enabled=os.isatty(2))
-    try:
-        with c.open(write=True) as dd, runner:
-            try:
-                service = CleanerService(dd, runner, log_dir=log_dir)
-                service.on_outcomes = runner.round_done
-                service.between_rounds = keep_interrupt_handler
-                service.run(stop, iterations=iterations)
-            except KeyboardInterrupt:
-                pass
-    finally:
-        for sig, handler in handlers_before.items():
-            signal.signal(sig, handler)
+    with interrupt, c.open(write=True) as dd, runner:
+        try:
+            service = CleanerService(dd, runner, log_dir=log_dir)
+            service.on_outcomes = runner.round_done
+            # PySpark's SparkContext, made on this thread during a round, puts in its own handler
+            service.between_rounds = interrupt.keep
+            service.run(interrupt.stop, iterations=iterations)
+        except KeyboardInterrupt:
+            pass
     typer.echo("cleaner run: " + runner.totals.text(rounds=True))

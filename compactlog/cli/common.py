@@ -170,3 +170,50 @@ def dump_stacks_on_sigquit() -> None:
     except (AttributeError, OSError, ValueError):
         return                      # stderr captured in-process (a test, an embedding): no dump
     faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
+
+
+class InterruptToStop:
+    """A long-running command's ^C (``cleaner run``, ``consume --follow``): the first SIGINT sets
+    ``stop`` (and says ``message`` on stderr), the command's loop sees it at its next check and ends
+    as it would at its end; a second SIGINT raises KeyboardInterrupt at once. SIGTERM sets ``stop``.
+
+    Why not Python's default KeyboardInterrupt: raised wherever the main thread happens to be, it is
+    swallowed when that is a finalizer (``__del__``, a generator closed by the collector: "Exception
+    ignored in ...") and the command then runs on as if ^C had never come. Setting an event cannot
+    be lost that way. The previous handlers are put back on exit (an in-process run: a test, an
+    embedding); ``keep()`` puts this one back after a library replaced it (PySpark's SparkContext)."""
+
+    def __init__(self, message: str | None = None):
+        import threading
+        self.stop = threading.Event()
+        self._message = message.encode() if message else None
+        self._before: dict = {}
+
+    def _on_interrupt(self, *_):
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        self.stop.set()
+        if self._message:
+            # a raw write: the handler may run while this thread is inside a write to stderr
+            os.write(2, self._message)
+
+    def keep(self) -> None:
+        import signal
+        if signal.getsignal(signal.SIGINT) is not self._on_interrupt:
+            signal.signal(signal.SIGINT, self._on_interrupt)
+
+    def __enter__(self) -> "InterruptToStop":
+        import signal
+        import threading
+        if threading.current_thread() is not threading.main_thread():
+            return self             # signals go to the main thread's handlers only: nothing to install
+        self._before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+        self.keep()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+        for sig, handler in self._before.items():
+            signal.signal(sig, handler)
+        self._before = {}

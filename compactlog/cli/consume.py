@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
+from contextlib import nullcontext
 from typing import Iterator
 
 import typer
@@ -111,23 +113,29 @@ def consume_cmd(ctx: typer.Context,
         fail("--group and --consumer-property need --bootstrap-server (reading a data dir commits nothing; "
              "consumer-groups --reset-offsets sets a group's offsets offline)", 2)
     total = [0]
+    from .common import InterruptToStop
+    # ^C ends a read that waits (--follow, --timeout-ms) at its next check, as the end of the log
+    # would (a second ^C at once); a plain read ends by itself and keeps Python's default
+    interrupt = InterruptToStop() if follow or timeout_ms is not None else nullcontext(None)
     if follow:
         # a command that runs until ^C: ``kill -QUIT`` prints where it is (as serve, cleaner run)
         from .common import dump_stacks_on_sigquit
         dump_stacks_on_sigquit()
     try:
-        with closed_pipe_is_success():
+        with interrupt as waiting, closed_pipe_is_success():
+            stop = waiting.stop if waiting is not None else None
             if bootstrap_server:
                 from .broker_consume import consume_through_broker
                 consume_through_broker(bootstrap_server, topic, group=group, partition=partition, start=start,
                                        isolation_level=isolation_level, output_format=output_format, fmt=fmt,
                                        max_messages=max_messages, follow=follow or timeout_ms is not None,
-                                       timeout_ms=timeout_ms, overrides=consumer_props, total=total)
+                                       timeout_ms=timeout_ms, overrides=consumer_props, total=total,
+                                       stop=stop)
             else:
                 root, partitions, sources = _partitions(context(ctx), topic, partition)
                 print_partitions(root, topic, partitions, start, isolation_level,
                                  output_format, fmt, max_messages, follow=follow or timeout_ms is not None,
-                                 timeout_ms=timeout_ms, total=total, sources=sources)
+                                 timeout_ms=timeout_ms, total=total, sources=sources, stop=stop)
     except KeyboardInterrupt:
         pass
     typer.echo(f"Processed a total of {total[0]} messages", err=True)
@@ -140,7 +148,7 @@ def consume_cmd(ctx: typer.Context,
 def print_partitions(root: str, topic: str, partitions: list[int], start: StartSpec, isolation_level: str,
                      output_format: str, fmt: TextFormat, max_messages: int | None, *, follow: bool = False,
                      timeout_ms: int | None = None, total: list | None = None,
-                     poll_interval: float = 0.1, sources: dict | None = None) -> None:
+                     poll_interval: float = 0.1, sources: dict | None = None, stop=None) -> None:
     """Each partition's records in turn, as bytes (values are not necessarily text); with
     ``follow``, passes over the partitions again for new records until ``timeout_ms`` of quiet."""
     out = sys.stdout
@@ -154,15 +162,16 @@ def print_partitions(root: str, topic: str, partitions: list[int], start: StartS
                   sum(partition_log_bytes(root, topic, p) for p in partitions),
                   unit="bytes", min_total=256 << 20, data_on_stdout=True) as bar:
         _print_passes(root, topic, partitions, start, isolation_level, output_format, fmt, follow, timeout_ms,
-                      total, poll_interval, out, sink, remaining, positions, idle_since, bar, sources or {})
+                      total, poll_interval, out, sink, remaining, positions, idle_since, bar, sources or {},
+                      stop if stop is not None else threading.Event())
 
 
 def _print_passes(root, topic, partitions, start, isolation_level, output_format, fmt, follow, timeout_ms,
-                  total, poll_interval, out, sink, remaining, positions, idle_since, bar, sources) -> None:
-    while True:
+                  total, poll_interval, out, sink, remaining, positions, idle_since, bar, sources, stop) -> None:
+    while not stop.is_set():
         got = 0
         for p in partitions:
-            if remaining == 0:
+            if remaining == 0 or stop.is_set():
                 break
             pdir = os.path.join(root, files.partition_dir_name(topic, p))
             if p not in sources and not os.path.isdir(pdir):
@@ -179,6 +188,8 @@ def _print_passes(root, topic, partitions, start, isolation_level, output_format
                 total[0] += n
                 if remaining is not None:
                     remaining -= n
+                if stop.is_set():
+                    break           # ^C: what was printed stands, the total says how much
         if sink is not None:
             sink.flush()
         if not follow or remaining == 0:
@@ -187,7 +198,7 @@ def _print_passes(root, topic, partitions, start, isolation_level, output_format
             idle_since = time.monotonic()
         elif timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
             return
-        time.sleep(poll_interval)
+        stop.wait(poll_interval)
 
 
 def start_at(from_beginning: bool, partition: int | None, offset: str | None,
