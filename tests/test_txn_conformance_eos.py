@@ -398,7 +398,9 @@ SESSION_MS = 30000
 
 class Members:
     """Consumers of ``group`` (subscribed to ``topic``) by name, each polled in its own thread so
-    that it takes part in every rebalance."""
+    that it takes part in every rebalance. Each consumer has its own lock (a client is not
+    thread-safe): with one lock for all, a member blocked in its JoinGroup (answered only when
+    every member has rejoined) held the others off their polls, and a group at load 10 never settled."""
 
     def __init__(self, client, bootstrap, topic, group):
         self.client, self.bootstrap, self.topic, self.group = client, bootstrap, topic, group
@@ -406,7 +408,8 @@ class Members:
         self.consumers: dict = {}
         self.stops: dict = {}
         self.threads: dict = {}
-        self.lock = threading.Lock()
+        self.locks: dict = {}
+        self.errors: dict = {}
 
     def join(self, name):
         """Start member ``name`` and wait until the group is Stable with every member assigned
@@ -428,34 +431,53 @@ class Members:
             # lacks them assigns nothing and does not rejoin until its next metadata refresh
             wait_until(lambda: c.partitions_for_topic(self.topic), timeout=WAIT_S, what="the topic's metadata")
             c.subscribe([self.topic])
-        stop = threading.Event()
-        self.consumers[name], self.stops[name] = c, stop
-        t = threading.Thread(target=self._poll, args=(c, stop), daemon=True)
+        stop, lock = threading.Event(), threading.Lock()
+        self.consumers[name], self.stops[name], self.locks[name] = c, stop, lock
+        t = threading.Thread(target=self._poll, args=(name, c, stop, lock), daemon=True)
         self.threads[name] = t
         t.start()
-        wait_until(self._settled, timeout=WAIT_S, what="the group to settle")
+        try:
+            wait_until(self._settled, timeout=WAIT_S, what="the group to settle")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {self._state()}") from None
         return self.metadata(name)
 
-    def _poll(self, c, stop):
+    def _poll(self, name, c, stop, lock):
         while not stop.is_set():
-            with self.lock:
-                if self.client == "confluent":
-                    c.poll(0.02)
-                else:
-                    c.poll(timeout_ms=20)
+            try:
+                with lock:
+                    if self.client == "confluent":
+                        c.poll(0.02)
+                    else:
+                        c.poll(timeout_ms=20)
+            except Exception as e:                  # noqa: BLE001 (kept for the failure message)
+                self.errors[name] = repr(e)
             time.sleep(0.005)
 
     def _settled(self) -> bool:
-        with self.lock:
-            if not all(c.assignment() for c in self.consumers.values()):
-                return False
+        for name, c in list(self.consumers.items()):
+            with self.locks[name]:
+                if not c.assignment():
+                    return False
+        return self._described()[0] == "Stable"
+
+    def _described(self) -> tuple[str, int]:
         with Raw(self.port) as raw:
             [g] = raw.call(15, 5, groups=[self.group], include_authorized_operations=False).groups
-            return g.group_state == "Stable" and len(g.members) == len(self.consumers)
+            if g.group_state == "Stable" and len(g.members) != len(self.consumers):
+                return "Stable with another member count", len(g.members)
+            return g.group_state, len(g.members)
+
+    def _state(self) -> str:
+        """What each member and the broker said, for a failure message."""
+        state, count = self._described()
+        members = {name: {"thread alive": self.threads[name].is_alive(), "error": self.errors.get(name)}
+                   for name in self.consumers}
+        return f"group {state} with {count} members; members {members}"
 
     def metadata(self, name):
         c = self.consumers[name]
-        with self.lock:
+        with self.locks[name]:
             return c.consumer_group_metadata() if self.client == "confluent" else c.group_metadata()
 
     def leave(self, name):
@@ -463,7 +485,7 @@ class Members:
         self.threads[name].join(10)
         c = self.consumers.pop(name)
         c.close()
-        del self.stops[name], self.threads[name]
+        del self.stops[name], self.threads[name], self.locks[name]
 
     def close(self):
         for name in list(self.consumers):
