@@ -450,3 +450,103 @@ def test_two_cleans_racing_one_loses_cleanly(moto, tmp_path, monkeypatch):
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="race", Prefix="dd.compactlog-0")["Contents"]]
     assert {k.split("/")[0] + "/" for k in keys} == {doc["current"]}
     assert f"{doc['current']}orders-0/marker-a" in keys and not any(k.endswith("marker-b") for k in keys)
+
+
+# -- clean straight over the objects: local disk stays bounded --------------------------------------
+
+def make_big_partition(root: str, segment_bytes: int, records: int) -> None:
+    """One compacted partition of many segments, most of its records superseded."""
+    dd = DataDir(root, broker=BrokerConfig({}), clock=lambda: T0, create=True, writable=True)
+    dd.create_topic("big", 1, {"segment.bytes": str(segment_bytes), "cleanup.policy": "compact",
+                               "min.cleanable.dirty.ratio": "0.01", "segment.ms": "604800000"})
+    log = dd.open_log("big", 0)
+    step = 200
+    for i in range(0, records, step):
+        log.append_records([b"key-%d" % (j % 300) for j in range(i, i + step)],
+                           [b"v%08d" % j + b"." * 180 for j in range(i, i + step)], timestamps=[T0 + i] * step)
+    dd.checkpoint_logs()
+    dd.close()
+
+
+def test_clean_keeps_local_disk_bounded(moto, tmp_path, monkeypatch):
+    """`clean` over a bucket reads the segments from their objects and writes each cleaned one
+    from one temp file: the scratch dir holds the small files only (every ``.log`` a sparse file
+    with no block on disk) and no temp file outgrows one segment; the result equals the local
+    clean's. (The scratch copy of last stop held the whole data dir: this failed on it.)"""
+    import tempfile
+    from cli_support import run_in_process
+    from compactlog.cli import bucket_dir
+    from compactlog.storage.remote import bucket_clean
+    seg_bytes = 64 << 10
+    root = str(tmp_path / "data")
+    make_big_partition(root, seg_bytes, 8000)          # ~1.7 MB in ~26 segments
+    data_bytes = sum(os.path.getsize(os.path.join(root, "big-0", n)) for n in os.listdir(os.path.join(root, "big-0"))
+                     if n.endswith(".log"))
+    assert data_bytes > 20 * seg_bytes
+    moto.create_bucket("bounded")
+    sync_up(moto.client(), root, "bounded", "dd")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    seen = {"allocated": 0, "small": 0, "logs": 0, "temp": 0}
+
+    def data_bytes_of(path: str) -> int:
+        """Bytes of ``path`` that are on disk (a sparse file's holes are not; an extended
+        attribute's block is not data either, so st_blocks would not tell)."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            held, pos, size = 0, 0, os.fstat(fd).st_size
+            while pos < size:
+                try:
+                    start = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError:         # ENXIO: no data past pos
+                    break
+                end = os.lseek(fd, start, os.SEEK_HOLE)
+                held, pos = held + end - start, end
+            return held
+        finally:
+            os.close(fd)
+
+    def measure_scratch() -> None:
+        held = small = 0
+        for d, _, names in os.walk(scratch):
+            for n in names:
+                if d == str(scratch) or d.endswith(".logs"):    # a temp file (below); the run log
+                    continue
+                full = os.path.join(d, n)
+                if n.endswith(".log"):
+                    held += data_bytes_of(full)
+                    seen["logs"] += 1
+                else:
+                    small += data_bytes_of(full)
+        seen["allocated"] = max(seen["allocated"], held)
+        seen["small"] = max(seen["small"], small)
+
+    publish, finish = bucket_dir.publish, bucket_clean.ObjectReplacement.finish
+
+    def measured_publish(*args, **kwargs):
+        measure_scratch()
+        return publish(*args, **kwargs)
+
+    def measured_finish(self, *args, **kwargs):
+        seen["temp"] = max(seen["temp"], os.path.getsize(self.path))
+        measure_scratch()
+        return finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(bucket_dir, "publish", measured_publish)
+    monkeypatch.setattr(bucket_clean.ObjectReplacement, "finish", measured_finish)
+    args = ("clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local")
+    r = run_in_process(["--data-dir", "s3://bounded/dd", *args], env=env_for(moto))
+    assert r.returncode == 0, r.stderr.decode()
+    assert seen["logs"] > 20 and seen["temp"] > 0
+    assert seen["allocated"] == 0                       # no segment's bytes on local disk
+    assert seen["temp"] <= seg_bytes                    # one cleaned segment at a time
+    assert seen["small"] < data_bytes / 10              # indexes, snapshots, checkpoints
+    assert os.listdir(scratch) == []                    # and all of it gone after
+    assert run_in_process(["--data-dir", root, *args]).returncode == 0
+    got = fetch_current(moto, "bounded", "dd", str(tmp_path / "got"))
+    logs = sorted(n for n in os.listdir(os.path.join(root, "big-0")) if n.endswith(".log"))
+    assert logs == sorted(n for n in os.listdir(os.path.join(got, "big-0")) if n.endswith(".log"))
+    for n in logs:
+        with open(os.path.join(root, "big-0", n), "rb") as a, open(os.path.join(got, "big-0", n), "rb") as b:
+            assert a.read() == b.read(), n

@@ -1,11 +1,11 @@
 """A bucket URL given as ``--data-dir`` (``s3://bucket/prefix``, ``file:///dir``): the read-only
 commands list its partitions (``storage.remote.bucket``) instead of opening a directory;
-``explain`` and ``clean``, whose engine works on a log directory, run on a scratch copy of it
-(``staged``), and ``clean`` writes its result back as a new generation of the bucket (``publish``)."""
+``explain`` and ``clean``, whose engine works on a log directory, run on a local shadow of it whose
+segments are read from their objects (``staged``; no copy of the data on local disk), and ``clean``
+writes its result as a new generation of the bucket (``publish``)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -40,89 +40,112 @@ def topic_sources(c, topic: str, partition: int | None = None) -> dict:
 
 @contextmanager
 def staged(c, *, clean: bool = False, as_json: bool = False):
-    """The bucket's data dir (a copied Kafka data dir, shape a) fetched to a scratch directory
-    for the commands whose engine works on a directory (``explain``, ``clean``), ``c.data_dir``
-    pointing there meanwhile; removed after. With ``clean``, what the command changed is written
-    back as a new generation and switched to (``publish``) when it returns normally."""
+    """The bucket's data dir (a copied Kafka data dir, shape a) as a local *shadow* for the
+    commands whose engine works on a directory (``explain``, ``clean``): its small files fetched,
+    each segment's ``.log`` a sparse file whose bytes are read from its object
+    (``storage.remote.bucket_clean``), ``c.data_dir`` pointing there meanwhile and the cleaner's
+    plans reading and writing the objects (``c.segment_sources``); removed after. With ``clean``,
+    the cleaned segments are written as objects of a new generation by the tasks, and the rest of
+    the data dir is added to it and switched to (``publish``) when the command returns normally;
+    a run that does not switch deletes what it wrote."""
+    from ..storage import object_body
     from ..storage.remote import bucket as B
+    from ..storage.remote.bucket_clean import ShadowDirSource, build_shadow
     listing = check_bucket(c)
     if any(p.shape == "remote-tier" for p in listing.partitions):
         raise CompactlogError(f"{listing.bucket.url}: a broker's remote tier is compacted by its broker "
                               f"(compactlog.remote.compaction.enable); offline, only a copied data dir is")
-    _, etag = B.read_switch(B.parse_bucket_url(c.data_dir))
+    root = B.parse_bucket_url(c.data_dir)
+    doc, etag = B.read_switch(root)
+    generation = (doc["generation"] if doc else 0) + 1
+    base = root.prefix.rstrip("/")
+    from ..storage.remote import keys
+    out_prefix = f"{base + '.' if base else ''}compactlog-{generation:06d}-{keys.new_uuid()[:8]}/"
+    read_config = listing.bucket.config
     url = c.data_dir
     parent = tempfile.mkdtemp(prefix="compactlog-bucket-")
-    scratch = os.path.join(parent, "data")
+    shadow = os.path.join(parent, "data")
+    published = False
     try:
-        fetched = _fetch(listing, scratch)
-        c.data_dir = scratch
-        yield scratch
-        c.data_dir = url
-        if clean:
-            publish(c, listing, scratch, fetched, etag, as_json=as_json)
+        with object_body.activate(read_config):
+            fetched = build_shadow(listing, shadow)
+            c.data_dir = shadow
+            c.segment_sources = lambda log: ShadowDirSource.of(log, read_config, out_prefix, fetched)
+            yield shadow
+            c.data_dir = url
+            if clean:
+                published = publish(c, listing, shadow, fetched, generation, out_prefix, etag, as_json=as_json)
     finally:
         c.data_dir = url
+        c.segment_sources = None
         shutil.rmtree(parent, ignore_errors=True)
+        if clean and not published:
+            _delete_prefix(root.store, out_prefix)
 
 
-def _fetch(listing, scratch: str) -> dict[str, tuple[int, bytes]]:
-    """Every object of the data dir's prefix to ``scratch`` (one GET each): name -> (size, digest)."""
-    store, prefix = listing.bucket.store, listing.bucket.prefix
-    out = {}
-    for key in listing.objects:
-        rel = key[len(prefix):]
-        if not rel or rel.endswith("/") or ".." in rel.split("/"):
-            continue
-        path = os.path.join(scratch, *rel.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        data = store.get(key).data
-        with open(path, "wb") as f:
-            f.write(data)
-        out[rel] = (len(data), hashlib.blake2b(data, digest_size=16).digest())
-    return out
+def _delete_prefix(store, prefix: str) -> None:
+    """Whatever this run's tasks wrote under its generation (never switched to: never read)."""
+    try:
+        store.delete_many(m.key for m in store.list(prefix))
+    except Exception:       # noqa: BLE001 - a killed generation is swept by the next clean's switch
+        pass
 
 
-def _digest(path: str) -> tuple[int, bytes]:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return os.path.getsize(path), h.digest()
-
-
-def publish(c, listing, scratch: str, fetched: dict, etag: str | None, *, as_json: bool) -> None:
-    """The cleaned data dir as a new generation: every file under a fresh sibling prefix
-    (create-only), then the switch (``storage.remote.bucket``) by one conditional PUT. Nothing is
-    written when the clean changed nothing; a switch another clean moved meanwhile loses (412):
-    this run's objects are deleted and the error says so."""
+def publish(c, listing, shadow: str, fetched: dict, generation: int, new_prefix: str, etag: str | None, *,
+            as_json: bool) -> bool:
+    """The cleaned data dir as a new generation: the cleaned segments are there already (the
+    tasks' PUTs); every other file of the shadow is added, by a server-side copy of its object
+    when it is the one read (CopyObject: no bytes through here), else a create-only PUT of the
+    shadow's file (small ones: indexes, snapshots, checkpoints); anything else under the prefix
+    (a dead task's object) is deleted; then the switch (``storage.remote.bucket``) by one
+    conditional PUT. Nothing is written when the clean changed nothing (False); a switch another
+    clean moved meanwhile loses (412): the error says so."""
     import json
     import time
     import typer
+    from ..storage import object_body
     from ..storage.remote import bucket as B
-    from ..storage.remote import faults, keys
+    from ..storage.remote import faults
+    from ..storage.remote.bucket_clean import file_digest
     from ..storage.remote.store import PreconditionFailed
     here = {}
-    for d, _, names in os.walk(scratch):
+    for d, _, names in os.walk(shadow):
         for n in names:
             full = os.path.join(d, n)
-            here[os.path.relpath(full, scratch).replace(os.sep, "/")] = full
-    if {rel: _digest(p) for rel, p in here.items()} == fetched:
-        return
+            here[os.path.relpath(full, shadow).replace(os.sep, "/")] = full
+    read_prefix = listing.bucket.prefix
+    plan = {}           # rel -> ("keep", key) | ("copy", src key) | ("put", path) | ("range", src key, size)
+    for rel, full in sorted(here.items()):
+        key = object_body.key_of(full)
+        size = os.path.getsize(full)
+        if key is not None:
+            if key == new_prefix + rel:
+                plan[rel] = ("keep",)
+            elif key == read_prefix + rel and fetched.get(rel, (None, None))[1] == size:
+                plan[rel] = ("copy", key)
+            else:               # renamed by Kafka's loader (a .swap finished) or cut by recovery
+                plan[rel] = ("range", key, size)
+        elif fetched.get(rel, ("?",))[0] == "file" and fetched[rel][1:] == file_digest(full):
+            plan[rel] = ("copy", read_prefix + rel)
+        else:
+            plan[rel] = ("put", full)
+    unchanged = set(here) == set(fetched) and all(
+        p[0] == "copy" and p[1] == read_prefix + rel for rel, p in plan.items())
     root = B.parse_bucket_url(c.data_dir)
-    doc, _ = B.read_switch(root)
-    generation = (doc["generation"] if doc else 0) + 1
-    base = root.prefix.rstrip("/")
-    new_prefix = f"{base + '.' if base else ''}compactlog-{generation:06d}-{keys.new_uuid()[:8]}/"
     store = root.store
-    written = []
-    try:
-        for rel, full in sorted(here.items()):
-            with open(full, "rb") as f:
-                store.put_if_absent(new_prefix + rel, f, size=os.path.getsize(full))
-            written.append(new_prefix + rel)
-    except BaseException:
-        store.delete_many(written)      # not switched to: never read (a kill leaves them unread too)
-        raise
+    if unchanged:
+        return False
+    for rel, p in plan.items():
+        dst = new_prefix + rel
+        if p[0] == "copy":
+            store.copy(p[1], dst)
+        elif p[0] == "put":
+            with open(p[1], "rb") as f:
+                store.put_if_absent(dst, f, size=os.path.getsize(p[1]))
+        elif p[0] == "range":
+            store.put_if_absent(dst, store.get_range(p[1], 0, p[2]) if p[2] else b"")
+    stray = [m.key for m in store.list(new_prefix) if m.key[len(new_prefix):] not in plan]
+    store.delete_many(stray)
     faults.maybe_die("bucket-clean-objects")
     switch = json.dumps({"version": 1, "generation": generation, "current": new_prefix,
                          "previous": listing.bucket.prefix, "cleanedAtMs": int(time.time() * 1000)},
@@ -133,7 +156,6 @@ def publish(c, listing, scratch: str, fetched: dict, etag: str | None, *, as_jso
         else:
             store.put_if_match(B.switch_key(root.prefix), switch, etag)
     except PreconditionFailed:
-        store.delete_many(written)
         raise CompactlogError(f"{c.data_dir}: another clean switched the bucket to a new generation during this "
                               f"one; nothing of this run was kept: run it again") from None
     except BaseException:
@@ -142,8 +164,8 @@ def publish(c, listing, scratch: str, fetched: dict, etag: str | None, *, as_jso
             landed = (B.read_switch(root)[0] or {}).get("current") == new_prefix
         except Exception:       # noqa: BLE001 - unknown: keep the objects rather than risk the switch
             landed = True
-        if not landed:
-            store.delete_many(written)
+        if landed:
+            return True
         raise
     faults.maybe_die("bucket-clean-switch")
     swept = sweep_generations(root, keep={new_prefix, listing.bucket.prefix})
@@ -153,6 +175,7 @@ def publish(c, listing, scratch: str, fetched: dict, etag: str | None, *, as_jso
                    f"generation {generation}); the objects under {listing.bucket.url} are left as they were. "
                    f"A Kafka broker's copy: aws s3 sync --delete {url}/ DATADIR"
                    + (f"; {swept} object(s) of older generations deleted" if swept else ""), err=True)
+    return True
 
 
 def sweep_generations(root, keep: set) -> int:

@@ -100,7 +100,7 @@ def clean_cmd(ctx: typer.Context,
             if not drop_keyless:
                 _refuse_keyless_records(ro, guarded, roll, as_json)
                 refuse_keyless = frozenset(guarded)
-        idle = idle_outcomes(Cleaner(ro), now, topics, partition, force=force, roll=roll)
+        idle = idle_outcomes(_cleaner(c, ro), now, topics, partition, force=force, roll=roll)
     if idle is not None:
         _report(idle, topics, as_json, roll, choice=None, totals=None)
         return
@@ -109,7 +109,7 @@ def clean_cmd(ctx: typer.Context,
     with c.open(write=True, now_ms=now, session_configs=session_configs) as dd, runner:
         if roll:
             _roll_active_segments(dd, topics, partition)
-        outcomes = Cleaner(dd, runner).run(now, topic=topics, partition=partition, force=force,
+        outcomes = _cleaner(c, dd, runner).run(now, topic=topics, partition=partition, force=force,
                                            refuse_keyless=refuse_keyless)
         runner.round_done(outcomes)
         choice = getattr(executor, "choice", None)
@@ -124,6 +124,15 @@ def clean_cmd(ctx: typer.Context,
     engine_name = choice.engine if choice is not None else getattr(executor, "name", None)
     _report(outcomes, topics, as_json, roll, choice=choice,
             totals=totals.text(engine_name) if totals.cleaned or totals.failed or totals.stopped else None)
+
+
+def _cleaner(c, dd, executor=None):
+    """The data dir's cleaner, its plans over the command's segment sources (a bucket's shadow:
+    the segments read from their objects) when it has any."""
+    from ..cleaner.cleaner import Cleaner
+    cleaner = Cleaner(dd, executor)
+    cleaner.source_for = c.segment_sources
+    return cleaner
 
 
 def _report(outcomes, topics: list[str], as_json: bool, roll: bool, *, choice, totals: str | None) -> None:
@@ -210,7 +219,7 @@ def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json
         guarded = _session_scope(dd, topics, partition, all_topics) if session_configs else []
         keyless = [] if drop_keyless else find_keyless(dd, guarded, roll=roll)
         enabled = dd.broker.get("log.cleaner.enable") and dd.broker.get("log.cleaner.threads") > 0
-        previews = dry_run(Cleaner(dd), now, topics, partition, force=force, roll=roll)
+        previews = dry_run(_cleaner(c, dd), now, topics, partition, force=force, roll=roll)
     refused = {k.name for k in keyless}
     if not as_json:
         typer.echo(f"dry run at {now}: nothing is written" + (" (active segments as after --roll)" if roll else ""))
@@ -292,7 +301,7 @@ def explain_cmd(ctx: typer.Context,
     with c.open(write=False, now_ms=now, session_configs=session_configs) as dd:
         if session_configs:
             LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
-        cleaner = Cleaner(dd)
+        cleaner = _cleaner(c, dd)
         explanations = [explain_partition(cleaner, t, p, now, roll=roll)
                         for t, p in compacted_partitions(dd, topic, partition)]
         guarded = set(compacted_by_session(dd, topic, partition))
