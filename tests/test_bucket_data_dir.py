@@ -168,11 +168,24 @@ def test_verify_equals_local(moto, copied):
 
 
 def test_explain_equals_local(moto, copied):
+    """explain over the bucket (its segments read from their objects, no local copy) says what it
+    says over the local files, and names where each segment is read from, as the local explain
+    names a tiered partition's tiers."""
     root, url = copied
     args = ("explain", "--topic", "orders", "--now-ms", str(T0 + 10**9), "--roll", "--json")
     local, remote = run(moto, root, *args), run(moto, url, *args)
-    same(local, remote, root, url)
-    assert b'"wouldClean": true' in local.stdout or b"would_clean" in local.stdout or local.stdout
+    assert local.returncode == 0 and remote.returncode == 0, remote.stderr.decode()
+    docs = [json.loads(line) for line in remote.stdout.splitlines()]
+    for d in docs:
+        tiers = d.pop("tiers")
+        part = f"{url}/orders-{d['partition']}"
+        assert tiers["objectStore"] == part and tiers["segmentCount"] == len(tiers["segments"]) > 1
+        assert all(s["location"] == f"{part}/{s['baseOffset']:020d}.log" for s in tiers["segments"])
+        d["tiers"] = None
+    assert [json.loads(line) for line in local.stdout.splitlines()] == docs
+    assert any(d["wouldClean"] for d in docs)
+    text = run(moto, url, *args[:-1])
+    assert text.returncode == 0 and f"tiers: bucket ".encode() in text.stdout and b"read from s3://copied-dd/" in text.stdout
 
 
 # -- clean over a bucket --------------------------------------------------------------------------

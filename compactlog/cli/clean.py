@@ -306,6 +306,8 @@ def explain_cmd(ctx: typer.Context,
                         for t, p in compacted_partitions(dd, topic, partition)]
         guarded = set(compacted_by_session(dd, topic, partition))
         tiers = _tiers(dd, [(ex.topic, ex.partition) for ex in explanations])
+        if c.segment_sources is not None:
+            tiers = _bucket_tiers(c, dd, [(ex.topic, ex.partition) for ex in explanations])
     for ex in explanations:
         refused = (ex.topic, ex.partition) in guarded and ex.removed.get("keyless", 0) > 0
         if as_json:
@@ -316,7 +318,8 @@ def explain_cmd(ctx: typer.Context,
         else:
             _explain_text(ex, roll)
             if (ex.topic, ex.partition) in tiers:
-                typer.echo(f"  {_tiers_text(tiers[(ex.topic, ex.partition)])}")
+                d = tiers[(ex.topic, ex.partition)]
+                typer.echo(f"  {_bucket_tiers_text(d) if 'objectStore' in d else _tiers_text(d)}")
             if refused:
                 typer.echo(f"  `clean --config` refuses this partition unless --drop-keyless is given: the topic is "
                            f"compacted only by --config, and compacting removes its {ex.removed['keyless']} records "
@@ -402,6 +405,30 @@ def _tiers(dd, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], dict]
         if d is not None:
             out[(t, p)] = d
     return out
+
+
+def _bucket_tiers(c, dd, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], dict]:
+    """(topic, partition) -> where a bucket's segments are read from (``explain`` over a copied
+    data dir): every segment an object of the bucket, named by its URL, read by ranged GETs."""
+    out = {}
+    for t, p in partitions:
+        log = dd.open_log(t, p)
+        source = c.segment_sources(log)
+        segs = log.segments
+        rows = [{"baseOffset": s.base_offset, "endOffset": segs[i + 1].base_offset if i + 1 < len(segs) else None,
+                 "size": s.size, "tier": "bucket", "location": source.location(s.base_offset)}
+                for i, s in enumerate(segs)]
+        out[(t, p)] = {"objectStore": source.location(), "segmentCount": len(rows),
+                       "sizeBytes": sum(r["size"] for r in rows), "segments": rows}
+    return out
+
+
+def _bucket_tiers_text(d: dict) -> str:
+    """``tiers: bucket 5 segment(s), 80000 bytes, read from s3://b/dd/t-0 (objects 0-4 .log)``."""
+    segs = d["segments"]
+    first, last = (segs[0]["location"], segs[-1]["location"]) if segs else ("", "")
+    return (f"tiers: bucket {d['segmentCount']} segment(s), {d['sizeBytes']} bytes, read from {d['objectStore']} "
+            f"by ranged GETs (no local copy)" + (f"; first {first}, last {last}" if segs else ""))
 
 
 def _tiers_text(d: dict) -> str:
