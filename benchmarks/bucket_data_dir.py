@@ -63,7 +63,8 @@ def timed(cmd: list[str], env: dict, watch: str | None = None) -> tuple[float, f
     if sampler:
         sampler.start()
     c0, t0 = child_cpu(), time.perf_counter()
-    p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # run from / : ``python -m`` puts the working directory first on sys.path, ahead of PYTHONPATH
+    p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
     secs, cpus = time.perf_counter() - t0, child_cpu() - c0
     done.set()
     if sampler:

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ...errors import CorruptRecordError, StorageError
@@ -260,4 +262,159 @@ def _unlink(path: str) -> None:
         pass
 
 
-__all__ = ["ShadowDirSource", "ObjectReplacement", "build_shadow", "file_digest"]
+# -- a new generation of the bucket's data dir, written beside it and switched to ------------------
+
+class ShadowGeneration:
+    """One run that changes a bucket's data dir (``clean``, the ``kafka-log`` sink): the shadow it
+    works on (``shadow``; ``sources(log)`` for the cleaner's plans), then ``publish``: the changed
+    data dir as a new generation ``<prefix>.compactlog-<n>-<id>/`` and the switch object moved to
+    it by one conditional PUT. Made by ``shadow_generation``."""
+
+    def __init__(self, root, listing, shadow: str, fetched: dict, etag: str | None, generation: int,
+                 out_prefix: str):
+        self.root, self.listing, self.shadow, self.fetched = root, listing, shadow, fetched
+        self.etag, self.generation, self.out_prefix = etag, generation, out_prefix
+        self.read_config = listing.bucket.config if listing is not None else root.config
+        self.published = False
+
+    def sources(self, log) -> ShadowDirSource:
+        return ShadowDirSource.of(log, self.read_config, self.out_prefix, self.fetched)
+
+    def publish(self) -> dict | None:
+        """The shadow as the new generation: the objects tasks wrote there are kept; every other
+        file is added by a server-side copy of its object when it is the one read (CopyObject: no
+        bytes through here), else a create-only PUT of the shadow's file (small files, and new
+        segments the sink appended to); anything else under the prefix (a dead task's object) is
+        deleted; then the switch. None (nothing written) when the shadow is as it was read; a
+        CompactlogError when another run moved the switch meanwhile (412)."""
+        import json
+        import time
+        from ...errors import CompactlogError
+        from . import bucket as B
+        from . import faults
+        here = {}
+        for d, _, names in os.walk(self.shadow):
+            for n in names:
+                full = os.path.join(d, n)
+                here[os.path.relpath(full, self.shadow).replace(os.sep, "/")] = full
+        read_prefix = self.read_config.key_prefix
+        fetched, new_prefix = self.fetched, self.out_prefix
+        plan = {}       # rel -> ("keep",) | ("copy", src key) | ("put", path) | ("range", src key, size)
+        for rel, full in sorted(here.items()):
+            key = object_body.key_of(full)
+            size = os.path.getsize(full)
+            if key is not None:
+                if key == new_prefix + rel:
+                    plan[rel] = ("keep",)
+                elif key == read_prefix + rel and fetched.get(rel, (None, None))[1] == size:
+                    plan[rel] = ("copy", key)
+                else:           # renamed by Kafka's loader (a .swap finished) or cut by recovery
+                    plan[rel] = ("range", key, size)
+            elif fetched.get(rel, ("?",))[0] == "file" and fetched[rel][1:] == file_digest(full):
+                plan[rel] = ("copy", read_prefix + rel)
+            else:
+                plan[rel] = ("put", full)
+        if set(here) == set(fetched) and all(p[0] == "copy" and p[1] == read_prefix + rel for rel, p in plan.items()):
+            return None
+        store = self.root.store
+        for rel, p in plan.items():
+            dst = new_prefix + rel
+            if p[0] == "copy":
+                store.copy(p[1], dst)
+            elif p[0] == "put":
+                with open(p[1], "rb") as f:
+                    store.put_if_absent(dst, f, size=os.path.getsize(p[1]))
+            elif p[0] == "range":
+                store.put_if_absent(dst, store.get_range(p[1], 0, p[2]) if p[2] else b"")
+        store.delete_many([m.key for m in store.list(new_prefix) if m.key[len(new_prefix):] not in plan])
+        faults.maybe_die("bucket-clean-objects")
+        root = self.root
+        switch = json.dumps({"version": 1, "generation": self.generation, "current": new_prefix,
+                             "previous": read_prefix, "cleanedAtMs": int(time.time() * 1000)},
+                            indent=2).encode() + b"\n"
+        try:
+            if self.etag is None:
+                store.put_if_absent(B.switch_key(root.prefix), switch)
+            else:
+                store.put_if_match(B.switch_key(root.prefix), switch, self.etag)
+        except PreconditionFailed:
+            raise CompactlogError(f"{root.url}: another clean switched the bucket to a new generation during this "
+                                  f"one; nothing of this run was kept: run it again") from None
+        except BaseException:
+            # an answer lost (a timeout) may hide a switch that landed: the objects go only if it did not
+            try:
+                landed = (B.read_switch(root)[0] or {}).get("current") == new_prefix
+            except Exception:       # noqa: BLE001 - unknown: keep the objects rather than risk the switch
+                landed = True
+            self.published = landed
+            raise
+        self.published = True
+        faults.maybe_die("bucket-clean-switch")
+        swept = sweep_generations(root, keep={new_prefix, read_prefix})
+        return {"url": root.url_of(new_prefix.rstrip("/")), "switch": root.url_of(B.switch_key(root.prefix)),
+                "generation": self.generation, "read": root.url_of(read_prefix.rstrip("/")) if read_prefix else root.url,
+                "swept": swept}
+
+
+@contextmanager
+def shadow_generation(url: str, *, allow_empty: bool = False):
+    """A ``ShadowGeneration`` of the copied data dir at ``url`` (the generation its switch names);
+    ``allow_empty``: a prefix with no partitions yet starts as an empty data dir (the sink's first
+    write). The shadow and anything written but not switched to are removed on the way out."""
+    from ...errors import CompactlogError
+    from . import bucket as B
+    from . import keys
+    root = B.parse_bucket_url(url)
+    try:
+        listing = B.list_bucket(root)
+    except StorageError:
+        if not allow_empty:
+            raise
+        listing = None
+    if listing is not None and any(p.shape == "remote-tier" for p in listing.partitions):
+        raise CompactlogError(f"{listing.bucket.url}: a broker's remote tier is compacted by its broker "
+                              f"(compactlog.remote.compaction.enable); offline, only a copied data dir is")
+    doc, etag = B.read_switch(root)
+    generation = (doc["generation"] if doc else 0) + 1
+    base = root.prefix.rstrip("/")
+    out_prefix = f"{base + '.' if base else ''}compactlog-{generation:06d}-{keys.new_uuid()[:8]}/"
+    parent = tempfile.mkdtemp(prefix="compactlog-bucket-")
+    shadow = os.path.join(parent, "data")
+    os.makedirs(shadow)
+    gen = None
+    try:
+        read_config = listing.bucket.config if listing is not None else root.config
+        with object_body.activate(read_config):
+            fetched = build_shadow(listing, shadow) if listing is not None else {}
+            gen = ShadowGeneration(root, listing, shadow, fetched, etag, generation, out_prefix)
+            yield gen
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+        if gen is None or not gen.published:
+            try:
+                root.store.delete_many([m.key for m in root.store.list(out_prefix)])
+            except Exception:   # noqa: BLE001 - a killed generation is swept by the next run's switch
+                pass
+
+
+def sweep_generations(root, keep: set) -> int:
+    """Delete the objects of this prefix's generations other than ``keep`` (the one just switched
+    to and the one it was cleaned from, which readers that resolved the switch before may still
+    be reading): older generations, and those of cleans killed before their switch. Only keys of
+    the generation form ``<prefix>.compactlog-<6 digits>-<8 id chars>/`` are touched; the
+    objects the first clean read (``<prefix>/``) are never among them."""
+    import re
+    base = root.prefix.rstrip("/")
+    head = f"{base}.compactlog-" if base else "compactlog-"
+    form = re.compile(re.escape(head) + r"\d{6}-[A-Za-z0-9_-]{8}/")
+    doomed = []
+    for meta in root.store.list(head):
+        m = form.match(meta.key)
+        if m and m.group(0) not in keep:
+            doomed.append(meta.key)
+    root.store.delete_many(doomed)
+    return len(doomed)
+
+
+__all__ = ["ShadowDirSource", "ObjectReplacement", "ShadowGeneration", "build_shadow", "file_digest",
+           "shadow_generation", "sweep_generations"]
