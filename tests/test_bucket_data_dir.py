@@ -563,3 +563,48 @@ def test_clean_keeps_local_disk_bounded(moto, tmp_path, monkeypatch):
     for n in logs:
         with open(os.path.join(root, "big-0", n), "rb") as a, open(os.path.join(got, "big-0", n), "rb") as b:
             assert a.read() == b.read(), n
+
+
+# -- the kafka-log sink to a bucket -------------------------------------------------------------------
+
+def test_spark_sink_writes_a_bucket(moto, spark, tmp_path):
+    """df.write.format("kafka-log").save("s3://…") appends to a data dir copied to a bucket as a new
+    generation switched to at once (the objects read left as they were, no object written in
+    place): spark.read and `consume` over the bucket then read the old records and the new, as
+    the same write to the local dir gives; a second write makes the next generation."""
+    from test_spark_datasource import spark_rows
+    root = str(tmp_path / "data")
+    make_data_dir(root)
+    moto.create_bucket("sink")
+    client = moto.client()
+    sync_up(client, root, "sink", "dd")
+    before = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket="sink")["Contents"]}
+    url = "s3://sink/dd"
+    store = {"rsm.config.storage.s3.endpoint.url": moto.endpoint, "rsm.config.storage.s3.region": REGION,
+             "rsm.config.storage.s3.path.style.access.enabled": "true",
+             "rsm.config.storage.aws.access.key.id": ACCESS_KEY, "rsm.config.storage.aws.secret.access.key": SECRET_KEY}
+    import datetime
+    at = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+    rows = [("orders", f"k{i % 5}", f"new-{i}", at) for i in range(12)] + [("fresh", None, f"line-{i}", at)
+                                                                            for i in range(3)]
+    df = spark.createDataFrame(rows, "topic string, key string, value string, timestamp timestamp").coalesce(1)
+    df.write.format("kafka-log").mode("append").save(root)
+    df.write.format("kafka-log").mode("append").options(**store).save(url)
+    after = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket="sink")["Contents"]}
+    assert all(after[k] == v for k, v in before.items())            # nothing read was written over
+    doc = json.loads(client.get_object(Bucket="sink", Key="dd.compactlog-clean.json")["Body"].read())
+    assert doc["generation"] == 1 and set(after) - set(before) == {
+        k for k in after if k.startswith(doc["current"])} | {"dd.compactlog-clean.json"}
+    sizes = {o["Key"]: o["Size"] for o in client.list_objects_v2(Bucket="sink", Prefix=doc["current"])["Contents"]}
+    assert sum(sizes.values()) < 2 * sum(os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk(root) for n in ns)
+    local = spark_rows(spark.read.format("kafka-log").load(root))
+    remote = spark_rows(spark.read.format("kafka-log").options(**store).load(url))
+    assert remote == local and len(local[("orders", 0)]) + len(local[("orders", 1)]) == 192
+    consume = ("consume", "--topic", "orders", "--from-beginning", "--property", "print.offset=true",
+               "--property", "print.key=true")
+    same(run(moto, root, *consume), run(moto, url, *consume), root, url)
+    df.write.format("kafka-log").mode("append").options(**store).save(url)
+    doc = json.loads(client.get_object(Bucket="sink", Key="dd.compactlog-clean.json")["Body"].read())
+    assert doc["generation"] == 2
+    remote = spark_rows(spark.read.format("kafka-log").options(**store).load(url))
+    assert sum(map(len, remote.values())) == sum(map(len, local.values())) + len(rows)
