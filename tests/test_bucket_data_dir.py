@@ -22,7 +22,7 @@ from s3_support import ACCESS_KEY, REGION, SECRET_KEY, moto  # noqa: F401 - fixt
 
 T0 = 1_700_000_000_000
 COMMAND = [sys.executable, "-m", "compactlog"]
-# a command process per comparison (two per test, ~1.5 s each), moto, a corpus and a SparkSession
+# moto, a corpus and a SparkSession (the commands run in this process but for the kill tests)
 pytestmark = pytest.mark.slow
 
 
@@ -77,6 +77,14 @@ def env_for(moto, **extra) -> dict:
 
 
 def run(moto, data_dir: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command in this process (``cli_support.run_in_process``): what these tests check is the
+    command's output and what it leaves in the bucket, not its process (``run_process``)."""
+    from cli_support import run_in_process
+    return run_in_process(["--data-dir", data_dir, *args], env=env or env_for(moto))
+
+
+def run_process(moto, data_dir: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command as its own process: for a kill -9 at a step (``faults.maybe_die``)."""
     return subprocess.run(COMMAND + ["--data-dir", data_dir, *args], capture_output=True, timeout=120,
                           env=env or env_for(moto))
 
@@ -284,8 +292,8 @@ def test_clean_killed_at_each_step_leaves_every_record(moto, tmp_path, step):
     full = run(moto, url, *consume)
     kill_file = tmp_path / "kill"
     kill_file.write_text(step)
-    r = run(moto, url, "clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local",
-            env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
+    r = run_process(moto, url, "clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local",
+                    env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
     assert r.returncode == -9 and not kill_file.exists(), r.stderr.decode()
     got = run(moto, url, *consume)
     assert got.returncode == 0, got.stderr.decode()
@@ -316,7 +324,8 @@ def test_clean_sweeps_older_and_killed_generations(moto, tmp_path):
     kill_file = tmp_path / "kill"
     kill_file.write_text("bucket-clean-objects")
     clean = ("clean", "--roll", "--engine", "local", "--force", "--now-ms")
-    r = run(moto, url, *clean, str(T0 + 10**9), env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
+    r = run_process(moto, url, *clean, str(T0 + 10**9),
+                    env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
     assert r.returncode == -9
     [killed] = generations()
     for k in range(3):          # each run has something to clean: new records are not possible, so --force
@@ -349,9 +358,11 @@ def test_spark_read_equals_local(moto, copied, spark):
     assert spark_rows(one) == {k: v for k, v in local.items() if k[0] == "orders"}
 
 
-def test_clean_on_spark_equals_local(moto, tmp_path):
+def test_clean_on_spark_equals_local(moto, spark, tmp_path):
     """clean --spark-master local[2] over a bucket: the generation it switches to reads as the
-    local clean's result."""
+    local clean's result. The tasks run in the session's Python workers, which read the segments
+    from their objects themselves (the shadow's sparse .log files there would read as zeros:
+    only the driver's process resolves them), and write the cleaned ones to the bucket."""
     root = str(tmp_path / "data")
     make_data_dir(root)
     moto.create_bucket("spark-clean")

@@ -82,6 +82,15 @@ def _is_log(rel: str) -> bool:
     return bool(dot) and stem.isdigit() and (rest == "log" or rest.startswith("log."))
 
 
+class Fetched(bytes):
+    """A segment's bytes from its object that the cleaner may drop between its passes (its
+    ``release`` closes what has ``close``): fetched again for the rewrite rather than every
+    segment of a partition held in memory at once (one segment at a time, as a mapping is)."""
+
+    def close(self) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class ShadowDirSource(LocalDirSource):
     """A partition of the shadow (``dir``) whose segments a task reads from the bucket (see the
@@ -150,7 +159,7 @@ class ShadowDirSource(LocalDirSource):
         if len(data) < size:
             raise CorruptRecordError(f"segment object holds {len(data)} bytes, it was listed with {size}",
                                      file=self.location(base_offset))
-        return data
+        return Fetched(data)
 
     def read_range(self, base_offset: int, start: int, end: int, suffix: str = files.LOG_SUFFIX) -> bytes:
         if end <= start:
