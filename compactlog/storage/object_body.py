@@ -30,10 +30,11 @@ _lock = threading.Lock()
 
 
 @contextmanager
-def activate(store_config):
-    """Marked files are read from the store of ``store_config`` while this lasts."""
+def activate(get_range):
+    """Marked files are read through ``get_range(key, start, end) -> bytes`` (the bucket's store,
+    a StorageError naming a missing object) while this lasts."""
     prev = _active["config"]
-    _active["config"] = store_config
+    _active["config"] = get_range
     try:
         yield
     finally:
@@ -92,10 +93,6 @@ class Body:
         self.path = path
         self._block = (0, b"")
 
-    @property
-    def store(self):
-        from .remote.tiered_read import shared_store
-        return shared_store(_active["config"])
 
     def read(self, position: int, length: int, size: int) -> bytes:
         end = min(position + length, size)
@@ -114,12 +111,7 @@ class Body:
         return self._get(0, size) if size else b""
 
     def _get(self, start: int, end: int) -> bytes:
-        from ..errors import StorageError
-        from .remote.store import ObjectNotFound
-        try:
-            data = self.store.get_range(self.key, start, end)
-        except ObjectNotFound:
-            raise StorageError(f"{self.key}: the object is gone (the bucket changed after it was listed)") from None
+        data = _active["config"](self.key, start, end)
         if len(data) < end - start:
             from ..errors import CorruptRecordError
             raise CorruptRecordError(f"object {self.key} holds fewer bytes than its segment file "

@@ -393,7 +393,15 @@ def shadow_generation(url: str, *, allow_empty: bool = False):
     gen = None
     try:
         read_config = listing.bucket.config if listing is not None else root.config
-        with object_body.activate(read_config):
+        store = root.store
+
+        def get_range(key: str, start: int, end: int) -> bytes:
+            try:
+                return store.get_range(key, start, end)
+            except ObjectNotFound:
+                raise StorageError(f"{root.url_of(key)}: the object is gone (the bucket changed after it was "
+                                   f"listed)") from None
+        with object_body.activate(get_range):
             fetched = build_shadow(listing, shadow) if listing is not None else {}
             gen = ShadowGeneration(root, listing, shadow, fetched, etag, generation, out_prefix)
             yield gen
