@@ -46,9 +46,10 @@ def staged(c, *, clean: bool = False, as_json: bool = False):
     the cleaned segments are written as objects of a new generation by the tasks, and the rest of
     the data dir is added to it and switched to (``publish``) when the command returns normally;
     a run that does not switch deletes what it wrote."""
+    from ..storage.remote.bucket import use_settings
     from ..storage.remote.bucket_clean import shadow_generation
-    check_bucket(c)
-    url = c.data_dir
+    use_settings(c.overrides)       # the URL is parsed and listed (once) by shadow_generation
+    url = c.require_data_dir()
     try:
         with shadow_generation(url) as gen:
             c.data_dir = gen.shadow
