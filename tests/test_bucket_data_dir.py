@@ -22,7 +22,7 @@ from s3_support import ACCESS_KEY, REGION, SECRET_KEY, moto  # noqa: F401 - fixt
 
 T0 = 1_700_000_000_000
 COMMAND = [sys.executable, "-m", "compactlog"]
-# a command process per comparison (two per test, ~1.5 s each), moto, a corpus and a SparkSession
+# moto, a corpus and a SparkSession (the commands run in this process but for the kill tests)
 pytestmark = pytest.mark.slow
 
 
@@ -77,6 +77,14 @@ def env_for(moto, **extra) -> dict:
 
 
 def run(moto, data_dir: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command in this process (``cli_support.run_in_process``): what these tests check is the
+    command's output and what it leaves in the bucket, not its process (``run_process``)."""
+    from cli_support import run_in_process
+    return run_in_process(["--data-dir", data_dir, *args], env=env or env_for(moto))
+
+
+def run_process(moto, data_dir: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command as its own process: for a kill -9 at a step (``faults.maybe_die``)."""
     return subprocess.run(COMMAND + ["--data-dir", data_dir, *args], capture_output=True, timeout=120,
                           env=env or env_for(moto))
 
@@ -168,11 +176,24 @@ def test_verify_equals_local(moto, copied):
 
 
 def test_explain_equals_local(moto, copied):
+    """explain over the bucket (its segments read from their objects, no local copy) says what it
+    says over the local files, and names where each segment is read from, as the local explain
+    names a tiered partition's tiers."""
     root, url = copied
     args = ("explain", "--topic", "orders", "--now-ms", str(T0 + 10**9), "--roll", "--json")
     local, remote = run(moto, root, *args), run(moto, url, *args)
-    same(local, remote, root, url)
-    assert b'"wouldClean": true' in local.stdout or b"would_clean" in local.stdout or local.stdout
+    assert local.returncode == 0 and remote.returncode == 0, remote.stderr.decode()
+    docs = [json.loads(line) for line in remote.stdout.splitlines()]
+    for d in docs:
+        tiers = d.pop("tiers")
+        part = f"{url}/orders-{d['partition']}"
+        assert tiers["objectStore"] == part and tiers["segmentCount"] == len(tiers["segments"]) > 1
+        assert all(s["location"] == f"{part}/{s['baseOffset']:020d}.log" for s in tiers["segments"])
+        d["tiers"] = None
+    assert [json.loads(line) for line in local.stdout.splitlines()] == docs
+    assert any(d["wouldClean"] for d in docs)
+    text = run(moto, url, *args[:-1])
+    assert text.returncode == 0 and f"tiers: bucket ".encode() in text.stdout and b"read from s3://copied-dd/" in text.stdout
 
 
 # -- clean over a bucket --------------------------------------------------------------------------
@@ -271,8 +292,8 @@ def test_clean_killed_at_each_step_leaves_every_record(moto, tmp_path, step):
     full = run(moto, url, *consume)
     kill_file = tmp_path / "kill"
     kill_file.write_text(step)
-    r = run(moto, url, "clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local",
-            env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
+    r = run_process(moto, url, "clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local",
+                    env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
     assert r.returncode == -9 and not kill_file.exists(), r.stderr.decode()
     got = run(moto, url, *consume)
     assert got.returncode == 0, got.stderr.decode()
@@ -303,7 +324,8 @@ def test_clean_sweeps_older_and_killed_generations(moto, tmp_path):
     kill_file = tmp_path / "kill"
     kill_file.write_text("bucket-clean-objects")
     clean = ("clean", "--roll", "--engine", "local", "--force", "--now-ms")
-    r = run(moto, url, *clean, str(T0 + 10**9), env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
+    r = run_process(moto, url, *clean, str(T0 + 10**9),
+                    env=env_for(moto, COMPACTLOG_TEST_REMOTE_KILL_FILE=str(kill_file)))
     assert r.returncode == -9
     [killed] = generations()
     for k in range(3):          # each run has something to clean: new records are not possible, so --force
@@ -336,9 +358,11 @@ def test_spark_read_equals_local(moto, copied, spark):
     assert spark_rows(one) == {k: v for k, v in local.items() if k[0] == "orders"}
 
 
-def test_clean_on_spark_equals_local(moto, tmp_path):
+def test_clean_on_spark_equals_local(moto, spark, tmp_path):
     """clean --spark-master local[2] over a bucket: the generation it switches to reads as the
-    local clean's result."""
+    local clean's result. The tasks run in the session's Python workers, which read the segments
+    from their objects themselves (the shadow's sparse .log files there would read as zeros:
+    only the driver's process resolves them), and write the cleaned ones to the bucket."""
     root = str(tmp_path / "data")
     make_data_dir(root)
     moto.create_bucket("spark-clean")
@@ -450,3 +474,148 @@ def test_two_cleans_racing_one_loses_cleanly(moto, tmp_path, monkeypatch):
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="race", Prefix="dd.compactlog-0")["Contents"]]
     assert {k.split("/")[0] + "/" for k in keys} == {doc["current"]}
     assert f"{doc['current']}orders-0/marker-a" in keys and not any(k.endswith("marker-b") for k in keys)
+
+
+# -- clean straight over the objects: local disk stays bounded --------------------------------------
+
+def make_big_partition(root: str, segment_bytes: int, records: int) -> None:
+    """One compacted partition of many segments, most of its records superseded."""
+    dd = DataDir(root, broker=BrokerConfig({}), clock=lambda: T0, create=True, writable=True)
+    dd.create_topic("big", 1, {"segment.bytes": str(segment_bytes), "cleanup.policy": "compact",
+                               "min.cleanable.dirty.ratio": "0.01", "segment.ms": "604800000"})
+    log = dd.open_log("big", 0)
+    step = 200
+    for i in range(0, records, step):
+        log.append_records([b"key-%d" % (j % 300) for j in range(i, i + step)],
+                           [b"v%08d" % j + b"." * 180 for j in range(i, i + step)], timestamps=[T0 + i] * step)
+    dd.checkpoint_logs()
+    dd.close()
+
+
+def test_clean_keeps_local_disk_bounded(moto, tmp_path, monkeypatch):
+    """`clean` over a bucket reads the segments from their objects and writes each cleaned one
+    from one temp file: the scratch dir holds the small files only (every ``.log`` a sparse file
+    with no block on disk) and no temp file outgrows one segment; the result equals the local
+    clean's. (The scratch copy of last stop held the whole data dir: this failed on it.)"""
+    import tempfile
+    from cli_support import run_in_process
+    from compactlog.cli import bucket_dir
+    from compactlog.storage.remote import bucket_clean
+    seg_bytes = 64 << 10
+    root = str(tmp_path / "data")
+    make_big_partition(root, seg_bytes, 8000)          # ~1.7 MB in ~26 segments
+    data_bytes = sum(os.path.getsize(os.path.join(root, "big-0", n)) for n in os.listdir(os.path.join(root, "big-0"))
+                     if n.endswith(".log"))
+    assert data_bytes > 20 * seg_bytes
+    moto.create_bucket("bounded")
+    sync_up(moto.client(), root, "bounded", "dd")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    seen = {"allocated": 0, "small": 0, "logs": 0, "temp": 0}
+
+    def data_bytes_of(path: str) -> int:
+        """Bytes of ``path`` that are on disk (a sparse file's holes are not; an extended
+        attribute's block is not data either, so st_blocks would not tell)."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            held, pos, size = 0, 0, os.fstat(fd).st_size
+            while pos < size:
+                try:
+                    start = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError:         # ENXIO: no data past pos
+                    break
+                end = os.lseek(fd, start, os.SEEK_HOLE)
+                held, pos = held + end - start, end
+            return held
+        finally:
+            os.close(fd)
+
+    def measure_scratch() -> None:
+        held = small = 0
+        for d, _, names in os.walk(scratch):
+            for n in names:
+                if d == str(scratch) or d.endswith(".logs"):    # a temp file (below); the run log
+                    continue
+                full = os.path.join(d, n)
+                if n.endswith(".log"):
+                    held += data_bytes_of(full)
+                    seen["logs"] += 1
+                else:
+                    small += data_bytes_of(full)
+        seen["allocated"] = max(seen["allocated"], held)
+        seen["small"] = max(seen["small"], small)
+
+    publish, finish = bucket_dir.publish, bucket_clean.ObjectReplacement.finish
+
+    def measured_publish(*args, **kwargs):
+        measure_scratch()
+        return publish(*args, **kwargs)
+
+    def measured_finish(self, *args, **kwargs):
+        seen["temp"] = max(seen["temp"], os.path.getsize(self.path))
+        measure_scratch()
+        return finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(bucket_dir, "publish", measured_publish)
+    monkeypatch.setattr(bucket_clean.ObjectReplacement, "finish", measured_finish)
+    args = ("clean", "--now-ms", str(T0 + 10**9), "--roll", "--engine", "local")
+    r = run_in_process(["--data-dir", "s3://bounded/dd", *args], env=env_for(moto))
+    assert r.returncode == 0, r.stderr.decode()
+    assert seen["logs"] > 20 and seen["temp"] > 0
+    assert seen["allocated"] == 0                       # no segment's bytes on local disk
+    assert seen["temp"] <= seg_bytes                    # one cleaned segment at a time
+    assert seen["small"] < data_bytes / 10              # indexes, snapshots, checkpoints
+    assert os.listdir(scratch) == []                    # and all of it gone after
+    assert run_in_process(["--data-dir", root, *args]).returncode == 0
+    got = fetch_current(moto, "bounded", "dd", str(tmp_path / "got"))
+    logs = sorted(n for n in os.listdir(os.path.join(root, "big-0")) if n.endswith(".log"))
+    assert logs == sorted(n for n in os.listdir(os.path.join(got, "big-0")) if n.endswith(".log"))
+    for n in logs:
+        with open(os.path.join(root, "big-0", n), "rb") as a, open(os.path.join(got, "big-0", n), "rb") as b:
+            assert a.read() == b.read(), n
+
+
+# -- the kafka-log sink to a bucket -------------------------------------------------------------------
+
+def test_spark_sink_writes_a_bucket(moto, spark, tmp_path):
+    """df.write.format("kafka-log").save("s3://…") appends to a data dir copied to a bucket as a new
+    generation switched to at once (the objects read left as they were, no object written in
+    place): spark.read and `consume` over the bucket then read the old records and the new, as
+    the same write to the local dir gives; a second write makes the next generation."""
+    from test_spark_datasource import spark_rows
+    root = str(tmp_path / "data")
+    make_data_dir(root)
+    moto.create_bucket("sink")
+    client = moto.client()
+    sync_up(client, root, "sink", "dd")
+    before = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket="sink")["Contents"]}
+    url = "s3://sink/dd"
+    store = {"rsm.config.storage.s3.endpoint.url": moto.endpoint, "rsm.config.storage.s3.region": REGION,
+             "rsm.config.storage.s3.path.style.access.enabled": "true",
+             "rsm.config.storage.aws.access.key.id": ACCESS_KEY, "rsm.config.storage.aws.secret.access.key": SECRET_KEY}
+    import datetime
+    at = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+    rows = [("orders", f"k{i % 5}", f"new-{i}", at) for i in range(12)] + [("fresh", None, f"line-{i}", at)
+                                                                            for i in range(3)]
+    df = spark.createDataFrame(rows, "topic string, key string, value string, timestamp timestamp").coalesce(1)
+    df.write.format("kafka-log").mode("append").save(root)
+    df.write.format("kafka-log").mode("append").options(**store).save(url)
+    after = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket="sink")["Contents"]}
+    assert all(after[k] == v for k, v in before.items())            # nothing read was written over
+    doc = json.loads(client.get_object(Bucket="sink", Key="dd.compactlog-clean.json")["Body"].read())
+    assert doc["generation"] == 1 and set(after) - set(before) == {
+        k for k in after if k.startswith(doc["current"])} | {"dd.compactlog-clean.json"}
+    sizes = {o["Key"]: o["Size"] for o in client.list_objects_v2(Bucket="sink", Prefix=doc["current"])["Contents"]}
+    assert sum(sizes.values()) < 2 * sum(os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk(root) for n in ns)
+    local = spark_rows(spark.read.format("kafka-log").load(root))
+    remote = spark_rows(spark.read.format("kafka-log").options(**store).load(url))
+    assert remote == local and len(local[("orders", 0)]) + len(local[("orders", 1)]) == 192
+    consume = ("consume", "--topic", "orders", "--from-beginning", "--property", "print.offset=true",
+               "--property", "print.key=true")
+    same(run(moto, root, *consume), run(moto, url, *consume), root, url)
+    df.write.format("kafka-log").mode("append").options(**store).save(url)
+    doc = json.loads(client.get_object(Bucket="sink", Key="dd.compactlog-clean.json")["Body"].read())
+    assert doc["generation"] == 2
+    remote = spark_rows(spark.read.format("kafka-log").options(**store).load(url))
+    assert sum(map(len, remote.values())) == sum(map(len, local.values())) + len(rows)

@@ -213,6 +213,10 @@ class Cleaner:
     """Plans, runs and swaps in cleans of one data dir; which partitions, and the cleaner
     checkpoint, are its ``CleanerManager``'s (the data dir's one, unless given)."""
 
+    # the segment source a log's plan reads and stages through, when not its own directory (a
+    # shadow of a bucket: storage/remote/bucket_clean.py); None: ``log.segment_source``
+    source_for = None
+
     def __init__(self, datadir: DataDir, executor=None, manager: CleanerManager | None = None):
         self.datadir = datadir
         self.executor = executor or InProcessExecutor()
@@ -319,6 +323,8 @@ class Cleaner:
         # the cleaned range's size, as Kafka's "Start size" (the active segment keeps growing)
         out.start_size = _size_below(log, out.status.first_uncleanable)
         plan = make_plan(self.datadir, log, out.status, now_ms, source=source)
+        if source is None and self.source_for is not None:
+            plan.source = self.source_for(log)
         round_.plans.append(plan)
         round_.planned_epochs[(out.topic, out.partition)] = log.structure_epoch
         return plan

@@ -154,6 +154,8 @@ def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int,
     else:
         status_for_plan = status
     plan = make_plan(cleaner.datadir, view, status_for_plan, now_ms)
+    if cleaner.source_for is not None:          # a bucket's shadow: the segments read where they are
+        plan.source = cleaner.source_for(log)
     collector = _Collector(now_ms, log.config.delete_retention_ms)
     result = clean_partition(plan, dry_run=True, observer=collector)
     stats = result.stats

@@ -98,7 +98,8 @@ def count_keyless(log, start: int, end: int) -> tuple[int, int]:
             r, k = _count_segment(buf, seg.size, start, end)
         finally:
             try:
-                buf.close()
+                if hasattr(buf, "close"):       # a mapping (bytes read from a bucket have none)
+                    buf.close()
             except BufferError:
                 pass    # a view of a batch still refers to it; the mapping goes with it
         records += r

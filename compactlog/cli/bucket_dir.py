@@ -1,14 +1,12 @@
 """A bucket URL given as ``--data-dir`` (``s3://bucket/prefix``, ``file:///dir``): the read-only
 commands list its partitions (``storage.remote.bucket``) instead of opening a directory;
-``explain`` and ``clean``, whose engine works on a log directory, run on a scratch copy of it
-(``staged``), and ``clean`` writes its result back as a new generation of the bucket (``publish``)."""
+``explain`` and ``clean``, whose engine works on a log directory, run on a local shadow of it whose
+segments are read from their objects (``staged``; no copy of the data on local disk), and ``clean``
+writes its result as a new generation of the bucket (``publish``)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import tempfile
 from contextlib import contextmanager
 
 from ..errors import CompactlogError, TopicError
@@ -40,135 +38,45 @@ def topic_sources(c, topic: str, partition: int | None = None) -> dict:
 
 @contextmanager
 def staged(c, *, clean: bool = False, as_json: bool = False):
-    """The bucket's data dir (a copied Kafka data dir, shape a) fetched to a scratch directory
-    for the commands whose engine works on a directory (``explain``, ``clean``), ``c.data_dir``
-    pointing there meanwhile; removed after. With ``clean``, what the command changed is written
-    back as a new generation and switched to (``publish``) when it returns normally."""
-    from ..storage.remote import bucket as B
-    listing = check_bucket(c)
-    if any(p.shape == "remote-tier" for p in listing.partitions):
-        raise CompactlogError(f"{listing.bucket.url}: a broker's remote tier is compacted by its broker "
-                              f"(compactlog.remote.compaction.enable); offline, only a copied data dir is")
-    _, etag = B.read_switch(B.parse_bucket_url(c.data_dir))
-    url = c.data_dir
-    parent = tempfile.mkdtemp(prefix="compactlog-bucket-")
-    scratch = os.path.join(parent, "data")
+    """The bucket's data dir (a copied Kafka data dir, shape a) as a local *shadow* for the
+    commands whose engine works on a directory (``explain``, ``clean``): its small files fetched,
+    each segment's ``.log`` a sparse file whose bytes are read from its object
+    (``storage.remote.bucket_clean``), ``c.data_dir`` pointing there meanwhile and the cleaner's
+    plans reading and writing the objects (``c.segment_sources``); removed after. With ``clean``,
+    the cleaned segments are written as objects of a new generation by the tasks, and the rest of
+    the data dir is added to it and switched to (``publish``) when the command returns normally;
+    a run that does not switch deletes what it wrote."""
+    from ..storage.remote.bucket import use_settings
+    from ..storage.remote.bucket_clean import shadow_generation
+    use_settings(c.overrides)       # the URL is parsed and listed (once) by shadow_generation
+    url = c.require_data_dir()
     try:
-        fetched = _fetch(listing, scratch)
-        c.data_dir = scratch
-        yield scratch
-        c.data_dir = url
-        if clean:
-            publish(c, listing, scratch, fetched, etag, as_json=as_json)
+        with shadow_generation(url) as gen:
+            c.data_dir = gen.shadow
+            c.segment_sources = gen.sources
+            yield gen.shadow
+            c.data_dir = url
+            if clean:
+                publish(c, gen, as_json=as_json)
     finally:
         c.data_dir = url
-        shutil.rmtree(parent, ignore_errors=True)
+        c.segment_sources = None
 
 
-def _fetch(listing, scratch: str) -> dict[str, tuple[int, bytes]]:
-    """Every object of the data dir's prefix to ``scratch`` (one GET each): name -> (size, digest)."""
-    store, prefix = listing.bucket.store, listing.bucket.prefix
-    out = {}
-    for key in listing.objects:
-        rel = key[len(prefix):]
-        if not rel or rel.endswith("/") or ".." in rel.split("/"):
-            continue
-        path = os.path.join(scratch, *rel.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        data = store.get(key).data
-        with open(path, "wb") as f:
-            f.write(data)
-        out[rel] = (len(data), hashlib.blake2b(data, digest_size=16).digest())
-    return out
-
-
-def _digest(path: str) -> tuple[int, bytes]:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return os.path.getsize(path), h.digest()
-
-
-def publish(c, listing, scratch: str, fetched: dict, etag: str | None, *, as_json: bool) -> None:
-    """The cleaned data dir as a new generation: every file under a fresh sibling prefix
-    (create-only), then the switch (``storage.remote.bucket``) by one conditional PUT. Nothing is
-    written when the clean changed nothing; a switch another clean moved meanwhile loses (412):
-    this run's objects are deleted and the error says so."""
-    import json
-    import time
+def publish(c, gen, *, as_json: bool) -> bool:
+    """The shadow as the bucket's new generation (``ShadowGeneration.publish``), said on stderr."""
     import typer
-    from ..storage.remote import bucket as B
-    from ..storage.remote import faults, keys
-    from ..storage.remote.store import PreconditionFailed
-    here = {}
-    for d, _, names in os.walk(scratch):
-        for n in names:
-            full = os.path.join(d, n)
-            here[os.path.relpath(full, scratch).replace(os.sep, "/")] = full
-    if {rel: _digest(p) for rel, p in here.items()} == fetched:
-        return
-    root = B.parse_bucket_url(c.data_dir)
-    doc, _ = B.read_switch(root)
-    generation = (doc["generation"] if doc else 0) + 1
-    base = root.prefix.rstrip("/")
-    new_prefix = f"{base + '.' if base else ''}compactlog-{generation:06d}-{keys.new_uuid()[:8]}/"
-    store = root.store
-    written = []
-    try:
-        for rel, full in sorted(here.items()):
-            with open(full, "rb") as f:
-                store.put_if_absent(new_prefix + rel, f, size=os.path.getsize(full))
-            written.append(new_prefix + rel)
-    except BaseException:
-        store.delete_many(written)      # not switched to: never read (a kill leaves them unread too)
-        raise
-    faults.maybe_die("bucket-clean-objects")
-    switch = json.dumps({"version": 1, "generation": generation, "current": new_prefix,
-                         "previous": listing.bucket.prefix, "cleanedAtMs": int(time.time() * 1000)},
-                        indent=2).encode() + b"\n"
-    try:
-        if etag is None:
-            store.put_if_absent(B.switch_key(root.prefix), switch)
-        else:
-            store.put_if_match(B.switch_key(root.prefix), switch, etag)
-    except PreconditionFailed:
-        store.delete_many(written)
-        raise CompactlogError(f"{c.data_dir}: another clean switched the bucket to a new generation during this "
-                              f"one; nothing of this run was kept: run it again") from None
-    except BaseException:
-        # an answer lost (a timeout) may hide a switch that landed: the objects go only if it did not
-        try:
-            landed = (B.read_switch(root)[0] or {}).get("current") == new_prefix
-        except Exception:       # noqa: BLE001 - unknown: keep the objects rather than risk the switch
-            landed = True
-        if not landed:
-            store.delete_many(written)
-        raise
-    faults.maybe_die("bucket-clean-switch")
-    swept = sweep_generations(root, keep={new_prefix, listing.bucket.prefix})
-    url = root.url_of(new_prefix.rstrip("/"))
+    done = gen.publish()
+    if done is None:
+        return False
     if not as_json:
-        typer.echo(f"cleaned copy written to {url}/ and switched to ({root.url_of(B.switch_key(root.prefix))}, "
-                   f"generation {generation}); the objects under {listing.bucket.url} are left as they were. "
-                   f"A Kafka broker's copy: aws s3 sync --delete {url}/ DATADIR"
-                   + (f"; {swept} object(s) of older generations deleted" if swept else ""), err=True)
+        typer.echo(f"cleaned copy written to {done['url']}/ and switched to ({done['switch']}, "
+                   f"generation {done['generation']}); the objects under {done['read']} are left as they were. "
+                   f"A Kafka broker's copy: aws s3 sync --delete {done['url']}/ DATADIR"
+                   + (f"; {done['swept']} object(s) of older generations deleted" if done["swept"] else ""), err=True)
+    return True
 
 
 def sweep_generations(root, keep: set) -> int:
-    """Delete the objects of this prefix's generations other than ``keep`` (the one just switched
-    to and the one it was cleaned from, which readers that resolved the switch before may still
-    be reading): older generations, and those of cleans killed before their switch. Only keys of
-    the generation form ``<prefix>.compactlog-<6 digits>-<8 id chars>/`` are touched; the
-    objects the first clean read (``<prefix>/``) are never among them."""
-    import re
-    base = root.prefix.rstrip("/")
-    head = f"{base}.compactlog-" if base else "compactlog-"
-    form = re.compile(re.escape(head) + r"\d{6}-[A-Za-z0-9_-]{8}/")
-    doomed = []
-    for meta in root.store.list(head):
-        m = form.match(meta.key)
-        if m and m.group(0) not in keep:
-            doomed.append(meta.key)
-    root.store.delete_many(doomed)
-    return len(doomed)
+    from ..storage.remote.bucket_clean import sweep_generations as sweep
+    return sweep(root, keep)

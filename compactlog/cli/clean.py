@@ -100,7 +100,7 @@ def clean_cmd(ctx: typer.Context,
             if not drop_keyless:
                 _refuse_keyless_records(ro, guarded, roll, as_json)
                 refuse_keyless = frozenset(guarded)
-        idle = idle_outcomes(Cleaner(ro), now, topics, partition, force=force, roll=roll)
+        idle = idle_outcomes(_cleaner(c, ro), now, topics, partition, force=force, roll=roll)
     if idle is not None:
         _report(idle, topics, as_json, roll, choice=None, totals=None)
         return
@@ -109,7 +109,7 @@ def clean_cmd(ctx: typer.Context,
     with c.open(write=True, now_ms=now, session_configs=session_configs) as dd, runner:
         if roll:
             _roll_active_segments(dd, topics, partition)
-        outcomes = Cleaner(dd, runner).run(now, topic=topics, partition=partition, force=force,
+        outcomes = _cleaner(c, dd, runner).run(now, topic=topics, partition=partition, force=force,
                                            refuse_keyless=refuse_keyless)
         runner.round_done(outcomes)
         choice = getattr(executor, "choice", None)
@@ -124,6 +124,15 @@ def clean_cmd(ctx: typer.Context,
     engine_name = choice.engine if choice is not None else getattr(executor, "name", None)
     _report(outcomes, topics, as_json, roll, choice=choice,
             totals=totals.text(engine_name) if totals.cleaned or totals.failed or totals.stopped else None)
+
+
+def _cleaner(c, dd, executor=None):
+    """The data dir's cleaner, its plans over the command's segment sources (a bucket's shadow:
+    the segments read from their objects) when it has any."""
+    from ..cleaner.cleaner import Cleaner
+    cleaner = Cleaner(dd, executor)
+    cleaner.source_for = c.segment_sources
+    return cleaner
 
 
 def _report(outcomes, topics: list[str], as_json: bool, roll: bool, *, choice, totals: str | None) -> None:
@@ -210,7 +219,7 @@ def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json
         guarded = _session_scope(dd, topics, partition, all_topics) if session_configs else []
         keyless = [] if drop_keyless else find_keyless(dd, guarded, roll=roll)
         enabled = dd.broker.get("log.cleaner.enable") and dd.broker.get("log.cleaner.threads") > 0
-        previews = dry_run(Cleaner(dd), now, topics, partition, force=force, roll=roll)
+        previews = dry_run(_cleaner(c, dd), now, topics, partition, force=force, roll=roll)
     refused = {k.name for k in keyless}
     if not as_json:
         typer.echo(f"dry run at {now}: nothing is written" + (" (active segments as after --roll)" if roll else ""))
@@ -292,11 +301,13 @@ def explain_cmd(ctx: typer.Context,
     with c.open(write=False, now_ms=now, session_configs=session_configs) as dd:
         if session_configs:
             LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
-        cleaner = Cleaner(dd)
+        cleaner = _cleaner(c, dd)
         explanations = [explain_partition(cleaner, t, p, now, roll=roll)
                         for t, p in compacted_partitions(dd, topic, partition)]
         guarded = set(compacted_by_session(dd, topic, partition))
         tiers = _tiers(dd, [(ex.topic, ex.partition) for ex in explanations])
+        if c.segment_sources is not None:
+            tiers = _bucket_tiers(c, dd, [(ex.topic, ex.partition) for ex in explanations])
     for ex in explanations:
         refused = (ex.topic, ex.partition) in guarded and ex.removed.get("keyless", 0) > 0
         if as_json:
@@ -307,7 +318,8 @@ def explain_cmd(ctx: typer.Context,
         else:
             _explain_text(ex, roll)
             if (ex.topic, ex.partition) in tiers:
-                typer.echo(f"  {_tiers_text(tiers[(ex.topic, ex.partition)])}")
+                d = tiers[(ex.topic, ex.partition)]
+                typer.echo(f"  {_bucket_tiers_text(d) if 'objectStore' in d else _tiers_text(d)}")
             if refused:
                 typer.echo(f"  `clean --config` refuses this partition unless --drop-keyless is given: the topic is "
                            f"compacted only by --config, and compacting removes its {ex.removed['keyless']} records "
@@ -393,6 +405,30 @@ def _tiers(dd, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], dict]
         if d is not None:
             out[(t, p)] = d
     return out
+
+
+def _bucket_tiers(c, dd, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], dict]:
+    """(topic, partition) -> where a bucket's segments are read from (``explain`` over a copied
+    data dir): every segment an object of the bucket, named by its URL, read by ranged GETs."""
+    out = {}
+    for t, p in partitions:
+        log = dd.open_log(t, p)
+        source = c.segment_sources(log)
+        segs = log.segments
+        rows = [{"baseOffset": s.base_offset, "endOffset": segs[i + 1].base_offset if i + 1 < len(segs) else None,
+                 "size": s.size, "tier": "bucket", "location": source.location(s.base_offset)}
+                for i, s in enumerate(segs)]
+        out[(t, p)] = {"objectStore": source.location(), "segmentCount": len(rows),
+                       "sizeBytes": sum(r["size"] for r in rows), "segments": rows}
+    return out
+
+
+def _bucket_tiers_text(d: dict) -> str:
+    """``tiers: bucket 5 segment(s), 80000 bytes, read from s3://b/dd/t-0 (objects 0-4 .log)``."""
+    segs = d["segments"]
+    first, last = (segs[0]["location"], segs[-1]["location"]) if segs else ("", "")
+    return (f"tiers: bucket {d['segmentCount']} segment(s), {d['sizeBytes']} bytes, read from {d['objectStore']} "
+            f"by ranged GETs (no local copy)" + (f"; first {first}, last {last}" if segs else ""))
 
 
 def _tiers_text(d: dict) -> str:

@@ -26,6 +26,8 @@ class CliContext:
     data_dir: str | None
     overrides: dict = field(default_factory=dict)
     command: list = field(default_factory=list)   # the subcommand's words, for the lock holder's note
+    # log -> the segment source a clean or explain plans over (a bucket's shadow: cli/bucket_dir.py)
+    segment_sources: object = None
 
     def require_data_dir(self) -> str:
         if not self.data_dir:

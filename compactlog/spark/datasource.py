@@ -334,11 +334,12 @@ class KafkaLogCommit(WriterCommitMessage):
 class KafkaLogWriter(DataSourceArrowWriter):
     """Tasks encode their rows; the commit appends them all under the data dir's lock (sink.py)."""
 
-    def __init__(self, path: str, topic: str | None, compression: str, staging: str):
+    def __init__(self, path: str, topic: str | None, compression: str, staging: str, settings: dict | None = None):
         self.path = path
         self.topic = topic
         self.compression = compression
         self.staging = staging
+        self.settings = settings        # a bucket's store settings (the commit runs in another worker)
 
     @one_line
     def write(self, iterator) -> KafkaLogCommit:
@@ -347,10 +348,13 @@ class KafkaLogWriter(DataSourceArrowWriter):
 
     @one_line
     def commit(self, messages) -> None:
-        from .sink import append, remove_staging
+        from .sink import append, append_to_bucket, remove_staging
+        tasks = [(m.path, m.data) for m in messages if m is not None]
         try:
-            append(self.path, [(m.path, m.data) for m in messages if m is not None],
-                   compression=self.compression)
+            if self.settings is not None:
+                append_to_bucket(self.path, self.settings, tasks, compression=self.compression)
+            else:
+                append(self.path, tasks, compression=self.compression)
         finally:
             remove_staging(self.staging)
 
@@ -388,7 +392,16 @@ class KafkaLogDataSource(DataSource):
         path = O.get(self.options, "path")
         if not path:
             raise KafkaLogError("kafka-log sink: no path: .save(<data dir>)")
-        if not os.path.isdir(path):
+        from ..storage.remote.bucket import is_bucket_url, parse_bucket_url
+        settings = None
+        if is_bucket_url(path):
+            # a copied data dir in a bucket (sink.append_to_bucket); its URL checked here, on the driver
+            settings = {str(k).lower(): str(v) for k, v in self.options.items() if str(k).lower().startswith("rsm.config.")}
+            try:
+                parse_bucket_url(path, settings)
+            except CompactlogError as e:
+                raise KafkaLogError(f"kafka-log sink: {e}") from None
+        elif not os.path.isdir(path):
             raise KafkaLogError(f"kafka-log sink: {os.path.abspath(path)}: data directory does not exist")
         topic = O.get(self.options, "topic")
         topic = topic.strip() if topic is not None else None
@@ -399,7 +412,8 @@ class KafkaLogDataSource(DataSource):
         check_columns({f.name: f.dataType.simpleString() for f in schema.fields}, topic)
         staging = staging_dir()
         os.makedirs(staging, exist_ok=True)
-        return KafkaLogWriter(os.path.abspath(path), topic, compression.strip().lower(), staging)
+        return KafkaLogWriter(path if settings is not None else os.path.abspath(path), topic,
+                              compression.strip().lower(), staging, settings)
 
 
 def register(spark) -> None:

@@ -19,6 +19,11 @@ bytes in its commit message (through the driver's memory: bounded by spark.drive
 Everything is checked (topics, partitions, null topics, keyless records for compacted topics,
 timestamps, record sizes) before the first append; a refused lock fails the write with the lock's message and
 nothing is written.
+
+A bucket URL (``save("s3://bucket/prefix")``: a Kafka data dir copied there) is written as ``clean``
+writes one (``append_to_bucket``): a new generation beside it and one conditional PUT of its
+switch object, so a batch becomes visible all at once; the store settings are write options by
+Aiven's names (``rsm.config.storage.s3.endpoint.url``, ...) or the AWS environment of the driver.
 """
 
 from __future__ import annotations
@@ -142,8 +147,20 @@ def remove_staging(staging: str | None) -> None:
 
 # --- appending (the driver, under the lock) ------------------------------------------------------
 
+class _ObjectsProducer(Producer):
+    """The producer over a bucket's shadow (``append_to_bucket``): a partition whose active
+    segment is an object (immutable) is rolled before its first append, so the batch lands in a
+    new segment, a new object of the generation."""
+
+    def _log(self, target, partition: int):
+        log = super()._log(target, partition)
+        if log.active_segment.size > 0 and getattr(log.active_segment.log, "_body", None) is not None:
+            log.roll()
+        return log
+
+
 def append(path: str, tasks: list, *, compression: str = "none", create_topics: bool = True,
-           rng: random.Random | None = None) -> dict:
+           rng: random.Random | None = None, producer_class=Producer, create: bool = False) -> dict:
     """Append every task's rows (``tasks``: (file, bytes) pairs in task order) to the data dir at
     ``path``, as a producer in the order Spark numbered the tasks (``compactlog.producer``), once
     every row passed the producer's checks. Returns counts per partition."""
@@ -152,9 +169,9 @@ def append(path: str, tasks: list, *, compression: str = "none", create_topics: 
     if codec is None:
         raise KafkaLogError(f"kafka-log sink: option kafka.compression.type={compression!r}: expected none, gzip, "
                             f"snappy, lz4 or zstd")
-    with DataDir(path, writable=True, command=COMMAND) as dd:
-        producer = Producer(dd, compression=codec, create_topics=create_topics,
-                            partitioner=StickyPartitioner(rng=rng or random.Random()))
+    with DataDir(path, writable=True, create=create, command=COMMAND) as dd:
+        producer = producer_class(dd, compression=codec, create_topics=create_topics,
+                                  partitioner=StickyPartitioner(rng=rng or random.Random()))
         for task in tasks:
             for batch in read_task(*task):
                 for target, rows in _by_topic(producer, batch):
@@ -172,6 +189,23 @@ def append(path: str, tasks: list, *, compression: str = "none", create_topics: 
                         written[f"{a.topic}-{a.partition}"] = written.get(f"{a.topic}-{a.partition}", 0) + a.records
         for log in list(dd.logs.values()):
             log.flush()
+    return written
+
+
+def append_to_bucket(url: str, settings: dict, tasks: list, *, compression: str = "none") -> dict:
+    """``append`` to a Kafka data dir copied to a bucket (``s3://bucket/prefix``): the rows are
+    appended to a local shadow of it (``storage.remote.bucket_clean``: small files fetched, the
+    segments' bytes left in their objects; each partition written gets a new segment), which is
+    then written as a new generation (create-only PUTs of the new segments and changed small
+    files, server-side copies of the rest) and switched to by one conditional PUT, so a reader of
+    the bucket sees the whole batch or none of it. A prefix with no data dir yet starts empty."""
+    from ..storage.remote.bucket import use_settings
+    from ..storage.remote.bucket_clean import shadow_generation
+    use_settings(settings)
+    with shadow_generation(url, allow_empty=True) as gen:
+        written = append(gen.shadow, tasks, compression=compression, producer_class=_ObjectsProducer, create=True)
+        if any(written.values()):
+            gen.publish()
     return written
 
 

@@ -49,6 +49,10 @@ def map_file(path: str):
         size = os.fstat(fd).st_size
         if size == 0:
             return b"", 0
+        from . import object_body
+        body = object_body.body_of(fd, path) if object_body.active() else None
+        if body is not None:        # a segment whose bytes are a bucket's object (clean over a bucket)
+            return body.whole(size), size
         return mmap.mmap(fd, size, access=mmap.ACCESS_READ), size
     finally:
         os.close(fd)

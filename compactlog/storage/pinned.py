@@ -194,7 +194,12 @@ def _map(path: str, base_offset: int) -> PinnedSegment:
     fd = os.open(path, os.O_RDONLY)
     try:
         st = os.fstat(fd)
-        data = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) if st.st_size else b""
+        from . import object_body
+        body = object_body.body_of(fd, path) if st.st_size and object_body.active() else None
+        if body is not None:        # a segment whose bytes are a bucket's object (clean over a bucket)
+            data = body.whole(st.st_size)
+        else:
+            data = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) if st.st_size else b""
     finally:
         os.close(fd)
     return PinnedSegment(base_offset, path, st.st_size, data, st.st_dev, st.st_ino)

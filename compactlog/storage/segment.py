@@ -18,6 +18,7 @@ from ..record.layout import (BASE_OFFSET_OFFSET, HEADER_SIZE_UP_TO_MAGIC, INT64,
                              MIN_LEGACY_SIZE, PREFIX, RECORD_BATCH_OVERHEAD)
 from . import files
 from .events import REBUILT, DataEvent
+from . import object_body
 from .file_handles import PooledFile, is_too_many_open_files, too_many_open_files
 from .index_check import IndexProblem, check_offset_index, check_time_index, walk_segment
 from .offset_index import OffsetIndex
@@ -43,6 +44,8 @@ class FileRecords:
         self.read_only = read_only
         self._file: PooledFile | None = None
         self._path = path
+        # a ``.log`` whose bytes are a bucket's object (``object_body``: clean over a bucket)
+        self._body = object_body.body_of(path) if object_body.active() else None
         if read_only:
             try:
                 fd = os.open(path, os.O_RDONLY)
@@ -93,6 +96,8 @@ class FileRecords:
         length = max(0, min(length, self.size - position))
         if not length:
             return b""
+        if self._body is not None:
+            return self._body.read(position, length, self.size)
         with self._use() as fd:
             return os.pread(fd, length, position)
 
@@ -100,6 +105,8 @@ class FileRecords:
         """A read-only mapping of [0, size) (bytes when the file is empty)."""
         if self.size == 0:
             return b""
+        if self._body is not None:
+            return self._body.whole(self.size)
         with self._use() as fd:
             return mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)
 
@@ -116,6 +123,9 @@ class FileRecords:
 
     def append(self, data) -> int:
         self._writable()
+        if self._body is not None:
+            raise StorageError(f"{self.path}: its bytes are the object {self._body.key}; a segment in a bucket "
+                               f"is not appended to")
         n = len(data)
         try:
             with self._use() as fd:

@@ -316,6 +316,10 @@ class LocalDirSource(SegmentSource):
             if actual < size:
                 raise CorruptRecordError(f"segment shrank from {size} to {actual} bytes "
                                          f"while being cleaned", file=path)
+            from . import object_body
+            body = object_body.body_of(f.fileno(), path) if object_body.active() else None
+            if body is not None:        # its bytes are a bucket's object (clean over a bucket)
+                return body.whole(size)
             # pre-fault the whole mapping: one kernel pass instead of a fault per page
             return mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
 
@@ -324,6 +328,10 @@ class LocalDirSource(SegmentSource):
             return b""
         fd = os.open(self.location(base_offset, suffix), os.O_RDONLY)
         try:
+            from . import object_body
+            body = object_body.body_of(fd) if object_body.active() else None
+            if body is not None:
+                return body.read(start, end - start, os.fstat(fd).st_size)
             return os.pread(fd, end - start, start)
         finally:
             os.close(fd)

@@ -274,6 +274,11 @@ class ObjectStore:
         for key in keys:
             self.delete(key)
 
+    def copy(self, src: str, dst: str) -> None:
+        """``dst`` made a copy of ``src`` inside the store (S3's CopyObject: no bytes through this
+        process). ``dst`` is a key nobody else writes (a fresh generation's), so no condition."""
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 
@@ -461,6 +466,14 @@ class S3ObjectStore(ObjectStore):
         except Exception as e:
             raise _s3_error(e, key, "delete") from None
 
+    def copy(self, src, dst):
+        import obstore
+        _check_key(dst)
+        try:
+            obstore.copy(self._store, src, dst, overwrite=True)    # CopyObject, server-side
+        except Exception as e:
+            raise _s3_error(e, src, "copy") from None
+
     def delete_many(self, keys):
         import obstore
         keys = list(keys)
@@ -608,6 +621,22 @@ class LocalDirectoryStore(ObjectStore):
 
     def _dir_lock(self, directory: str):
         return _DirLock(directory)
+
+    def copy(self, src, dst):
+        # the bytes copied, not a second link: a ``file://`` data dir may be a broker's own, whose
+        # active segment grows in place
+        path, target = self._path(src), self._path(dst)
+        try:
+            directory = os.path.dirname(target)
+            self._makedirs(directory)
+            with open(path, "rb") as f:
+                tmp = self._write_tmp(directory, f, os.fstat(f.fileno()).st_size)
+            os.replace(tmp, target)
+            fsync_dir(directory)
+        except RemoteStorageError:
+            raise
+        except OSError as e:
+            raise _os_error(e, src, "copy") from None
 
     def get(self, key):
         path = self._path(key)
