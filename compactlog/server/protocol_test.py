@@ -758,3 +758,32 @@ def test_without_an_api_table_only_framing_applies():
     conn.receive_data(framed(capture("18_3")))
     event = conn.next_event()
     assert isinstance(event, Close) and "does not enable" in event.reason
+
+
+@pytest.mark.parametrize("key,version", [(26, 3), (26, 0), (24, 3), (24, 0)])
+def test_a_cached_response_body_is_kios_encoding_under_each_requests_header(key, version):
+    """The broker keeps the bytes of bodies it answered (``protocol._body_bytes``): each frame is
+    still kio's own header and body for its request, correlation ids never shared."""
+    from compactlog.server import protocol
+    from compactlog.server.apis.transactions import _add_partitions_response
+    from compactlog.server.messages import NO_THROTTLE
+    cls = response_schema(key, version)
+    if key == 26:
+        body = build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=5, producer_epoch=0)
+    else:
+        body = _add_partitions_response(cls, {"t": [0, 1]}, lambda tp: ErrorCode.none)
+    header_cls = cls.__header_schema__
+    frames = []
+    for correlation_id in (7, 123456, 7):
+        request = Request(key, version, correlation_id, "c", None, None, 0, version, True)
+        frame = encode_response(request, body)
+        out = io.BytesIO()
+        out.write(b"\0\0\0\0")
+        entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
+        entity_writer(cls)(out, body)
+        expected = bytearray(out.getvalue())
+        struct.pack_into(">i", expected, 0, len(expected) - 4)
+        assert frame == bytes(expected)
+        frames.append(frame)
+    assert frames[0] == frames[2] != frames[1]
+    assert protocol._RESPONSES.get(body) is not None

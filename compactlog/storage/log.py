@@ -32,8 +32,8 @@ import numpy as np
 from ..errors import (InvalidProducerEpochError, InvalidRecordError, LogOfflineError, OffsetOutOfRangeError,
                       ReadOnlyError, StorageError, TopicError)
 from ..record import compression as codecs
-from ..record.batch import (SMALL_BATCH_RECORDS, BatchSpec, Record, columnar_records, encode_columnar_batch,
-                            encode_marker, encode_small_batch, iter_batches)
+from ..record.batch import (SMALL_BATCH_RECORDS, BatchHeader, BatchSpec, Record, RecordBatch, columnar_records,
+                            encode_columnar_batch, encode_marker, encode_small_batch, iter_batches)
 from ..record.layout import MAGIC_V2
 from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
@@ -250,10 +250,23 @@ class Log:
                          base_sequence=base_sequence)
         if n <= SMALL_BATCH_RECORDS and isinstance(keys, (list, tuple)) and isinstance(values, (list, tuple)) \
                 and not (headers is not None and any(headers)):
+            if trusted and producer_id < 0 and not transactional:
+                return self._append_own_small(codec, [int(t) for t in timestamps], keys, values)
             batch = encode_small_batch(spec, range(n), [int(t) for t in timestamps], keys, values)
         else:
             batch = encode_columnar_batch(spec, columnar_records(keys, values, headers), timestamps)
         return self.append_as_leader(batch, origin, verification_guard=verification_guard, _own=trusted)
+
+    def _append_own_small(self, codec: int, timestamps: list, keys, values) -> AppendInfo:
+        """A coordinator's own few records without a producer (``__transaction_state``), encoded
+        at their final offset and leader epoch: the bytes ``append_as_leader`` would store (neither
+        field is under the CRC, ``assign_offsets`` only writes them), without the copy, the re-parse
+        and the header rewrite of a client's batch. Under the lock (``append_records``)."""
+        spec = BatchSpec(base_offset=self.log_end_offset, partition_leader_epoch=self.leader_epoch, compression=codec)
+        raw = bytearray(encode_small_batch(spec, range(len(keys)), timestamps, keys, values))
+        b = own_batch(RecordBatch(BatchHeader.unpack(raw, 0), raw, 0), self.config, self.clock(),
+                      partition=self.name)
+        return self._append_batches([b], memoryview(b.buffer)[b.position:b.position + b.size], ProducerUpdates())
 
     @_writer
     def append_as_leader(self, data, origin: str = CLIENT, *,

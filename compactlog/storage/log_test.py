@@ -667,3 +667,26 @@ def test_a_request_of_batches_is_judged_as_successive_requests(open_log):
     # and a whole request of duplicates writes nothing
     again = log.append_as_leader(one + two)
     assert again.duplicate and (again.first_offset, again.last_offset) == (0, 4) and log.log_end_offset == 6
+
+
+@pytest.mark.parametrize("cfg", [{}, {"compression.type": "gzip"}, {"message.timestamp.type": "LogAppendTime"}])
+def test_a_coordinators_own_records_are_stored_as_a_clients_batch_would_be(open_log, cfg):
+    """``append_records(trusted=True)`` without a producer (``__transaction_state``) encodes the
+    batch at its final offset instead of re-parsing it: the log holds the same bytes as through
+    ``append_as_leader`` (offsets, leader epoch, CRC, conversion to the topic's codec or time)."""
+    from compactlog.record.batch import BatchSpec, encode_small_batch
+    from compactlog.storage.config import LogConfig
+    fast, slow = open_log(LogConfig(cfg), name="fast-0"), open_log(LogConfig(cfg), name="slow-0")
+    rows = [([b"k1"], [b"v" * 30]), ([b"txn-a", b"txn-b"], [b"x", None]), (["str-key"], ["str-value"])]
+    for i, (keys, values) in enumerate(rows):
+        ts = [T0 + i] * len(keys)
+        a = fast.append_records(keys, values, timestamps=ts, trusted=True)
+        b = slow.append_as_leader(encode_small_batch(BatchSpec(), range(len(keys)), ts, keys, values), _own=True)
+        assert a == b
+
+    def stored(lg):
+        return [bytes(b.raw()) for b in lg.batches()]
+    assert stored(fast) == stored(slow) and len(stored(fast)) == 3
+    assert fast.log_end_offset == slow.log_end_offset == 4
+    for b in fast.batches():
+        b.ensure_valid()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ..errors import InvalidProducerEpochError, InvalidTxnStateError
 from ..record.control import ABORT, COMMIT, parse_control_key, parse_marker_value
 from ..record.layout import MAGIC_V2
+from ..record.types import LOG_APPEND_TIME
 from .producer_state import (CLIENT, COORDINATOR, SENTINEL, BatchMetadata, CompletedTxn, ProducerAppendInfo,
                              ProducerStateEntry, ProducerStateManager, VerificationGuard)
 from .txn_index import AbortedTxn, TransactionIndex
@@ -55,13 +56,20 @@ def apply_batch_to_producer(info: ProducerAppendInfo, b, transaction_version: in
     if h.is_control:
         if h.records_count == 0:
             return None
-        rec = b.records()[0]
-        key = parse_control_key(rec.key)
+        # the first record's key, value and timestamp straight from the batch's columns (what
+        # ``records()[0]`` holds, without building every record: a marker is one)
+        cols = b.columns()
+        data = cols.data
+        kp, kl = int(cols.key_pos[0]), int(cols.key_len[0])
+        key = parse_control_key(bytes(data[kp:kp + kl]) if kl >= 0 else None)
         if key.type not in (ABORT, COMMIT):
             return None
-        coordinator_epoch = parse_marker_value(rec.value)
+        vp, vl = int(cols.val_pos[0]), int(cols.val_len[0])
+        coordinator_epoch = parse_marker_value(bytes(data[vp:vp + vl]) if vl >= 0 else None)
+        timestamp = (h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME
+                     else h.base_timestamp + int(cols.ts_delta[0]))
         return info.append_end_txn_marker(key.type == COMMIT, h.producer_epoch, coordinator_epoch,
-                                          h.base_offset, rec.timestamp, transaction_version)
+                                          h.base_offset, timestamp, transaction_version)
     info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, h.max_timestamp,
                            h.base_offset, h.last_offset, h.is_transactional)
     return None

@@ -17,7 +17,11 @@ the record bytes never pass through Python; the response around them is encoded 
 kio would need the records as one bytes object. The frame is the protocol's ``EncodedResponse``
 (bytes and ``FileRegion`` parts), which ``Connection.send`` passes through to the transport.
 
-The long poll (``max_wait_ms``/``min_bytes``) waits on the event loop for appends to any of the
+A read that cannot wait is made on the event loop (``read_fetch(quick=True)``): every partition
+open and local, its lock free at once, the read starting in its active segment (the tail, which
+the page cache holds) and at most ``QUICK_COPY_MAX_BYTES`` copied; any other read is made in a
+worker thread, as Kafka's request handler threads make them all (a hand-off costs more than a
+small read: issue 28). The long poll (``max_wait_ms``/``min_bytes``) waits on the event loop for appends to any of the
 requested partitions (``AppendNotifier``), re-reading after each, until enough bytes are readable
 or the time is up. Fetch sessions (KIP-227) are declined: every answer carries session id 0, so
 clients send full requests. A topic the principal may not READ is answered TOPIC_AUTHORIZATION_FAILED
@@ -45,6 +49,9 @@ from .handler import ASYNC, ApiHandler
 # below this many bytes a partition's records are read into memory; from it on they are sent
 # with sendfile (measured: benchmarks/broker.py, see the module's notes)
 ZERO_COPY_MIN_BYTES = 64 * 1024
+# a fetch read on the event loop copies at most this much (below ZERO_COPY_MIN_BYTES a partition
+# is read into memory; from it on only a descriptor is duplicated for sendfile)
+QUICK_COPY_MAX_BYTES = 256 * 1024
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -79,14 +86,23 @@ class FetchRead:
 # -- reading ------------------------------------------------------------------------------------
 
 def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: bool,
-                   zero_copy_min: int = ZERO_COPY_MIN_BYTES) -> PartitionRead:
+                   zero_copy_min: int = ZERO_COPY_MIN_BYTES, *, quick: bool = False) -> PartitionRead | None:
     """Whole batches from the one holding ``offset``, within ``max_bytes`` (at least one batch
-    when ``min_one``), up to the high watermark (read_uncommitted) or LSO (read_committed)."""
+    when ``min_one``), up to the high watermark (read_uncommitted) or LSO (read_committed).
+    ``quick`` (on the event loop): None unless the partition's lock is free at once and the read
+    starts in the active segment, the tail a consumer that keeps up reads, which the page cache
+    holds (appended moments ago)."""
     pr = PartitionRead(log.partition, ErrorCode.none)
-    with log.lock:
+    if not log.lock.acquire(blocking=not quick):
+        return None
+    try:
         if log.closed:
+            if quick:
+                return None
             pr.error = ErrorCode.unknown_topic_or_partition
             return pr
+        if quick and (log.offline is not None or offset < log.active_segment.base_offset):
+            return None
         hw = log.high_watermark
         lso = log.last_stable_offset
         pr.high_watermark, pr.last_stable_offset = hw, lso
@@ -107,12 +123,20 @@ def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: b
             if committed:
                 pr.aborted = [(t.producer_id, t.first_offset)
                               for t in log.collect_aborted_transactions(offset, span.last_offset + 1)]
+    finally:
+        log.lock.release()
     return pr
 
 
 def _read_one(state: BrokerState, topic: str, p, max_bytes: int, min_one: bool, committed: bool,
-              zero_copy_min: int, remote_slot: list | None = None) -> PartitionRead:
-    log = state.log(topic, p.partition)
+              zero_copy_min: int, remote_slot: list | None = None, quick: bool = False) -> PartitionRead | None:
+    if quick:
+        # only an open log: opening one (a first read after a clean shutdown) reads its files
+        log = state.datadir.logs.get((topic, p.partition))
+        if log is None or log.closed:
+            return None
+    else:
+        log = state.log(topic, p.partition)
     if log is None:
         return PartitionRead(p.partition, ErrorCode.unknown_topic_or_partition)
     current = getattr(p, "current_leader_epoch", -1)
@@ -122,9 +146,11 @@ def _read_one(state: BrokerState, topic: str, p, max_bytes: int, min_one: bool, 
     offset = p.fetch_offset
     if state.remote is not None and log.remote_log_enabled \
             and log.log_start_offset <= offset < log.local_log_start_offset:
+        if quick:
+            return None
         return read_remote(state.remote, log, offset, max_bytes, min_one, committed, zero_copy_min,
                            remote_slot if remote_slot is not None else [False])
-    return read_partition(log, offset, max_bytes, min_one, committed, zero_copy_min)
+    return read_partition(log, offset, max_bytes, min_one, committed, zero_copy_min, quick=quick)
 
 
 def read_remote(remote, log, offset: int, max_bytes: int, min_one: bool, committed: bool, zero_copy_min: int,
@@ -156,14 +182,17 @@ def read_remote(remote, log, offset: int, max_bytes: int, min_one: bool, committ
 
 
 def read_fetch(state: BrokerState, body, version: int,
-               zero_copy_min: int = ZERO_COPY_MIN_BYTES, denied: frozenset = frozenset()) -> FetchRead:
+               zero_copy_min: int = ZERO_COPY_MIN_BYTES, denied: frozenset = frozenset(), *,
+               quick: bool = False) -> FetchRead | None:
     """One pass over the requested partitions in request order (KIP-74 limits); the topics in
-    ``denied`` are not read (TOPIC_AUTHORIZATION_FAILED)."""
+    ``denied`` are not read (TOPIC_AUTHORIZATION_FAILED). ``quick``: the read on the event loop
+    (``quick_read``), None as soon as a partition could wait (``read_partition``) or fail."""
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     limit = max(body.max_bytes, 0)
     min_one = True
     remote_slot = [False]           # one remote partition per request
     out = FetchRead([])
+    copied = 0
     try:
         for t in body.topics:
             parts = []
@@ -173,8 +202,12 @@ def read_fetch(state: BrokerState, body, version: int,
                 else:
                     try:
                         pr = _read_one(state, t.topic, p, min(p.partition_max_bytes, limit), min_one,
-                                       committed, zero_copy_min, remote_slot)
+                                       committed, zero_copy_min, remote_slot, quick)
+                        if pr is None:          # quick: this one could wait, a worker reads it all
+                            return _abandoned(out, parts)
                     except Exception as e:
+                        if quick:               # the worker's read counts and logs the failure
+                            return _abandoned(out, parts)
                         if state.metrics is not None:       # FailedFetchRequestsPerSec
                             state.metrics.topic_stats.fetch_failed(t.topic)
                         if not isinstance(e, (CompactlogError, OSError)):
@@ -187,6 +220,10 @@ def read_fetch(state: BrokerState, body, version: int,
                     limit = max(0, limit - n)
                     min_one = False
                     out.bytes += n
+                    if quick and not isinstance(pr.records, FileRegion):
+                        copied += n
+                        if copied > QUICK_COPY_MAX_BYTES:
+                            return _abandoned(out, parts)
                 if pr.error:
                     out.has_error = True
                 parts.append(pr)
@@ -195,6 +232,13 @@ def read_fetch(state: BrokerState, body, version: int,
         out.close()
         raise
     return out
+
+
+def _abandoned(out: FetchRead, parts: list) -> None:
+    """A quick read given up: the descriptors it took so far closed (the current topic's too)."""
+    out.topics.append(("", parts))
+    out.close()
+    return None
 
 
 # -- the long poll ------------------------------------------------------------------------------
@@ -241,6 +285,11 @@ def _answer(state: BrokerState, request, result: FetchRead) -> EncodedResponse:
 
 
 async def _read(run, state, body, version, denied: frozenset = frozenset()) -> FetchRead:
+    # on the loop when small: a hand-off to a worker thread costs more than a tail read from the
+    # page cache (issue 28); anything that could wait goes to a worker as before
+    result = read_fetch(state, body, version, ZERO_COPY_MIN_BYTES, denied, quick=True)
+    if result is not None:
+        return result
     fut = asyncio.ensure_future(run(read_fetch, state, body, version, ZERO_COPY_MIN_BYTES, denied))
     try:
         return await asyncio.shield(fut)

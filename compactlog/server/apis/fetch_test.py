@@ -207,3 +207,60 @@ def test_fetch_long_poll_wakes_on_append(state):
 
     resp = asyncio.run(scenario())
     assert resp.size > 100
+
+
+def test_a_small_tail_fetch_is_read_on_the_event_loop_and_anything_that_could_wait_in_a_worker(state):
+    """Issue 28's fetch on the loop: a read of the active segment with the partition's lock free
+    is answered without a worker thread; a read of an older segment (maybe not in the page cache),
+    or one whose partition lock is held (an fsync, a cleaner swap), goes to a worker as before,
+    with the same answer."""
+    import threading
+    state.create_topic("t", 1)
+    for i in range(3):
+        produce(state, [("t", 0, batch([b"k%d" % i] * 2))])
+    handed_off = []
+    handing = threading.Event()
+
+    async def fetch(offset):
+        loop = asyncio.get_running_loop()
+
+        def run(fn, *args):
+            handed_off.append(offset)
+            handing.set()
+            return loop.run_in_executor(None, fn, *args)
+        return await handle_fetch(state, request(1, 12, fetch_body("t", 0, offset)), run)
+
+    def answer(offset):
+        resp = asyncio.run(fetch(offset))
+        try:
+            return _flatten(resp)
+        finally:
+            resp.close()
+
+    tail = answer(2)
+    assert handed_off == [] and len(tail) > 100
+    lg = state.log("t", 0)
+    lg.roll()
+    produce(state, [("t", 0, batch([b"late"]))])
+    assert answer(0) and handed_off == [0]          # from the segment before the roll
+    assert answer(6) and handed_off == [0]          # the active segment: on the loop
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lg.lock:
+            held.set()
+            release.wait(10)
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(10)
+    try:
+        result = {}
+        waiter = threading.Thread(target=lambda: result.setdefault("frame", answer(6)))
+        handing.clear()
+        waiter.start()
+        assert handing.wait(10) and handed_off == [0, 6]      # the lock was busy: handed off
+    finally:
+        release.set()
+        t.join(10)
+    waiter.join(10)
+    assert result["frame"] == answer(6) and handed_off == [0, 6]
