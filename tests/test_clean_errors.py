@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from cli_support import run_in_process
 from storage_support import tree_state
 
 EXE = os.path.join(os.path.dirname(sys.executable), "compactlog")
@@ -443,9 +444,11 @@ def test_cleaner_settings_that_would_hang_are_refused_at_once(tmp_path, override
     data = tmp_path / "data"
     env = dict(os.environ, COMPACTLOG_DATA_DIR=str(data))
     run = lambda *a, **k: subprocess.run([*COMMAND, *a], capture_output=True, text=True, timeout=120, env=env, **k)
-    assert run("topics", "create", "--topic", "t", "--config", "cleanup.policy=compact",
-               "--config", "min.cleanable.dirty.ratio=0.01").returncode == 0
-    assert run("produce", "--topic", "t", "--input-format", "jsonl", input=jsonl(records(200))).returncode == 0
+    # the setup in this process (its process is not the test); the clean in its own, bounded
+    setup = lambda *a, **k: run_in_process(a, text=True, env=env, **k)
+    assert setup("topics", "create", "--topic", "t", "--config", "cleanup.policy=compact",
+                 "--config", "min.cleanable.dirty.ratio=0.01").returncode == 0
+    assert setup("produce", "--topic", "t", "--input-format", "jsonl", stdin=jsonl(records(200))).returncode == 0
     r = run("--override", override, "clean", "--engine", "local", "--force", "--roll")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip().startswith("error: invalid value") and override.split("=")[0] in r.stderr
@@ -570,10 +573,11 @@ def _descendants(root: int, procs) -> set[int]:
 def test_kill_9_of_a_spark_clean_takes_its_jvm_and_workers_along(tmp_path):
     data = tmp_path / "data"
     env = dict(os.environ, COMPACTLOG_DATA_DIR=str(data), COMPACTLOG_SPARK_QUICK_START="1")
-    run = lambda *a, **k: subprocess.run([*COMMAND, *a], capture_output=True, text=True, timeout=120, env=env, **k)
-    assert run("topics", "create", "--topic", "t", "--partitions", "2", "--config", "cleanup.policy=compact",
-               "--config", "min.cleanable.dirty.ratio=0.01", "--config", "segment.bytes=4000").returncode == 0
-    assert run("produce", "--topic", "t", "--input-format", "jsonl", input=jsonl(records(4000))).returncode == 0
+    # the setup in this process (its process is not the test); the clean in its own, killed
+    setup = lambda *a, **k: run_in_process(a, text=True, env=env, **k)
+    assert setup("topics", "create", "--topic", "t", "--partitions", "2", "--config", "cleanup.policy=compact",
+                 "--config", "min.cleanable.dirty.ratio=0.01", "--config", "segment.bytes=4000").returncode == 0
+    assert setup("produce", "--topic", "t", "--input-format", "jsonl", stdin=jsonl(records(4000))).returncode == 0
     proc = subprocess.Popen([*COMMAND, "clean", "--engine", "spark"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen: set[int] = set()

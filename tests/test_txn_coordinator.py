@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 import time
 import uuid
 
 import pytest
 
-from broker_support import COMMAND, Broker, wait_until
+from broker_support import Broker, wait_until
+from cli_support import run_in_process
 from compactlog.record.consumer_offsets import partition_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -80,8 +80,8 @@ def state_records(data_dir: str, tid: str) -> list[tuple[str, int]]:
     """(state name, producer epoch) of each ``__transaction_state`` record of ``tid``, as
     ``compactlog dump-log --transaction-log-decoder --json`` decodes them."""
     pdir = os.path.join(data_dir, f"__transaction_state-{partition_for(tid, 50)}")
-    r = subprocess.run(COMMAND + ["dump-log", "--transaction-log-decoder", "--json", "--files", pdir],
-                       capture_output=True, timeout=60)
+    # in this process: the decoded records are the test, not dump-log's process
+    r = run_in_process(["dump-log", "--transaction-log-decoder", "--json", "--files", pdir])
     assert r.returncode == 0, r.stderr.decode()
     out = []
     for line in r.stdout.decode().splitlines():

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from cli_support import run_in_process
 from storage_support import Clock, read
 from compactlog.storage.datadir import DataDir
 from compactlog.storage.reader import PartitionReader
 
 T0 = 1_700_000_000_000
-EXE = os.path.join(os.path.dirname(sys.executable), "compactlog")
-COMMAND = [EXE] if os.path.exists(EXE) else [sys.executable, "-m", "compactlog.cli.main"]
 
 
 def build(root):
@@ -43,9 +40,9 @@ def build(root):
 
 
 def consumed(root):
-    r = subprocess.run(COMMAND + ["--data-dir", root, "consume", "--topic", "t", "--from-beginning",
-                                  "--isolation-level", "read_committed", "--output-format", "jsonl"],
-                       capture_output=True, text=True, timeout=60)
+    """``compactlog consume`` in this process (what it reads and says is the test, not its process)."""
+    r = run_in_process(["--data-dir", root, "consume", "--topic", "t", "--from-beginning",
+                        "--isolation-level", "read_committed", "--output-format", "jsonl"], text=True)
     assert r.returncode == 0, r.stderr
     return [json.loads(line)["offset"] for line in r.stdout.splitlines()], r.stderr
 

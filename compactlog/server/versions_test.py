@@ -7,8 +7,8 @@ from kio.index import UnknownEntity
 from kio.schema.errors import ErrorCode
 
 from compactlog.server.conftest import ALL_APIS
-from compactlog.server.dispatch import BROKER, BROKER_APIS, GROUP_APIS
-from compactlog.server.versions import ApiRange, SupportedApis, request_schema
+from compactlog.server.dispatch import BROKER, BROKER_APIS, DECLARED_APIS, GROUP_APIS
+from compactlog.server.versions import ApiRange, SupportedApis, request_schema, response_schema
 
 
 def advertised(apis: SupportedApis) -> dict[int, tuple[int, int]]:
@@ -69,6 +69,15 @@ def test_a_bad_table_fails_at_construction():
         SupportedApis(BROKER_APIS[1:] + (ApiRange(0, "Produce", 3, 12, min_accepted=2),))
     with pytest.raises(UnknownEntity):                    # kio cannot decode Produce v14
         SupportedApis(BROKER_APIS[1:] + (ApiRange(0, "Produce", 3, 14),))
+
+
+def test_every_accepted_version_of_every_declared_api_has_importable_schemas():
+    """The table is checked against kio's index at construction; the modules themselves are
+    imported on a version's first request, so here every one is imported once."""
+    for r in DECLARED_APIS:
+        for version in range(r.accepted_min, r.max_version + 1):
+            assert request_schema(r.key, version).__api_key__ == r.key
+            assert response_schema(r.key, version).__api_key__ == r.key
 
 
 def test_api_versions_answers():
