@@ -36,6 +36,10 @@ def run_cli(data_dir, *args, stdin: bytes | None = None, timeout: float = 60,
 class Broker:
     """``compactlog --data-dir D --override K=V ... serve`` on 127.0.0.1, port chosen by the system."""
 
+    # every broker started and not yet stopped or killed: one a failed test left running is
+    # killed at the test's end (tests/conftest.py), not left serving after the suite
+    running: set = set()
+
     def __init__(self, data_dir, overrides: dict | None = None, *, port: int = 0, extra_args=(),
                  env: dict | None = None):
         self.data_dir = str(data_dir)
@@ -64,6 +68,7 @@ class Broker:
         start_at = self._log.tell()
         env = {**os.environ, **self.env} if self.env else None
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL, env=env)
+        Broker.running.add(self)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             text = self.log_text(start_at)
@@ -118,6 +123,7 @@ class Broker:
         self._close_log()
 
     def _close_log(self) -> None:
+        Broker.running.discard(self)
         if self._log is not None:
             self._log.close()
             self._log = None

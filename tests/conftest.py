@@ -15,6 +15,21 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("COMPACTLOG_SPARK_QUICK_START", "1")   # tests start many JVMs, run short jobs
 
 
+@pytest.fixture(autouse=True)
+def _no_broker_left_running():
+    """A broker a test started and did not stop (it failed before its ``stop()``) is killed when
+    the test ends; the brokers of module fixtures, started before the test, are theirs to stop."""
+    started_before = set(_running_brokers())
+    yield
+    for broker in _running_brokers() - started_before:
+        broker.kill()
+
+
+def _running_brokers() -> set:
+    module = sys.modules.get("broker_support")       # only where a test imported it
+    return set(module.Broker.running) if module is not None else set()
+
+
 @pytest.fixture(scope="session")
 def spark():
     from compactlog.spark.session import session
