@@ -15,10 +15,11 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("COMPACTLOG_SPARK_QUICK_START", "1")   # tests start many JVMs, run short jobs
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def _no_broker_left_running():
-    """A broker a test started and did not stop (it failed before its ``stop()``) is killed when
-    the test ends; the brokers of module fixtures, started before the test, are theirs to stop."""
+    """A broker a module's test started and did not stop (it failed before its ``stop()``) is
+    killed when the module ends, after its fixtures' teardown. Not at each test's end: tests
+    hand a restarted broker to the next (a module's ``env["broker"]`` replaced after a kill -9)."""
     started_before = set(_running_brokers())
     yield
     for broker in _running_brokers() - started_before:

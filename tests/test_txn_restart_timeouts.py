@@ -63,8 +63,12 @@ def test_librdkafka_skips_the_sequences_of_messages_timed_out_without_a_leader(t
         p.begin_transaction()
         produce("t1")
         p.commit_transaction(30)
-        [(_, pid, epoch)] = state_records(str(data), tid)[:1]
-        written = len(state_records(str(data), tid))
+        # the producer's id and epoch as t1 ended (its CompleteCommit), not as first given: a loaded
+        # machine may have let librdkafka time out (socket.timeout.ms 1 s) and send InitProducerId
+        # again, which bumps the epoch (a CI run at load ~10: t2 at epoch 1, the first record 0)
+        records = wait_until(lambda: (r := state_records(str(data), tid)) and r[-1][0] == "CompleteCommit" and r,
+                             timeout=30, what="t1's CompleteCommit on disk")
+        (_, pid, epoch), written = records[-1], len(records)
         p.begin_transaction()
         produce("t2")
         wait_until(lambda: [s for s, _, _ in state_records(str(data), tid)[written:]] == ["Ongoing"], timeout=5,
