@@ -224,6 +224,15 @@ def module_broker(name: str, overrides: dict):
     return broker
 
 
+def close_all(members) -> None:
+    """Close every member, whatever one of them raises (a test's cleanup)."""
+    for m in members:
+        try:
+            m.close()
+        except Exception:
+            pass
+
+
 def read_resumed(member, n: int, what: str) -> list[bytes]:
     """What ``member``, new to a group with committed offsets, reads: polled until ``n`` records
     came, then once more a moment later (a record read twice would show up there); closed after."""

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from broker_support import KCAT, kcat, wait_until
-from groups_support import (CONSUMER_PROTOCOL_BROKER, ConsumerProtocol, child_consumer_protocol, committed,
+from groups_support import (close_all, CONSUMER_PROTOCOL_BROKER, ConsumerProtocol, child_consumer_protocol, committed,
                             create_topic, module_broker, names, owned_once, poll_until, produce, read_resumed)
 from txn_support import Raw
 
@@ -32,14 +32,6 @@ def describe(broker, group):
     """ConsumerGroupDescribe (69) v1, raw."""
     with Raw(broker.port) as raw:
         return raw.call(69, 1, group_ids=[group], include_authorized_operations=False).groups[0]
-
-
-def close_all(members):
-    for m in members:
-        try:
-            m.close()
-        except Exception:
-            pass
 
 
 def test_join_split_leave_with_revocation_before_assignment(broker):

@@ -9,8 +9,8 @@ One broker at a time (the same data dir, restarted on the same port)."""
 from __future__ import annotations
 
 from broker_support import Broker, wait_until
-from groups_support import (CONSUMER_PROTOCOL_BROKER, ConsumerProtocol, committed, create_topic, names, owned_once,
-                            poll_until, produce)
+from groups_support import (CONSUMER_PROTOCOL_BROKER, ConsumerProtocol, close_all, committed, create_topic, names,
+                            owned_once, poll_until, produce)
 from txn_support import Raw
 
 
@@ -71,9 +71,5 @@ def test_consumer_group_reloaded_after_kill_9_without_a_rebalance(tmp_path):
         assert sum(committed(b.bootstrap, group, topic, 6).values()) == 72
         owned_once(events)
     finally:
-        for m in members:
-            try:
-                m.close()
-            except Exception:
-                pass
+        close_all(members)
         b.stop()

@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from broker_support import Broker
-from groups_support import CONSUMER_PROTOCOL_BROKER, ConsumerProtocol, create_topic, names, poll_until
+from groups_support import close_all, CONSUMER_PROTOCOL_BROKER, ConsumerProtocol, create_topic, names, poll_until
 from txn_support import Raw
 
 CONSUMER_GROUP_HEARTBEAT = 68
@@ -176,8 +176,4 @@ def test_a_member_whose_revocation_answer_was_lost_still_gives_up_its_partitions
         assert a.assignment() | b.assignment() == set(range(6))
         assert not a.errors and not b.errors
     finally:
-        for m in members:
-            try:
-                m.close()
-            except Exception:
-                pass
+        close_all(members)
