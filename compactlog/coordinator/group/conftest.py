@@ -26,12 +26,17 @@ class StorageFailure(Exception):
 class H:
     """A coordinator shard with a fake clock and an in-memory __consumer_offsets."""
 
+    # True: each record written goes through its bytes (encoded, then decoded as the loader reads it)
+    through_bytes = False
+
     def __init__(self, **config):
         self.now = 1_000_000
-        cfg = {"initial_rebalance_delay_ms": 0, **config}
-        self.c = GroupCoordinatorShard(GroupConfig(**cfg), clock=lambda: self.now)
+        self.c = GroupCoordinatorShard(GroupConfig(**self.config_of(config)), clock=lambda: self.now)
         self.log: list[R.CoordinatorRecord] = []
         self.fail_writes = False
+
+    def config_of(self, config: dict) -> dict:
+        return {"initial_rebalance_delay_ms": 0, **config}
 
     def run(self, outcome: Outcome) -> None:
         error = None
@@ -40,9 +45,11 @@ class H:
                 error = StorageFailure("disk gone")
             else:
                 base = len(self.log)
-                self.log.extend(outcome.records)
-                if outcome.replay:
-                    for i, rec in enumerate(outcome.records):
+                for i, rec in enumerate(outcome.records):
+                    if self.through_bytes:
+                        rec = R.decode_record(rec.key_bytes(), rec.value_bytes(), consumer_groups=True)
+                    self.log.append(rec)
+                    if outcome.replay:
                         self.c.replay(rec, base + i)
         if outcome.on_written is not None:
             outcome.on_written(error)

@@ -14,8 +14,7 @@ from kio.schema.errors import ErrorCode
 from compactlog.coordinator.group.api_data import CommitPartition, HeartbeatRequest
 from compactlog.coordinator.group.config import GroupConfig
 from compactlog.coordinator.group.consumer.model import ConsumerGroupState, MemberState, MetadataImage, TopicImage
-from compactlog.coordinator.group.shard import GroupCoordinatorShard
-from compactlog.coordinator.runtime import Outcome
+from compactlog.coordinator.group.conftest import H
 from compactlog.record import consumer_offsets as R
 
 T = uuid.UUID("4f5f80e2-cdd5-4f08-88e4-24db129e8f3b")
@@ -24,45 +23,20 @@ SESSION = 45000
 REBALANCE = 300000
 
 
-class StorageFailure(Exception):
-    kafka_error = 56
-
-
-class CH:
+class CH(H):
     """A shard with a fake clock, topics ``t`` (6 partitions) and ``u`` (2), and an in-memory log
     whose records are encoded and decoded as the loader reads them."""
 
+    through_bytes = True
+
     def __init__(self, **config):
-        self.now = 1_000_000
-        self.c = GroupCoordinatorShard(GroupConfig(**config), clock=lambda: self.now)
+        super().__init__(**config)
         self.topics = {"t": TopicImage(T, "t", 6), "u": TopicImage(U, "u", 2)}
         self.version = 0
         self.c.consumer.image = lambda: MetadataImage(self.topics.values(), self.version)
-        self.log: list[R.CoordinatorRecord] = []
-        self.fail_writes = False
 
-    def run(self, outcome: Outcome) -> None:
-        error = None
-        if outcome.records:
-            if self.fail_writes:
-                error = StorageFailure("disk gone")
-            else:
-                base = len(self.log)
-                for i, rec in enumerate(outcome.records):
-                    # through the bytes, as the loader reads them
-                    rec = R.decode_record(rec.key_bytes(), rec.value_bytes(), consumer_groups=True)
-                    self.log.append(rec)
-                    if outcome.replay:
-                        self.c.replay(rec, base + i)
-        if outcome.on_written is not None:
-            outcome.on_written(error)
-        for o in self.c.take_pending():
-            self.run(o)
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
-        for o in self.c.run_timers(self.now):
-            self.run(o)
+    def config_of(self, config: dict) -> dict:
+        return config
 
     def hb(self, member="", epoch=0, group="g", *, names=None, regex=None, owned=None, instance=None,
            assignor=None, rebalance=-1, version=1):
