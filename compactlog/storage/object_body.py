@@ -8,7 +8,10 @@ and the cleaner's planner then run unchanged on the shadow; the few places that 
 bytes (``FileRecords``, ``layout.map_file``, ``pinned``, ``LocalDirSource``) ask ``body_of``
 first and read the object. The mark is an attribute of the file, so Kafka's renames
 (``.cleaned`` -> ``.swap`` -> live -> ``.deleted``) carry it; a file created afresh has none.
-Where the file system keeps no user attributes the mark is kept in this process by inode.
+Where the file system keeps no user attributes the mark is kept in this process by inode, and
+trusted only while the file still looks like the sparse file ``mark`` made (no block on disk, no
+longer than the object): a deleted file's inode number is soon given to a new file (ext4 and tmpfs
+reuse it at once), whose own bytes must not be read from the old file's object.
 
 Only a process that called ``activate`` looks for marks (one ``getxattr`` per segment opened);
 everywhere else this module costs nothing. Kafka has no counterpart (its log is local files).
@@ -25,7 +28,7 @@ XATTR = "user.compactlog.object"
 READ_AHEAD = 1 << 20        # a ranged GET fetches at least this much (batch-header walks read 64 KiB)
 
 _active = {"config": None}
-_by_inode: dict[tuple[int, int], str] = {}     # where the file system keeps no xattrs
+_by_inode: dict[tuple[int, int], tuple[str, int]] = {}   # where the file system keeps no xattrs: key, size
 _lock = threading.Lock()
 
 
@@ -59,7 +62,10 @@ def mark(path: str, key: str, size: int) -> None:
                 raise
             st = os.fstat(fd)
             with _lock:
-                _by_inode[(st.st_dev, st.st_ino)] = key
+                if size:
+                    _by_inode[(st.st_dev, st.st_ino)] = (key, size)
+                else:   # an empty object: the empty file reads the same, and an empty new file is not it
+                    _by_inode.pop((st.st_dev, st.st_ino), None)
     finally:
         os.close(fd)
 
@@ -81,7 +87,15 @@ def key_of(fd_or_path) -> str | None:
         st = os.stat(fd_or_path)
     except FileNotFoundError:
         return None
-    return _by_inode.get((st.st_dev, st.st_ino))
+    found = _by_inode.get((st.st_dev, st.st_ino))
+    if found is None:
+        return None
+    key, size = found
+    # the marked file or, after its deletion, a new file given its inode number: a file written to
+    # has blocks, and a marked one only ever shrinks (the loader truncating a torn tail)
+    if st.st_blocks or not 0 < st.st_size <= size:
+        return None
+    return key
 
 
 class Body:
