@@ -100,7 +100,10 @@ def clean_cmd(ctx: typer.Context,
             if not drop_keyless:
                 _refuse_keyless_records(ro, guarded, roll, as_json)
                 refuse_keyless = frozenset(guarded)
-        idle = idle_outcomes(_cleaner(c, ro), now, topics, partition, force=force, roll=roll)
+        # a tiered partition's status counts its remote tier (its manifest read, GET only): a
+        # store that does not answer fails here, before anything is written
+        with _remote_read_only(ro, topics, partition):
+            idle = idle_outcomes(_cleaner(c, ro), now, topics, partition, force=force, roll=roll)
     if idle is not None:
         _report(idle, topics, as_json, roll, choice=None, totals=None)
         return
@@ -109,8 +112,14 @@ def clean_cmd(ctx: typer.Context,
     with c.open(write=True, now_ms=now, session_configs=session_configs) as dd, runner:
         if roll:
             _roll_active_segments(dd, topics, partition)
-        outcomes = _cleaner(c, dd, runner).run(now, topic=topics, partition=partition, force=force,
-                                           refuse_keyless=refuse_keyless)
+        # the remote tier of a tiered partition is cleaned with its local segments by the broker's
+        # own round (storage/remote/offline.py): the broker's remote log manager, opened here
+        with _remote_for_clean(dd, topics, partition) as remote:
+            outcomes = _cleaner(c, dd, runner).run(now, topic=topics, partition=partition, force=force,
+                                               refuse_keyless=refuse_keyless)
+            if remote is not None:
+                remote.finish()
+                _note_pending(outcomes, remote.pending(), as_json)
         runner.round_done(outcomes)
         choice = getattr(executor, "choice", None)
         if choice is not None and any(o.cleaned or o.error for o in outcomes):
@@ -124,6 +133,52 @@ def clean_cmd(ctx: typer.Context,
     engine_name = choice.engine if choice is not None else getattr(executor, "name", None)
     _report(outcomes, topics, as_json, roll, choice=choice,
             totals=totals.text(engine_name) if totals.cleaned or totals.failed or totals.stopped else None)
+
+
+def _remote_read_only(dd, topics, partition):
+    """The manifests of the tiered compacted partitions a run considers, read (GET only) so that
+    statuses, the dry run and ``explain`` plan over both tiers; a store that does not answer is
+    one error line (exit 1) before anything is written."""
+    from ..cleaner.cleaner import compacted_partitions
+    from ..storage.remote.offline import open_read_only
+    return open_read_only(dd, compacted_partitions(dd, topics, partition))
+
+
+def _remote_for_clean(dd, topics, partition):
+    """The data dir's remote log manager for a run that cleans (storage/remote/offline.py): each
+    tiered compacted partition taken by the manifest's conditional write and reconciled, so the
+    round cleans its remote tier with its local one as the broker does; None when there is none."""
+    from ..cleaner.cleaner import compacted_partitions
+    from ..storage.remote.offline import open_for_clean
+    return open_for_clean(dd, compacted_partitions(dd, topics, partition))
+
+
+def _note_pending(outcomes, pending: dict, as_json: bool) -> None:
+    """Replaced remote segments still in their grace period: deleted by a later run or the broker."""
+    for o in outcomes:
+        n = pending.get((o.topic, o.partition))
+        if n and o.tiers is not None:
+            o.tiers["remote"]["pendingDeletion"] = n
+
+
+def _tier_lines(tiers: dict | None, verb: str) -> list[str]:
+    """``remote tier: 7 segment(s), removed 120 of 140 records (9000 of 10000 bytes): ...`` for
+    each tier of a round over both (none for a log in one tier)."""
+    if not tiers:
+        return []
+    lines = []
+    for name in ("remote", "local"):
+        t = tiers.get(name)
+        if not t or not t["segments"]:
+            continue
+        why = ", ".join(f"{n} {r}" for r, n in sorted(t["removed"].items())) or "nothing"
+        line = (f"{name} tier: {t['segments']} segment(s), {verb} {t['recordsRead'] - t['recordsKept']} of "
+                f"{t['recordsRead']} records ({t['bytesRead'] - t['bytesKept']} of {t['bytesRead']} bytes): {why}")
+        if name == "remote" and t.get("pendingDeletion"):
+            line += (f"; {t['pendingDeletion']} replaced segment(s) kept for compactlog.remote.compaction."
+                     f"delete.delay.ms (deleted by a later run or the broker)")
+        lines.append(line)
+    return lines
 
 
 def _cleaner(c, dd, executor=None):
@@ -148,6 +203,8 @@ def _report(outcomes, topics: list[str], as_json: bool, roll: bool, *, choice, t
             typer.echo(json.dumps(d))
         elif o.cleaned:
             typer.echo(summary_text(o))
+            for line in _tier_lines(o.tiers, "removed"):
+                typer.echo(f"\t{line}")
         elif o.error:
             typer.echo(f"error: {o.name}: {o.error}", err=True)
         elif topics and o.status is not None:
@@ -219,7 +276,8 @@ def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json
         guarded = _session_scope(dd, topics, partition, all_topics) if session_configs else []
         keyless = [] if drop_keyless else find_keyless(dd, guarded, roll=roll)
         enabled = dd.broker.get("log.cleaner.enable") and dd.broker.get("log.cleaner.threads") > 0
-        previews = dry_run(_cleaner(c, dd), now, topics, partition, force=force, roll=roll)
+        with _remote_read_only(dd, topics, partition):
+            previews = dry_run(_cleaner(c, dd), now, topics, partition, force=force, roll=roll)
     refused = {k.name for k in keyless}
     if not as_json:
         typer.echo(f"dry run at {now}: nothing is written" + (" (active segments as after --roll)" if roll else ""))
@@ -242,6 +300,8 @@ def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json
             continue
         start, end = ex.dirty_range
         typer.echo(f"{ex.name}: cleaning [{start}, {end}) {ex.removal_text()}")
+        for line in _tier_lines(ex.tiers, "would remove"):
+            typer.echo(f"  {line}")
     if not as_json and not topics:
         _note_unknown_configs([ex.status for ex in previews])
     if keyless and not as_json:
@@ -302,8 +362,9 @@ def explain_cmd(ctx: typer.Context,
         if session_configs:
             LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
         cleaner = _cleaner(c, dd)
-        explanations = [explain_partition(cleaner, t, p, now, roll=roll)
-                        for t, p in compacted_partitions(dd, topic, partition)]
+        with _remote_read_only(dd, [topic], partition):
+            explanations = [explain_partition(cleaner, t, p, now, roll=roll)
+                            for t, p in compacted_partitions(dd, topic, partition)]
         guarded = set(compacted_by_session(dd, topic, partition))
         tiers = _tiers(dd, [(ex.topic, ex.partition) for ex in explanations])
         if c.segment_sources is not None:
@@ -348,6 +409,8 @@ def _explain_text(ex, roll: bool) -> None:
             return
     typer.echo(f"  records read {ex.records_read}, kept {ex.records_kept}")
     typer.echo(f"  {ex.removal_text()}")
+    for line in _tier_lines(ex.tiers, "would remove"):
+        typer.echo(f"  {line}")
     if ex.removed:
         for reason, n in sorted(ex.removed.items()):
             typer.echo(f"  removed: {n} {reason}")
