@@ -102,9 +102,12 @@ def clean_cmd(ctx: typer.Context,
                 refuse_keyless = frozenset(guarded)
         # a tiered partition's status counts its remote tier (its manifest read, GET only): a
         # store that does not answer fails here, before anything is written
-        with _remote_read_only(ro, topics, partition):
+        with _remote_read_only(ro, topics, partition) as remote_view:
             idle = idle_outcomes(_cleaner(c, ro), now, topics, partition, force=force, roll=roll)
-    if idle is not None:
+            # replaced remote segments past their grace period (a run or a broker stopped before
+            # deleting them): work even when nothing is to be cleaned
+            remote_due = remote_view.due(int(time.time() * 1000)) if remote_view is not None else {}
+    if idle is not None and not remote_due:
         _report(idle, topics, as_json, roll, choice=None, totals=None)
         return
     from .clean_progress import CleanProgress
@@ -118,8 +121,11 @@ def clean_cmd(ctx: typer.Context,
             outcomes = _cleaner(c, dd, runner).run(now, topic=topics, partition=partition, force=force,
                                                refuse_keyless=refuse_keyless)
             if remote is not None:
-                remote.finish()
+                deleted = remote.finish()
                 _note_pending(outcomes, remote.pending(), as_json)
+                for (t, p), n in sorted(deleted.items()):
+                    typer.echo(json.dumps({"topic": t, "partition": p, "remoteSegmentsDeleted": n}) if as_json else
+                               f"{t}-{p}: {n} replaced remote segment(s) deleted after their grace period")
         runner.round_done(outcomes)
         choice = getattr(executor, "choice", None)
         if choice is not None and any(o.cleaned or o.error for o in outcomes):

@@ -92,18 +92,21 @@ class OfflineRemoteTier:
         self.datadir = datadir
         self.partitions = partitions
 
-    def finish(self) -> int:
-        """Step G for the cleaned partitions: replaced segments past their grace period deleted,
-        orphans swept; how many segments were deleted. A store failing here changes nothing
+    def finish(self) -> dict[tuple[str, int], int]:
+        """Step G for the partitions: replaced segments past their grace period deleted, orphans
+        swept; (topic, partition) -> segments deleted. A store failing here changes nothing
         committed: what is left is deleted by the next run or the broker."""
-        deleted = 0
+        deleted = {}
         for t, p in self.partitions:
             plog = self.datadir.open_log(t, p)
             try:
-                deleted += compaction.delete_due(self.rm, plog, self.rm.clock())
+                n = compaction.delete_due(self.rm, plog, self.rm.clock())
             except (RemoteStorageError, OSError) as e:
                 log.warning(f"{plog.name}: deleting the replaced remote segments failed ({e}); the next run or the "
                             f"broker deletes them")
+                continue
+            if n:
+                deleted[(t, p)] = n
         return deleted
 
     def pending(self) -> dict[tuple[str, int], int]:
@@ -178,6 +181,16 @@ class _ReadOnlyManager:
         plog = self.datadir.open_log(topic, partition)
         plog.highest_remote_offset = writer.current.highest_offset
 
+    def due(self, now_ms: int) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> replaced segments whose grace period is over at ``now_ms``: work
+        for a run even when nothing is to be cleaned (a run killed after its commit left them)."""
+        out = {}
+        for key, rp in self.partitions.items():
+            n = sum(1 for d in rp.manifest.pending_deletion if d.delete_after_ms <= now_ms)
+            if n:
+                out[key] = n
+        return out
+
     def close(self) -> None:
         self.store.close()
 
@@ -185,11 +198,11 @@ class _ReadOnlyManager:
 @contextmanager
 def open_read_only(datadir, partitions: list[tuple[str, int]]):
     """The manifests of the tiered compacted partitions among ``partitions``, read (GET only) and
-    registered for the data dir, so plans cover both tiers and write nothing; yields the
-    partitions read (empty when none is tiered or remote compaction is off)."""
+    registered for the data dir, so plans cover both tiers and write nothing; yields the view
+    (``due``), None when no partition is tiered or remote compaction is off."""
     chosen = tiered_partitions(datadir, partitions)
     if not chosen or not _enabled(datadir):
-        yield []
+        yield None
         return
     config = StoreConfig.from_properties(datadir.broker.props)
     view = _ReadOnlyManager(datadir, config)
@@ -200,7 +213,7 @@ def open_read_only(datadir, partitions: list[tuple[str, int]]):
         except (RemoteStorageError, OSError) as e:
             raise _store_error(e, config) from None
         compaction.register(datadir.path, view)
-        yield chosen
+        yield view
     finally:
         compaction.unregister(datadir.path, view)
         view.close()
