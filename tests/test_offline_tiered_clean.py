@@ -34,6 +34,8 @@ from compactlog.record.batch import iter_batches
 from compactlog.storage import files
 from compactlog.storage.datadir import DataDir, load_broker_config
 
+from s3_support import bucket, moto  # noqa: F401 - fixtures
+
 pytestmark = pytest.mark.slow
 
 COMMAND = [sys.executable, "-m", "compactlog"]
@@ -348,3 +350,112 @@ def test_clean_on_spark_equals_the_local_run(pair, tmp_path):
     assert logical_batches(tiered) == logical_batches(plain, tiered=False)
     assert out["byTier"]["remote"]["recordsRead"] > out["byTier"]["remote"]["recordsKept"]
     assert_consistent(tiered)
+
+
+# -- on moto's S3 ------------------------------------------------------------------------------------
+
+def s3_state(moto, bucket: str) -> dict[str, tuple]:
+    return {o["Key"]: (o["ETag"], o["Size"]) for o in moto.client().list_objects_v2(Bucket=bucket).get("Contents", [])}
+
+
+def s3_manifest(moto, bucket: str) -> tuple[dict, set[str]]:
+    """The partition manifest of c-0 and the segment ids of every object in its folder."""
+    client = moto.client()
+    objs = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=PREFIX + "c-").get("Contents", [])]
+    key = next(k for k in objs if k.endswith("/compactlog-partition.json"))
+    m = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    ids = {k.rsplit("/", 1)[1].split("-", 1)[1].rsplit(".", 1)[0] for k in objs if k.rsplit("/", 1)[1][:1].isdigit()}
+    return m, ids
+
+
+def test_store_down_is_one_error_line_and_changes_nothing(moto, bucket, tmp_path):
+    from s3_support import FaultProxy
+    proxy = FaultProxy(moto.endpoint)
+    try:
+        tiered = build(str(tmp_path / "tiered"), moto.properties(bucket, endpoint=proxy.endpoint))
+        before_bucket, before_dir = s3_state(moto, bucket), tree_state(tiered)
+        proxy.refuse()
+        for args in (("clean", "--force", "--now-ms", str(NOW)), ("clean", "--now-ms", str(NOW), "--dry-run"),
+                     ("explain", "--topic", "c", "--now-ms", str(NOW))):
+            got = cli(tiered, *args)
+            err = got.stderr.decode()
+            assert got.returncode == 1, (args, err)
+            assert err.count("\n") == 1 and err.startswith("error: the remote tier (s3://") and \
+                "nothing was cleaned or changed" in err and "Traceback" not in err, (args, err)
+        assert s3_state(moto, bucket) == before_bucket
+        assert tree_state(tiered) == before_dir
+    finally:
+        proxy.refuse()
+
+
+def consume_all(bootstrap: str, end: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record of c-0 from offset 0, by confluent-kafka, up to ``end``."""
+    ck = pytest.importorskip("confluent_kafka")
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{time.time_ns()}", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+    try:
+        c.assign([ck.TopicPartition("c", 0, 0)])
+        out, deadline = [], time.time() + 60
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                lo, hi = c.get_watermark_offsets(ck.TopicPartition("c", 0), timeout=10, cached=False)
+                pos = c.position([ck.TopicPartition("c", 0)])[0].offset
+                if pos >= hi > 0 and hi >= end:
+                    break
+                continue
+            out.append((m.offset(), m.key(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("killed", [None, "compaction-manifest"])
+def test_a_broker_started_after_the_offline_clean_serves_it(moto, bucket, tmp_path, killed):
+    """The offline clean on S3 (or one killed after its manifest switch, finished by the broker);
+    then a broker on the data dir serves the cleaned remote range to confluent-kafka."""
+    from broker_support import Broker, wait_until
+    from compactlog.storage.remote.faults import KILL_FILE_ENV
+    tiered = build(str(tmp_path / "tiered"), moto.properties(bucket))
+    plain = build(str(tmp_path / "plain"), {}, tiered=False)
+    end = records(logical_batches(plain, tiered=False))[-1][0] + 1      # the log end offset
+    clean(plain, NOW)
+    want = records(logical_batches(plain, tiered=False))
+    if killed is None:
+        (out,) = clean(tiered, NOW)
+        assert out["byTier"]["remote"]["recordsKept"] < out["byTier"]["remote"]["recordsRead"]
+    else:
+        kill_file = tiered + ".kill"
+        with open(kill_file, "w") as f:
+            f.write(killed)
+        env = dict(os.environ, **{KILL_FILE_ENV: kill_file})
+        got = subprocess.run(COMMAND + ["--data-dir", tiered, "clean", "--force", "--now-ms", str(NOW)],
+                             capture_output=True, timeout=300, env=env)
+        assert got.returncode == -9, got.stderr.decode()
+    m, _ = s3_manifest(moto, bucket)
+    # offsets below the first local segment exist only in the bucket
+    assert files.offset_from_filename(os.path.basename(local_segments(tiered)[0])) > 150
+    # the broker's own cleaner off: what it serves is what the offline run left
+    broker = Broker(tiered, {"log.cleaner.enable": "false", "remote.log.manager.task.interval.ms": "200",
+                             "log.retention.check.interval.ms": "300"}).start()
+    try:
+        if killed is None:
+            # local retention trims the copied segments' local copies: the whole remote range is read
+            # from the bucket, and it is the all-local clean's
+            wait_until(lambda: consume_all(broker.bootstrap, end) == want, timeout=90, interval=1,
+                       what="the consumer reads the all-local clean")
+        else:
+            # the remote tier was switched, the local segments not yet: every key's latest value,
+            # every offset once; and the broker deletes what the killed run replaced
+            got = consume_all(broker.bootstrap, end)
+            offsets = [o for o, _, _ in got]
+            assert offsets == sorted(set(offsets))
+            assert latest(got) == latest(want)
+
+            def finished():
+                man, ids = s3_manifest(moto, bucket)
+                return not man["pendingDeletion"] and ids == {s["id"] for s in man["segments"]}
+            wait_until(finished, timeout=90, interval=0.5, what="the replaced segments deleted by the broker")
+        assert s3_manifest(moto, bucket)[0]["generation"] > m["generation"]   # the broker took it back
+    finally:
+        broker.stop()
