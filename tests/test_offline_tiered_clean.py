@@ -459,3 +459,15 @@ def test_a_broker_started_after_the_offline_clean_serves_it(moto, bucket, tmp_pa
         assert s3_manifest(moto, bucket)[0]["generation"] > m["generation"]   # the broker took it back
     finally:
         broker.stop()
+
+
+def test_cleaner_run_cleans_both_tiers(pair):
+    """``cleaner run`` (the long-running offline cleaner) runs the same round: the remote tier is
+    compacted, every key's latest value kept (its clock is the wall clock: records compared)."""
+    tiered, plain = pair
+    for data in (tiered, plain):
+        got = cli(data, "cleaner", "run", "--engine", "local", "--iterations", "1")
+        assert got.returncode == 0, got.stderr.decode()
+    assert records(logical_batches(tiered)) == records(logical_batches(plain, tiered=False))
+    assert len(records(logical_batches(tiered))) < 40
+    assert_consistent(tiered)

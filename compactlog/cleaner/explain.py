@@ -155,10 +155,14 @@ def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int,
         ex.forced = True
     else:
         status_for_plan = status
-    source = None
+    source, round_was_open = None, False
     if both_tiers(log):
         # the remote tier planned with the local one, as the clean would (its manifest as read,
-        # storage/remote/offline.py); a tier that cannot be planned: what the clean says
+        # storage/remote/offline.py); a tier that cannot be planned: what the clean says. Planning
+        # opens a round (uploads wait for it): closed after, unless a clean had it open already
+        from ..storage.remote.compaction import manager_for_log
+        rp = manager_for_log(log).partitions.get((log.topic, log.partition))
+        round_was_open = rp is not None and rp.round_open
         source = _tiered_source(view)
         if source is None:
             ex.would_clean = ex.forced = False
@@ -171,7 +175,7 @@ def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int,
         collector = _Collector(now_ms, log.config.delete_retention_ms)
         result = clean_partition(plan, dry_run=True, observer=collector)
     finally:
-        if source is not None:
+        if source is not None and not round_was_open:
             from ..storage.remote.compaction import end_round
             end_round(source)
     ex.tiers = result.tiers

@@ -581,12 +581,19 @@ def run_cmd(ctx: typer.Context,
     interrupt = InterruptToStop("cleaner run: stopping after this round (^C again to stop now)\n")
     from .clean_progress import CleanProgress
     runner = CleanProgress(executor, enabled=os.isatty(2))
-    with interrupt, c.open(write=True) as dd, runner:
+    with interrupt, c.open(write=True) as dd, runner, _remote_for_clean(dd, None, None) as remote:
+        # tiered compacted partitions: their remote tier cleaned with the local segments, as by
+        # the broker's cleaner (storage/remote/offline.py); replaced objects deleted between rounds
+        # once their grace period is over
+        def between_rounds():
+            # PySpark's SparkContext, made on this thread during a round, puts in its own handler
+            interrupt.keep()
+            if remote is not None:
+                remote.finish()
         try:
             service = CleanerService(dd, runner, log_dir=log_dir)
             service.on_outcomes = runner.round_done
-            # PySpark's SparkContext, made on this thread during a round, puts in its own handler
-            service.between_rounds = interrupt.keep
+            service.between_rounds = between_rounds
             service.run(interrupt.stop, iterations=iterations)
         except KeyboardInterrupt:
             pass
