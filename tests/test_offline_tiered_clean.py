@@ -471,3 +471,13 @@ def test_cleaner_run_cleans_both_tiers(pair):
     assert records(logical_batches(tiered)) == records(logical_batches(plain, tiered=False))
     assert len(records(logical_batches(tiered))) < 40
     assert_consistent(tiered)
+
+
+def test_cleaner_status_counts_the_remote_tier(pair):
+    """``cleaner status`` decides as ``clean`` does: the cleanable range starts at the log start,
+    in the remote tier, not at the local log start."""
+    tiered, _ = pair
+    got = cli(tiered, "cleaner", "status", "--json")
+    assert got.returncode == 0, got.stderr.decode()
+    row = next(r for r in map(json.loads, got.stdout.decode().splitlines()) if r.get("topic") == "c")
+    assert row["first_dirty"] == 0 and row["tiers"]["remoteSegmentCount"] > 0

@@ -446,7 +446,9 @@ def status_cmd(ctx: typer.Context,
     c = context(ctx)
     now = _now(now_ms)
     with c.open(write=False, now_ms=now) as dd:
-        statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted or s.unknown_configs]
+        # a tiered partition's range over both tiers, as `clean` decides it (manifests read, GET only)
+        with _remote_read_only(dd, [topic] if topic else None, None):
+            statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted or s.unknown_configs]
         tiers = _tiers(dd, [(s.topic, s.partition) for s in statuses])
     ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
     max_dirty = int(100 * max(ratios)) if ratios else 0
