@@ -69,8 +69,8 @@ class PartitionCleanResult:
     map_kind: str = "task"
     map_reason: str = ""
     staged: list = field(default_factory=list)   # the replacements' descriptors (remote segments)
-    # a round over both tiers (``zone_cuts``): what each tier's groups read and kept, by
-    # ``tier_totals``; None for a log in one tier
+    # a round over both tiers (``zone_cuts``): what each tier's groups read, kept and removed
+    # (``_add_group``); None for a log in one tier
     tiers: dict | None = None
 
     @property

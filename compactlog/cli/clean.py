@@ -122,7 +122,7 @@ def clean_cmd(ctx: typer.Context,
                                                refuse_keyless=refuse_keyless)
             if remote is not None:
                 deleted = remote.finish()
-                _note_pending(outcomes, remote.pending(), as_json)
+                _note_pending(outcomes, remote.pending())
                 for (t, p), n in sorted(deleted.items()):
                     typer.echo(json.dumps({"topic": t, "partition": p, "remoteSegmentsDeleted": n}) if as_json else
                                f"{t}-{p}: {n} replaced remote segment(s) deleted after their grace period")
@@ -159,7 +159,7 @@ def _remote_for_clean(dd, topics, partition):
     return open_for_clean(dd, compacted_partitions(dd, topics, partition))
 
 
-def _note_pending(outcomes, pending: dict, as_json: bool) -> None:
+def _note_pending(outcomes, pending: dict) -> None:
     """Replaced remote segments still in their grace period: deleted by a later run or the broker."""
     for o in outcomes:
         n = pending.get((o.topic, o.partition))
