@@ -503,3 +503,26 @@ def test_replaced_segments_wait_for_their_grace_period(tmp_path):
     assert f"c-0: {len(pending)} replaced remote segment(s) deleted after their grace period" in text
     assert not pending & bucket_ids(tiered)
     assert_consistent(tiered)
+
+
+def test_a_copy_in_a_bucket_never_touches_the_original_remote_tier(moto, bucket, tmp_path):
+    """``--data-dir s3://…`` over a copy of a tiered data dir (``aws s3 sync``): its
+    ``server.properties`` names the original broker's store, which the clean of the copy must not
+    write (nor read as its own)."""
+    from s3_support import ACCESS_KEY, REGION, SECRET_KEY
+    root = str(tmp_path / "tiered")
+    tiered = build(root, local_store_props(root))
+    client = moto.client()
+    for d, _, names in os.walk(tiered):
+        for n in names:
+            full = os.path.join(d, n)
+            client.upload_file(full, bucket, f"copy/{os.path.relpath(full, tiered)}")
+    store = os.path.join(root, "bucket")
+    before = tree_state(store)
+    env = dict(os.environ, AWS_ENDPOINT_URL=moto.endpoint, AWS_ACCESS_KEY_ID=ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_REGION=REGION, AWS_EC2_METADATA_DISABLED="true")
+    for args in (("explain", "--topic", "c", "--now-ms", str(NOW)), ("clean", "--force", "--now-ms", str(NOW))):
+        got = cli(f"s3://{bucket}/copy", *args, env=env)
+        assert b"Traceback" not in got.stderr, got.stderr.decode()
+        assert b"remote tier:" not in got.stdout, got.stdout.decode()
+    assert tree_state(store) == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import nullcontext
 
 import typer
 
@@ -102,7 +103,7 @@ def clean_cmd(ctx: typer.Context,
                 refuse_keyless = frozenset(guarded)
         # a tiered partition's status counts its remote tier (its manifest read, GET only): a
         # store that does not answer fails here, before anything is written
-        with _remote_read_only(ro, topics, partition) as remote_view:
+        with _remote_read_only(c, ro, topics, partition) as remote_view:
             idle = idle_outcomes(_cleaner(c, ro), now, topics, partition, force=force, roll=roll)
             # replaced remote segments past their grace period (a run or a broker stopped before
             # deleting them): work even when nothing is to be cleaned
@@ -117,7 +118,7 @@ def clean_cmd(ctx: typer.Context,
             _roll_active_segments(dd, topics, partition)
         # the remote tier of a tiered partition is cleaned with its local segments by the broker's
         # own round (storage/remote/offline.py): the broker's remote log manager, opened here
-        with _remote_for_clean(dd, topics, partition) as remote:
+        with _remote_for_clean(c, dd, topics, partition) as remote:
             outcomes = _cleaner(c, dd, runner).run(now, topic=topics, partition=partition, force=force,
                                                refuse_keyless=refuse_keyless)
             if remote is not None:
@@ -141,21 +142,27 @@ def clean_cmd(ctx: typer.Context,
             totals=totals.text(engine_name) if totals.cleaned or totals.failed or totals.stopped else None)
 
 
-def _remote_read_only(dd, topics, partition):
+def _remote_read_only(c, dd, topics, partition):
     """The manifests of the tiered compacted partitions a run considers, read (GET only) so that
     statuses, the dry run and ``explain`` plan over both tiers; a store that does not answer is
     one error line (exit 1) before anything is written."""
     from ..cleaner.cleaner import compacted_partitions
     from ..storage.remote.offline import open_read_only
+    if c.segment_sources is not None:
+        return nullcontext()        # a bucket's copy of a data dir: its broker's store is not its own
     return open_read_only(dd, compacted_partitions(dd, topics, partition))
 
 
-def _remote_for_clean(dd, topics, partition):
+def _remote_for_clean(c, dd, topics, partition):
     """The data dir's remote log manager for a run that cleans (storage/remote/offline.py): each
     tiered compacted partition taken by the manifest's conditional write and reconciled, so the
-    round cleans its remote tier with its local one as the broker does; None when there is none."""
+    round cleans its remote tier with its local one as the broker does; None when there is none.
+    Never for a data dir copied to a bucket (``--data-dir s3://``): the store its
+    ``server.properties`` names is the original broker's, which a clean of a copy must not touch."""
     from ..cleaner.cleaner import compacted_partitions
     from ..storage.remote.offline import open_for_clean
+    if c.segment_sources is not None:
+        return nullcontext()
     return open_for_clean(dd, compacted_partitions(dd, topics, partition))
 
 
@@ -282,7 +289,7 @@ def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json
         guarded = _session_scope(dd, topics, partition, all_topics) if session_configs else []
         keyless = [] if drop_keyless else find_keyless(dd, guarded, roll=roll)
         enabled = dd.broker.get("log.cleaner.enable") and dd.broker.get("log.cleaner.threads") > 0
-        with _remote_read_only(dd, topics, partition):
+        with _remote_read_only(c, dd, topics, partition):
             previews = dry_run(_cleaner(c, dd), now, topics, partition, force=force, roll=roll)
     refused = {k.name for k in keyless}
     if not as_json:
@@ -368,7 +375,7 @@ def explain_cmd(ctx: typer.Context,
         if session_configs:
             LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
         cleaner = _cleaner(c, dd)
-        with _remote_read_only(dd, [topic], partition):
+        with _remote_read_only(c, dd, [topic], partition):
             explanations = [explain_partition(cleaner, t, p, now, roll=roll)
                             for t, p in compacted_partitions(dd, topic, partition)]
         guarded = set(compacted_by_session(dd, topic, partition))
@@ -447,7 +454,7 @@ def status_cmd(ctx: typer.Context,
     now = _now(now_ms)
     with c.open(write=False, now_ms=now) as dd:
         # a tiered partition's range over both tiers, as `clean` decides it (manifests read, GET only)
-        with _remote_read_only(dd, [topic] if topic else None, None):
+        with _remote_read_only(c, dd, [topic] if topic else None, None):
             statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted or s.unknown_configs]
         tiers = _tiers(dd, [(s.topic, s.partition) for s in statuses])
     ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
@@ -583,7 +590,7 @@ def run_cmd(ctx: typer.Context,
     interrupt = InterruptToStop("cleaner run: stopping after this round (^C again to stop now)\n")
     from .clean_progress import CleanProgress
     runner = CleanProgress(executor, enabled=os.isatty(2))
-    with interrupt, c.open(write=True) as dd, runner, _remote_for_clean(dd, None, None) as remote:
+    with interrupt, c.open(write=True) as dd, runner, _remote_for_clean(c, dd, None, None) as remote:
         # tiered compacted partitions: their remote tier cleaned with the local segments, as by
         # the broker's cleaner (storage/remote/offline.py); replaced objects deleted between rounds
         # once their grace period is over
