@@ -42,6 +42,7 @@ class PartitionOutcome:
     map_kind: str = ""
     map_reason: str = ""
     aborted: bool = False       # stopped for a change of the log (not an error; cleaned again later)
+    tiers: dict | None = None   # a round over both tiers: each tier's share (PartitionCleanResult.tiers)
 
     @property
     def name(self) -> str:
@@ -63,6 +64,8 @@ class PartitionOutcome:
                       "invalidMessagesRead": s.invalid_messages_read, "mapKeys": s.map_keys,
                       "mapSeconds": round(s.map_seconds, 6), "cleanSeconds": round(s.clean_seconds, 6),
                       "removed": dict(s.removed)})
+        if self.tiers is not None:
+            d["byTier"] = self.tiers
         return d
 
 
@@ -119,10 +122,12 @@ KEEP_TOMBSTONES_MS = 1 << 62
 def tombstone_retention_ms(log, both_tiers: bool = False) -> int:
     """delete.retention.ms (Kafka's rule). A tombstone may go once every older record of its key
     is gone; for a tiered log that holds only when this round cleans the remote tier with the
-    local one (``both_tiers``: one logical log, one map, tiered-storage.md §5.2). A round over
-    the local segments alone (no remote log manager here, remote compaction off, the store
-    unreachable) keeps every tombstone: the bucket may still hold an older value of the key, which
-    would come back to every reader from the log start once local retention trims the local copy."""
+    local one (``both_tiers``: one logical log, one map, tiered-storage.md §5.2; in the broker,
+    and offline, where ``compactlog clean`` opens the data dir's remote log manager:
+    storage/remote/offline.py). A round over the local segments alone (remote compaction off,
+    the store unreachable in a broker) keeps every tombstone: the bucket may still hold an older
+    value of the key, which would come back to every reader from the log start once local
+    retention trims the local copy."""
     if both_tiers:
         return log.config.delete_retention_ms
     if log.remote_log_enabled or log.highest_remote_offset >= 0 or log.log_start_offset < log.local_log_start_offset:
@@ -393,6 +398,7 @@ class Cleaner:
             out.map_kind = res.map_kind
             out.map_reason = res.map_reason
             out.stats = CleanerStats.from_dict(res.stats)
+            out.tiers = res.tiers
             out.end_size = _size_below(log, res.end_offset)
             round_.checkpoint_updates[key] = res.end_offset
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..record.control import CONTROL_TYPE_NAMES
-from .cleaner import Cleaner, make_plan
-from .plan import PartitionStatus, log_to_clean, partition_status
+from .cleaner import Cleaner, _tiered_source, make_plan
+from .plan import PartitionStatus, both_tiers, log_to_clean, partition_status
 from .rolled_view import as_rolled
 from .strategy import CompactionStrategy
 from .task import clean_partition
@@ -51,6 +51,7 @@ class Explanation:
     bytes_kept: int = 0
     rolled: bool = False         # planned as after ``clean --roll``
     strategy: str = "offset"     # compaction.strategy: which record of a key the round keeps
+    tiers: dict | None = None    # over both tiers: what each tier's groups would read, keep and lose
 
     @property
     def name(self) -> str:
@@ -69,7 +70,8 @@ class Explanation:
                 "recordsKept": self.records_kept, "recordsRemoved": self.records_read - self.records_kept,
                 "bytesRead": self.bytes_read, "bytesKept": self.bytes_kept,
                 "bytesRemoved": self.bytes_read - self.bytes_kept, "removed": self.removed,
-                "retained": [r.to_dict() for r in self.retained]}
+                "retained": [r.to_dict() for r in self.retained],
+                **({"byTier": self.tiers} if self.tiers is not None else {})}
 
     def removal_text(self) -> str:
         """``would remove R of N records (B of M bytes): 3 superseded, 0 tombstones, ...``."""
@@ -153,11 +155,30 @@ def explain_partition(cleaner: Cleaner, topic: str, partition: int, now_ms: int,
         ex.forced = True
     else:
         status_for_plan = status
-    plan = make_plan(cleaner.datadir, view, status_for_plan, now_ms)
-    if cleaner.source_for is not None:          # a bucket's shadow: the segments read where they are
-        plan.source = cleaner.source_for(log)
-    collector = _Collector(now_ms, log.config.delete_retention_ms)
-    result = clean_partition(plan, dry_run=True, observer=collector)
+    source, round_was_open = None, False
+    if both_tiers(log):
+        # the remote tier planned with the local one, as the clean would (its manifest as read,
+        # storage/remote/offline.py); a tier that cannot be planned: what the clean says. Planning
+        # opens a round (uploads wait for it): closed after, unless a clean had it open already
+        from ..storage.remote.compaction import manager_for_log
+        rp = manager_for_log(log).partitions.get((log.topic, log.partition))
+        round_was_open = rp is not None and rp.round_open
+        source = _tiered_source(view)
+        if source is None:
+            ex.would_clean = ex.forced = False
+            status.reason = "the remote tier is not ready to be cleaned with the local log; retried later"
+            return ex
+    try:
+        plan = make_plan(cleaner.datadir, view, status_for_plan, now_ms, source=source)
+        if source is None and cleaner.source_for is not None:   # a bucket's shadow: read where they are
+            plan.source = cleaner.source_for(log)
+        collector = _Collector(now_ms, log.config.delete_retention_ms)
+        result = clean_partition(plan, dry_run=True, observer=collector)
+    finally:
+        if source is not None and not round_was_open:
+            from ..storage.remote.compaction import end_round
+            end_round(source)
+    ex.tiers = result.tiers
     stats = result.stats
     ex.dirty_range = (plan.first_dirty, result.end_offset)
     ex.records_read = stats["messages_read"]

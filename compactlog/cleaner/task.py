@@ -69,6 +69,9 @@ class PartitionCleanResult:
     map_kind: str = "task"
     map_reason: str = ""
     staged: list = field(default_factory=list)   # the replacements' descriptors (remote segments)
+    # a round over both tiers (``zone_cuts``): what each tier's groups read, kept and removed
+    # (``_add_group``); None for a log in one tier
+    tiers: dict | None = None
 
     @property
     def name(self) -> str:
@@ -138,9 +141,12 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
         txn = CleanedTransactionState()
         by_base = {s.base_offset: s for s in log.segments}
         writers = []
+        cuts = plan.extra.get("zone_cuts")
+        tiers = {"remote": _tier_totals(), "local": _tier_totals()} if cuts else None
         try:
             for group in groups:
                 segs = [by_base[b] for b in group]
+                before = _counters(stats) if tiers is not None else None
                 if dry_run:
                     w = DryRunWriter(group[0])
                 else:
@@ -150,6 +156,10 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
                 clean_group(log, segs, w, ctx, txn, stats)
                 w.finish(mtime_ms=segs[-1].info.mtime_ms)
                 stats.write_seconds += w.io_seconds
+                if tiers is not None:
+                    # the remote tier's groups lie below the cut (groups never straddle it)
+                    _add_group(tiers["remote" if group[0] < min(cuts) else "local"], len(group), before,
+                               _counters(stats))
             _refuse_keyless(plan, stats)
         except BaseException:
             for w in writers:
@@ -158,9 +168,28 @@ def clean_partition(plan: PartitionCleanPlan, offset_map=None, *, dry_run: bool 
         stats.end_s = time.time()
         return PartitionCleanResult(plan.topic, plan.partition, end_offset, groups, stats.to_dict(),
                                     plan.map_kind, plan.extra.get("map_reason", ""),
-                                    [s for s in (getattr(w, "staged", None) for w in writers) if s])
+                                    [s for s in (getattr(w, "staged", None) for w in writers) if s], tiers)
     finally:
         log.close()
+
+
+def _tier_totals() -> dict:
+    return {"segments": 0, "recordsRead": 0, "recordsKept": 0, "bytesRead": 0, "bytesKept": 0, "removed": {}}
+
+
+def _counters(stats: CleanerStats) -> tuple:
+    return stats.messages_read, stats.messages_written, stats.bytes_read, stats.bytes_written, dict(stats.removed)
+
+
+def _add_group(t: dict, segments: int, before: tuple, after: tuple) -> None:
+    """One group's share of the round's counters, added to its tier's totals."""
+    t["segments"] += segments
+    for name, b, a in zip(("recordsRead", "recordsKept", "bytesRead", "bytesKept"), before[:4], after[:4]):
+        t[name] += a - b
+    for reason, n in after[4].items():
+        d = n - before[4].get(reason, 0)
+        if d:
+            t["removed"][reason] = t["removed"].get(reason, 0) + d
 
 
 def version_map(plan: PartitionCleanPlan, expected_keys: int = 1024) -> VersionMap:

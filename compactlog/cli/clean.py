@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import nullcontext
 
 import typer
 
@@ -100,8 +101,14 @@ def clean_cmd(ctx: typer.Context,
             if not drop_keyless:
                 _refuse_keyless_records(ro, guarded, roll, as_json)
                 refuse_keyless = frozenset(guarded)
-        idle = idle_outcomes(_cleaner(c, ro), now, topics, partition, force=force, roll=roll)
-    if idle is not None:
+        # a tiered partition's status counts its remote tier (its manifest read, GET only): a
+        # store that does not answer fails here, before anything is written
+        with _remote_read_only(c, ro, topics, partition) as remote_view:
+            idle = idle_outcomes(_cleaner(c, ro), now, topics, partition, force=force, roll=roll)
+            # replaced remote segments past their grace period (a run or a broker stopped before
+            # deleting them): work even when nothing is to be cleaned
+            remote_due = remote_view.due(int(time.time() * 1000)) if remote_view is not None else {}
+    if idle is not None and not remote_due:
         _report(idle, topics, as_json, roll, choice=None, totals=None)
         return
     from .clean_progress import CleanProgress
@@ -109,8 +116,17 @@ def clean_cmd(ctx: typer.Context,
     with c.open(write=True, now_ms=now, session_configs=session_configs) as dd, runner:
         if roll:
             _roll_active_segments(dd, topics, partition)
-        outcomes = _cleaner(c, dd, runner).run(now, topic=topics, partition=partition, force=force,
-                                           refuse_keyless=refuse_keyless)
+        # the remote tier of a tiered partition is cleaned with its local segments by the broker's
+        # own round (storage/remote/offline.py): the broker's remote log manager, opened here
+        with _remote_for_clean(c, dd, topics, partition) as remote:
+            outcomes = _cleaner(c, dd, runner).run(now, topic=topics, partition=partition, force=force,
+                                               refuse_keyless=refuse_keyless)
+            if remote is not None:
+                deleted = remote.finish()
+                _note_pending(outcomes, remote.pending())
+                for (t, p), n in sorted(deleted.items()):
+                    typer.echo(json.dumps({"topic": t, "partition": p, "remoteSegmentsDeleted": n}) if as_json else
+                               f"{t}-{p}: {n} replaced remote segment(s) deleted after their grace period")
         runner.round_done(outcomes)
         choice = getattr(executor, "choice", None)
         if choice is not None and any(o.cleaned or o.error for o in outcomes):
@@ -124,6 +140,58 @@ def clean_cmd(ctx: typer.Context,
     engine_name = choice.engine if choice is not None else getattr(executor, "name", None)
     _report(outcomes, topics, as_json, roll, choice=choice,
             totals=totals.text(engine_name) if totals.cleaned or totals.failed or totals.stopped else None)
+
+
+def _remote_read_only(c, dd, topics, partition):
+    """The manifests of the tiered compacted partitions a run considers, read (GET only) so that
+    statuses, the dry run and ``explain`` plan over both tiers; a store that does not answer is
+    one error line (exit 1) before anything is written."""
+    from ..cleaner.cleaner import compacted_partitions
+    from ..storage.remote.offline import open_read_only
+    if c.segment_sources is not None:
+        return nullcontext()        # a bucket's copy of a data dir: its broker's store is not its own
+    return open_read_only(dd, compacted_partitions(dd, topics, partition))
+
+
+def _remote_for_clean(c, dd, topics, partition):
+    """The data dir's remote log manager for a run that cleans (storage/remote/offline.py): each
+    tiered compacted partition taken by the manifest's conditional write and reconciled, so the
+    round cleans its remote tier with its local one as the broker does; None when there is none.
+    Never for a data dir copied to a bucket (``--data-dir s3://``): the store its
+    ``server.properties`` names is the original broker's, which a clean of a copy must not touch."""
+    from ..cleaner.cleaner import compacted_partitions
+    from ..storage.remote.offline import open_for_clean
+    if c.segment_sources is not None:
+        return nullcontext()
+    return open_for_clean(dd, compacted_partitions(dd, topics, partition))
+
+
+def _note_pending(outcomes, pending: dict) -> None:
+    """Replaced remote segments still in their grace period: deleted by a later run or the broker."""
+    for o in outcomes:
+        n = pending.get((o.topic, o.partition))
+        if n and o.tiers is not None:
+            o.tiers["remote"]["pendingDeletion"] = n
+
+
+def _tier_lines(tiers: dict | None, verb: str) -> list[str]:
+    """``remote tier: 7 segment(s), removed 120 of 140 records (9000 of 10000 bytes): ...`` for
+    each tier of a round over both (none for a log in one tier)."""
+    if not tiers:
+        return []
+    lines = []
+    for name in ("remote", "local"):
+        t = tiers.get(name)
+        if not t or not t["segments"]:
+            continue
+        why = ", ".join(f"{n} {r}" for r, n in sorted(t["removed"].items())) or "nothing"
+        line = (f"{name} tier: {t['segments']} segment(s), {verb} {t['recordsRead'] - t['recordsKept']} of "
+                f"{t['recordsRead']} records ({t['bytesRead'] - t['bytesKept']} of {t['bytesRead']} bytes): {why}")
+        if name == "remote" and t.get("pendingDeletion"):
+            line += (f"; {t['pendingDeletion']} replaced segment(s) kept for compactlog.remote.compaction."
+                     f"delete.delay.ms (deleted by a later run or the broker)")
+        lines.append(line)
+    return lines
 
 
 def _cleaner(c, dd, executor=None):
@@ -148,6 +216,8 @@ def _report(outcomes, topics: list[str], as_json: bool, roll: bool, *, choice, t
             typer.echo(json.dumps(d))
         elif o.cleaned:
             typer.echo(summary_text(o))
+            for line in _tier_lines(o.tiers, "removed"):
+                typer.echo(f"\t{line}")
         elif o.error:
             typer.echo(f"error: {o.name}: {o.error}", err=True)
         elif topics and o.status is not None:
@@ -219,7 +289,8 @@ def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json
         guarded = _session_scope(dd, topics, partition, all_topics) if session_configs else []
         keyless = [] if drop_keyless else find_keyless(dd, guarded, roll=roll)
         enabled = dd.broker.get("log.cleaner.enable") and dd.broker.get("log.cleaner.threads") > 0
-        previews = dry_run(_cleaner(c, dd), now, topics, partition, force=force, roll=roll)
+        with _remote_read_only(c, dd, topics, partition):
+            previews = dry_run(_cleaner(c, dd), now, topics, partition, force=force, roll=roll)
     refused = {k.name for k in keyless}
     if not as_json:
         typer.echo(f"dry run at {now}: nothing is written" + (" (active segments as after --roll)" if roll else ""))
@@ -242,6 +313,8 @@ def _dry_run(c, topics, partition, now: int, *, force: bool, roll: bool, as_json
             continue
         start, end = ex.dirty_range
         typer.echo(f"{ex.name}: cleaning [{start}, {end}) {ex.removal_text()}")
+        for line in _tier_lines(ex.tiers, "would remove"):
+            typer.echo(f"  {line}")
     if not as_json and not topics:
         _note_unknown_configs([ex.status for ex in previews])
     if keyless and not as_json:
@@ -302,8 +375,9 @@ def explain_cmd(ctx: typer.Context,
         if session_configs:
             LogConfig(session_configs, dd.broker)   # every name and value checked before anything runs
         cleaner = _cleaner(c, dd)
-        explanations = [explain_partition(cleaner, t, p, now, roll=roll)
-                        for t, p in compacted_partitions(dd, topic, partition)]
+        with _remote_read_only(c, dd, [topic], partition):
+            explanations = [explain_partition(cleaner, t, p, now, roll=roll)
+                            for t, p in compacted_partitions(dd, topic, partition)]
         guarded = set(compacted_by_session(dd, topic, partition))
         tiers = _tiers(dd, [(ex.topic, ex.partition) for ex in explanations])
         if c.segment_sources is not None:
@@ -348,6 +422,8 @@ def _explain_text(ex, roll: bool) -> None:
             return
     typer.echo(f"  records read {ex.records_read}, kept {ex.records_kept}")
     typer.echo(f"  {ex.removal_text()}")
+    for line in _tier_lines(ex.tiers, "would remove"):
+        typer.echo(f"  {line}")
     if ex.removed:
         for reason, n in sorted(ex.removed.items()):
             typer.echo(f"  removed: {n} {reason}")
@@ -377,7 +453,9 @@ def status_cmd(ctx: typer.Context,
     c = context(ctx)
     now = _now(now_ms)
     with c.open(write=False, now_ms=now) as dd:
-        statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted or s.unknown_configs]
+        # a tiered partition's range over both tiers, as `clean` decides it (manifests read, GET only)
+        with _remote_read_only(c, dd, [topic] if topic else None, None):
+            statuses = [s for s in Cleaner(dd).statuses(now, topic) if s.compacted or s.unknown_configs]
         tiers = _tiers(dd, [(s.topic, s.partition) for s in statuses])
     ratios = [s.dirty_ratio for s in statuses if s.clean_bytes + s.cleanable_bytes > 0]
     max_dirty = int(100 * max(ratios)) if ratios else 0
@@ -512,12 +590,19 @@ def run_cmd(ctx: typer.Context,
     interrupt = InterruptToStop("cleaner run: stopping after this round (^C again to stop now)\n")
     from .clean_progress import CleanProgress
     runner = CleanProgress(executor, enabled=os.isatty(2))
-    with interrupt, c.open(write=True) as dd, runner:
+    with interrupt, c.open(write=True) as dd, runner, _remote_for_clean(c, dd, None, None) as remote:
+        # tiered compacted partitions: their remote tier cleaned with the local segments, as by
+        # the broker's cleaner (storage/remote/offline.py); replaced objects deleted between rounds
+        # once their grace period is over
+        def between_rounds():
+            # PySpark's SparkContext, made on this thread during a round, puts in its own handler
+            interrupt.keep()
+            if remote is not None:
+                remote.finish()
         try:
             service = CleanerService(dd, runner, log_dir=log_dir)
             service.on_outcomes = runner.round_done
-            # PySpark's SparkContext, made on this thread during a round, puts in its own handler
-            service.between_rounds = interrupt.keep
+            service.between_rounds = between_rounds
             service.run(interrupt.stop, iterations=iterations)
         except KeyboardInterrupt:
             pass
