@@ -327,15 +327,13 @@ def _log_dirs_from_dir(c, topics: list[str] | None):
 
 def _node_id(path: str) -> int:
     """The node id a broker on this dir used (meta.properties), else 0."""
+    from ..errors import CompactlogError
+    from ..storage import meta_properties
     try:
-        with open(os.path.join(path, "meta.properties"), "r", encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition("=")
-                if key.strip() == "node.id":
-                    return int(value.strip())
-    except (OSError, ValueError):
-        pass
-    return 0
+        node = meta_properties.stored_node_id(path, meta_properties.read(path))
+    except CompactlogError:
+        return 0
+    return 0 if node is None else node
 
 
 def _log_dirs_from_broker(bootstrap: str, topics: list[str] | None):

@@ -34,11 +34,12 @@ from ..errors import ConfigError, StorageError, TopicError
 from ..storage.checkpoint import decode_topic_id
 from ..storage.config import LogConfig
 from ..storage.datadir import INTERNAL_TOPIC_CONFIGS, DataDir
+from ..storage import meta_properties
 from ..storage.fsutil import atomic_write, read_text
+from ..storage.meta_properties import META_PROPERTIES
 from ..storage.log import Log
 from .security.listeners import DEFAULT_PROTOCOL_MAP, parse_protocol_map
 
-META_PROPERTIES = "meta.properties"
 PRODUCER_ID_FILE = "compactlog.producer-ids.json"
 PRODUCER_ID_BLOCK = 1000          # Kafka's controller hands out blocks of 1000 ids
 ADMIN_CLIENT_ID = "__admin_client"
@@ -107,22 +108,10 @@ def load_identity(data_dir: str, node_id: int | None) -> tuple[int, str]:
     ``node.id`` is refused, as Kafka refuses to start ("Stored node id ... doesn't match").
     """
     path = os.path.join(data_dir, META_PROPERTIES)
-    props: dict[str, str] = {}
-    if os.path.exists(path):
-        for n, line in enumerate(read_text(path).splitlines(), start=1):
-            s = line.strip()
-            if not s or s[0] in "#!":
-                continue
-            key, sep, value = s.partition("=")
-            if not sep:
-                raise StorageError(f"{path}: line {n}: expected key=value, found {line!r}")
-            props[key.strip()] = value.strip()
-    stored = props.get("node.id", props.get("broker.id"))
-    if stored is not None:
-        try:
-            stored_id = int(stored)
-        except ValueError:
-            raise StorageError(f"{path}: node.id {stored!r} is not a number") from None
+    props = meta_properties.read(data_dir)
+    stored_id = meta_properties.stored_node_id(data_dir, props)
+    stored = None if stored_id is None else str(stored_id)
+    if stored_id is not None:
         if node_id is not None and node_id != stored_id:
             raise ConfigError(f"{path}: stored node.id {stored_id} does not match node.id={node_id}; "
                               f"this data dir belongs to node {stored_id}")

@@ -44,15 +44,8 @@ def _identity(datadir) -> tuple[int, str]:
     """(broker id, cluster id) the data dir's broker runs as, from its ``meta.properties`` (read,
     never written: an offline run is not the broker's first start); the broker config's
     ``node.id`` and an empty cluster id without one."""
-    props: dict[str, str] = {}
-    try:
-        with open(os.path.join(datadir.path, "meta.properties"), encoding="utf-8") as f:
-            for line in f:
-                key, sep, value = line.strip().partition("=")
-                if sep and not key.startswith(("#", "!")):
-                    props[key.strip()] = value.strip()
-    except OSError:
-        pass
+    from ..meta_properties import read
+    props = read(datadir.path)
     node = props.get("node.id", props.get("broker.id"))
     try:
         broker_id = int(node) if node is not None else int(datadir.broker.get("node.id"))
