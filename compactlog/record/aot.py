@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -60,7 +61,7 @@ def kernel_modules() -> list[str]:
             if rel.endswith("__init__"):
                 continue
             names.append(rel.replace(os.sep, "."))
-    return [n for n in names if n != __name__ and n != jit.__name__]
+    return [n for n in names if n not in (jit.__package__ + ".aot", jit.__name__)]
 
 
 def numba_key(t):
@@ -102,10 +103,37 @@ def _signatures(kernel) -> list:
     return sorted(sigs, key=str)
 
 
+def imported(modules) -> set:
+    """``modules`` and the package's modules they import directly: a kernel's code holds the
+    values of the globals it reads (constants from ``record/layout.py`` and the like) as they
+    were when it was compiled, so a change there makes the build stale too."""
+    import ast
+    package = jit.__name__.split(".")[0]       # not __name__: this module runs as __main__
+    out = set(modules)
+    for m in modules:
+        mod = sys.modules[m]
+        with open(mod.__file__, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        base = m if mod.__file__.endswith("__init__.py") else m.rpartition(".")[0]
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                target = importlib.util.resolve_name("." * node.level + (node.module or ""), base) \
+                    if node.level else node.module
+                names = [target] + [f"{target}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                if name and name.split(".")[0] == package and name in sys.modules \
+                        and getattr(sys.modules[name], "__file__", None):
+                    out.add(name)
+    return out
+
+
 def sources(modules) -> dict:
     """{path relative to the package's parent: sha256 of the file} of ``modules``."""
     out = {}
-    for m in modules:
+    for m in sorted(modules):
         path = sys.modules[m].__file__
         with open(path, "rb") as f:
             out[os.path.relpath(path, os.path.dirname(PACKAGE_ROOT)).replace(os.sep, "/")] = \
@@ -136,7 +164,7 @@ def build(verbose: bool = False) -> dict:
                 exports.append((symbol, disp.py_func, ret(*sig), name, k.__qualname__, key))
                 kernels.setdefault(f"{name}:{k.__qualname__}", []).append([list_key(key), symbol])
     build_id = int.from_bytes(os.urandom(6), "little")
-    modules = sorted(jit._shadows)         # every module the exported kernels reach
+    modules = imported(jit._shadows)       # every module the exported kernels reach, and theirs
     cc = CC(NAME, source_module=jit.__name__)
     cc.target_cpu = "host"                  # built where it runs, like numba's JIT
     cc.verbose = verbose

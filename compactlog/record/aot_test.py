@@ -137,12 +137,14 @@ print(jit.aot_loaded(), "numba" in sys.modules, int(h1[0]))
 
 
 @needs_build
-def test_a_kernel_source_changed_since_the_build_is_left_to_numba(tmp_path):
+@pytest.mark.parametrize("changed", [os.path.join("record", "kernels", "hashing.py"), os.path.join("record", "layout.py")])
+def test_a_kernel_source_changed_since_the_build_is_left_to_numba(tmp_path, changed):
     """A copy of the package with the build: used as built; once a kernel module's source
-    changes, not at all (its code would be the old one), and numba compiles the call instead."""
+    changes, or a module whose constants kernels read, not at all (its code would hold the old
+    ones), and the call runs as without a build."""
     root = str(tmp_path / "copy")
     shutil.copytree(os.path.join(ROOT, "compactlog"), os.path.join(root, "compactlog"),
-                    ignore=shutil.ignore_patterns("*_test.py"))
+                    ignore=shutil.ignore_patterns("*_test.py", "*.nbi", "*.nbc"))
     env = {"PYTHONPATH": root, "PYTHONDONTWRITEBYTECODE": "1"}
 
     def probe():
@@ -153,7 +155,7 @@ def test_a_kernel_source_changed_since_the_build_is_left_to_numba(tmp_path):
 
     aot_loaded, numba_loaded, digest = probe()
     assert (aot_loaded, numba_loaded) == ("True", "False")
-    with open(os.path.join(root, "compactlog", "record", "kernels", "hashing.py"), "a") as f:
+    with open(os.path.join(root, "compactlog", changed), "a") as f:
         f.write("\n# changed\n")
     aot_loaded, numba_loaded, digest_after = probe()
     assert aot_loaded == "False" and digest_after == digest
