@@ -100,6 +100,7 @@ print(json.dumps({"numba": "numba" in sys.modules, "aot": jit.aot_loaded()}))
 """ % NOW
 
 
+@pytest.mark.slow           # two processes, one loading numba (~5 CPU-s)
 @needs_build
 def test_a_clean_with_the_ahead_of_time_kernels_writes_numbas_bytes(tmp_path):
     """The same workload cleaned, verified and read with the extension (numba never imported)
@@ -136,6 +137,7 @@ print(jit.aot_loaded(), "numba" in sys.modules, int(h1[0]))
 """
 
 
+@pytest.mark.slow           # a copy of the package and two fresh processes each
 @needs_build
 @pytest.mark.parametrize("changed", [os.path.join("record", "kernels", "hashing.py"), os.path.join("record", "layout.py")])
 def test_a_kernel_source_changed_since_the_build_is_left_to_numba(tmp_path, changed):
