@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	$(PY) -m compactlog.warmup
-	-$(PY) -m compactlog.record.aot
+	-$(PY) -m compactlog.aot
 	$(PY) -m compileall -q compactlog > /dev/null
 	touch $(STAMP)
 

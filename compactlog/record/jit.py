@@ -14,7 +14,7 @@ module of dispatchers): compiled kernels call and inline each other as before, a
 cache entries (numba keys them by file, qualified name, line and bytecode).
 
 Before either, a call whose argument types match a signature compiled ahead of time
-(``record/aot.py``: an extension module ``make venv`` builds with numba.pycc from the signatures
+(``compactlog/aot.py``: an extension module ``make venv`` builds with numba.pycc from the signatures
 the warm-up compiled) runs that machine code, and numba is never imported: a one-shot clean of
 the reference workload saved ~0.6 CPU-s, a ``verify`` of 1.4 MB ~0.6. The build is not used once
 a kernel source (or a module one imports) changed since it was made, nor with
@@ -188,7 +188,7 @@ def expect(work: int) -> None:
         _count(PYTHON_BUDGET + 1)
 
 
-# the kernels compiled ahead of time (record/aot.py, built by `make venv`): used in mode auto
+# the kernels compiled ahead of time (compactlog/aot.py, built by `make venv`): used in mode auto
 # unless COMPACTLOG_AOT=0 (tests comparing them with numba's)
 _aot_wanted = _mode == "auto" and os.environ.get("COMPACTLOG_AOT", "1") != "0"
 _aot_kernels = None          # "module:qualname" -> {argument types: function}, once loaded
@@ -221,7 +221,7 @@ def _scalar_key(v):
 
 def typekey(args) -> tuple:
     """The argument types of a call as the ahead-of-time table keys them (numba's typeof, without
-    numba: ``aot.numba_key`` maps its types to the same keys)."""
+    numba: ``compactlog.aot.numba_key`` maps its types to the same keys)."""
     return tuple(_array_key(a) if type(a) is np.ndarray else _scalar_key(a) for a in args)
 
 
@@ -263,7 +263,7 @@ def _aot_table(kernel: Kernel) -> dict:
 
 
 def aot_loaded() -> bool:
-    """Whether this process runs kernels compiled ahead of time (``record/aot.py``)."""
+    """Whether this process runs kernels compiled ahead of time (``compactlog/aot.py``)."""
     return bool(_aot_kernels)
 
 

@@ -1,8 +1,9 @@
-"""The kernels compiled ahead of time into an extension module: ``python -m compactlog.record.aot``.
+"""The kernels compiled ahead of time into an extension module: ``python -m compactlog.aot``.
 
 A one-shot command that runs its kernels through numba pays for numba's import and its first
 cached-code load (~0.6 CPU-s of a 2-3 CPU-s clean of the reference workload, issue 28), however
-warm numba's cache is. ``make venv`` therefore also runs this module after the warm-up: for every
+warm numba's cache is. ``make venv`` therefore also runs this module after the warm-up (``warmup.py``; both sit at the
+top of the package, as they drive every floor's kernels): for every
 kernel signature the warm-up compiled (read from numba's cache index beside the sources) it
 exports the kernel through ``numba.pycc`` into ``record/_aot_kernels.<abi>.so``, a plain CPython
 extension that needs numpy but not numba, and writes ``record/_aot_kernels.json`` beside it (each
@@ -33,14 +34,11 @@ import sys
 import tempfile
 import time
 
-# before jit is imported: the dispatchers are needed, never the Python bodies
-os.environ.setdefault("COMPACTLOG_KERNELS", "jit")
-
-from . import jit  # noqa: E402
+from .record import jit
 
 NAME = "_aot_kernels"
-HERE = os.path.dirname(os.path.abspath(__file__))
-PACKAGE_ROOT = os.path.dirname(HERE)
+PACKAGE_ROOT = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(PACKAGE_ROOT, "record")     # beside jit.py, which loads it
 MANIFEST = os.path.join(HERE, NAME + ".json")
 
 
@@ -61,7 +59,7 @@ def kernel_modules() -> list[str]:
             if rel.endswith("__init__"):
                 continue
             names.append(rel.replace(os.sep, "."))
-    return [n for n in names if n not in (jit.__package__ + ".aot", jit.__name__)]
+    return [n for n in names if n not in (__package__ + ".aot", "compactlog.aot", jit.__name__)]
 
 
 def numba_key(t):
@@ -195,7 +193,7 @@ def list_key(key):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m compactlog.record.aot", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m compactlog.aot", description=__doc__.split("\n")[0])
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)

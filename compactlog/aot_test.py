@@ -1,7 +1,7 @@
-"""The kernels compiled ahead of time (``record/aot.py``): the same bytes as numba's JIT, chosen by
+"""The kernels compiled ahead of time (``aot.py``): the same bytes as numba's JIT, chosen by
 the argument types numba would choose by, and never used once a kernel's source changed.
 
-The extension is built by ``make venv`` (``python -m compactlog.record.aot``); these tests use the
+The extension is built by ``make venv`` (``python -m compactlog.aot``); these tests use the
 checkout's build and skip, saying so, where it could not be built.
 """
 
@@ -17,13 +17,14 @@ import sys
 import numpy as np
 import pytest
 
-from compactlog.record import aot, jit
+from compactlog import aot
+from compactlog.record import jit
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOW = 1_900_000_000_000
 
 needs_build = pytest.mark.skipif(not os.path.exists(aot.MANIFEST),
-                                 reason="no ahead-of-time kernels: `python -m compactlog.record.aot` builds them")
+                                 reason="no ahead-of-time kernels: `python -m compactlog.aot` builds them")
 
 
 def _values():
