@@ -2,12 +2,14 @@
 
 A one-shot command that runs its kernels through numba pays for numba's import and its first
 cached-code load (~0.6 CPU-s of a 2-3 CPU-s clean of the reference workload, issue 28), however
-warm numba's cache is. ``make venv`` therefore also runs this module after the warm-up (``warmup.py``; both sit at the
-top of the package, as they drive every floor's kernels): for every
-kernel signature the warm-up compiled (read from numba's cache index beside the sources) it
-exports the kernel through ``numba.pycc`` into ``record/_aot_kernels.<abi>.so``, a plain CPython
-extension that needs numpy but not numba, and writes ``record/_aot_kernels.json`` beside it (each
-kernel's signatures by argument types, and a digest of every kernel source the build compiled).
+warm numba's cache is. ``make venv`` therefore also runs this module after the warm-up
+(``warmup.py``; both sit at the top of the package, as they drive every floor's kernels): for
+every kernel signature numba's cache holds (read from its index beside the sources: what the
+warm-up compiled, and any other signature a run compiled since) it exports the kernel through
+``numba.pycc`` into ``record/_aot_kernels.<abi>.so``, a plain CPython extension that needs numpy
+but not numba, and writes ``record/_aot_kernels.json`` beside it (each kernel's signatures by
+argument types, and a digest of every kernel module and of the package's modules they import).
+Kafka has no counterpart (the JVM compiles as it runs).
 
 ``record/jit.py`` loads the two on a kernel's first call (mode ``auto``): a call whose argument
 types match an exported signature runs the extension's code; any other call goes the old way
