@@ -178,7 +178,7 @@ def build(verbose: bool = False) -> dict:
         cc.output_dir = tmp
         cc.compile()
         built = os.path.join(tmp, cc._output_file)
-        manifest = {"build_id": build_id, "sources": sources(modules),
+        manifest = {"build_id": build_id, "sources": sources(modules), "cpu": jit.host_cpu(),
                     "extension": cc._output_file, "kernels": kernels}
         for f in os.listdir(HERE):          # an older build's extension (another ABI tag)
             if f.startswith(NAME + ".") and f.endswith((".so", ".pyd")):

@@ -180,3 +180,15 @@ def test_the_manifest_names_no_nogil_kernel_and_only_keys_a_call_can_have():
                  "compactlog.record.kernels.hashing:hash_keys", "compactlog.record.kernels.scan:scan_records",
                  "compactlog.storage.index_check:_walk"):
         assert name in manifest["kernels"], name
+
+
+@needs_build
+def test_a_build_for_another_cpu_is_left_to_numba(monkeypatch):
+    """``target_cpu="host"``: the extension may use instructions another CPU lacks (a venv copied
+    to an older machine would die of SIGILL), so it is used only on the CPU it was built on."""
+    assert jit.host_cpu() is not None
+    assert jit._load_aot(), "the build of this machine is used"
+    monkeypatch.setattr(jit, "host_cpu", lambda: "0" * 64)
+    assert jit._load_aot() == {}
+    monkeypatch.setattr(jit, "host_cpu", lambda: None)
+    assert jit._load_aot() == {}

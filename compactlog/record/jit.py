@@ -225,15 +225,35 @@ def typekey(args) -> tuple:
     return tuple(_array_key(a) if type(a) is np.ndarray else _scalar_key(a) for a in args)
 
 
+def host_cpu() -> str | None:
+    """What the ahead-of-time build was compiled for (``target_cpu="host"``: this CPU's model and
+    instruction-set extensions, from /proc/cpuinfo's first processor), None where it cannot be
+    told. A venv copied to a machine without an extension the code uses would die of SIGILL; numba's
+    own cache checks the same before it loads a kernel."""
+    import hashlib
+    wanted = ("vendor_id", "model name", "flags", "CPU implementer", "CPU architecture", "CPU part",
+              "Features", "isa")
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            first = f.read().split("\n\n", 1)[0]
+    except OSError:
+        return None
+    lines = sorted(line.strip() for line in first.splitlines() if line.split(":", 1)[0].strip() in wanted)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest() if lines else None
+
+
 def _load_aot() -> dict:
     """The ahead-of-time kernels by name; {} when there is no build, it is from other sources (a
-    kernel module changed since), or its extension does not load."""
+    kernel module changed since), was compiled for another CPU, or its extension does not load."""
     import hashlib
     import json
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         with open(os.path.join(here, "_aot_kernels.json"), encoding="utf-8") as f:
             manifest = json.load(f)
+        cpu = host_cpu()
+        if cpu is None or manifest.get("cpu") != cpu:
+            return {}
         root = os.path.dirname(os.path.dirname(here))
         for path, digest in manifest["sources"].items():
             with open(os.path.join(root, *path.split("/")), "rb") as f:
