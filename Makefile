@@ -18,12 +18,15 @@ APPS_REQUIREMENTS := tests/apps/requirements.txt
 venv: $(STAMP)
 
 # the numba kernels are compiled once here (cached beside the sources), so that no command pays
-# for it later: `python -m compactlog.warmup` runs every command's kernels on a scratch dir
+# for it later: `python -m compactlog.warmup` runs every command's kernels on a scratch dir; and the
+# tests' Spark JVMs get a class-data-sharing archive of Spark's classes (compactlog/spark/cds.py:
+# ~46 CPU-s once, ~3 CPU-s less for each of the dozens of JVMs a test run starts)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	$(PY) -m compactlog.warmup
+	$(PY) -m compactlog.spark.cds_build
 	touch $(STAMP)
 
 # built once (the stamp); when it cannot be built, `make test` goes on and the app tests skip, saying
