@@ -15,18 +15,19 @@ APPS_REQUIREMENTS := tests/apps/requirements.txt
 
 .PHONY: demo test test-fast venv apps-venv clean-build bench
 
+# the venv's build also writes the class-data-sharing archive of Spark's classes that the tests'
+# Spark JVMs map (compactlog/spark/cds.py: ~47 CPU-s once; a JVM's start 8.3 -> 5.8 CPU-s, and a
+# test run starts one per worker and one per command it runs on Spark); users' JVMs do without
 venv: $(STAMP)
 
 # the numba kernels are compiled once here (cached beside the sources), so that no command pays
-# for it later: `python -m compactlog.warmup` runs every command's kernels on a scratch dir; and the
-# tests' Spark JVMs get a class-data-sharing archive of Spark's classes (compactlog/spark/cds.py:
-# ~46 CPU-s once, ~3 CPU-s less for each of the dozens of JVMs a test run starts)
+# for it later: `python -m compactlog.warmup` runs every command's kernels on a scratch dir
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
-	$(PY) -m compactlog.warmup
 	$(PY) -m compactlog.spark.cds_build
+	$(PY) -m compactlog.warmup
 	touch $(STAMP)
 
 # built once (the stamp); when it cannot be built, `make test` goes on and the app tests skip, saying
