@@ -15,9 +15,6 @@ APPS_REQUIREMENTS := tests/apps/requirements.txt
 
 .PHONY: demo test test-fast venv apps-venv clean-build bench
 
-# the venv's build also writes the class-data-sharing archive of Spark's classes that the tests'
-# Spark JVMs map (compactlog/spark/cds.py: ~47 CPU-s once; a JVM's start 8.3 -> 5.8 CPU-s, and a
-# test run starts one per worker and one per command it runs on Spark); users' JVMs do without
 venv: $(STAMP)
 
 # the numba kernels are compiled once here (cached beside the sources), so that no command pays
@@ -31,7 +28,6 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
-	$(PY) -m compactlog.spark.cds_build
 	$(PY) -m compactlog.warmup
 	-$(PY) -m compactlog.aot
 	$(PY) -m compileall -q compactlog > /dev/null
