@@ -36,8 +36,7 @@ def spark():
     from compactlog.spark import cds
     from compactlog.spark.local_dir import default_local_dir
     from compactlog.spark.session import session
-    # Spark's classes archived for every later JVM of the run (make venv builds it; built here,
-    # in the background, when it is missing)
+    # Spark's classes archived for every later JVM (built here, in the background, when it is missing)
     cds.build_in_background(default_local_dir())
     return session("local[2]")
 

@@ -1,6 +1,6 @@
 """Builds the tests' class-data-sharing archive of Spark's classes (``spark/cds.py`` says why and
-where): ``python -m compactlog.spark.cds_build``, run by ``make venv`` and, when the archive is
-missing, in the background by the tests' ``spark`` fixture; and, with ``COMPACTLOG_SPARK_CDS_DUMP``
+where): ``python -m compactlog.spark.cds_build``, run in the background by the tests' ``spark``
+fixture when the archive is missing; and, with ``COMPACTLOG_SPARK_CDS_DUMP``
 set, the process whose JVM writes it."""
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def test_a_failed_build_is_not_tried_again(spark_home, tmp_path, monkeypatch):
 
 @pytest.mark.spark
 def test_the_tests_driver_maps_the_archive():
-    """With the archive built (make venv), a test session's JVM has it mapped: Spark's classes
+    """With the archive built (by an earlier test run), a test session's JVM has it mapped: Spark's classes
     come from it, not from parsing the jars again."""
     from compactlog.spark.local_dir import default_local_dir
     from compactlog.spark.session import session
@@ -71,7 +71,7 @@ def test_the_tests_driver_maps_the_archive():
     path = cds.archive_path(default_local_dir())
     spark = session("local[2]")
     if path is None or not os.path.exists(path):
-        pytest.skip(f"no archive built yet ({path}): make venv builds it")
+        pytest.skip(f"no archive built yet ({path}): the first test run writes it in the background")
     jvm = spark.sparkContext._jvm
     args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     if f"-XX:SharedArchiveFile={path}" not in args:
