@@ -105,10 +105,11 @@ def lanes_of(item) -> set[str]:
 # walls about twice a quiet machine's, the order is what counts)
 LONGEST_MODULES = [
     "test_bucket_data_dir", "test_corpus", "test_readme", "test_fault_campaign", "test_scale",
+    "test_offline_tiered_clean",
     "test_remote_compaction_corpus", "test_spark_datasource", "test_clean_errors",
     "test_txn_restart_timeouts", "test_spark_streaming", "test_broker_lifecycle",
     "test_internal_topics_crash", "compaction_test", "test_crash_clean",
-    "test_compaction_strategies", "test_index_check_flips", "test_tiered_compaction_broker",
+    "test_compaction_strategies", "test_index_check_flips", "test_tiered_compaction_broker", "test_spark_cluster",
     "test_readers_beside_a_broker", "test_tiered_broker", "test_metrics", "test_corruption_cleaner",
     "test_security_clients", "test_corpus_cli", "test_groups_restart", "test_readme_transactions",
     "test_demo", "test_broker_storage_errors", "jit_test", "test_txn_coordinator", "test_txn_quix",
