@@ -362,13 +362,23 @@ def handle_describe_groups(state: BrokerState, request):
 def handle_list_groups(state: BrokerState, request):
     body = request.body
     svc = _service(state)
-    listed = svc.call(lambda: (Outcome(), svc.coordinator.list_groups(
-        getattr(body, "states_filter", ()) or (), getattr(body, "types_filter", ()) or ())))
+
+    def listing():
+        # a partition still loading may hold groups: the list would be short, so the answer is
+        # COORDINATOR_LOAD_IN_PROGRESS until every partition is loaded (Kafka's GroupCoordinator
+        # and its new runtime's read-all operation answer so; clients ask again)
+        if svc.coordinator.partitions.loading:
+            return Outcome(), None
+        return Outcome(), svc.coordinator.list_groups(
+            getattr(body, "states_filter", ()) or (), getattr(body, "types_filter", ()) or ())
+    listed = svc.call(listing)
+    cls = response_class(request)
+    if listed is None:
+        return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_load_in_progress, groups=())
     if not auth_helper.authorize_cluster(state, request, auth_helper.DESCRIBE, log_if_denied=False):
         hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.GROUP,
                                     [g.group_id for g in listed], log_if_denied=False)
         listed = [g for g in listed if g.group_id not in hidden]
-    cls = response_class(request)
     g_cls = nested(cls, "ListedGroup")
     return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(
         build(g_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,

@@ -211,6 +211,21 @@ def test_offset_fetch_while_loading(state):
     assert f.error_code == ErrorCode.coordinator_load_in_progress
 
 
+def test_list_groups_while_a_partition_loads(state):
+    """A partition still loading may hold groups: ListGroups answers COORDINATOR_LOAD_IN_PROGRESS
+    (every version) until all are loaded, never a short list with no error (it answered the groups
+    of the loaded partitions alone: a tool listed none, exit 0, right after a broker's start)."""
+    assert joined_member(state).error_code == ErrorCode.none
+    svc = state.groups
+    other = next(p for p in range(svc.coordinator.partitions.num_partitions) if p != svc.coordinator.partition_for("g"))
+    svc.coordinator.start_loading(other)
+    for version in (0, 5):
+        lg = call(state, req(16, version) if version < 4 else req(16, version, states_filter=(), types_filter=()))
+        assert lg.error_code == ErrorCode.coordinator_load_in_progress and lg.groups == ()
+    svc.coordinator.on_loaded(other)
+    assert [g.group_id for g in call(state, req(16, 0)).groups] == ["g"]
+
+
 def txn_commit_req(version, offsets, group="m", pid=7, epoch=0, generation=-1, member=""):
     cls = request_schema(28, version)
     t_cls, p_cls = nested(cls, "TxnOffsetCommitRequestTopic"), nested(cls, "TxnOffsetCommitRequestPartition")
