@@ -192,3 +192,35 @@ def test_a_build_for_another_cpu_is_left_to_numba(monkeypatch):
     assert jit._load_aot() == {}
     monkeypatch.setattr(jit, "host_cpu", lambda: None)
     assert jit._load_aot() == {}
+
+
+@needs_build
+def test_a_call_answered_ahead_of_time_does_not_wait_for_numba_loading_elsewhere(monkeypatch):
+    """The broker loads numba in a background thread at start (~0.6 s under the build lock); a
+    request's kernel call the extension answers must not wait for it (it did: the table was loaded
+    under the same lock, and a Kafka-written __consumer_offsets finished loading only after the
+    warm-up, behind a ListGroups that came first)."""
+    import threading
+    import time
+    import numpy as np
+    from compactlog.record import kernels
+    monkeypatch.setattr(jit, "_aot_kernels", None)
+    monkeypatch.setattr(kernels.hash_keys, "_aot", None)
+    held, release = threading.Event(), threading.Event()
+
+    def loading_numba():
+        with jit._build_lock:
+            held.set()
+            release.wait(30)
+    t = threading.Thread(target=loading_numba, daemon=True)
+    t.start()
+    try:
+        assert held.wait(10)
+        h1, h2 = np.zeros(1, np.uint64), np.zeros(1, np.uint64)
+        began = time.monotonic()
+        kernels.hash_keys(np.frombuffer(bytearray(b"key"), np.uint8), np.zeros(1, np.int64),
+                          np.full(1, 3, np.int32), h1, h2)
+        assert time.monotonic() - began < 5 and jit.aot_loaded() and h1[0] != 0
+    finally:
+        release.set()
+        t.join(30)

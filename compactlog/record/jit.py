@@ -55,6 +55,10 @@ _in_python = _Depth()        # > 0 inside a kernel running in Python (its callee
 _python_work = 0             # summed work run in Python (a race between threads only moves when)
 _compiled = False            # numba is in use: every kernel call goes to its dispatcher
 _build_lock = threading.RLock()
+# the extension's table is loaded under a lock of its own: a thread loading numba holds
+# _build_lock for ~0.6 s (the broker's warm-up), and a call it could answer ahead of time must
+# not wait for that
+_aot_lock = threading.Lock()
 _shadows: dict[str, pytypes.ModuleType] = {}
 
 
@@ -276,7 +280,7 @@ def _aot_table(kernel: Kernel) -> dict:
     if not _aot_wanted:
         return {}
     if _aot_kernels is None:
-        with _build_lock:
+        with _aot_lock:
             if _aot_kernels is None:
                 _aot_kernels = _load_aot()
     return _aot_kernels.get(f"{kernel.__module__}:{kernel.__qualname__}", {})
