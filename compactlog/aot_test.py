@@ -215,7 +215,9 @@ def test_a_call_answered_ahead_of_time_does_not_wait_for_numba_loading_elsewhere
     import numpy as np
     from compactlog.record import kernels
     monkeypatch.setattr(jit, "_aot_kernels", None)
+    monkeypatch.setattr(jit, "_aot_wanted", True)      # whatever an earlier test of this worker set
     monkeypatch.setattr(kernels.hash_keys, "_aot", None)
+    monkeypatch.setattr(kernels.hash_keys, "_dispatcher", None)   # an earlier test may have compiled it
     held, release = threading.Event(), threading.Event()
 
     def loading_numba():

@@ -325,6 +325,13 @@ class ConsumerProtocol(Member):
     def topic_assignment(self):
         return {(tp.topic, tp.partition) for tp in self.c.assignment()}
 
+    def caught_up(self, topic: str, end: int) -> bool:
+        """Every partition assigned to this member read up to ``end`` (its next position): a
+        member given partitions another member had read has read them again by then, and has
+        offsets to commit."""
+        parts = [CKTopicPartition(topic, p) for p in self.assignment()]
+        return bool(parts) and all(tp.offset == end for tp in self.c.position(parts))
+
     def commit(self):
         self.c.commit(asynchronous=False)
 

@@ -39,8 +39,12 @@ def test_consumer_group_reloaded_after_kill_9_without_a_rebalance(tmp_path):
         members = [ConsumerProtocol(b.bootstrap, group, topic, "a", events),
                    ConsumerProtocol(b.bootstrap, group, topic, "b", events)]
         got: list = []
-        poll_until(members, lambda: len(got) >= 60 and all(len(m.assignment()) == 3 for m in members),
-                   got=got, what="60 records and a 3/3 split")
+        # each member caught up on its 3 partitions (10 records each) before it commits: a member
+        # given partitions the other had already read reads them again first (no commit yet), and
+        # with nothing read it would have nothing to commit (librdkafka's _NO_OFFSET)
+        poll_until(members, lambda: len(got) >= 60 and all(len(m.assignment()) == 3 and m.caught_up(topic, 10)
+                                                           for m in members),
+                   got=got, what="60 records, a 3/3 split, each member at the end of its partitions")
         for m in members:
             m.commit()
         wait_until(lambda: describe(port, group).group_state == "Stable", what="a stable group")
