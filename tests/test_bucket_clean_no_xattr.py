@@ -11,7 +11,7 @@ import os
 import pytest
 
 from s3_support import moto  # noqa: F401 - fixture
-from test_bucket_data_dir import fetch_current, run, sync_up
+from test_bucket_data_dir import clean_corpus_case
 
 pytestmark = pytest.mark.slow
 
@@ -26,19 +26,4 @@ def no_xattrs(monkeypatch):
 
 @pytest.mark.parametrize("name", ["kt-c10-tombstone-two-phase-staged"])
 def test_clean_without_xattrs_equals_kafka_cleaner(moto, corpus_dir, tmp_path, no_xattrs, name):
-    from corpus_support import broker_overrides, compare_round, prepare
-    root = str(tmp_path / "input")
-    case = prepare(corpus_dir, name, root)
-    r = run(moto, root, "topics", "alter", "--topic", case["topic"],
-            *[a for k, v in case["topic_configs"].items() for a in ("--config", f"{k}={v}")])
-    assert r.returncode == 0, r.stderr.decode()
-    bucket = f"noxattr-{abs(hash(name)) % 10**8}"
-    moto.create_bucket(bucket)
-    sync_up(moto.client(), root, bucket, "dd")
-    url = f"s3://{bucket}/dd"
-    for k, now in enumerate(case["rounds"], start=1):
-        overrides = [a for key, v in broker_overrides(case).items() for a in ("--override", f"{key}={v}")]
-        r = run(moto, url, *overrides, "clean", "--now-ms", str(now), "--engine", "local")
-        assert r.returncode == 0, r.stderr.decode()
-        got = fetch_current(moto, bucket, "dd", str(tmp_path / f"round-{k}"))
-        assert compare_round(corpus_dir, name, case, got, k) == [], (name, k)
+    clean_corpus_case(moto, corpus_dir, tmp_path, name, f"noxattr-{abs(hash(name)) % 10**8}")

@@ -220,18 +220,16 @@ def fetch_current(moto, bucket: str, prefix: str, dest: str) -> str:
     return dest
 
 
-@pytest.mark.parametrize("name", CORPUS_CASES)
-def test_clean_equals_kafka_cleaner(moto, corpus_dir, tmp_path, name):
-    """Every round of a Kafka cleaner corpus case run by `clean` over the bucket: the generation
-    switched to holds what Kafka's cleaner kept (the corpus' own comparer), as the local clean does."""
+def clean_corpus_case(moto, corpus_dir, tmp_path, name: str, bucket: str) -> str:
+    """Every round of a Kafka cleaner corpus case run by `clean` over the case copied to
+    s3://BUCKET/dd, each round's generation compared with what Kafka's cleaner kept (the corpus'
+    own comparer); the case's local input dir."""
     from corpus_support import broker_overrides, compare_round, prepare
-    corpus = corpus_dir
     root = str(tmp_path / "input")
-    case = prepare(corpus, name, root)
+    case = prepare(corpus_dir, name, root)
     r = run(moto, root, "topics", "alter", "--topic", case["topic"],
             *[a for k, v in case["topic_configs"].items() for a in ("--config", f"{k}={v}")])
     assert r.returncode == 0, r.stderr.decode()
-    bucket = f"corpus-{abs(hash(name)) % 10**8}"
     moto.create_bucket(bucket)
     sync_up(moto.client(), root, bucket, "dd")
     url = f"s3://{bucket}/dd"
@@ -240,7 +238,16 @@ def test_clean_equals_kafka_cleaner(moto, corpus_dir, tmp_path, name):
         r = run(moto, url, *overrides, "clean", "--now-ms", str(now), "--engine", "local")
         assert r.returncode == 0, r.stderr.decode()
         got = fetch_current(moto, bucket, "dd", str(tmp_path / f"round-{k}"))
-        assert compare_round(corpus, name, case, got, k) == [], (name, k)
+        assert compare_round(corpus_dir, name, case, got, k) == [], (name, k)
+    return root
+
+
+@pytest.mark.parametrize("name", CORPUS_CASES)
+def test_clean_equals_kafka_cleaner(moto, corpus_dir, tmp_path, name):
+    """Every round of a Kafka cleaner corpus case run by `clean` over the bucket: the generation
+    switched to holds what Kafka's cleaner kept (the corpus' own comparer), as the local clean does."""
+    bucket = f"corpus-{abs(hash(name)) % 10**8}"
+    root = clean_corpus_case(moto, corpus_dir, tmp_path, name, bucket)
     # the objects read are as they were: the input prefix untouched
     before = {os.path.relpath(os.path.join(d, n), root) for d, _, ns in os.walk(root) for n in ns}
     keys = {o["Key"][3:] for o in moto.client().list_objects_v2(Bucket=bucket, Prefix="dd/")["Contents"]}
