@@ -300,11 +300,9 @@ def test_dry_run_and_explain_say_what_the_remote_tier_would_lose(pair):
     assert out["messagesWritten"] == d["recordsKept"]
 
 
-@pytest.mark.parametrize("step", ["compaction-objects", "compaction-started", "compaction-manifest",
-                                  "compaction-deleted"])
-def test_kill_at_each_step_is_finished_by_the_next_run(pair, step):
+def kill_clean_at(tiered: str, step: str) -> None:
+    """``clean --force`` of ``tiered`` as its own process, killed -9 at ``step`` (storage/remote/faults)."""
     from compactlog.storage.remote.faults import KILL_FILE_ENV
-    tiered, plain = pair
     kill_file = tiered + ".kill"
     with open(kill_file, "w") as f:
         f.write(step)
@@ -313,6 +311,13 @@ def test_kill_at_each_step_is_finished_by_the_next_run(pair, step):
                          capture_output=True, timeout=300, env=env)
     assert got.returncode == -9, got.stderr.decode()
     assert not os.path.exists(kill_file)
+
+
+@pytest.mark.parametrize("step", ["compaction-objects", "compaction-started", "compaction-manifest",
+                                  "compaction-deleted"])
+def test_kill_at_each_step_is_finished_by_the_next_run(pair, step):
+    tiered, plain = pair
+    kill_clean_at(tiered, step)
     # what a consumer reads now: every key's latest value, each offset once
     now_read = records(logical_batches(tiered))
     offsets = [o for o, _, _ in now_read]
@@ -415,7 +420,6 @@ def test_a_broker_started_after_the_offline_clean_serves_it(moto, bucket, tmp_pa
     """The offline clean on S3 (or one killed after its manifest switch, finished by the broker);
     then a broker on the data dir serves the cleaned remote range to confluent-kafka."""
     from broker_support import Broker, wait_until
-    from compactlog.storage.remote.faults import KILL_FILE_ENV
     tiered = build(str(tmp_path / "tiered"), moto.properties(bucket))
     plain = build(str(tmp_path / "plain"), {}, tiered=False)
     end = records(logical_batches(plain, tiered=False))[-1][0] + 1      # the log end offset
@@ -425,13 +429,7 @@ def test_a_broker_started_after_the_offline_clean_serves_it(moto, bucket, tmp_pa
         (out,) = clean(tiered, NOW)
         assert out["byTier"]["remote"]["recordsKept"] < out["byTier"]["remote"]["recordsRead"]
     else:
-        kill_file = tiered + ".kill"
-        with open(kill_file, "w") as f:
-            f.write(killed)
-        env = dict(os.environ, **{KILL_FILE_ENV: kill_file})
-        got = subprocess.run(COMMAND + ["--data-dir", tiered, "clean", "--force", "--now-ms", str(NOW)],
-                             capture_output=True, timeout=300, env=env)
-        assert got.returncode == -9, got.stderr.decode()
+        kill_clean_at(tiered, killed)
     m, _ = s3_manifest(moto, bucket)
     # offsets below the first local segment exist only in the bucket
     assert files.offset_from_filename(os.path.basename(local_segments(tiered)[0])) > 150
