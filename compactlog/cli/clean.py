@@ -146,24 +146,25 @@ def _remote_read_only(c, dd, topics, partition):
     """The manifests of the tiered compacted partitions a run considers, read (GET only) so that
     statuses, the dry run and ``explain`` plan over both tiers; a store that does not answer is
     one error line (exit 1) before anything is written."""
-    from ..cleaner.cleaner import compacted_partitions
     from ..storage.remote.offline import open_read_only
-    if c.segment_sources is not None:
-        return nullcontext()        # a bucket's copy of a data dir: its broker's store is not its own
-    return open_read_only(dd, compacted_partitions(dd, topics, partition))
+    return _remote(c, dd, topics, partition, open_read_only)
 
 
 def _remote_for_clean(c, dd, topics, partition):
     """The data dir's remote log manager for a run that cleans (storage/remote/offline.py): each
     tiered compacted partition taken by the manifest's conditional write and reconciled, so the
-    round cleans its remote tier with its local one as the broker does; None when there is none.
-    Never for a data dir copied to a bucket (``--data-dir s3://``): the store its
-    ``server.properties`` names is the original broker's, which a clean of a copy must not touch."""
-    from ..cleaner.cleaner import compacted_partitions
+    round cleans its remote tier with its local one as the broker does; None when there is none."""
     from ..storage.remote.offline import open_for_clean
+    return _remote(c, dd, topics, partition, open_for_clean)
+
+
+def _remote(c, dd, topics, partition, opener):
+    # never for a data dir copied to a bucket (``--data-dir s3://``): the store its
+    # ``server.properties`` names is the original broker's, which a run over a copy must not touch
     if c.segment_sources is not None:
         return nullcontext()
-    return open_for_clean(dd, compacted_partitions(dd, topics, partition))
+    from ..cleaner.cleaner import compacted_partitions
+    return opener(dd, compacted_partitions(dd, topics, partition))
 
 
 def _note_pending(outcomes, pending: dict) -> None:
@@ -379,9 +380,9 @@ def explain_cmd(ctx: typer.Context,
             explanations = [explain_partition(cleaner, t, p, now, roll=roll)
                             for t, p in compacted_partitions(dd, topic, partition)]
         guarded = set(compacted_by_session(dd, topic, partition))
-        tiers = _tiers(dd, [(ex.topic, ex.partition) for ex in explanations])
-        if c.segment_sources is not None:
-            tiers = _bucket_tiers(c, dd, [(ex.topic, ex.partition) for ex in explanations])
+        pairs = [(ex.topic, ex.partition) for ex in explanations]
+        # a bucket copy: where its segments are read from (never the original broker's remote tier)
+        tiers = _bucket_tiers(c, dd, pairs) if c.segment_sources is not None else _tiers(dd, pairs)
     for ex in explanations:
         refused = (ex.topic, ex.partition) in guarded and ex.removed.get("keyless", 0) > 0
         if as_json:

@@ -44,13 +44,14 @@ def _identity(datadir) -> tuple[int, str]:
     """(broker id, cluster id) the data dir's broker runs as, from its ``meta.properties`` (read,
     never written: an offline run is not the broker's first start); the broker config's
     ``node.id`` and an empty cluster id without one."""
-    from ..meta_properties import read
+    from ..meta_properties import read, stored_node_id
     props = read(datadir.path)
-    node = props.get("node.id", props.get("broker.id"))
-    try:
-        broker_id = int(node) if node is not None else int(datadir.broker.get("node.id"))
-    except (TypeError, ValueError, KeyError):
-        broker_id = 0
+    broker_id = stored_node_id(datadir.path, props)      # a non-number: the error naming the file
+    if broker_id is None:
+        try:
+            broker_id = int(datadir.broker.get("node.id"))
+        except (TypeError, ValueError, KeyError):
+            broker_id = 0
     return max(broker_id, 0), props.get("cluster.id", "")
 
 
