@@ -178,14 +178,19 @@ class Broker:
                       f"there, are ignored: {', '.join(dropped)}")
         # numba's import and the kernels' cached code load while the logs load and the listeners
         # open, not in the first client's produce
-        start_kernel_warm_up()
-        # TLS stores, SASL settings and the credentials file are checked before anything opens
-        security = BrokerSecurity(self.datadir.broker.props, self.listeners,
-                                  CredentialCache(self.datadir.path))
-        # the metrics listener first: the probes answer (503) while the logs load
-        metrics = self.metrics = BrokerMetrics.start(self.datadir, http=self.http, node_id=self.node_id,
-                                                     cluster_id=self.cluster_id, listeners=self.listeners,
-                                                     advertised=self.advertised)
+        warm_up = start_kernel_warm_up()
+        try:
+            # TLS stores, SASL settings and the credentials file are checked before anything opens
+            security = BrokerSecurity(self.datadir.broker.props, self.listeners,
+                                      CredentialCache(self.datadir.path))
+            # the metrics listener first: the probes answer (503) while the logs load
+            metrics = self.metrics = BrokerMetrics.start(self.datadir, http=self.http, node_id=self.node_id,
+                                                         cluster_id=self.cluster_id, listeners=self.listeners,
+                                                         advertised=self.advertised)
+        except BaseException:
+            if warm_up is not None:
+                warm_up.stop()
+            raise
         if metrics is not None and metrics.http is not None:
             register_status_page(metrics.http)
             log.info(f"Status page on {metrics.http.url}/ (its data: {metrics.http.url}/v1/status.json)")
@@ -211,6 +216,8 @@ class Broker:
                 self._log_authorizer()
             return asyncio.run(self._main())
         finally:
+            if warm_up is not None:
+                warm_up.stop()          # its scratch directory removed before the process exits
             if metrics is not None:
                 metrics.lifecycle.set(NOT_RUNNING)
                 metrics.stop()

@@ -58,3 +58,34 @@ def test_after_the_warm_up_a_first_produce_and_fetch_load_no_kernel():
                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("ok")
+
+
+STOP_SCRIPT = textwrap.dedent("""
+    import os, sys, tempfile, time
+    from compactlog.record import jit
+    from compactlog.server import warm
+    w = warm.start()
+    deadline = time.monotonic() + 240
+    # stop it once its scratch directory exists: mid-warm-up, as a broker stopped right after its start
+    while not any(n.startswith("compactlog-warm-") for n in os.listdir(tempfile.gettempdir())):
+        assert w.thread.is_alive(), "the warm-up ended before its scratch directory was seen"
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    w.stop()
+    assert not w.thread.is_alive()
+    left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("compactlog-warm-")]
+    assert not left, left
+    print("ok", jit.warm())
+""")
+
+
+@pytest.mark.slow          # a fresh interpreter loading numba: seconds
+def test_a_broker_stopped_mid_warm_up_leaves_no_scratch_directory_and_no_traceback(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
+    env["TMPDIR"] = str(tmp_path)
+    r = subprocess.run([sys.executable, "-c", STOP_SCRIPT], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("ok"), r.stdout
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert not list(tmp_path.iterdir())
