@@ -431,6 +431,19 @@ class Members:
             # lacks them assigns nothing and does not rejoin until its next metadata refresh
             wait_until(lambda: c.partitions_for_topic(self.topic), timeout=WAIT_S, what="the topic's metadata")
             c.subscribe([self.topic])
+            # and in the coordinator's snapshot of the subscription's metadata, taken on the first
+            # metadata answer after subscribe: a leader that assigned before it has a stale snapshot
+            # and rejoins once more, and kafka-python 3.0.12 finishes such a rejoin only inside the
+            # poll that started it. When the poll's timeout ends first (20 ms here; seconds at load
+            # 10) the join completes in the background, the assignment makes need_rejoin() false,
+            # and the next poll skips the join's end: the heartbeat stays disabled, the member
+            # never hears of the next rebalance and the broker drops it after its session timeout
+            # (seen in a loaded run: member b gone 30 s after c joined; client debug log, no
+            # heartbeat sent after the rejoin)
+            snapshot = getattr(c, "_coordinator", None)
+            if hasattr(snapshot, "_metadata_snapshot"):
+                wait_until(lambda: snapshot._metadata_snapshot.get(self.topic), timeout=WAIT_S,
+                           what="the consumer coordinator's metadata snapshot")
         stop, lock = threading.Event(), threading.Lock()
         self.consumers[name], self.stops[name], self.locks[name] = c, stop, lock
         t = threading.Thread(target=self._poll, args=(name, c, stop, lock), daemon=True)
