@@ -51,7 +51,13 @@ class _Depth(threading.local):
     value = 0
 
 
+class _NoLoad(threading.local):
+    value = 0               # > 0: this thread never waits for numba (``without_numba``)
+    missed = None           # the kernels that ran in Python meanwhile (a set, while one is kept)
+
+
 _in_python = _Depth()        # > 0 inside a kernel running in Python (its callees stay there)
+_no_load = _NoLoad()
 _python_work = 0             # summed work run in Python (a race between threads only moves when)
 _compiled = False            # numba is in use: every kernel call goes to its dispatcher
 _build_lock = threading.RLock()
@@ -81,6 +87,50 @@ def warm() -> bool:
     """Whether a kernel call can no longer wait for numba's import or cache load: the warm-up
     ran, or kernels never compile (``COMPACTLOG_KERNELS=python``)."""
     return _warm or _mode == "python"
+
+
+class without_numba:
+    """In this thread, a kernel call that would import numba or build a dispatcher runs its
+    plain-Python body instead (correct, slower on large inputs): for threads that must never wait
+    ~0.5 s for numba, the broker's event loop (its quick answers are small by construction). Entered
+    with ``record=True`` it also yields the set of kernels that ran in Python meanwhile: what a
+    warm-up on the ahead-of-time kernels alone did not cover (``server/warm.py``)."""
+
+    def __init__(self, record: bool = False):
+        self.record = record
+        self._kept = None
+
+    def __enter__(self):
+        _no_load.value += 1
+        if self.record:
+            self._kept = _no_load.missed
+            _no_load.missed = set()
+            return _no_load.missed
+        return None
+
+    def __exit__(self, *exc):
+        _no_load.value -= 1
+        if self.record:
+            _no_load.missed = self._kept
+        return False
+
+
+def never_wait_for_numba_in_this_thread() -> None:
+    """``without_numba`` for the rest of this thread's life (the broker's event loop)."""
+    _no_load.value += 1
+
+
+def aot_ready() -> bool:
+    """Whether this process's kernels can run from the ahead-of-time build (present, fresh, for
+    this CPU, mode auto): loads its table."""
+    if not _aot_wanted:
+        return False
+    global _aot_kernels
+    if _aot_kernels is None:
+        with _aot_lock:
+            if _aot_kernels is None:
+                _aot_kernels = _load_aot()
+    return bool(_aot_kernels)
 
 
 def span(buf, start, end, *_):
@@ -124,10 +174,18 @@ class Kernel:
                 work = self.work(*args)
                 if _python_work + work <= PYTHON_BUDGET:
                     _count(work)
-                    return self.python(*args)
+                    return self._in_python_instead(args)
+        if _no_load.value and (not _loaded or self._dispatcher is None):
+            return self._in_python_instead(args)      # numba not at hand: this thread does not wait for it
         if not _loaded:
             return _first_compiled_call(self, args)
         return self.dispatcher(*args)
+
+    def _in_python_instead(self, args):
+        missed = _no_load.missed
+        if missed is not None:
+            missed.add(f"{self.__module__}.{self.__qualname__}")
+        return self.python(*args)
 
     def python(self, *args):
         """The kernel's plain-Python body on ``args`` (what a small call runs)."""
@@ -276,13 +334,8 @@ def _load_aot() -> dict:
 
 
 def _aot_table(kernel: Kernel) -> dict:
-    global _aot_kernels
-    if not _aot_wanted:
+    if not aot_ready():
         return {}
-    if _aot_kernels is None:
-        with _aot_lock:
-            if _aot_kernels is None:
-                _aot_kernels = _load_aot()
     return _aot_kernels.get(f"{kernel.__module__}:{kernel.__qualname__}", {})
 
 

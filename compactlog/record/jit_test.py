@@ -223,6 +223,26 @@ def test_the_collector_is_paused_while_numba_loads_and_on_again_after():
     assert compiled == "True" and int(collections) <= 1 and enabled == "True" and hashed == "True"
 
 
+def test_a_thread_that_must_not_wait_runs_a_kernel_in_python_instead_of_loading_numba():
+    """``without_numba``: past the budget a call there runs the kernel's Python body (the same
+    result), numba stays unloaded and the kernel is named; outside it, the same call loads numba."""
+    probe = ("import sys, numpy as np\n"
+             "import compactlog.record.jit as j; j.PYTHON_BUDGET = 0\n"
+             "from compactlog.record import kernels as K\n"
+             "def digest():\n"
+             "    h1, h2 = np.zeros(1, np.uint64), np.zeros(1, np.uint64)\n"
+             "    K.hash_keys(np.frombuffer(b'key', np.uint8), np.zeros(1, np.int64), np.full(1, 3, np.int32), h1, h2)\n"
+             "    return int(h1[0]), int(h2[0])\n"
+             "with j.without_numba(record=True) as missed:\n"
+             "    inside = digest()\n"
+             "print(sorted(missed), 'numba' in sys.modules)\n"
+             "outside = digest()\n"
+             "print(inside == outside, 'numba' in sys.modules, j.compiled())\n")
+    first, second = _run_probe(probe, "-").splitlines()
+    assert first == "['compactlog.record.kernels.hashing.hash_keys'] False", first
+    assert second == "True True True", second
+
+
 def test_an_unknown_mode_is_named_and_auto_used():
     r = subprocess.run([sys.executable, "-c", "import compactlog.record.jit as j; print(j._mode)"],
                        capture_output=True, text=True, env={**os.environ, "COMPACTLOG_KERNELS": "fast"}, timeout=60)

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..cleaner.engines import make_executor
 from ..errors import CompactlogError, ConfigError
+from ..record import jit
 from ..storage.datadir import DataDir
 from .authorizer.standard import authorizer_enabled, authorizer_for, parse_super_users
 from .authorizer.store import AclStore
@@ -238,6 +239,9 @@ class Broker:
 
     async def _main(self) -> int:
         loop = asyncio.get_running_loop()
+        # the event loop never waits ~0.5 s for numba: a kernel call here without its machine code
+        # at hand (ahead of time or loaded) runs in Python; what runs here is small by construction
+        jit.never_wait_for_numba_in_this_thread()
         state = self.state
         broker = self.datadir.broker
         state.appends.bind(loop)

@@ -4,12 +4,19 @@ A kernel's machine code comes from the cache ``make venv`` filled, but a process
 importing numba and loading each kernel's code on its first call (0.5-1 s of CPU, several
 seconds on a loaded machine); in a broker without this, that was the first client's produce
 (issue 28). So the broker starts this thread before it loads its logs and opens its listeners:
-it switches every kernel to its compiled form (``record/jit.py``) and runs the produce, marker,
-coordinator-write and read paths once on a scratch data dir of its own (a temporary directory,
-removed after by the thread itself), then says so (``jit.mark_warm``): from then on a small produce may be answered
-on the event loop (``apis/produce.quick_produce``), which must never wait for numba. Requests
-that arrive meanwhile are served from the worker threads as before; a kernel they call waits at
-most for the part of the warm-up still running.
+it runs the produce, marker, coordinator-write and read paths once on a scratch data dir of its
+own (a temporary directory, removed after by the thread itself), then says so
+(``jit.mark_warm``): from then on a small produce may be answered on the event loop
+(``apis/produce.quick_produce``). Requests that arrive meanwhile are served from the worker
+threads as before; a kernel they call waits at most for the part of the warm-up still running.
+
+Where ``make venv`` built the kernels ahead of time (``compactlog/aot.py``) the paths run on those
+alone and numba is not imported at all, when they answered every call: a broker's start costs
+~0.4 CPU-s less and its process holds no numba or LLVM (a test suite starts a few hundred brokers).
+When they did not (a stale build, another CPU, a kernel or argument type the build lacks) the
+warm-up loads numba and switches every kernel to its compiled form as before. Either way the
+event loop itself never waits for numba (``jit.never_wait_for_numba_in_this_thread``: a kernel
+call there without its machine code at hand runs in Python, its quick requests being small).
 
 A broker asked to stop meanwhile stops the warm-up between two steps and waits for it to remove
 its scratch directory (``KernelWarmUp.stop``): the directory is the thread's, never an exit hook's.
@@ -35,19 +42,39 @@ class Stopped(Exception):
     """The broker is stopping: the warm-up ends between two steps."""
 
 
-def warm_kernels(stopping: threading.Event | None = None) -> None:
-    """Run the broker's kernels once, compiled (their first calls load them from numba's cache);
-    ``stopping`` set ends it early with ``Stopped`` (its scratch directory removed)."""
+def warm_kernels(stopping: threading.Event | None = None) -> str:
+    """Run the broker's kernel paths once so that none of them waits later, and say so
+    (``jit.mark_warm``); ``stopping`` set ends it early with ``Stopped`` (its scratch directory
+    removed). Where the ahead-of-time kernels are built (``compactlog/aot.py``) the paths run on them
+    alone, numba never imported: when every kernel call was answered so, that is the warm-up
+    ("ahead-of-time"). Otherwise, or when a call was not (a kernel or an argument type the build
+    lacks), numba is loaded and the paths run compiled ("numba")."""
     def check() -> None:
         if stopping is not None and stopping.is_set():
             raise Stopped()
 
-    from ..record import compression, jit
-    from ..record.batch import BatchSpec, encode_batch
+    from ..record import jit
     from ..record.kernels import scan_headers
-    from ..storage.datadir import DataDir
+    check()
+    if jit.aot_ready():
+        with jit.without_numba(record=True) as missed:
+            _run_paths(check)
+        if not missed:
+            jit.mark_warm()
+            return "ahead-of-time"
+        log.info(f"The ahead-of-time kernels lack {', '.join(sorted(missed))}; loading numba")
     check()
     scan_headers.dispatcher          # numba imported, every kernel of the process now compiled
+    _run_paths(check)
+    jit.mark_warm()
+    return "numba"
+
+
+def _run_paths(check) -> None:
+    """The produce, marker, coordinator-write and read paths once, on a scratch data dir."""
+    from ..record import compression
+    from ..record.batch import BatchSpec, encode_batch
+    from ..storage.datadir import DataDir
     now = int(time.time() * 1000)
     tmp = tempfile.mkdtemp(prefix="compactlog-warm-")
     try:
@@ -77,7 +104,6 @@ def warm_kernels(stopping: threading.Event | None = None) -> None:
             dd.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    jit.mark_warm()
 
 
 class KernelWarmUp:
@@ -90,14 +116,15 @@ class KernelWarmUp:
     def _run(self) -> None:
         began, cpu = time.monotonic(), time.thread_time()
         try:
-            warm_kernels(self.stopping)
+            how = warm_kernels(self.stopping)
         except Stopped:
             return
         except Exception as e:      # a kernel that cannot load is the request's problem, as before
             log.warning(f"Loading the numba kernels at start failed ({type(e).__name__}: {e}); each loads "
                         f"on first use instead")
             return
-        log.info(f"Loaded the numba kernels in {time.monotonic() - began:.2f} s "
+        what = "the ahead-of-time kernels (numba not loaded)" if how == "ahead-of-time" else "the numba kernels"
+        log.info(f"Loaded {what} in {time.monotonic() - began:.2f} s "
                  f"({time.thread_time() - cpu:.2f} CPU s, in the background)")
 
     def stop(self) -> None:

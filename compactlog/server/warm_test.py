@@ -27,8 +27,10 @@ SCRIPT = textwrap.dedent("""
                 if hasattr(d, "overloads") for sig in list(d.overloads)}
 
     assert not jit.compiled() and not jit.warm()
-    warm.warm_kernels()
-    assert jit.compiled() and jit.warm()
+    how = warm.warm_kernels()
+    assert jit.warm() and how == sys.argv[1], how
+    # numba's route: every kernel compiled; the ahead-of-time route: numba never imported
+    assert jit.compiled() if how == "numba" else "numba" not in sys.modules
     before = loaded()
     with tempfile.TemporaryDirectory() as tmp:
         dd = DataDir(tmp, broker=BrokerConfig({}), writable=True, command="test")
@@ -47,14 +49,33 @@ SCRIPT = textwrap.dedent("""
         dd.close()
     new = loaded() - before
     assert not new, f"loaded after the warm-up: {sorted(f'{m}.{k}{sig}' for m, k, sig in new)}"
+    assert how == "numba" or "numba" not in sys.modules, "numba imported after the warm-up"
     print("ok", len(before))
 """)
 
 
+def _aot_build_missing() -> str | None:
+    from compactlog import aot
+    from compactlog.record import jit
+    if not os.path.exists(aot.MANIFEST):
+        return "no ahead-of-time kernels: `python -m compactlog.aot` builds them"
+    if not jit._load_aot():
+        return "the ahead-of-time build is stale: `python -m compactlog.aot` builds it again"
+    return None
+
+
 @pytest.mark.slow          # a fresh interpreter loading numba: seconds
-def test_after_the_warm_up_a_first_produce_and_fetch_load_no_kernel():
+@pytest.mark.parametrize("route", ["numba", "ahead-of-time"])
+def test_after_the_warm_up_a_first_produce_and_fetch_load_no_kernel(route):
     env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
-    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
+    if route == "numba":
+        env["COMPACTLOG_AOT"] = "0"
+    else:
+        why = _aot_build_missing()
+        if why:
+            pytest.skip(why)
+        env.pop("COMPACTLOG_AOT", None)
+    r = subprocess.run([sys.executable, "-c", SCRIPT, route], capture_output=True, text=True, timeout=300, env=env,
                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("ok")
@@ -83,6 +104,7 @@ STOP_SCRIPT = textwrap.dedent("""
 def test_a_broker_stopped_mid_warm_up_leaves_no_scratch_directory_and_no_traceback(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
     env["TMPDIR"] = str(tmp_path)
+    env["COMPACTLOG_AOT"] = "0"     # numba's route: its scratch directory lives long enough to be seen
     r = subprocess.run([sys.executable, "-c", STOP_SCRIPT], capture_output=True, text=True, timeout=300, env=env,
                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert r.returncode == 0, r.stderr[-3000:]
