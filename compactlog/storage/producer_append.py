@@ -151,11 +151,30 @@ def analyze(state: ProducerStateManager, batches, origin: str, pending: Pending 
     return updates
 
 
+def analyze_marker(state: ProducerStateManager, producer_id: int, producer_epoch: int, commit: bool,
+                   coordinator_epoch: int, offset: int, timestamp: int, transaction_version: int = 0) -> ProducerUpdates:
+    """``analyze`` of the one COMMIT/ABORT marker the broker encodes itself (``Log.append_control``),
+    from the fields it was encoded with rather than read back from its record; the same checks
+    and the same changes (a marker is a COORDINATOR append, never verified)."""
+    updates = ProducerUpdates()
+    if producer_id < 0:
+        return updates
+    info = state.prepare_update(producer_id, COORDINATOR)
+    updates.infos[producer_id] = info
+    done = info.append_end_txn_marker(commit, producer_epoch, coordinator_epoch, offset, timestamp,
+                                      transaction_version)
+    if done is not None:
+        updates.completed.append(done)
+    return updates
+
+
 def aborted_entries(state: ProducerStateManager, updates: ProducerUpdates) -> list[AbortedTxn]:
     """The ``.txnindex`` entries the aborted transactions of ``updates`` add, each with the last
     stable offset right after it, as ``apply`` would leave the state at that point; computed
     before anything is applied, so that the file can be written first and a failed write leaves
     the producer state untouched."""
+    if not any(txn.is_aborted for txn in updates.completed):
+        return []           # every append but an abort marker's: no copy of the open transactions
     ongoing = dict(state.ongoing_txns)
     for info in updates.infos.values():
         for first in info.started_txn_first_offsets:

@@ -242,13 +242,12 @@ def own_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: str) ->
     big record can break are checked (max.message.bytes, then segment.bytes, in Kafka's order),
     then it is conformed to the topic as a client's would be."""
     h = b.header
-    where = f"{partition}: batch at position {b.position}"
     if h.size > config.max_message_size:
-        raise RecordTooLargeError(f"{where}: size {h.size} exceeds max.message.bytes "
-                                  f"({config.max_message_size})")
+        raise RecordTooLargeError(f"{partition}: batch at position {b.position}: size {h.size} exceeds "
+                                  f"max.message.bytes ({config.max_message_size})")
     if h.size > config.segment_bytes:
-        raise RecordListTooLargeError(f"{where}: size {h.size} exceeds segment.bytes "
-                                      f"({config.segment_bytes})")
+        raise RecordListTooLargeError(f"{partition}: batch at position {b.position}: size {h.size} exceeds "
+                                      f"segment.bytes ({config.segment_bytes})")
     return conform_batch(b, config, now)
 
 
