@@ -521,7 +521,9 @@ def _readers(api_key: int, api_version: int):
     return body_type, _reader(body_type.__header_schema__), _reader(body_type)
 
 
+@functools.lru_cache(maxsize=None)
 def _api_name(api_key: int) -> str:
+    """Kafka's name of an API key ("AddPartitionsToTxn"); asked for every request's metrics."""
     name = api_key_map.get(api_key)
     if name is None:
         return f"API key {api_key}"

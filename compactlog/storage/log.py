@@ -286,6 +286,8 @@ class Log:
         planned = self._validate_leader_batches(batches, now, origin, verification_guard, _own)
         infos = [p if isinstance(p, AppendInfo) else self._append_batches([p[0]], p[1], p[2])
                  for p in planned]
+        if len(infos) == 1:
+            return infos[0]             # a client's request: one batch
         first, last = infos[0], infos[-1]
         return AppendInfo(first.first_offset, last.last_offset,
                           max(i.max_timestamp for i in infos),
@@ -301,6 +303,7 @@ class Log:
         pending = Pending()
         next_offset = self.log_end_offset
         out = []
+        last = batches[-1]
         for b in batches:
             # a coordinator's data (transactional offset commits) is validated as a client's:
             # LogValidator runs for both, only markers are the coordinator's own
@@ -319,9 +322,10 @@ class Log:
                     out.append(AppendInfo(dup.first_offset, dup.last_offset, h.max_timestamp, dup.last_offset,
                                           0, 0, duplicate=True))
                     continue
+            is_last = b is last
             b = assign_offsets(b, next_offset, self.leader_epoch)
             updates = producer_append.analyze(self.producer_state, [b], origin, pending,
-                                              verification_guard=verification_guard)
+                                              verification_guard=verification_guard, record=not is_last)
             out.append((b, memoryview(b.buffer)[b.position:b.position + b.size], updates))
             next_offset = b.last_offset + 1
         return out

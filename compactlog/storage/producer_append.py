@@ -116,10 +116,12 @@ def check_transactional_batch(state: ProducerStateManager, info: ProducerAppendI
 
 
 def analyze(state: ProducerStateManager, batches, origin: str, pending: Pending | None = None, *,
-            verification_guard: VerificationGuard | None = None, transaction_version: int = 0) -> ProducerUpdates:
+            verification_guard: VerificationGuard | None = None, transaction_version: int = 0,
+            record: bool = True) -> ProducerUpdates:
     """The producer-state changes of ``batches``, validated and not applied (raises the error of
     the first rule broken). With ``pending``, each producer is checked against its pending entry
-    when it has one, and its entry after these batches is recorded there. ``verification_guard``:
+    when it has one, and its entry after these batches is recorded there, unless ``record`` is
+    False (the request's last batch: nothing after it asks). ``verification_guard``:
     transactional data batches of a client or coordinator must be verified with it
     (``check_transactional_batch``); None requires nothing."""
     updates = ProducerUpdates()
@@ -143,7 +145,7 @@ def analyze(state: ProducerStateManager, batches, origin: str, pending: Pending 
         done = apply_batch_to_producer(info, b, transaction_version)
         if done is not None:
             updates.completed.append(done)
-    if pending is not None:
+    if pending is not None and record:
         for pid, info in updates.infos.items():
             pending[pid] = entry_after(info)
             if info.consumes_verification and isinstance(pending, Pending):
