@@ -60,6 +60,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from .precheck import MalformedRequest, scan
+from .produce_response import encode_produce_response
 from .versions import API_VERSIONS_KEY, SupportedApis, request_schema
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600     # socket.request.max.bytes
@@ -460,7 +461,12 @@ def _body_bytes(cls, body) -> bytes:
     transactional producer gets the same AddPartitionsToTxn and EndTxn answer for every
     transaction (issue 28: kio's writer was ~6% of a single-record transaction's broker CPU).
     Equal bodies encode to equal bytes (kio entities are frozen dataclasses: equality is the
-    class and every field); an unhashable one is encoded each time."""
+    class and every field); an unhashable one is encoded each time. A Produce answer (a new base
+    offset every time) has a writer of its own (``produce_response``)."""
+    if cls.__api_key__ == PRODUCE_KEY:
+        encoded = encode_produce_response(body)
+        if encoded is not None:
+            return encoded
     try:
         encoded = _RESPONSES.get(body)
     except TypeError:           # a field kio left mutable (a list): no caching
