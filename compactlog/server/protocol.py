@@ -454,6 +454,10 @@ def encode_response(request: Request, body) -> bytes:
 
 RESPONSE_CACHE_ENTRIES = 512
 _RESPONSES: dict = {}
+# id(body) -> (body, its bytes), for a handler that answers with the very same body object again
+# (``apis/transactions.py``'s answers): found without hashing the nested entity. The entry holds
+# the body, so its id is not reused while it is there.
+_RESPONSES_BY_ID: dict[int, tuple] = {}
 
 
 def _body_bytes(cls, body) -> bytes:
@@ -467,6 +471,9 @@ def _body_bytes(cls, body) -> bytes:
         encoded = encode_produce_response(body)
         if encoded is not None:
             return encoded
+    same = _RESPONSES_BY_ID.get(id(body))
+    if same is not None and same[0] is body:
+        return same[1]
     try:
         encoded = _RESPONSES.get(body)
     except TypeError:           # a field kio left mutable (a list): no caching
@@ -477,6 +484,10 @@ def _body_bytes(cls, body) -> bytes:
             if len(_RESPONSES) >= RESPONSE_CACHE_ENTRIES:
                 _RESPONSES.clear()
             _RESPONSES[body] = encoded
+    if len(encoded) <= 256:
+        if len(_RESPONSES_BY_ID) >= RESPONSE_CACHE_ENTRIES:
+            _RESPONSES_BY_ID.clear()
+        _RESPONSES_BY_ID[id(body)] = (body, encoded)
     return encoded
 
 
