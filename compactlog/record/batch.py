@@ -6,6 +6,7 @@ record-format.md for the layout.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
@@ -656,18 +657,25 @@ def encode_small_batch(spec: BatchSpec, offset_deltas: Sequence[int], timestamps
     values bytes, str or None), built in Python: a record is its length, attributes 0, the
     timestamp and offset deltas, key, value and an empty header count, all varints."""
     base_ts = spec.delete_horizon_ms if spec.delete_horizon_ms is not None else timestamps[0]
+    if last_offset_delta is None:
+        last_offset_delta = offset_deltas[-1]
+    return assemble_batch(spec, last_offset_delta, base_ts, max(timestamps), len(keys),
+                          _small_records(offset_deltas, [ts - base_ts for ts in timestamps], keys, values))
+
+
+def _small_records(offset_deltas: Sequence[int], timestamp_deltas: Sequence[int], keys: Sequence,
+                   values: Sequence) -> bytes:
+    """The uncompressed records section of ``encode_small_batch``."""
     parts = []
-    for delta, ts, key, value in zip(offset_deltas, timestamps, keys, values):
+    for delta, ts_delta, key, value in zip(offset_deltas, timestamp_deltas, keys, values):
         key, value = _bytes_or_none(key), _bytes_or_none(value)
-        body = b"".join((b"\x00", encode_varint(ts - base_ts), encode_varint(delta),
+        body = b"".join((b"\x00", encode_varint(ts_delta), encode_varint(delta),
                          encode_varint(-1) if key is None else encode_varint(len(key)), key or b"",
                          encode_varint(-1) if value is None else encode_varint(len(value)), value or b"",
                          b"\x00"))
         parts.append(encode_varint(len(body)))
         parts.append(body)
-    if last_offset_delta is None:
-        last_offset_delta = offset_deltas[-1]
-    return assemble_batch(spec, last_offset_delta, base_ts, max(timestamps), len(keys), b"".join(parts))
+    return b"".join(parts)
 
 
 def encode_batch(spec: BatchSpec, records: Sequence, *, last_offset_delta: int | None = None) -> bytes:
@@ -701,9 +709,19 @@ def with_leader_epoch(batch: bytearray | memoryview, pos: int, epoch: int) -> No
 
 def encode_marker(*, offset: int, commit: bool, producer_id: int, producer_epoch: int,
                   coordinator_epoch: int, timestamp: int, partition_leader_epoch: int = 0) -> bytes:
-    """A COMMIT or ABORT marker batch as the leader writes it (78 bytes)."""
-    spec = BatchSpec(base_offset=offset, partition_leader_epoch=partition_leader_epoch,
-                     transactional=True, control=True, producer_id=producer_id,
-                     producer_epoch=producer_epoch)
-    key = control_key(COMMIT if commit else ABORT)
-    return encode_batch(spec, [(offset, timestamp, key, marker_value(coordinator_epoch))])
+    """A COMMIT or ABORT marker batch as the leader writes it (78 bytes): what ``encode_batch``
+    makes of one control record, its records section taken from a small cache (it depends on
+    the kind and the coordinator epoch only) and its header packed here (issue 28: one marker a
+    transaction and partition)."""
+    after_crc = _AFTER_CRC.pack(_MARKER_ATTRIBUTES, 0, timestamp, timestamp, producer_id, producer_epoch,
+                                NO_SEQUENCE, 1) + _marker_records(commit, coordinator_epoch)
+    return (_PREFIX.pack(offset, ATTRIBUTES_OFFSET - LOG_OVERHEAD + len(after_crc), partition_leader_epoch, MAGIC_V2)
+            + UINT32.pack(_crc32c.crc32c(after_crc)) + after_crc)
+
+
+_MARKER_ATTRIBUTES = TRANSACTIONAL_FLAG | CONTROL_FLAG       # CreateTime, uncompressed
+
+
+@functools.lru_cache(maxsize=1024)
+def _marker_records(commit: bool, coordinator_epoch: int) -> bytes:
+    return _small_records((0,), (0,), (control_key(COMMIT if commit else ABORT),), (marker_value(coordinator_epoch),))

@@ -90,6 +90,21 @@ def test_encode_marker(commit):
     assert raw[61] == 0x20 and len(raw) - 61 == 17
 
 
+@pytest.mark.parametrize("commit", [True, False])
+@pytest.mark.parametrize("coordinator_epoch", [0, 3, 2**31 - 1])
+def test_encode_marker_is_the_general_encoders_batch(commit, coordinator_epoch):
+    """``encode_marker`` packs the header itself around a cached records section: byte for byte
+    the batch ``encode_batch`` makes of the same control record."""
+    for offset, timestamp, epoch in ((0, 0, 0), (41, 1_600_000_000_000, 5), (2**40, 1_700_000_000_123, -1)):
+        spec = BatchSpec(base_offset=offset, partition_leader_epoch=epoch, transactional=True, control=True,
+                         producer_id=123456789, producer_epoch=7)
+        general = encode_batch(spec, [(offset, timestamp, control_key(COMMIT if commit else ABORT),
+                                       marker_value(coordinator_epoch))])
+        assert encode_marker(offset=offset, commit=commit, producer_id=123456789, producer_epoch=7,
+                             coordinator_epoch=coordinator_epoch, timestamp=timestamp,
+                             partition_leader_epoch=epoch) == general
+
+
 def _control_batch(key, value=b"\x00" * 6):
     spec = BatchSpec(transactional=True, control=True, producer_id=1, producer_epoch=0)
     return encode_batch(spec, [(0, 10, key, value)])

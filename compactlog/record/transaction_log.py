@@ -206,11 +206,17 @@ def encode_value_v1(producer_id: int, producer_epoch: int, timeout_ms: int, stat
             out += b"".join(I32.pack(i) for i in ids)
             out += b"\x00"
     out += I64.pack(last_update_ms) + I64.pack(start_ms)
-    values = {0: previous_producer_id, 1: next_producer_id, 2: client_transaction_version, 3: next_producer_epoch}
-    tags = [(tag, _TAGGED[tag][1].pack(v)) for tag, v in sorted(values.items()) if v != _TAGGED[tag][2]]
-    out += encode_uvarint(len(tags))
-    for tag, data in tags:
-        out += encode_uvarint(tag) + encode_uvarint(len(data)) + data
+    tagged = bytearray()
+    count = 0
+    for tag, v in ((0, previous_producer_id), (1, next_producer_id), (2, client_transaction_version),
+                   (3, next_producer_epoch)):          # in tag order
+        _, layout, default = _TAGGED[tag]
+        if v != default:
+            data = layout.pack(v)
+            tagged += encode_uvarint(tag) + encode_uvarint(len(data)) + data
+            count += 1
+    out += encode_uvarint(count)
+    out += tagged
     return bytes(out)
 
 

@@ -60,6 +60,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from .precheck import MalformedRequest, scan
+from .produce_response import encode_produce_response
 from .versions import API_VERSIONS_KEY, SupportedApis, request_schema
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600     # socket.request.max.bytes
@@ -453,6 +454,10 @@ def encode_response(request: Request, body) -> bytes:
 
 RESPONSE_CACHE_ENTRIES = 512
 _RESPONSES: dict = {}
+# id(body) -> (body, its bytes), for a handler that answers with the very same body object again
+# (``apis/transactions.py``'s answers): found without hashing the nested entity. The entry holds
+# the body, so its id is not reused while it is there.
+_RESPONSES_BY_ID: dict[int, tuple] = {}
 
 
 def _body_bytes(cls, body) -> bytes:
@@ -460,7 +465,15 @@ def _body_bytes(cls, body) -> bytes:
     transactional producer gets the same AddPartitionsToTxn and EndTxn answer for every
     transaction (issue 28: kio's writer was ~6% of a single-record transaction's broker CPU).
     Equal bodies encode to equal bytes (kio entities are frozen dataclasses: equality is the
-    class and every field); an unhashable one is encoded each time."""
+    class and every field); an unhashable one is encoded each time. A Produce answer (a new base
+    offset every time) has a writer of its own (``produce_response``)."""
+    if cls.__api_key__ == PRODUCE_KEY:
+        encoded = encode_produce_response(body)
+        if encoded is not None:
+            return encoded
+    same = _RESPONSES_BY_ID.get(id(body))
+    if same is not None and same[0] is body:
+        return same[1]
     try:
         encoded = _RESPONSES.get(body)
     except TypeError:           # a field kio left mutable (a list): no caching
@@ -471,6 +484,10 @@ def _body_bytes(cls, body) -> bytes:
             if len(_RESPONSES) >= RESPONSE_CACHE_ENTRIES:
                 _RESPONSES.clear()
             _RESPONSES[body] = encoded
+    if len(encoded) <= 256:
+        if len(_RESPONSES_BY_ID) >= RESPONSE_CACHE_ENTRIES:
+            _RESPONSES_BY_ID.clear()
+        _RESPONSES_BY_ID[id(body)] = (body, encoded)
     return encoded
 
 
@@ -521,7 +538,9 @@ def _readers(api_key: int, api_version: int):
     return body_type, _reader(body_type.__header_schema__), _reader(body_type)
 
 
+@functools.lru_cache(maxsize=None)
 def _api_name(api_key: int) -> str:
+    """Kafka's name of an API key ("AddPartitionsToTxn"); asked for every request's metrics."""
     name = api_key_map.get(api_key)
     if name is None:
         return f"API key {api_key}"

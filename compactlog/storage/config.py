@@ -25,6 +25,7 @@ the lines to print.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable
 
 from ..errors import ConfigError
@@ -394,9 +395,11 @@ class LogConfig:
     def delete_retention_ms(self) -> int:
         return self._values["delete.retention.ms"]
 
-    @property
+    @functools.cached_property
     def max_segment_ms(self) -> int:
-        """segment.ms, capped by max.compaction.lag.ms on compacted topics (Kafka's roll rule)."""
+        """segment.ms, capped by max.compaction.lag.ms on compacted topics (Kafka's roll rule).
+        Computed once: a LogConfig never changes (an altered topic gets a new one), and every
+        append asks it."""
         if self.compact and self.max_compaction_lag_ms > 0:
             return min(self.max_compaction_lag_ms, self.segment_ms)
         return self.segment_ms

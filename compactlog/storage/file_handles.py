@@ -199,6 +199,28 @@ class PooledFile:
                 if self._closed:
                     cache._forget_locked(self)
 
+    def pwrite(self, data, offset: int) -> int:
+        """``os.pwrite`` through the descriptor, pinned as ``use`` pins it: the append path's
+        one call, without a generator context manager per write (issue 28: a single-record
+        transaction makes five appends)."""
+        cache = self._cache
+        with cache.lock:
+            if self._closed:
+                raise OSError(errno.EBADF, "file closed", self.path)
+            fd = self._fd
+            if fd is None:
+                fd = cache._opened_locked(self)
+            else:
+                cache._open.move_to_end(self)
+            self._pins += 1
+        try:
+            return os.pwrite(fd, data, offset)
+        finally:
+            with cache.lock:
+                self._pins -= 1
+                if self._closed:
+                    cache._forget_locked(self)
+
     def dup(self) -> int:
         """A new descriptor of the same open file (the caller closes it): it keeps reading the
         same bytes even if this handle is closed or the file replaced meanwhile."""

@@ -33,7 +33,7 @@ from ..errors import (InvalidProducerEpochError, InvalidRecordError, LogOfflineE
                       ReadOnlyError, StorageError, TopicError)
 from ..record import compression as codecs
 from ..record.batch import (SMALL_BATCH_RECORDS, BatchHeader, BatchSpec, Record, RecordBatch, columnar_records,
-                            encode_columnar_batch, encode_marker, encode_small_batch, iter_batches)
+                            encode_columnar_batch, encode_marker, encode_small_batch)
 from ..record.layout import MAGIC_V2
 from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
@@ -115,6 +115,7 @@ class Log:
                  read_only: bool = False):
         path = os.path.abspath(dir_path)
         self.topic, self.partition = files.parse_partition_dir(path)
+        self.name = f"{self.topic}-{self.partition}"        # fixed for the log's life
         self.clock = clock
         self.leader_epoch = leader_epoch
         self.read_only = read_only
@@ -212,10 +213,6 @@ class Log:
         return self.high_watermark
 
     @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-    @property
     def first_local_offset(self) -> int:
         """Where local reads start: the local log start, never below the log start."""
         return max(self.log_start_offset, self.local_log_start_offset)
@@ -245,13 +242,14 @@ class Log:
         if timestamps is None:
             timestamps = np.full(n, self.clock(), dtype=np.int64)
         codec = codecs.CODEC_BY_NAME[compression] if isinstance(compression, str) else compression
+        small = n <= SMALL_BATCH_RECORDS and isinstance(keys, (list, tuple)) and isinstance(values, (list, tuple)) \
+            and not (headers is not None and any(headers))
+        if small and trusted and producer_id < 0 and not transactional:
+            return self._append_own_small(codec, [int(t) for t in timestamps], keys, values)
         spec = BatchSpec(base_offset=0, compression=codec, transactional=transactional,
                          producer_id=producer_id, producer_epoch=producer_epoch,
                          base_sequence=base_sequence)
-        if n <= SMALL_BATCH_RECORDS and isinstance(keys, (list, tuple)) and isinstance(values, (list, tuple)) \
-                and not (headers is not None and any(headers)):
-            if trusted and producer_id < 0 and not transactional:
-                return self._append_own_small(codec, [int(t) for t in timestamps], keys, values)
+        if small:
             batch = encode_small_batch(spec, range(n), [int(t) for t in timestamps], keys, values)
         else:
             batch = encode_columnar_batch(spec, columnar_records(keys, values, headers), timestamps)
@@ -263,10 +261,11 @@ class Log:
         field is under the CRC, ``assign_offsets`` only writes them), without the copy, the re-parse
         and the header rewrite of a client's batch. Under the lock (``append_records``)."""
         spec = BatchSpec(base_offset=self.log_end_offset, partition_leader_epoch=self.leader_epoch, compression=codec)
-        raw = bytearray(encode_small_batch(spec, range(len(keys)), timestamps, keys, values))
+        raw = encode_small_batch(spec, range(len(keys)), timestamps, keys, values)
         b = own_batch(RecordBatch(BatchHeader.unpack(raw, 0), raw, 0), self.config, self.clock(),
                       partition=self.name)
-        return self._append_batches([b], memoryview(b.buffer)[b.position:b.position + b.size], ProducerUpdates())
+        data = raw if b.buffer is raw else memoryview(b.buffer)[b.position:b.position + b.size]
+        return self._append_batches([b], data, ProducerUpdates())
 
     @_writer
     def append_as_leader(self, data, origin: str = CLIENT, *,
@@ -287,6 +286,8 @@ class Log:
         planned = self._validate_leader_batches(batches, now, origin, verification_guard, _own)
         infos = [p if isinstance(p, AppendInfo) else self._append_batches([p[0]], p[1], p[2])
                  for p in planned]
+        if len(infos) == 1:
+            return infos[0]             # a client's request: one batch
         first, last = infos[0], infos[-1]
         return AppendInfo(first.first_offset, last.last_offset,
                           max(i.max_timestamp for i in infos),
@@ -302,6 +303,7 @@ class Log:
         pending = Pending()
         next_offset = self.log_end_offset
         out = []
+        last = batches[-1]
         for b in batches:
             # a coordinator's data (transactional offset commits) is validated as a client's:
             # LogValidator runs for both, only markers are the coordinator's own
@@ -320,9 +322,10 @@ class Log:
                     out.append(AppendInfo(dup.first_offset, dup.last_offset, h.max_timestamp, dup.last_offset,
                                           0, 0, duplicate=True))
                     continue
+            is_last = b is last
             b = assign_offsets(b, next_offset, self.leader_epoch)
             updates = producer_append.analyze(self.producer_state, [b], origin, pending,
-                                              verification_guard=verification_guard)
+                                              verification_guard=verification_guard, record=not is_last)
             out.append((b, memoryview(b.buffer)[b.position:b.position + b.size], updates))
             next_offset = b.last_offset + 1
         return out
@@ -346,13 +349,15 @@ class Log:
         TransactionCoordinatorFencedError when ``coordinator_epoch`` is older than the last one
         seen for the producer (ProducerAppendInfo.appendEndTxnMarker)."""
         ts = self.clock() if timestamp is None else timestamp
-        data = encode_marker(offset=self.log_end_offset, commit=commit, producer_id=producer_id,
+        offset = self.log_end_offset
+        data = encode_marker(offset=offset, commit=commit, producer_id=producer_id,
                              producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
                              timestamp=ts, partition_leader_epoch=self.leader_epoch)
-        batches = [next(iter_batches(data))]
-        updates = producer_append.analyze(self.producer_state, batches, COORDINATOR,
-                                          transaction_version=transaction_version)
-        return self._append_batches(batches, data, updates)
+        # the fields the marker was made of go to the producer state as they are: reading its
+        # record back (``producer_append.analyze``) would find the same ones
+        updates = producer_append.analyze_marker(self.producer_state, producer_id, producer_epoch, commit,
+                                                 coordinator_epoch, offset, ts, transaction_version)
+        return self._append_batches([RecordBatch(BatchHeader.unpack(data, 0), data, 0)], data, updates)
 
     def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
                                              producer_epoch: int) -> VerificationGuard:
@@ -388,15 +393,21 @@ class Log:
         StorageError (KAFKA_STORAGE_ERROR), so that no torn bytes stay behind to lie under the
         next append and nothing unacknowledged is ever served. A log whose undo fails too goes
         offline (``take_offline``)."""
-        first = batches[0].base_offset
-        last = batches[-1].last_offset
-        max_ts = -1
-        offset_of_max = -1
-        records = 0
-        for b in batches:
-            if b.max_timestamp > max_ts:
-                max_ts, offset_of_max = b.max_timestamp, b.last_offset
-            records += b.records_count
+        if len(batches) == 1 and batches[0].__class__ is RecordBatch:     # a leader's append: one header
+            h = batches[0].header
+            first, last, records = h.base_offset, h.last_offset, h.records_count
+            max_ts = h.max_timestamp
+            max_ts, offset_of_max = (max_ts, last) if max_ts > -1 else (-1, -1)
+        else:
+            first = batches[0].base_offset
+            last = batches[-1].last_offset
+            max_ts = -1
+            offset_of_max = -1
+            records = 0
+            for b in batches:
+                if b.max_timestamp > max_ts:
+                    max_ts, offset_of_max = b.max_timestamp, b.last_offset
+                records += b.records_count
         self._maybe_roll(len(data), max_ts, first, last)
         seg = self.active_segment
         mark = seg.append_mark()

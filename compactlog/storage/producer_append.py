@@ -116,10 +116,12 @@ def check_transactional_batch(state: ProducerStateManager, info: ProducerAppendI
 
 
 def analyze(state: ProducerStateManager, batches, origin: str, pending: Pending | None = None, *,
-            verification_guard: VerificationGuard | None = None, transaction_version: int = 0) -> ProducerUpdates:
+            verification_guard: VerificationGuard | None = None, transaction_version: int = 0,
+            record: bool = True) -> ProducerUpdates:
     """The producer-state changes of ``batches``, validated and not applied (raises the error of
     the first rule broken). With ``pending``, each producer is checked against its pending entry
-    when it has one, and its entry after these batches is recorded there. ``verification_guard``:
+    when it has one, and its entry after these batches is recorded there, unless ``record`` is
+    False (the request's last batch: nothing after it asks). ``verification_guard``:
     transactional data batches of a client or coordinator must be verified with it
     (``check_transactional_batch``); None requires nothing."""
     updates = ProducerUpdates()
@@ -143,11 +145,28 @@ def analyze(state: ProducerStateManager, batches, origin: str, pending: Pending 
         done = apply_batch_to_producer(info, b, transaction_version)
         if done is not None:
             updates.completed.append(done)
-    if pending is not None:
+    if pending is not None and record:
         for pid, info in updates.infos.items():
             pending[pid] = entry_after(info)
             if info.consumes_verification and isinstance(pending, Pending):
                 pending.verification_consumed.add(pid)
+    return updates
+
+
+def analyze_marker(state: ProducerStateManager, producer_id: int, producer_epoch: int, commit: bool,
+                   coordinator_epoch: int, offset: int, timestamp: int, transaction_version: int = 0) -> ProducerUpdates:
+    """``analyze`` of the one COMMIT/ABORT marker the broker encodes itself (``Log.append_control``),
+    from the fields it was encoded with rather than read back from its record; the same checks
+    and the same changes (a marker is a COORDINATOR append, never verified)."""
+    updates = ProducerUpdates()
+    if producer_id < 0:
+        return updates
+    info = state.prepare_update(producer_id, COORDINATOR)
+    updates.infos[producer_id] = info
+    done = info.append_end_txn_marker(commit, producer_epoch, coordinator_epoch, offset, timestamp,
+                                      transaction_version)
+    if done is not None:
+        updates.completed.append(done)
     return updates
 
 
@@ -156,6 +175,8 @@ def aborted_entries(state: ProducerStateManager, updates: ProducerUpdates) -> li
     stable offset right after it, as ``apply`` would leave the state at that point; computed
     before anything is applied, so that the file can be written first and a failed write leaves
     the producer state untouched."""
+    if not any(txn.is_aborted for txn in updates.completed):
+        return []           # every append but an abort marker's: no copy of the open transactions
     ongoing = dict(state.ongoing_txns)
     for info in updates.infos.values():
         for first in info.started_txn_first_offsets:

@@ -127,9 +127,10 @@ class FileRecords:
             raise StorageError(f"{self.path}: its bytes are the object {self._body.key}; a segment in a bucket "
                                f"is not appended to")
         n = len(data)
+        if self._file is None:
+            raise OSError(errno.EBADF, "no such file (in memory only)", self._path)
         try:
-            with self._use() as fd:
-                written = os.pwrite(fd, data, self.size)
+            written = self._file.pwrite(data, self.size)
         except BaseException:
             self._disk_size = -1        # some bytes may have landed past size: trim must look
             raise
@@ -316,11 +317,16 @@ class LogSegment:
         return now_ms - self.created_ms
 
     def should_roll(self, *, now_ms: int, max_timestamp: int, max_offset: int, messages_size: int) -> bool:
-        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp) > \
-            self.config.max_segment_ms - self.roll_jitter_ms
-        return (self.size > self.config.segment_bytes - messages_size
-                or (self.size > 0 and reached_roll_ms)
-                or self.offset_index.is_full() or self.time_index.is_full()
+        # Kafka's LogSegment.shouldRoll, its conditions in order, each looked at only when the
+        # ones before did not decide (asked twice per small append on the broker's event loop)
+        config = self.config
+        size = self.log.size
+        if size > config.segment_bytes - messages_size:
+            return True
+        if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) > \
+                config.max_segment_ms - self.roll_jitter_ms:
+            return True
+        return (self.offset_index.is_full() or self.time_index.is_full()
                 or not self.can_convert_to_relative_offset(max_offset))
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:

@@ -38,12 +38,12 @@ from typing import Callable
 from kio.schema.errors import ErrorCode
 
 from ...errors import CompactlogError
-from ...record import transaction_log as TL
 from ...record.consumer_offsets import OFFSETS_TOPIC
 from ..runtime import CoordinatorRuntime, Periodic, answered, error_code_of, operation_error
 from .coordinator import Decision, TransactionCoordinator, TxnConfig, TxnResult
 from .markers import RETRY_BACKOFF_MS, run_job
-from .state_log import TRANSACTION_STATE_TOPIC, StateLogError, describe_loaded, replay, topic_configs, value_bytes
+from .state_log import (TRANSACTION_STATE_TOPIC, StateLogError, describe_loaded, key_bytes, replay, topic_configs,
+                        value_bytes)
 
 log = logging.getLogger("kafka.coordinator.transaction.TransactionCoordinator")
 loader_log = logging.getLogger("kafka.coordinator.transaction.TransactionStateManager")
@@ -209,7 +209,7 @@ class TransactionCoordinatorService(CoordinatorRuntime):
         if lg.config.get("min.insync.replicas") > 1:
             return operation_error(ErrorCode.not_enough_replicas)
         tv = self.config.transaction_version
-        keys = [TL.encode_key(tid) for tid, _ in records]
+        keys = [key_bytes(tid) for tid, _ in records]
         values = [None if t is None else value_bytes(t, tv) for _, t in records]
         now = self.clock()
         try:

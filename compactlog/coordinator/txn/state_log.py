@@ -36,6 +36,13 @@ def partition_for(transactional_id: str, num_partitions: int) -> int:
     return R.partition_for(transactional_id, num_partitions)
 
 
+@functools.lru_cache(maxsize=65536)
+def key_bytes(transactional_id: str) -> bytes:
+    """TransactionLog.keyToBytes: an id's key, the same bytes for every record of it (three
+    records a transaction)."""
+    return TL.encode_key(transactional_id)
+
+
 def topic_configs(broker) -> dict[str, str]:
     """TransactionStateManager.transactionTopicConfigs: compacted, uncompressed, the broker's
     segment size and min ISR (1 on one node), no unclean election."""

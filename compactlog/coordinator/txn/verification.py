@@ -46,8 +46,8 @@ def ask_coordinator(transactions, transactional_id: str, producer_id: int, produ
     if transactions is None:
         return ErrorCode.coordinator_not_available
     try:
-        return ErrorCode(transactions.verify_partition(transactional_id, producer_id, producer_epoch,
-                                                       topic, partition))
+        code = transactions.verify_partition(transactional_id, producer_id, producer_epoch, topic, partition)
+        return code if code.__class__ is ErrorCode else ErrorCode(code)
     except CoordinatorError as e:
         return e.code
     except Exception:

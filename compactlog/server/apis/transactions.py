@@ -122,10 +122,26 @@ def handle_add_partitions_to_txn(state: BrokerState, request):
                                       body.v3_and_below_producer_epoch,
                                       {(t, p) for t, parts in requested.items() for p in parts})
         code = fenced_for(code, request.api_version, 2)
-
-        def code_of(tp):
-            return code
+        return _same_answer(response_class(request), requested, code)
     return _add_partitions_response(response_class(request), requested, code_of)
+
+
+_ANSWERS: dict = {}         # (response class, what was asked, the code) -> the answer built before
+ANSWERS_KEPT = 512
+
+
+def _same_answer(cls, requested: dict[str, list[int]], code: ErrorCode):
+    """The AddPartitionsToTxn answer with ``code`` for every partition, the same object each time
+    the same partitions are asked (a producer asks the same ones every transaction): built once,
+    and its bytes found by identity (``protocol._body_bytes``)."""
+    key = (cls, tuple((t, tuple(ps)) for t, ps in requested.items()), code)
+    body = _ANSWERS.get(key)
+    if body is None:
+        body = _add_partitions_response(cls, requested, lambda tp: code)
+        if len(_ANSWERS) >= ANSWERS_KEPT:
+            _ANSWERS.clear()
+        _ANSWERS[key] = body
+    return body
 
 
 def quick_add_partitions_to_txn(state: BrokerState, request):
@@ -210,8 +226,15 @@ def handle_end_txn(state: BrokerState, request):
     code = fenced_for(code, request.api_version, 2)
     if code != ErrorCode.none:
         pid, epoch = -1, -1
-    return build(response_class(request), throttle_time=NO_THROTTLE, error_code=code, producer_id=pid,
-                 producer_epoch=epoch)
+    cls = response_class(request)
+    key = (cls, code, pid, epoch)
+    body = _ANSWERS.get(key)            # a producer's commits get the same answer each time
+    if body is None:
+        body = build(cls, throttle_time=NO_THROTTLE, error_code=code, producer_id=pid, producer_epoch=epoch)
+        if len(_ANSWERS) >= ANSWERS_KEPT:
+            _ANSWERS.clear()
+        _ANSWERS[key] = body
+    return body
 
 
 def quick_end_txn(state: BrokerState, request):

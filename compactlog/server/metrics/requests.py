@@ -39,6 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 RESERVOIR = 1024
+COUNTED_KEPT = 256
 QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99),
              ("0.999", 0.999))      # the JMX exporter's labels for Yammer's percentiles
 TIMERS = ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems", "totaltimems")
@@ -155,6 +156,10 @@ class RequestMetrics:
         self.worker_busy_s = 0.0        # seconds the worker threads spent in handlers (loop thread adds)
         self.listener_of = lambda connection: "PLAINTEXT"     # connection -> listener name
         self.loop_probe: LoopProbe | None = None
+        # id(body) -> (body, its error counts): a handler that answers with the same (immutable)
+        # body object again (a transactional producer's AddPartitionsToTxn and EndTxn) is not
+        # walked again; the entry holds the body, so its id is not reused meanwhile
+        self._counted: dict[int, tuple] = {}
 
     # -- the RequestObserver
     def request_started(self, request) -> RequestTimer:
@@ -170,7 +175,15 @@ class RequestMetrics:
     def request_answered(self, timer: RequestTimer, body) -> None:
         timer.answered = _perf()
         if body is not None and dataclasses.is_dataclass(body):
-            self.count_errors(timer.label, error_counts(body))
+            same = self._counted.get(id(body))
+            if same is not None and same[0] is body:
+                counts = same[1]
+            else:
+                counts = error_counts(body)
+                if len(self._counted) >= COUNTED_KEPT:
+                    self._counted.clear()
+                self._counted[id(body)] = (body, counts)
+            self.count_errors(timer.label, counts)
             timer.counted = True
 
     def request_sent(self, timer: RequestTimer) -> None:
