@@ -1,8 +1,10 @@
 """The cleaner on a Spark cluster writes the same files as in one process.
 
-``local-cluster[2,1,1024]`` starts a real standalone master and two workers whose executors are
-separate JVMs with their own Python workers: plans are pickled to them, each cleans its
-partitions in place on the shared disk, results travel back. One copy of a data dir is cleaned
+``local-cluster[1,2,1024]`` starts a real standalone master and a worker whose executor is a
+separate JVM (two task slots) with Python workers of its own: plans are pickled to it, its tasks
+clean their partitions in place on the shared disk, results travel back. One executor proves the
+process boundary as two would: a second executor JVM cost ~8 CPU-s and showed nothing the first
+does not (the tasks of one executor already run side by side, in Python workers of their own). One copy of a data dir is cleaned
 that way by ``compactlog clean --spark-master`` (its own process), another copy in this process
 with ``InProcessExecutor``; every segment and index file and the cleaner checkpoint must be
 byte-identical.
@@ -86,7 +88,7 @@ def test_local_cluster_clean_equals_in_process_clean(tmp_path):
 
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     env.pop("COMPACTLOG_SPARK_MASTER", None)
-    p = subprocess.run([EXE, "--data-dir", a, "clean", "--spark-master", "local-cluster[2,1,1024]",
+    p = subprocess.run([EXE, "--data-dir", a, "clean", "--spark-master", "local-cluster[1,2,1024]",
                         "--now-ms", str(NOW), "--json"], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
     cluster = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]

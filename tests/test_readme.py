@@ -11,7 +11,9 @@ holding an ``orders`` topic (two partitions, keyed records), ``/copy/kafka-logs`
 ``/data/archive`` an empty data dir. The README's ``serve`` line is the broker this module
 started; commands that run until stopped (``cleaner run``, ``consume --follow``) must still be
 running after a few seconds and stop
-on ^C, as their comments say. Python blocks run in a subprocess. What some commands and blocks
+on ^C, as their comments say. Python blocks run in a subprocess, but the one that starts a Spark
+session: it runs in this process, on the session the suite's Spark tests share
+(``run_spark_block``). What some commands and blocks
 print is checked too (``_check_outputs``, ``_check_python_output``). A block preceded by
 ``<!-- readme-test: skip (why) -->`` is skipped (used for what needs a cluster or builds the
 project), a ``text`` block is a picture; the "Transactions" section's
@@ -263,14 +265,44 @@ def run_python_block(code: str, world) -> str:
     return r.stdout
 
 
+def uses_spark(code: str) -> bool:
+    return "compactlog.spark.session()" in code
+
+
+def run_spark_block(code: str, world, spark, monkeypatch) -> str:
+    """A block that starts a Spark session runs in this worker, on the session the suite's other
+    Spark tests share (``compactlog.spark.session()`` returns it: same master): in a process of
+    its own it started a JVM and Python workers of its own, ~25 CPU-s (most not counted, the JVM
+    outlived its reaper) and 40-110 s of this module's wall, to prove what the block's calls do,
+    which is the same on any session. A fresh session with the default master is what the README's
+    ``cleaner run`` and the Spark CLI tests start. The README's relative paths are made absolute
+    under the scratch directory (the JVM's working directory is the worker's), and the streaming
+    query the block leaves running is stopped after it."""
+    import contextlib
+    import io
+    code = substituted(code, world["subs"]).replace('"build/', f'"{world["work"]}/build/')
+    monkeypatch.setenv("COMPACTLOG_SPARK_MASTER", spark.sparkContext.master)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+    finally:
+        for query in spark.streams.active:
+            query.stop()
+    return out.getvalue()
+
+
 @pytest.mark.parametrize("line, lang, code, mark", BLOCKS, ids=[f"README-line-{b[0]}" for b in BLOCKS])
-def test_readme_block_runs_as_written(world, line, lang, code, mark):
+def test_readme_block_runs_as_written(world, line, lang, code, mark, request, monkeypatch):
     if mark is not None:
         if mark.startswith("skip"):
             pytest.skip(f"README line {line}: {mark}")
         pytest.fail(f"README line {line}: unknown readme-test mark {mark!r}")
     if lang == "text":
         return                  # a picture (a directory tree), not commands
+    if lang == "python" and uses_spark(code):
+        _check_python_output(code, run_spark_block(code, world, request.getfixturevalue("spark"), monkeypatch))
+        return
     if lang == "python":
         _check_python_output(code, run_python_block(code, world))
         return
