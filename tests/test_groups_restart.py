@@ -96,6 +96,9 @@ def test_offsets_survive_many_cleanings_of_the_offsets_topic(tmp_path):
         b.stop()
 
 
+EXPIRING_RETENTION_MS = 4000
+
+
 def test_expired_offsets_become_tombstones_and_the_group_goes(tmp_path):
     """An offset committed with a retention time (OffsetCommit v2-4) expires at the next check;
     the simple group left without offsets is deleted; both are tombstones in the log."""
@@ -125,8 +128,9 @@ def test_expired_offsets_become_tombstones_and_the_group_goes(tmp_path):
             resp = admin._manager.run(go)
             assert resp.topics[0].partitions[0].error_code == 0
 
-        commit(group, 1000)
         commit("kept-" + group, -1)         # the broker's retention (7 days): stays
+        # long enough to be listed first: with 1 s the group had gone before the list at load 15
+        commit(group, EXPIRING_RETENTION_MS)
         assert {g["group_id"] for g in admin.list_groups()} >= {group, "kept-" + group}
         wait_until(lambda: group not in {g["group_id"] for g in admin.list_groups()}, timeout=20,
                    what="the expired group to go")
@@ -142,4 +146,5 @@ def test_expired_offsets_become_tombstones_and_the_group_goes(tmp_path):
     tombstones = [r.key for r in recs if r.value is None]
     assert R.OffsetCommitKey(group, topic, 0) in tombstones and R.GroupMetadataKey(group) in tombstones
     expiring = next(r for r in recs if r.key == R.OffsetCommitKey(group, topic, 0) and r.value is not None)
-    assert expiring.value_version == 1 and expiring.value.expire_timestamp - expiring.value.commit_timestamp == 1000
+    assert expiring.value_version == 1 and \
+        expiring.value.expire_timestamp - expiring.value.commit_timestamp == EXPIRING_RETENTION_MS

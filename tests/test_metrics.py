@@ -36,7 +36,8 @@ OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 CRASH_ENV = "COMPACTLOG_TEST_CLEANER_CRASH_FILE"
 HOLD_ENV = "COMPACTLOG_TEST_SHUTDOWN_HOLD_FILE"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESTART_BACKOFF_MS = 1000      # a dead cleaner thread's first restart (a minute by default)
+RESTART_BACKOFF_MS = 3000      # a dead cleaner thread's first restart (a minute by default; 1 s let a
+# restart come before the readiness probe was read, at load 15)
 DASHBOARD = os.path.join(REPO, "docs", "grafana", "compactlog-broker.json")
 RULES = os.path.join(REPO, "docs", "prometheus", "compactlog-rules.yml")
 
