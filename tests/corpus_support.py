@@ -6,6 +6,7 @@ Each case is a Kafka-written partition directory and Kafka's real cleaner output
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import importlib.util
 import json
@@ -23,6 +24,21 @@ ARCHIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "kafk
 def unpack_corpus(dest: str) -> str:
     with tarfile.open(ARCHIVE) as tar:
         tar.extractall(dest, filter="data")
+    return os.path.join(dest, "corpus")
+
+
+def unpack_corpus_once(root: str) -> str:
+    """The corpus unpacked below ``root`` by the first process that asks (a lock: pytest-xdist's
+    workers share one copy; unpacking costs ~4.6 CPU-s and ~100 MB a worker); its path. Read
+    only: every test copies a case's input before it writes."""
+    dest = os.path.join(root, "kafka-cleaner-corpus")
+    with open(os.path.join(root, "kafka-cleaner-corpus.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.isdir(dest):
+            partial = f"{dest}.{os.getpid()}"
+            shutil.rmtree(partial, ignore_errors=True)
+            unpack_corpus(partial)
+            os.rename(partial, dest)          # whole, or not there for the next to try
     return os.path.join(dest, "corpus")
 
 
