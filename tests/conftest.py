@@ -43,8 +43,13 @@ def spark():
 
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory):
-    from corpus_support import unpack_corpus
-    return unpack_corpus(str(tmp_path_factory.mktemp("corpus")))
+    """One unpacked corpus for the whole run: under pytest-xdist, in the run's temp dir that the
+    workers' own temp dirs are in (each worker unpacked it again: ~4.6 CPU-s each)."""
+    from corpus_support import unpack_corpus_once
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    return unpack_corpus_once(str(root))
 
 
 class Result(NamedTuple):

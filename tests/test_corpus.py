@@ -7,6 +7,8 @@ entry point, with one shared SparkSession; the statistics of each round must equ
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from corpus_support import case_names, expected_clean_line, run_case_api, run_cases_api_lockstep
@@ -14,6 +16,12 @@ from corpus_support import case_names, expected_clean_line, run_case_api, run_ca
 CASES = case_names()
 STATS = ["firstDirtyOffset", "firstUncleanableOffset", "endOffset", "messagesRead", "bytesRead",
          "messagesWritten", "mapMessagesRead", "mapBytesRead", "invalidMessagesRead"]
+
+
+def test_the_case_list_names_every_case_of_the_archive(corpus_dir):
+    """The tests parametrize on tests/data/kafka-cleaner-corpus.cases: it must name every case
+    the archive holds, and no other."""
+    assert CASES == sorted(os.listdir(os.path.join(corpus_dir, "cases"))) and len(CASES) >= 90
 
 
 @pytest.fixture(scope="module")

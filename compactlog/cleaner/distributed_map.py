@@ -184,7 +184,7 @@ def _reduce_versions(kinds: dict, base: int):
     return vmap.offsets(), np.concatenate(lost) if lost else np.zeros(0, np.int64)
 
 
-def _reduce(blocks, bases=None) -> list:
+def reduce_task(blocks, bases=None) -> list:
     """Per partition: the winning offsets (latest per key) and the superseded clean offsets
     (``bases``: each versioned plan's log start, for its VersionMap)."""
     from .offset_map import InTaskOffsetMap
@@ -204,6 +204,63 @@ def _reduce(blocks, bases=None) -> list:
     return out
 
 
+def distributed_stages(plans: list[PartitionCleanPlan], parallelism: int) -> tuple[list, int, dict]:
+    """What a distributed run of ``plans`` does: (scan jobs, number of reducers, each versioned
+    plan's log start for its ``VersionMap``)."""
+    dirty_bytes = sum(s.log_bytes for plan in plans for s in plan.segments if s.base_offset < plan.first_uncleanable)
+    reducers = max(1, min(4 * parallelism, dirty_bytes // (64 << 20)))   # ~64 MiB of log per reducer
+    dirty_jobs, clean_jobs = scan_jobs(plans)
+    jobs = [(DIRTY, *j) for j in dirty_jobs] + [(CLEAN, *j) for j in clean_jobs]
+    bases = {p: plan.segments[0].base_offset for p, plan in enumerate(plans) if strategy_of(plan).versioned}
+    return jobs, reducers, bases
+
+
+def scan_task(plans: list[PartitionCleanPlan], job, reducers: int, count):
+    """One scan task: the job's keyed records as blocks by reducer; ``count(plan index, records,
+    bytes)`` told what a dirty-range scan read (the map statistics)."""
+    kind, p, seg, lo, hi = job
+    *cols, n, nbytes = keyed_records(plans[p], seg, lo, hi)
+    if kind == DIRTY:
+        count(p, n, nbytes)
+    yield from _buckets(p, kind, *cols[:3], reducers, *cols[3:])
+
+
+def rewrite_task(plans: list[PartitionCleanPlan], items):
+    """One rewrite task: each of its partitions cleaned with the winners the reducers sent it
+    (``(plan index, (winning offsets, superseded clean offsets))`` items, a seed of empty arrays
+    for every plan)."""
+    by_plan: dict[int, list] = {}
+    for p, arrays in items:
+        by_plan.setdefault(p, []).append(arrays)
+    for p, parts in by_plan.items():
+        plan = plans[p]
+        winners = np.concatenate([w for w, _ in parts])
+        superseded = np.concatenate([c for _, c in parts])
+        omap = WinnersMap(plan.first_dirty, plan.first_uncleanable, winners, superseded)
+        yield p, run_guarded(plan, offset_map=omap)
+
+
+def seed(p: int):
+    """The empty winners every plan's rewrite task receives (a plan with no keyed record still
+    gets its task)."""
+    return p, (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def ordered_results(plans: list[PartitionCleanPlan], results: dict, records_read: list[int],
+                    bytes_read: list[int]) -> list:
+    """The rewrite tasks' results in the plans' order, with the map statistics of the scans."""
+    ordered = []
+    for p, plan in enumerate(plans):
+        res = results.get(p)
+        if res is None:
+            res = TaskFailure(plan.topic, plan.partition, "the distributed map produced no rewrite task", "Missing")
+        elif isinstance(res, PartitionCleanResult):
+            res.stats["map_messages_read"] = records_read[p]
+            res.stats["map_bytes_read"] = bytes_read[p]
+        ordered.append(res)
+    return ordered
+
+
 def run_distributed(spark, plans: list[PartitionCleanPlan]) -> list:
     """Clean ``plans`` with the key map built by Spark (see the module docstring).
 
@@ -212,47 +269,19 @@ def run_distributed(spark, plans: list[PartitionCleanPlan]) -> list:
     """
     sc = spark.sparkContext
     parallelism = max(sc.defaultParallelism, 1)
-    dirty_bytes = sum(s.log_bytes for plan in plans for s in plan.segments if s.base_offset < plan.first_uncleanable)
-    reducers = max(1, min(4 * parallelism, dirty_bytes // (64 << 20)))   # ~64 MiB of log per reducer
+    jobs, reducers, bases = distributed_stages(plans, parallelism)
     records_read = [sc.accumulator(0) for _ in plans]
     bytes_read = [sc.accumulator(0) for _ in plans]
-    dirty_jobs, clean_jobs = scan_jobs(plans)
-    jobs = [(DIRTY, *j) for j in dirty_jobs] + [(CLEAN, *j) for j in clean_jobs]
-    bases = {p: plan.segments[0].base_offset for p, plan in enumerate(plans) if strategy_of(plan).versioned}
 
-    def scan(job):
-        kind, p, seg, lo, hi = job
-        *cols, n, nbytes = keyed_records(plans[p], seg, lo, hi)
-        if kind == DIRTY:
-            records_read[p].add(n)
-            bytes_read[p].add(nbytes)
-        yield from _buckets(p, kind, *cols[:3], reducers, *cols[3:])
-
-    def rewrite(items):
-        by_plan: dict[int, list] = {}
-        for p, arrays in items:
-            by_plan.setdefault(p, []).append(arrays)
-        for p, parts in by_plan.items():
-            plan = plans[p]
-            winners = np.concatenate([w for w, _ in parts])
-            superseded = np.concatenate([c for _, c in parts])
-            omap = WinnersMap(plan.first_dirty, plan.first_uncleanable, winners, superseded)
-            yield p, run_guarded(plan, offset_map=omap)
+    def count(p: int, n: int, nbytes: int) -> None:
+        records_read[p].add(n)
+        bytes_read[p].add(nbytes)
 
     sc.setJobDescription(f"compactlog clean (distributed key map): {len(plans)} partition(s)")
-    seeds = sc.parallelize([(p, (np.zeros(0, np.int64), np.zeros(0, np.int64))) for p in range(len(plans))], 1)
-    reduced = (sc.parallelize(jobs, max(min(len(jobs), 4 * parallelism), 1)).flatMap(scan)
-               .partitionBy(reducers, lambda r: r).mapPartitions(lambda blocks: _reduce(blocks, bases)))
+    seeds = sc.parallelize([seed(p) for p in range(len(plans))], 1)
+    reduced = (sc.parallelize(jobs, max(min(len(jobs), 4 * parallelism), 1))
+               .flatMap(lambda job: scan_task(plans, job, reducers, count))
+               .partitionBy(reducers, lambda r: r).mapPartitions(lambda blocks: reduce_task(blocks, bases)))
     out = (reduced.union(seeds).partitionBy(min(len(plans), 2 * parallelism), lambda p: p)
-           .mapPartitions(rewrite).collect())
-    results = dict(out)
-    ordered = []
-    for p, plan in enumerate(plans):
-        res = results.get(p)
-        if res is None:
-            res = TaskFailure(plan.topic, plan.partition, "the distributed map produced no rewrite task", "Missing")
-        elif isinstance(res, PartitionCleanResult):
-            res.stats["map_messages_read"] = records_read[p].value
-            res.stats["map_bytes_read"] = bytes_read[p].value
-        ordered.append(res)
-    return ordered
+           .mapPartitions(lambda items: rewrite_task(plans, items)).collect())
+    return ordered_results(plans, dict(out), [a.value for a in records_read], [a.value for a in bytes_read])
