@@ -412,8 +412,9 @@ def run_trial(work: str, injector: str, point: Point, n: int) -> Trial:
         if swap_step or any(k in point.kind for k in (".cleaned", ".swap", ".deleted", "cleaner-offset")):
             wait_for_cleaning(data, 15)         # the cleaner's files: let it run into the fault
     finally:
+        exit_code = None
         try:
-            b.stop()
+            exit_code = b.stop()
         except RuntimeError as e:
             trial.detail += f" stop: {e}"
         b.kill()
@@ -425,6 +426,10 @@ def run_trial(work: str, injector: str, point: Point, n: int) -> Trial:
     finally:
         after.stop()
     problems = check(acked, topics, committed)
+    if exit_code is not None and exit_code < 0:
+        # a failed write is reported and the broker exits, never killed by a signal of its own
+        # (the injector once overran a signal stack and the broker died of a heap corruption)
+        problems.append(f"the broker died of signal {-exit_code} when stopped")
     v = run_cli(data, "verify")
     if v.returncode not in (0,):
         problems.append(f"verify exit {v.returncode}: {_last_line(v.stdout.decode() + v.stderr.decode())}")
