@@ -44,6 +44,16 @@ HERE = os.path.join(PACKAGE_ROOT, "record")     # beside jit.py, which loads it
 MANIFEST = os.path.join(HERE, NAME + ".json")
 
 
+def unusable_reason() -> str | None:
+    """Why this checkout's ahead-of-time build cannot be used (None: it can)."""
+    if not os.path.exists(MANIFEST):
+        return "no ahead-of-time kernels: `python -m compactlog.aot` builds them"
+    if not jit._load_aot():
+        return ("the ahead-of-time build is stale (a digested source changed since, or another CPU): "
+                "`python -m compactlog.aot` builds it again")
+    return None
+
+
 def kernel_modules() -> list[str]:
     """The package's modules that declare kernels (tests and the broker's server/ excluded: the
     server's kernels live in record/ and storage/)."""

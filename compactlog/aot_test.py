@@ -23,17 +23,7 @@ from compactlog.record import jit
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOW = 1_900_000_000_000
 
-def _build_state() -> str | None:
-    """Why the tests that need this checkout's build cannot run (None: they can)."""
-    if not os.path.exists(aot.MANIFEST):
-        return "no ahead-of-time kernels: `python -m compactlog.aot` builds them"
-    if not jit._load_aot():
-        return ("the ahead-of-time build is stale (a digested source changed since, or another CPU): "
-                "`python -m compactlog.aot` builds it again")
-    return None
-
-
-_WHY = _build_state()
+_WHY = aot.unusable_reason()
 needs_build = pytest.mark.skipif(_WHY is not None, reason=_WHY or "")
 
 

@@ -5,25 +5,14 @@ as before."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from broker_support import Broker, wait_until
 from compactlog import aot
-from compactlog.record import jit
 
 pytestmark = pytest.mark.broker
 
 RECORDS = 3000          # ~300 KB: past the 256 KiB a process runs in plain Python
-
-
-def _aot_build_missing() -> str | None:
-    if not os.path.exists(aot.MANIFEST):
-        return "no ahead-of-time kernels: `python -m compactlog.aot` builds them"
-    if not jit._load_aot():
-        return "the ahead-of-time build is stale: `python -m compactlog.aot` builds it again"
-    return None
 
 
 def _mapped(pid: int) -> str:
@@ -59,7 +48,7 @@ def test_a_broker_serves_produce_and_consume_on_the_kernels_its_warm_up_loaded(t
     if route == "numba":
         env["COMPACTLOG_AOT"] = "0"
     else:
-        why = _aot_build_missing()
+        why = aot.unusable_reason()
         if why:
             pytest.skip(why)
     b = Broker(tmp_path / "data", {"num.partitions": "1"}, env=env).start()

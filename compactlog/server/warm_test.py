@@ -54,16 +54,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _aot_build_missing() -> str | None:
-    from compactlog import aot
-    from compactlog.record import jit
-    if not os.path.exists(aot.MANIFEST):
-        return "no ahead-of-time kernels: `python -m compactlog.aot` builds them"
-    if not jit._load_aot():
-        return "the ahead-of-time build is stale: `python -m compactlog.aot` builds it again"
-    return None
-
-
 @pytest.mark.slow          # a fresh interpreter loading numba: seconds
 @pytest.mark.parametrize("route", ["numba", "ahead-of-time"])
 def test_after_the_warm_up_a_first_produce_and_fetch_load_no_kernel(route):
@@ -71,7 +61,8 @@ def test_after_the_warm_up_a_first_produce_and_fetch_load_no_kernel(route):
     if route == "numba":
         env["COMPACTLOG_AOT"] = "0"
     else:
-        why = _aot_build_missing()
+        from compactlog import aot
+        why = aot.unusable_reason()
         if why:
             pytest.skip(why)
         env.pop("COMPACTLOG_AOT", None)

@@ -178,9 +178,8 @@ class PooledFile:
     def closed(self) -> bool:
         return self._closed
 
-    @contextmanager
-    def use(self) -> Iterator[int]:
-        """The descriptor, opened if needed and kept open (pinned) until the block ends."""
+    def _pin(self) -> int:
+        """The descriptor, opened if needed, pinned until ``_unpin``."""
         cache = self._cache
         with cache.lock:
             if self._closed:
@@ -191,35 +190,33 @@ class PooledFile:
             else:
                 cache._open.move_to_end(self)
             self._pins += 1
+        return fd
+
+    def _unpin(self) -> None:
+        cache = self._cache
+        with cache.lock:
+            self._pins -= 1
+            if self._closed:
+                cache._forget_locked(self)
+
+    @contextmanager
+    def use(self) -> Iterator[int]:
+        """The descriptor, opened if needed and kept open (pinned) until the block ends."""
+        fd = self._pin()
         try:
             yield fd
         finally:
-            with cache.lock:
-                self._pins -= 1
-                if self._closed:
-                    cache._forget_locked(self)
+            self._unpin()
 
     def pwrite(self, data, offset: int) -> int:
         """``os.pwrite`` through the descriptor, pinned as ``use`` pins it: the append path's
         one call, without a generator context manager per write (issue 28: a single-record
         transaction makes five appends)."""
-        cache = self._cache
-        with cache.lock:
-            if self._closed:
-                raise OSError(errno.EBADF, "file closed", self.path)
-            fd = self._fd
-            if fd is None:
-                fd = cache._opened_locked(self)
-            else:
-                cache._open.move_to_end(self)
-            self._pins += 1
+        fd = self._pin()
         try:
             return os.pwrite(fd, data, offset)
         finally:
-            with cache.lock:
-                self._pins -= 1
-                if self._closed:
-                    cache._forget_locked(self)
+            self._unpin()
 
     def dup(self) -> int:
         """A new descriptor of the same open file (the caller closes it): it keeps reading the
