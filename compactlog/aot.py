@@ -54,6 +54,15 @@ def unusable_reason() -> str | None:
     return None
 
 
+ROUTES = ("numba", "ahead-of-time")
+
+
+def route_environment(route: str) -> dict[str, str]:
+    """The environment a process needs to run its kernels by ``route`` (tests of both routes:
+    numba's cache, or this build with numba's as the fallback)."""
+    return {"COMPACTLOG_KERNELS": "auto", "COMPACTLOG_AOT": "0" if route == "numba" else "1"}
+
+
 def kernel_modules() -> list[str]:
     """The package's modules that declare kernels (tests and the broker's server/ excluded: the
     server's kernels live in record/ and storage/)."""

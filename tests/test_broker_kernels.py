@@ -42,16 +42,11 @@ def _produce_and_consume(bootstrap: str) -> int:
     return got
 
 
-@pytest.mark.parametrize("route", ["ahead-of-time", "numba"])
+@pytest.mark.parametrize("route", aot.ROUTES)
 def test_a_broker_serves_produce_and_consume_on_the_kernels_its_warm_up_loaded(tmp_path, route):
-    env = {"COMPACTLOG_KERNELS": "auto"}
-    if route == "numba":
-        env["COMPACTLOG_AOT"] = "0"
-    else:
-        why = aot.unusable_reason()
-        if why:
-            pytest.skip(why)
-    b = Broker(tmp_path / "data", {"num.partitions": "1"}, env=env).start()
+    if route == "ahead-of-time" and aot.unusable_reason():
+        pytest.skip(aot.unusable_reason())
+    b = Broker(tmp_path / "data", {"num.partitions": "1"}, env=aot.route_environment(route)).start()
     try:
         wanted = ("Loaded the ahead-of-time kernels (numba not loaded)" if route == "ahead-of-time"
                   else "Loaded the numba kernels")

@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from compactlog import aot
+
 SCRIPT = textwrap.dedent("""
     import sys, tempfile
     from compactlog.record import compression, jit
@@ -55,17 +57,11 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow          # a fresh interpreter loading numba: seconds
-@pytest.mark.parametrize("route", ["numba", "ahead-of-time"])
+@pytest.mark.parametrize("route", aot.ROUTES)
 def test_after_the_warm_up_a_first_produce_and_fetch_load_no_kernel(route):
-    env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_KERNELS"}
-    if route == "numba":
-        env["COMPACTLOG_AOT"] = "0"
-    else:
-        from compactlog import aot
-        why = aot.unusable_reason()
-        if why:
-            pytest.skip(why)
-        env.pop("COMPACTLOG_AOT", None)
+    if route == "ahead-of-time" and aot.unusable_reason():
+        pytest.skip(aot.unusable_reason())
+    env = {**os.environ, **aot.route_environment(route)}
     r = subprocess.run([sys.executable, "-c", SCRIPT, route], capture_output=True, text=True, timeout=300, env=env,
                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert r.returncode == 0, r.stderr[-3000:]
