@@ -128,6 +128,31 @@ def test_a_clean_with_the_ahead_of_time_kernels_writes_numbas_bytes(tmp_path):
     assert sorted(files) == sorted(os.path.relpath(os.path.join(d, n), j) for d, _, ns in os.walk(j) for n in ns)
 
 
+_PRODUCE = r"""
+import io, sys
+from compactlog.cli.main import main
+from compactlog.record import jit
+jit.PYTHON_BUDGET = 0          # every kernel call past Python: the extension's or numba's
+data = sys.argv[1]
+assert main(["--data-dir", data, "topics", "create", "--topic", "t", "--partitions", "3"]) == 0
+sys.stdin = io.TextIOWrapper(io.BytesIO(b"".join(b"k%d\tv%d\n" % (i % 97, i) for i in range(3000))))
+assert main(["--data-dir", data, "produce", "--topic", "t", "--property", "parse.key=true"]) == 0
+sys.stdin = io.TextIOWrapper(io.BytesIO(b"".join(b"v%d\n" % i for i in range(3000))))
+assert main(["--data-dir", data, "produce", "--topic", "t"]) == 0
+print("numba" in sys.modules, jit.aot_loaded())
+"""
+
+
+@needs_build
+def test_a_one_shot_produce_runs_its_partitioner_without_numba(tmp_path):
+    """The partitioner's kernels (Kafka's murmur2 for keys, the sticky spans for keyless records)
+    are in the build: a `produce` of keyed and keyless records never imports numba (~0.7 CPU-s of
+    a 200k-record produce). They were declared nogil, which the extension cannot honour, for no
+    caller that runs them in threads."""
+    out = _run(str(tmp_path / "d"), {}, _PRODUCE).split()[-2:]
+    assert out == ["False", "True"], out
+
+
 _LOADED = r"""
 import sys
 from compactlog.record import jit, kernels

@@ -398,7 +398,7 @@ def encode_arrow_headers(headers) -> tuple[np.ndarray, np.ndarray]:
     return _read_only(out), out_off
 
 
-@njit(cache=True, nogil=True, work=lambda list_off, list_valid, koff, *_: 16 * (list_off.shape[0] + koff.shape[0]))
+@njit(cache=True, work=lambda list_off, list_valid, koff, *_: 16 * (list_off.shape[0] + koff.shape[0]))
 def _header_sizes(list_off, list_valid, koff, voff, vvalid, sizes):
     for i in range(sizes.shape[0]):
         lo, hi = list_off[i], list_off[i + 1]
@@ -416,7 +416,7 @@ def _header_sizes(list_off, list_valid, koff, voff, vvalid, sizes):
         sizes[i] = size
 
 
-@njit(cache=True, nogil=True, work=lambda *a: a[-1].shape[0])
+@njit(cache=True, work=lambda *a: a[-1].shape[0])
 def _write_headers(list_off, list_valid, kdata, koff, vdata, voff, vvalid, out_off, out):
     for i in range(out_off.shape[0] - 1):
         lo, hi = list_off[i], list_off[i + 1]

@@ -48,7 +48,7 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
     return to_positive(murmur2(key)) % num_partitions
 
 
-@njit(cache=True, nogil=True, work=lambda data, offsets, *_: data.shape[0] + 16 * offsets.shape[0])
+@njit(cache=True, work=lambda data, offsets, *_: data.shape[0] + 16 * offsets.shape[0])
 def _murmur2_partitions(data, offsets, valid, num_partitions, out):
     # 64-bit arithmetic masked to 32 bits (numba widens uint32 products)
     mask = 0xFFFFFFFF
@@ -117,7 +117,7 @@ RECORD_OVERHEAD_BOUND = 21         # Kafka's DefaultRecord.MAX_RECORD_OVERHEAD: 
                                    # key, value and headers, at most
 
 
-@njit(cache=True, nogil=True, work=lambda sizes, *_: 16 * sizes.shape[0])
+@njit(cache=True, work=lambda sizes, *_: 16 * sizes.shape[0])
 def _sticky_spans(sizes, produced, batch_size, spans):
     # the producer switches once the bytes produced to the sticky partition reach batch.size; the
     # count restarts at 0 on the new partition (the record that crossed the line is not carried)
