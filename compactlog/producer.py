@@ -398,7 +398,11 @@ def encode_arrow_headers(headers) -> tuple[np.ndarray, np.ndarray]:
     return _read_only(out), out_off
 
 
-@njit(cache=True, work=lambda list_off, list_valid, koff, *_: 16 * (list_off.shape[0] + koff.shape[0]))
+# The two header kernels (only the Spark sink's Arrow headers reach them) stay nogil, which keeps
+# them out of the ahead-of-time build: exported beside the cleaner's kernels, numba.pycc failed to
+# type fast_path.decide_segment ("No conversion from int64 to Literal[int](61)"), and the whole
+# build with it, once a run had cached a signature of theirs.
+@njit(cache=True, nogil=True, work=lambda list_off, list_valid, koff, *_: 16 * (list_off.shape[0] + koff.shape[0]))
 def _header_sizes(list_off, list_valid, koff, voff, vvalid, sizes):
     for i in range(sizes.shape[0]):
         lo, hi = list_off[i], list_off[i + 1]
@@ -416,7 +420,7 @@ def _header_sizes(list_off, list_valid, koff, voff, vvalid, sizes):
         sizes[i] = size
 
 
-@njit(cache=True, work=lambda *a: a[-1].shape[0])
+@njit(cache=True, nogil=True, work=lambda *a: a[-1].shape[0])
 def _write_headers(list_off, list_valid, kdata, koff, vdata, voff, vvalid, out_off, out):
     for i in range(out_off.shape[0] - 1):
         lo, hi = list_off[i], list_off[i + 1]
