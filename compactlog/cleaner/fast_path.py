@@ -42,7 +42,8 @@ ENABLED = True
 
 
 class ScanScratch:
-    """The scanner's matrices, reused by every scan of one partition's clean (64 bytes a record).
+    """The scanner's matrices, reused by every scan of one partition's clean (64 bytes a record),
+    and the rewrite's output buffer, reused by every segment it rewrites.
 
     A segment's scan used to fill fresh matrices, and half of a clean's CPU was the kernel
     faulting in fresh pages (system time, most of it the scan's: ~0.3 CPU-s of the reference
@@ -51,6 +52,8 @@ class ScanScratch:
     already resident costs ~0.02 CPU-s (reference segments of 100 MiB), far less than faulting
     one set in, so each segment is scanned once by the map and once by the rewrite (as Kafka's
     cleaner reads it twice) into the same memory. Grown by a quarter when a segment needs more.
+    The output buffer likewise (~20 MB a reference segment, 0.08 CPU-s of faults a clean): the
+    writers copy what they are given before ``append`` returns (segment_source.ReplacementWriter).
     """
 
     def __init__(self):
@@ -66,11 +69,22 @@ class ScanScratch:
             self.r32 = np.empty((K.R32_ROWS, cap), dtype=np.int32)
         return self.bmeta, self.r64, self.r32
 
+    def output(self, size: int, bound: int) -> np.ndarray:
+        """A buffer of ``size`` bytes (valid until the next call); ``bound``: what the buffer may
+        have to hold (a segment's rewrite is at most the segment). Grown straight to the bound:
+        the pages of an untouched tail are never faulted in, while the outputs of a range grow
+        segment by segment (1.4 to 56 MB over the reference clean's six: 120 MB fresh when each
+        took a larger buffer, 56 here)."""
+        if self.out.shape[0] < size:
+            self.out = np.empty(max(size, bound), dtype=np.uint8)
+        return self.out[:size]
+
     def release(self) -> None:
-        """Drop the matrices (the partition's clean is over)."""
+        """Drop the matrices and the buffer (the partition's clean is over)."""
         self.bmeta = np.empty((1, K.BM_FIELDS), dtype=np.int64)
         self.r64 = np.empty((K.R64_ROWS, 1), dtype=np.int64)
         self.r32 = np.empty((K.R32_ROWS, 1), dtype=np.int32)
+        self.out = np.empty(0, dtype=np.uint8)
 
 
 class SegmentScan:
@@ -377,7 +391,7 @@ def rewrite_segment_fast(seg, writer, ctx, txn, stats: CleanerStats) -> bool:
                           ctx.max_io_buffer_size, c_first, c_last, c_max_ts, c_shallow, c_max_off)
     if err:
         return False
-    out = np.empty(int(out_len.sum()), dtype=np.uint8)
+    out = (seg.scan_scratch or ScanScratch()).output(int(out_len.sum()), seg.size)
     out_pos = np.empty(nb, dtype=np.int64)
     emit_segment(buf, nb, scan.b_pos, scan.b_size, scan.b_rec, scan.b_base, scan.b_attrs,
                  kind, out_size, new_base_ts, new_max_ts, new_attrs, keep, scan.r_offset, scan.r_ts, scan.r_tail,
