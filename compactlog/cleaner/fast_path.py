@@ -149,22 +149,26 @@ def map_segment_fast(seg, start: int, offset_map, stats: CleanerStats, strategy:
     if not scan.ok:
         return None
     offsets = scan.r_offset
-    sel = np.flatnonzero((scan.r_klen >= 0) & (offsets >= start))
+    keyed = (scan.r_klen >= 0) & (offsets >= start)
     if strategy.versioned:
-        sel = sel[offsets[sel] < end]
-    if sel.size:
-        if pos == 0 and sel.size == scan.nr and 16 * scan.nr <= seg.digest_room:
+        keyed &= offsets < end
+    n_keyed = int(np.count_nonzero(keyed))
+    if n_keyed:
+        # every record, the common case: no index array of the rows (8 B a record, fresh pages)
+        whole = n_keyed == scan.nr
+        rows = slice(None) if whole else np.flatnonzero(keyed)
+        if pos == 0 and whole and 16 * scan.nr <= seg.digest_room:
             # the rewrite scans this segment from 0 again: keep the digests for it (16 B/record)
             # while the round's room for digests allows
             h1, h2 = scan.key_hashes()
             seg.cached_digests = (h1, h2)
         else:
-            h1, h2 = scan.key_hashes(sel)
+            h1, h2 = scan.key_hashes(None if whole else rows)
         if strategy.versioned:
-            offset_map.put(h1, h2, offsets[sel], *strategy.record_versions(
-                buf, scan.r_ts[sel], scan.r_vpos[sel], scan.r_vlen[sel], scan.r_hcount[sel]))
+            offset_map.put(h1, h2, offsets[rows], *strategy.record_versions(
+                buf, scan.r_ts[rows], scan.r_vpos[rows], scan.r_vlen[rows], scan.r_hcount[rows]))
         else:
-            offset_map.put(h1, h2, offsets if sel.size == scan.nr else offsets[sel])
+            offset_map.put(h1, h2, offsets[rows])
     stats.map_messages_read += scan.nr
     stats.map_bytes_read += seg.size - pos
     lasts = scan.b_base + scan.b_lod
