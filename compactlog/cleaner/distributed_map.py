@@ -101,7 +101,7 @@ def keyed_records(plan: PartitionCleanPlan, seg_base: int, lo: int, hi: int):
             txn.add_aborted(t for t in log.collect_aborted(lo, hi) if t.last_offset >= first)
             return (*keyed_versions(seg, pos, lo, hi, txn, strategy), seg.size - pos)
         buf = as_u8(seg.buffer)
-        scan = SegmentScan(buf, pos, seg.size)
+        scan = SegmentScan(buf, pos, seg.size, seg.scan_scratch)
         if scan.ok:
             offsets = scan.r_offset
             sel = np.flatnonzero((scan.r_klen >= 0) & (offsets >= lo) & (offsets < hi))

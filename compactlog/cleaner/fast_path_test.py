@@ -124,24 +124,26 @@ def test_the_cleaner_and_the_reader_accept_the_same_bytes(tmp_path):
     assert verdicts == {True, False}
 
 
-def _clean_copy(src, dst, monkeypatch, room: int) -> tuple[dict, int]:
-    """Clean a copy of ``src`` with ``room`` bytes for kept scans: (file -> bytes, scans made)."""
+def _clean_copy(src, dst, monkeypatch, fresh: bool) -> tuple[dict, list]:
+    """Clean a copy of ``src``, every scan in fresh matrices when ``fresh``: (file -> bytes, the
+    record matrix of every scan made, in order)."""
     import shutil
-    from compactlog.cleaner import fast_path, map_builder
+    from compactlog.cleaner import fast_path
     from compactlog.cleaner.cleaner import Cleaner
     from compactlog.cleaner.executor import InProcessExecutor
     from compactlog.storage.datadir import DataDir
     shutil.copytree(src, dst)
     made = []
-    real = fast_path.SegmentScan
+    real = fast_path.ScanScratch.matrices
 
-    class Counted(real):
-        def __init__(self, *args):
-            made.append(args[1:])
-            super().__init__(*args)
+    def matrices(self, *args):
+        if fresh:
+            self.release()
+        out = real(self, *args)
+        made.append(out[1])      # held, so that no later matrix can take a freed one's id
+        return out
 
-    monkeypatch.setattr(fast_path, "SegmentScan", Counted)
-    monkeypatch.setattr(map_builder, "SCAN_CACHE_BYTES", room)
+    monkeypatch.setattr(fast_path.ScanScratch, "matrices", matrices)
     now = 1_900_000_000_000
     with DataDir(str(dst), writable=True, clock=lambda: now) as dd:
         outs = Cleaner(dd, InProcessExecutor()).run(now)
@@ -150,12 +152,12 @@ def _clean_copy(src, dst, monkeypatch, room: int) -> tuple[dict, int]:
     files_ = {n: open(os.path.join(pdir, n), "rb").read() for n in sorted(os.listdir(pdir))
               if not n.endswith(".checkpoint")}
     monkeypatch.undo()
-    return files_, len(made)
+    return files_, made
 
 
-def test_the_rewrite_takes_the_scan_the_map_kept(tmp_path, monkeypatch):
-    """Each dirty segment is scanned once when the room allows (the map's scan handed to the
-    rewrite), and the cleaned segments are byte for byte those of two scans each."""
+def test_the_scans_of_a_clean_share_one_set_of_matrices(tmp_path, monkeypatch):
+    """The map and the rewrite scan every dirty segment into the log's one scratch (grown, never
+    renewed per segment), and the cleaned segments are byte for byte those of fresh matrices."""
     import pyarrow as pa
     import compactlog
     src = tmp_path / "src"
@@ -167,9 +169,14 @@ def test_the_rewrite_takes_the_scan_the_map_kept(tmp_path, monkeypatch):
             ids = rng.integers(0, 300, 100).tolist()
             c.send_arrow("t", pa.array([b"k%d" % i for i in ids]),
                          pa.array([None if i % 17 == 0 else b"v" * 30 for i in ids]), partition=0)
-    twice, scans_twice = _clean_copy(src, tmp_path / "a", monkeypatch, 0)
-    once, scans_once = _clean_copy(src, tmp_path / "b", monkeypatch, 256 << 20)
-    assert once == twice
+    fresh, fresh_scans = _clean_copy(src, tmp_path / "a", monkeypatch, True)
+    shared, shared_scans = _clean_copy(src, tmp_path / "b", monkeypatch, False)
+    assert shared == fresh
     dirty = sum(1 for n in os.listdir(src / "t-0") if n.endswith(".log")) - 1   # the active one stays
     assert dirty >= 3
-    assert scans_twice - scans_once == dirty, (scans_twice, scans_once)
+    assert len(shared_scans) == len(fresh_scans) == 2 * dirty     # the map's scan and the rewrite's
+    assert len({id(m) for m in fresh_scans}) == 2 * dirty
+    # a new matrix only where a segment held more records than any before it
+    grown = [i for i in range(1, len(shared_scans)) if shared_scans[i] is not shared_scans[i - 1]]
+    assert all(shared_scans[i].shape[1] > shared_scans[i - 1].shape[1] for i in grown)
+    assert len({id(m) for m in shared_scans}) <= 3, [m.shape for m in shared_scans]

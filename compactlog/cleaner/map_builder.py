@@ -18,10 +18,6 @@ from .txn_state import CleanedTransactionState
 # that the rewrite does not hash those keys again; bounded, as the digests of a whole range of
 # 50M records were 0.8 GB held beside the map
 DIGEST_CACHE_BYTES = 128 << 20
-# the scans of whole segments the map phase keeps for the rewrite (64 B a record: 256 MiB hold
-# ~4M records, ~460 MB of segments of 120-byte records), so that a segment is scanned once; the
-# ones past it are scanned again by the rewrite, as Kafka's cleaner reads every segment twice
-SCAN_CACHE_BYTES = 256 << 20
 
 
 def key_hashes(cols, select: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -50,19 +46,16 @@ def build_offset_map(log: SourceLog, start: int, end: int, offset_map: OffsetMap
     txn = CleanedTransactionState()
     txn.add_aborted(log.collect_aborted(start, end))
     from .fast_path import map_segment_fast
-    digest_room, scan_room = DIGEST_CACHE_BYTES, SCAN_CACHE_BYTES
+    digest_room = DIGEST_CACHE_BYTES
     for i, seg in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         seg.digest_room = digest_room
-        seg.scan_room = scan_room
         # structure and offsets of the segment, then its offset index, the CRC of every batch read
         seg.check_structure(log.next_base(seg))
         seg.validate(log.next_base(seg), seg.index_position(start))
         last = map_segment_fast(seg, start, offset_map, stats, strategy, end)
         if seg.cached_digests is not None:
             digest_room -= seg.cached_digests[0].nbytes + seg.cached_digests[1].nbytes
-        if seg.cached_scan is not None:
-            scan_room -= seg.cached_scan.nbytes
         if last is not None:
             if last >= start:
                 offset_map.update_latest_offset(last)
@@ -77,10 +70,9 @@ def build_offset_map(log: SourceLog, start: int, end: int, offset_map: OffsetMap
                 if batch.last_offset >= start:
                     offset_map.update_latest_offset(batch.last_offset)
         offset_map.update_latest_offset(next_start - 1)
-        if seg.cached_scan is None:
-            # unmapped until the rewrite maps it again: the mapped segments of a big range were
-            # resident all at once (1.37 GB of the 50M-key clean's peak)
-            seg.release()
+        # unmapped until the rewrite maps it again: the mapped segments of a big range were
+        # resident all at once (1.37 GB of the 50M-key clean's peak)
+        seg.release()
     if strategy.versioned:
         rank_clean_section(log, start, offset_map, strategy)
 
@@ -121,7 +113,7 @@ def keyed_versions(seg, pos: int, lo: int, hi: int, txn: CleanedTransactionState
     ``seg`` from ``pos``, aborted transactional data and control batches left out (``txn``)."""
     from .fast_path import SegmentScan
     buf = as_u8(seg.buffer)
-    scan = SegmentScan(buf, pos, seg.size)
+    scan = SegmentScan(buf, pos, seg.size, seg.scan_scratch)
     if scan.ok:
         offsets = scan.r_offset
         sel = np.flatnonzero((scan.r_klen >= 0) & (offsets >= lo) & (offsets < hi))

@@ -17,6 +17,7 @@ from ..storage.index_check import SegmentLayout, walk_segment
 from ..storage.segment_source import SegmentSource, as_source
 from ..storage.txn_index import TransactionIndex, collect_aborted
 from . import validate
+from .fast_path import ScanScratch
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 
@@ -55,8 +56,7 @@ class SourceSegment:
         self._txn_loaded = False
         self.cached_digests = None   # key digests the map phase computed, for the rewrite
         self.digest_room = 0         # bytes of digests the map phase may keep for the rewrite
-        self.cached_scan = None      # the map phase's fast_path.SegmentScan of the whole segment
-        self.scan_room = 0           # bytes of scan the map phase may keep for the rewrite
+        self.scan_scratch = None     # fast_path.ScanScratch: the scanner's matrices, its log's
 
     @property
     def buffer(self):
@@ -142,7 +142,6 @@ class SourceSegment:
     def close(self) -> None:
         self.release()
         self._buffer = None
-        self.cached_scan = None
 
 
 class SourceLog:
@@ -151,6 +150,10 @@ class SourceLog:
         self.source = source = as_source(source)
         self.segments = [SourceSegment(source, s, max_message_bytes) for s in segments]
         self.bases = [s.base_offset for s in self.segments]
+        # one set of scan matrices for every scan of the log's segments (fast_path.ScanScratch)
+        self.scan_scratch = ScanScratch()
+        for seg in self.segments:
+            seg.scan_scratch = self.scan_scratch
 
     def segments_in_range(self, start: int, end: int) -> list[SourceSegment]:
         if start >= end:
@@ -182,3 +185,4 @@ class SourceLog:
     def close(self) -> None:
         for s in self.segments:
             s.close()
+        self.scan_scratch.release()

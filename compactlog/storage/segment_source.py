@@ -58,7 +58,9 @@ class ReplacementWriter(ABC):
     order (``append``), then the indexes and durability (``finish``); ``abort`` removes it all."""
 
     @abstractmethod
-    def append(self, data: bytes) -> None: ...
+    def append(self, data: bytes) -> None:
+        """``data`` may be a view of a buffer the caller reuses once this returns (the cleaner's
+        output buffer, fast_path.ScanScratch): written or copied before returning."""
 
     @abstractmethod
     def finish(self, indexes: Iterable[tuple[str, bytes]], mtime_ms: int | None = None) -> None:
