@@ -787,3 +787,42 @@ def test_a_cached_response_body_is_kios_encoding_under_each_requests_header(key,
         frames.append(frame)
     assert frames[0] == frames[2] != frames[1]
     assert protocol._RESPONSES.get(body) is not None
+
+
+def _with_correlation_id(payload: bytes, correlation_id: int) -> bytes:
+    return payload[:4] + struct.pack(">i", correlation_id) + payload[8:]
+
+
+@pytest.mark.parametrize("name", CAPTURE_NAMES)
+def test_a_repeated_body_is_the_entity_read_the_first_time(name):
+    """The same body bytes under a new header (a producer's AddPartitionsToTxn and EndTxn every
+    transaction): the request carries the entity read before, equal to kio's reading of it, and
+    its own header; Produce bodies are read every time."""
+    payload = capture(name)
+    conn = Connection(KIO_MAX_APIS)
+    conn.receive_data(framed(_with_correlation_id(payload, 7001)) + framed(_with_correlation_id(payload, 7002)))
+    first, again = conn.next_event(), conn.next_event()
+    assert (first.correlation_id, again.correlation_id) == (7001, 7002)
+    assert again.body == first.body == decode_one(payload).body
+    assert (again.body is first.body) == (first.api_key != 0)
+    assert encode_request(again.header, again.body) == _with_correlation_id(payload, 7002)
+
+
+def test_a_body_kept_is_never_one_that_failed():
+    # the same malformed body closes each connection it comes on; a good body after it is read
+    legacy = capture("19_3")
+    header_end = 8 + 2 + struct.unpack_from(">h", legacy, 8)[0]
+    forged = legacy[:header_end] + struct.pack(">i", 1 << 24) + legacy[header_end + 4:]
+    for _ in range(2):
+        event = decode_one(forged)
+        assert isinstance(event, Close) and "declares" in event.reason
+    truncated = capture("3_5")[:-1]
+    for _ in range(2):
+        assert isinstance(decode_one(truncated), Close)
+    assert isinstance(decode_one(capture("19_3")), Request)
+    # a body one byte different is a body of its own
+    other = bytearray(capture("3_5"))
+    other[-1] ^= 1
+    a, b = decode_one(capture("3_5")), decode_one(bytes(other))
+    if isinstance(b, Request):
+        assert b.body is not a.body
