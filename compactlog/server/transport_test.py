@@ -223,3 +223,55 @@ def test_plaintext_reads_into_the_connection_buffer_paused_while_busy(state):  #
         pool.shutdown()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_quick_requests_are_answered_in_the_read_callback_in_order(state, monkeypatch):  # noqa: F811
+    """A parked connection's quick requests (Produce here) are answered where the read lands,
+    without the task's ``_handle``; a request of another API, and one the quick path declines
+    (an unknown partition: the worker thread answers it), go through the task; pipelined
+    together, every answer comes back in the order asked and every batch is stored in order."""
+    from compactlog.record import jit
+    from compactlog.server import transport
+
+    state.create_topic("t", 1)
+    monkeypatch.setattr(jit, "_warm", True)         # the broker's warm-up ran: quick paths are open
+    handled = []
+    task_handle = transport.BrokerConnection._handle
+
+    async def counting_handle(self, request, *args, **kw):
+        handled.append((request.api_key, request.correlation_id))
+        return await task_handle(self, request, *args, **kw)
+
+    monkeypatch.setattr(transport.BrokerConnection, "_handle", counting_handle)
+    table = dispatch_table()
+    state.apis = advertised_apis(table)
+
+    async def scenario():
+        pool = ThreadPoolExecutor(2)
+        server = BrokerServer(state, table, state.apis, pool, max_request_size=1 << 20, idle_ms=0)
+        state.appends.bind(asyncio.get_running_loop())
+        [(_, port)] = await server.start([Listener("PLAINTEXT", "127.0.0.1", 0)])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for i in range(1, 4):
+            writer.write(frame(0, 9, i, produce_body(9, "t", batch([b"k%d" % i]), 1)))
+            cid, body = await read_response(reader, 0, 9)
+            assert cid == i and body.responses[0].partition_responses[0].base_offset == i - 1
+        assert handled == []                        # all three answered in the read callback
+        writer.write(frame(0, 9, 4, produce_body(9, "t", batch([b"k4"]), 1))
+                     + frame(3, 9, 5, metadata_body(9, ["t"]))
+                     + frame(0, 9, 6, produce_body(9, "nope", batch([b"x"]), 1))
+                     + frame(0, 9, 7, produce_body(9, "t", batch([b"k7"]), 1)))
+        cid, body = await read_response(reader, 0, 9)
+        assert cid == 4 and body.responses[0].partition_responses[0].base_offset == 3
+        assert (await read_response(reader, 3, 9))[0] == 5
+        cid, body = await read_response(reader, 0, 9)
+        assert cid == 6 and body.responses[0].partition_responses[0].error_code == ErrorCode.unknown_topic_or_partition
+        cid, body = await read_response(reader, 0, 9)
+        assert cid == 7 and body.responses[0].partition_responses[0].base_offset == 4
+        assert (3, 5) in handled and (0, 6) in handled and (0, 4) not in handled
+        assert [r.key for r in state.log("t", 0).records()] == [b"k1", b"k2", b"k3", b"k4", b"k7"]
+        writer.close()
+        await server.stop(5)
+        pool.shutdown()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
