@@ -48,7 +48,7 @@ import struct
 import time
 from typing import Callable
 
-from .apis.handler import ASYNC, INLINE, THREAD, Api, ApiHandler
+from .apis.handler import ASYNC, INLINE, Api, ApiHandler
 from .protocol import NEED_DATA, Close, Connection, EncodedResponse, FileRegion, RawFrame, Request, Unadmitted
 from .security import sasl as sasl_steps
 from .security.redaction import redacted_body
@@ -204,14 +204,6 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self.sending_file = False       # in loop.sendfile, which waits for the client to read
         self._data_ready = asyncio.Event()
         self._can_write: asyncio.Future | None = None
-        # the task waits in ``_data_ready.wait()`` with nothing to handle: a read may answer
-        # quick requests in its own callback (``_serve_quick``)
-        self.parked = False
-        # what ``_serve_quick`` left to the task: an event it read (a request it does not answer,
-        # a Close), or (request, its timer, None) for a worker thread, or (request, its timer,
-        # the output) to send
-        self._handed = None
-        self.context: contextvars.Context | None = None
 
     # -- asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -225,9 +217,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
         if self.tls:
             transport.pause_reading()       # nothing is read before start_tls takes the socket
-        # one context for the task and the requests answered in a read's callback
-        self.context = contextvars.copy_context()
-        self.task = asyncio.get_running_loop().create_task(self._serve(), context=self.context)
+        self.task = asyncio.get_running_loop().create_task(self._serve())
 
     def get_buffer(self, sizehint: int) -> memoryview:
         # TLS: room for asyncio's whole decrypting read (its SSL layer hints only the encrypted
@@ -237,15 +227,6 @@ class BrokerConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.conn.buffer_updated(nbytes)
         self.last_active = time.monotonic()
-        if self.parked and not self._data_ready.is_set():
-            try:
-                if self.context.run(self._serve_quick):
-                    return          # answered here: the task waits on
-            except Exception:       # a bug on this path: this connection ends, as in ``_serve``
-                log.exception(f"Unexpected error on the connection from {self.peer}; closing it")
-                self.close()
-                return
-        self.parked = False
         self._data_ready.set()
         if self.busy and not self.paused and self.conn.buffered > READ_PAUSE_BYTES:
             self.paused = True
@@ -316,19 +297,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             if self.security is not None and self.security.uses_sasl:
                 self._start_sasl()
             while not self.lost:
-                event, self._handed = self._handed, None
-                if event.__class__ is tuple:        # a request ``_serve_quick`` began
-                    self.busy = True
-                    try:
-                        keep = await self._finish(*event)
-                    finally:
-                        self.busy = False
-                        self.last_active = time.monotonic()
-                    if not keep or self.server.stopping:
-                        break
-                    continue
-                if event is None:
-                    event = self.conn.next_event()
+                event = self.conn.next_event()
                 if event is NEED_DATA:
                     if self.eof or self.server.stopping:
                         break
@@ -336,11 +305,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
                         self.paused = False
                         self.transport.resume_reading()
                     self._data_ready.clear()
-                    self.parked = True
-                    try:
-                        await self._data_ready.wait()
-                    finally:
-                        self.parked = False
+                    await self._data_ready.wait()
                     continue
                 if event.__class__ is Close:
                     if event.oversized and self.sasl is not None and not self.sasl.authenticated:
@@ -368,21 +333,18 @@ class BrokerConnection(asyncio.BufferedProtocol):
         finally:
             self.close()
 
-    async def _handle(self, request: Request, timer=None, quick_tried: bool = False) -> bool:
-        """Handle one request and send its answer; False when the connection must close.
-        ``timer``: its metrics' timer when already started (``_serve_quick``), with
-        ``quick_tried`` when the API's quick path declined it."""
+    async def _handle(self, request: Request) -> bool:
+        """Handle one request and send its answer; False when the connection must close."""
         observer = self.server.observer
         if observer is None:
-            return await self._respond(request, None, quick_tried)
-        if timer is None:
-            timer = observer.request_started(request)
+            return await self._respond(request, None)
+        timer = observer.request_started(request)
         try:
-            return await self._respond(request, timer, quick_tried)
+            return await self._respond(request, timer)
         finally:
             observer.request_sent(timer)
 
-    async def _respond(self, request: Request, timer, quick_tried: bool = False) -> bool:
+    async def _respond(self, request: Request, timer) -> bool:
         api = self.server.table.get(request.api_key)
         state = self.server.state
         body = None
@@ -395,7 +357,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 body = await api.handler(state, request, self.server.run if timer is None
                                          else timer.run(self.server.run))
             else:
-                if api.quick is not None and not quick_tried:   # small work: answered here, no hand-off
+                if api.quick is not None:       # small work: answered here, no hand-off
                     body = self._quick(api, state, request, timer)
                 if body is not None:
                     pass
@@ -406,120 +368,21 @@ class BrokerConnection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            body = self._error_body(request, e)
-            if body is None:
+            # Kafka's code for it (a storage failure: KAFKA_STORAGE_ERROR, or COORDINATOR_NOT_AVAILABLE
+            # for a coordinator's API) and a message that names no server file
+            declared = self.server.apis.get(request.api_key)
+            coordinator = isinstance(declared, ApiHandler) and declared.coordinator
+            code, message = request_error(e, coordinator, state.datadir.path)
+            request_log.error(f"Error when handling request: clientId={request.client_id}, "
+                              f"correlationId={request.correlation_id}, api={request.api_name}, "
+                              f"version={request.api_version}, peer={self.peer}, body={redacted_body(request)}",
+                              exc_info=True)
+            if not isinstance(declared, ApiHandler):
                 return False        # no error response to give: the connection closes
+            body = declared.error_body(request, code, message)
         if timer is not None:
             self.server.observer.request_answered(timer, body)
         return await self._answer(request, body)
-
-    def _error_body(self, request: Request, e: Exception):
-        """A handler's exception logged with the request, and the API's error answer: Kafka's code
-        for it (a storage failure: KAFKA_STORAGE_ERROR, or COORDINATOR_NOT_AVAILABLE for a
-        coordinator's API) and a message that names no server file; None when the API has no
-        error answer."""
-        declared = self.server.apis.get(request.api_key)
-        coordinator = isinstance(declared, ApiHandler) and declared.coordinator
-        code, message = request_error(e, coordinator, self.server.state.datadir.path)
-        request_log.error(f"Error when handling request: clientId={request.client_id}, "
-                          f"correlationId={request.correlation_id}, api={request.api_name}, "
-                          f"version={request.api_version}, peer={self.peer}, body={redacted_body(request)}",
-                          exc_info=True)
-        if not isinstance(declared, ApiHandler):
-            return None
-        return declared.error_body(request, code, message)
-
-    def _serve_quick(self) -> bool:
-        """The requests a read completed, answered in asyncio's read callback while the task is
-        parked, as long as each is a quick one (a THREAD API's ``quick`` path answers it) and its
-        answer can be written at once: one loop turn a request instead of two (the read's, then
-        the task's wake-up through ``_data_ready``), as Kafka's processor hands a request over
-        in the poll that read it. True when nothing is left for the task; False when it must go
-        on (``_handed``: the event it is to handle first). Requests stay one at a time and in
-        order: the task is parked, so nothing of this connection is in flight."""
-        server = self.server
-        if self.sasl is not None or server.stopping or self.lost or self.eof:
-            return False
-        observer = server.observer
-        state = server.state
-        while True:
-            if self.write_blocked or server.stopping:
-                return False        # the task waits to write, or stops after the next request
-            event = self.conn.next_event()
-            if event is NEED_DATA:
-                return True
-            api = server.table.get(event.api_key) if event.__class__ is Request else None
-            if api is None or api.quick is None or api.mode != THREAD:
-                self._handed = event
-                return False
-            self.busy = True
-            timer = None if observer is None else observer.request_started(event)
-            try:
-                body = self._quick(api, state, event, timer)
-            except Exception as e:
-                body = self._error_body(event, e)      # an ApiHandler's: it has an error answer
-            if body is None:                            # for a worker thread
-                self.busy = False
-                self._handed = (event, timer, None)
-                return False
-            if timer is not None:
-                observer.request_answered(timer, body)
-            out = self.conn.send(event, body)
-            keep = True
-            if out is not None and out.__class__ is not Close and not all(
-                    part.__class__ is bytes for part in out.parts):
-                self.busy = False
-                self._handed = (event, timer, out)     # file regions: the task's sendfile
-                return False
-            try:
-                keep = self._write_now(out)
-            finally:
-                self.busy = False
-                self.last_active = time.monotonic()
-                if timer is not None:
-                    observer.request_sent(timer)
-            if not keep:
-                self.close()
-                return True
-
-    def _write_now(self, out) -> bool:
-        """``_answer``'s sending of an output of bytes only, from a callback; False when the
-        connection must close."""
-        if out is None:
-            return True             # acks=0: nothing to send
-        if out.__class__ is Close:
-            request_log.info(out.reason)
-            return False
-        try:
-            for part in out.parts:
-                if self.lost or self.transport.is_closing():
-                    raise ConnectionResetError("connection closed")
-                self.transport.write(part)
-        except (ConnectionError, OSError) as e:
-            log.debug(f"Connection from {self.peer} failed while answering: {e}")
-            return False
-        finally:
-            out.close()
-        return True
-
-    async def _finish(self, request: Request, timer, out) -> bool:
-        """A request ``_serve_quick`` began: to a worker thread (``out`` None), or its output
-        sent; False when the connection must close."""
-        if out is None:
-            return await self._handle(request, timer, quick_tried=True)
-        try:
-            if self.lost:
-                out.close()
-                return False
-            try:
-                await self._send_parts(out)
-            except (ConnectionError, OSError) as e:
-                log.debug(f"Connection from {self.peer} failed while answering: {e}")
-                return False
-            return True
-        finally:
-            if timer is not None:
-                self.server.observer.request_sent(timer)
 
     @staticmethod
     def _quick(api: Api, state, request: Request, timer):
