@@ -421,7 +421,7 @@ class Connection:
         if failure:
             return Close(f"malformed {api.name} v{api_version} request header: {failure}")
         key = None
-        if api_key != PRODUCE_KEY and size - offset <= REPEATED_BODY_BYTES:
+        if api_key in REPEATED_BODY_KEYS and size - offset <= REPEATED_BODY_BYTES:
             key = (body_type, frame[offset:].tobytes())
             body = _BODIES.get(key)
         else:
@@ -447,8 +447,10 @@ class Connection:
 # AddPartitionsToTxn and EndTxn body every transaction (only the header's correlation id
 # changes), and reading a body is a pure function of its schema and bytes (kio entities are
 # frozen), so the same bytes are answered with the entity read the first time, without the
-# precheck and kio's reader again. Produce is left out (its records make every body new), and so
-# are bodies above REPEATED_BODY_BYTES (the copy a key costs).
+# precheck and kio's reader again. Only those two APIs: Produce's records make every body new,
+# and no body that may carry a secret (SASL tokens, SCRAM credentials) is kept; nor is a body
+# above REPEATED_BODY_BYTES (the copy a key costs).
+REPEATED_BODY_KEYS = frozenset({24, 26})          # AddPartitionsToTxn, EndTxn
 REPEATED_BODY_BYTES = 512
 REPEATED_BODIES = 512
 _BODIES: dict = {}
