@@ -158,6 +158,135 @@ def scan_section(data: np.ndarray, start: int, end: int, count: int) -> RecordCo
                          val_pos, val_len, hdr_count)
 
 
+# a batch of at most this many records is scanned by ``scan_small`` (plain Python): for a
+# producer's one-record batch the kernel's arrays and call cost ~10x the walk itself
+SMALL_SCAN_RECORDS = 8
+_U64 = (1 << 64) - 1
+
+
+def _uvarint(buf, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """``kernels.scan``'s ``_read_uvarint``: (value, next position), or (0, error code)."""
+    u = 0
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            return 0, kernels.ERR_TRUNCATED
+        b = buf[pos]
+        pos += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            return u, pos
+        shift += 7
+    return 0, kernels.ERR_VARINT_TOO_LONG
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    """Zigzag int32 of at most 5 bytes, wrapped to 32 bits (the kernel's ``_read_varint``)."""
+    u, pos = _uvarint(buf, pos, end, 5)
+    u &= 0xFFFFFFFF
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def _scan_small(buf, start: int, end: int, count: int):
+    """The kernel's ``_scan_records`` walk for a few records: (0, ts deltas, offset deltas, key
+    lengths) or (error code, position of the faulty record, None, None)."""
+    pos = start
+    prev_delta = -1
+    ts_delta, off_delta, key_len = [], [], []
+    for _ in range(count):
+        size, p = _varint(buf, pos, end)
+        if p < 0:
+            return p, pos, None, None
+        body_end = p + size
+        if size < 0 or body_end > end:
+            return kernels.ERR_TRUNCATED, pos, None, None
+        p += 1                          # attributes: unused by Kafka
+        if p > body_end:
+            return kernels.ERR_RECORD_SIZE, pos, None, None
+        u, p = _uvarint(buf, p, body_end, 10)
+        if p < 0:
+            return kernels.ERR_RECORD_SIZE, pos, None, None
+        u &= _U64
+        tsd = (u >> 1) ^ -(u & 1)
+        od, p = _varint(buf, p, body_end)
+        if p < 0:
+            return kernels.ERR_RECORD_SIZE, pos, None, None
+        if od <= prev_delta:
+            return kernels.ERR_OFFSET_ORDER, pos, None, None
+        prev_delta = od
+        klen, p = _varint(buf, p, body_end)
+        if p < 0:
+            return kernels.ERR_RECORD_SIZE, pos, None, None
+        if klen >= 0:
+            p += klen
+            if p > body_end:
+                return kernels.ERR_RECORD_SIZE, pos, None, None
+        else:
+            klen = -1
+        vlen, p = _varint(buf, p, body_end)
+        if p < 0:
+            return kernels.ERR_RECORD_SIZE, pos, None, None
+        if vlen >= 0:
+            p += vlen
+            if p > body_end:
+                return kernels.ERR_RECORD_SIZE, pos, None, None
+        nh, p = _varint(buf, p, body_end)
+        if p < 0:
+            return kernels.ERR_RECORD_SIZE, pos, None, None
+        if nh < 0 or nh > body_end - p:
+            return kernels.ERR_HEADER_COUNT, pos, None, None
+        for _ in range(nh):
+            hk, p = _varint(buf, p, body_end)
+            if p < 0:
+                return kernels.ERR_RECORD_SIZE, pos, None, None
+            if hk < 0:
+                return kernels.ERR_HEADER_KEY, pos, None, None
+            p += hk
+            if p > body_end:
+                return kernels.ERR_RECORD_SIZE, pos, None, None
+            hv, p = _varint(buf, p, body_end)
+            if p < 0:
+                return kernels.ERR_RECORD_SIZE, pos, None, None
+            if hv > 0:
+                p += hv
+                if p > body_end:
+                    return kernels.ERR_RECORD_SIZE, pos, None, None
+        if p != body_end:
+            return kernels.ERR_RECORD_SIZE, pos, None, None
+        ts_delta.append(tsd)
+        off_delta.append(od)
+        key_len.append(klen)
+        pos = body_end
+    if pos != end:
+        return kernels.ERR_TRAILING_BYTES, pos, None, None
+    return 0, ts_delta, off_delta, key_len
+
+
+class SmallRecords(NamedTuple):
+    """What validation reads of a few records (``scan_small``), as Python lists: each record's
+    timestamp (the batch's base timestamp plus its delta, wrapped to int64 as numpy adds them),
+    offset delta and key length (-1: a null key)."""
+    timestamps: list
+    off_delta: list
+    key_len: list
+
+
+def scan_small(buf, start: int, end: int, count: int, base_timestamp: int) -> SmallRecords:
+    """``scan_section`` of 1 to ``SMALL_SCAN_RECORDS`` records in plain Python: the same checks,
+    in the same order, and the same CorruptRecordError (message, position, field) for bytes it
+    refuses, without the numpy arrays and the kernel call that cost more than a few records'
+    walk (a producer's batch of one record: issue 28)."""
+    if count * kernels.MIN_RECORD_SIZE > end - start:
+        raise CorruptRecordError(
+            f"records count {count} cannot fit in {end - start} bytes", field="recordsCount")
+    err, got, off_delta, key_len = _scan_small(buf, start, end, count)
+    if err < 0:         # ``got``: where the faulty record starts
+        raise CorruptRecordError(kernels.ERROR_MESSAGES.get(err, f"error {err}"),
+                                 position=got, field="records")
+    timestamps = [((base_timestamp + d + (1 << 63)) & _U64) - (1 << 63) for d in got]
+    return SmallRecords(timestamps, off_delta, key_len)
+
+
 def as_u8(buf) -> np.ndarray:
     """A read-only uint8 view of a buffer (bytes, mmap, memoryview or uint8 array; an empty array
     for an empty one): the one form every numba kernel over log bytes takes, so each kernel is
@@ -274,6 +403,20 @@ class RecordBatch:
             except CorruptRecordError as e:
                 raise e.located(offset=self.header.base_offset) from None
         return self._columns
+
+    def small_records(self) -> SmallRecords | None:
+        """``scan_small`` of an uncompressed batch of 1 to ``SMALL_SCAN_RECORDS`` records (the
+        CorruptRecordError located at its base offset, as ``columns`` locates it); None for any
+        other batch (``columns`` then)."""
+        h = self.header
+        n = h.records_count
+        if n < 1 or n > SMALL_SCAN_RECORDS or h.attributes & COMPRESSION_MASK:
+            return None
+        try:
+            return scan_small(self.buffer, self.position + RECORD_BATCH_OVERHEAD, self.position + h.size, n,
+                              h.base_timestamp)
+        except CorruptRecordError as e:
+            raise e.located(offset=h.base_offset) from None
 
     def record_timestamps(self) -> np.ndarray:
         h = self.header

@@ -173,39 +173,26 @@ def encode_key(transactional_id: str) -> bytes:
     return bytes(out)
 
 
-def encode_value_v0(producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
-                    partitions: list[tuple[str, list[int]]] | None, last_update_ms: int, start_ms: int) -> bytes:
-    out = bytearray(_V0_HEAD.pack(0, producer_id, producer_epoch, timeout_ms, status))
+def partitions_section(partitions: list[tuple[str, list[int]]] | None, compact: bool) -> bytes:
+    """A value's ``transactionPartitions`` (null: Empty): v0's int16/int32 lengths, or v1's
+    compact ones with each entry's empty tag section."""
     if partitions is None:
-        out += I32.pack(-1)
-    else:
-        put_count(out, len(partitions), False)
-        for topic, ids in partitions:
-            put_string(out, topic, False)
-            put_count(out, len(ids), False)
-            out += b"".join(I32.pack(i) for i in ids)
-    out += I64.pack(last_update_ms) + I64.pack(start_ms)
+        return b"\x00" if compact else I32.pack(-1)
+    out = bytearray()
+    put_count(out, len(partitions), compact)
+    for topic, ids in partitions:
+        put_string(out, topic, compact)
+        put_count(out, len(ids), compact)
+        out += b"".join(I32.pack(i) for i in ids)
+        if compact:
+            out += b"\x00"
     return bytes(out)
 
 
-def encode_value_v1(producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
-                    partitions: list[tuple[str, list[int]]] | None, last_update_ms: int, start_ms: int, *,
-                    previous_producer_id: int = -1, next_producer_id: int = -1,
-                    client_transaction_version: int = 0, next_producer_epoch: int = -1) -> bytes:
-    """The flexible value (version 1): compact partitions (null: ``uvarint 0``), each entry with
-    its empty tag section, then the value's tagged fields in tag order, each only when it differs
-    from its default (the generated ``Writable``'s rule)."""
-    out = bytearray(_V0_HEAD.pack(1, producer_id, producer_epoch, timeout_ms, status))
-    if partitions is None:
-        out += b"\x00"
-    else:
-        put_count(out, len(partitions), True)
-        for topic, ids in partitions:
-            put_string(out, topic, True)
-            put_count(out, len(ids), True)
-            out += b"".join(I32.pack(i) for i in ids)
-            out += b"\x00"
-    out += I64.pack(last_update_ms) + I64.pack(start_ms)
+def tagged_section(previous_producer_id: int = -1, next_producer_id: int = -1, client_transaction_version: int = 0,
+                   next_producer_epoch: int = -1) -> bytes:
+    """A v1 value's tagged fields in tag order, each only when it differs from its default (the
+    generated ``Writable``'s rule)."""
     tagged = bytearray()
     count = 0
     for tag, v in ((0, previous_producer_id), (1, next_producer_id), (2, client_transaction_version),
@@ -215,9 +202,36 @@ def encode_value_v1(producer_id: int, producer_epoch: int, timeout_ms: int, stat
             data = layout.pack(v)
             tagged += encode_uvarint(tag) + encode_uvarint(len(data)) + data
             count += 1
-    out += encode_uvarint(count)
-    out += tagged
-    return bytes(out)
+    return encode_uvarint(count) + bytes(tagged)
+
+
+_TIMES = struct.Struct(">qq")           # transactionLastUpdateTimestampMs, transactionStartTimestampMs
+
+
+def assemble_value(version: int, producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
+                   partitions: bytes, last_update_ms: int, start_ms: int, tagged: bytes = b"") -> bytes:
+    """A value from its sections (``partitions_section`` and, for v1, ``tagged_section``): the
+    coordinator's writer keeps the sections a producer repeats every transaction."""
+    return b"".join((_V0_HEAD.pack(version, producer_id, producer_epoch, timeout_ms, status), partitions,
+                     _TIMES.pack(last_update_ms, start_ms), tagged))
+
+
+def encode_value_v0(producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
+                    partitions: list[tuple[str, list[int]]] | None, last_update_ms: int, start_ms: int) -> bytes:
+    return assemble_value(0, producer_id, producer_epoch, timeout_ms, status, partitions_section(partitions, False),
+                          last_update_ms, start_ms)
+
+
+def encode_value_v1(producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
+                    partitions: list[tuple[str, list[int]]] | None, last_update_ms: int, start_ms: int, *,
+                    previous_producer_id: int = -1, next_producer_id: int = -1,
+                    client_transaction_version: int = 0, next_producer_epoch: int = -1) -> bytes:
+    """The flexible value (version 1): compact partitions (null: ``uvarint 0``), each entry with
+    its empty tag section, then the value's tagged fields (``tagged_section``)."""
+    return assemble_value(1, producer_id, producer_epoch, timeout_ms, status, partitions_section(partitions, True),
+                          last_update_ms, start_ms,
+                          tagged_section(previous_producer_id, next_producer_id, client_transaction_version,
+                                         next_producer_epoch))
 
 
 def encode_value(version: int, producer_id: int, producer_epoch: int, timeout_ms: int, status: int,

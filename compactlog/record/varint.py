@@ -29,9 +29,20 @@ def encode_uvarint(u: int) -> bytes:
     return bytes(out)
 
 
+def _encode_varint(n: int) -> bytes:
+    return encode_uvarint(zigzag_encode(n) & 0xFFFFFFFFFFFFFFFF)
+
+
+# the varints of -1 (a null key or value) to 1023: a small record's lengths and deltas, looked up
+# (a coordinator's record is four of them: issue 28)
+_SMALL_VARINTS = tuple(_encode_varint(n) for n in range(-1, 1024))
+
+
 def encode_varint(n: int) -> bytes:
     """Encode a signed int32/int64 as a zigzag varint."""
-    return encode_uvarint(zigzag_encode(n) & 0xFFFFFFFFFFFFFFFF)
+    if -1 <= n < 1024:
+        return _SMALL_VARINTS[n + 1]
+    return _encode_varint(n)
 
 
 def varint_size(n: int) -> int:

@@ -112,3 +112,10 @@ def test_decode_from_numpy_and_memoryview_buffers():
         v, p = decode_varint(buf, 0)
         assert (v, p) == (-(2 ** 31), 5) and type(v) is int
         assert decode_varint(buf, p, 10) == (2 ** 62, len(raw))
+
+
+def test_the_looked_up_small_varints_are_the_encoding():
+    # -1 .. 1023 come from a table; every one, and its edges, is the encoding of its zigzag value
+    for n in range(-70, 1100):
+        assert encode_varint(n) == encode_uvarint(zigzag_encode(n) & 0xFFFFFFFFFFFFFFFF), n
+        assert decode_varint(encode_varint(n), 0) == (n, len(encode_varint(n)))

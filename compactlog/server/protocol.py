@@ -420,16 +420,40 @@ class Connection:
         header, offset, failure = _kio_read(header_reader, frame, 0)
         if failure:
             return Close(f"malformed {api.name} v{api_version} request header: {failure}")
-        try:
-            scan(body_type, frame, offset, size)
-        except MalformedRequest as e:
-            return _malformed(api, header, e)
-        body, _, failure = _kio_read(body_reader, frame, offset)
-        if failure:
-            return _malformed(api, header, failure)
+        key = None
+        if api_key in REPEATED_BODY_KEYS and size - offset <= REPEATED_BODY_BYTES:
+            key = (body_type, frame[offset:].tobytes())
+            body = _BODIES.get(key)
+        else:
+            body = None
+        if body is None:
+            try:
+                scan(body_type, frame, offset, size)
+            except MalformedRequest as e:
+                return _malformed(api, header, e)
+            body, _, failure = _kio_read(body_reader, frame, offset)
+            if failure:
+                return _malformed(api, header, failure)
+            if key is not None:
+                if len(_BODIES) >= REPEATED_BODIES:
+                    _BODIES.clear()
+                _BODIES[key] = body
         expects_response = api_key != PRODUCE_KEY or body.acks != 0
         return Request(api_key, api_version, header.correlation_id, header.client_id or "",
                        header, body, size, api_version, expects_response, self.principal, self.listener)
+
+
+# Request bodies read before, by their bytes: a transactional producer sends the very same
+# AddPartitionsToTxn and EndTxn body every transaction (only the header's correlation id
+# changes), and reading a body is a pure function of its schema and bytes (kio entities are
+# frozen), so the same bytes are answered with the entity read the first time, without the
+# precheck and kio's reader again. Only those two APIs: Produce's records make every body new,
+# and no body that may carry a secret (SASL tokens, SCRAM credentials) is kept; nor is a body
+# above REPEATED_BODY_BYTES (the copy a key costs).
+REPEATED_BODY_KEYS = frozenset({24, 26})          # AddPartitionsToTxn, EndTxn
+REPEATED_BODY_BYTES = 512
+REPEATED_BODIES = 512
+_BODIES: dict = {}
 
 
 def encode_response(request: Request, body) -> bytes:

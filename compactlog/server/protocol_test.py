@@ -27,7 +27,8 @@ from compactlog.server.conftest import (ALL_APIS, CAPTURE_NAMES, KIO_MAX_APIS, c
                                         with_key_version)
 from compactlog.server.protocol import (NEED_DATA, RECEIVE_BUFFER_BYTES, Close, Connection, EncodedResponse,
                                         FileRegion, Request, encode_response)
-from compactlog.server.dispatch import BROKER
+from compactlog.server.dispatch import BROKER, BROKER_APIS, TXN_APIS
+from compactlog.server.versions import SupportedApis
 from compactlog.server.messages import build, nested
 from compactlog.server.versions import request_schema, response_schema
 
@@ -787,3 +788,64 @@ def test_a_cached_response_body_is_kios_encoding_under_each_requests_header(key,
         frames.append(frame)
     assert frames[0] == frames[2] != frames[1]
     assert protocol._RESPONSES.get(body) is not None
+
+
+def _with_correlation_id(payload: bytes, correlation_id: int) -> bytes:
+    return payload[:4] + struct.pack(">i", correlation_id) + payload[8:]
+
+
+def _transaction_requests() -> dict[str, bytes]:
+    """A transactional producer's AddPartitionsToTxn v0 and EndTxn v1 (librdkafka's versions),
+    and AddPartitionsToTxn v3 (flexible), written by kio's writer as a client frames them."""
+    add0, add3, end1 = request_schema(24, 0), request_schema(24, 3), request_schema(26, 1)
+    bodies = {
+        "24_0": build(add0, v3_and_below_transactional_id="bench", v3_and_below_producer_id=4000,
+                      v3_and_below_producer_epoch=2, v3_and_below_topics=(
+                          build(nested(add0, "AddPartitionsToTxnTopic"), name="t", partitions=(0, 3)),)),
+        "24_3": build(add3, v3_and_below_transactional_id="bench", v3_and_below_producer_id=4000,
+                      v3_and_below_producer_epoch=2, v3_and_below_topics=(
+                          build(nested(add3, "AddPartitionsToTxnTopic"), name="t", partitions=(1,)),)),
+        "26_1": build(end1, transactional_id="bench", producer_id=4000, producer_epoch=2, committed=True),
+    }
+    out = {}
+    for name, body in bodies.items():
+        key, version = map(int, name.split("_"))
+        header_cls = type(body).__header_schema__
+        out[name] = encode_request(build(header_cls, request_api_key=key, request_api_version=version,
+                                         correlation_id=1, client_id="rdkafka"), body)
+    return out
+
+
+TRANSACTION_REQUESTS = _transaction_requests()
+TXN_TABLE = SupportedApis(BROKER_APIS + TXN_APIS)         # with the transaction APIs as the broker advertises them
+
+
+@pytest.mark.parametrize("name", CAPTURE_NAMES + sorted(TRANSACTION_REQUESTS))
+def test_a_repeated_body_is_the_entity_read_the_first_time(name):
+    """The same body bytes under a new header (a producer's AddPartitionsToTxn and EndTxn every
+    transaction): the request carries the entity read before, equal to kio's reading of it, and
+    its own header; other APIs' bodies are read every time."""
+    payload = TRANSACTION_REQUESTS.get(name) or capture(name)
+    apis = TXN_TABLE if name in TRANSACTION_REQUESTS else KIO_MAX_APIS
+    conn = Connection(apis)
+    conn.receive_data(framed(_with_correlation_id(payload, 7001)) + framed(_with_correlation_id(payload, 7002)))
+    first, again = conn.next_event(), conn.next_event()
+    assert (first.correlation_id, again.correlation_id) == (7001, 7002)
+    assert again.body == first.body == decode_one(payload, apis).body
+    assert (again.body is first.body) == (first.api_key in (24, 26))
+    assert encode_request(again.header, again.body) == _with_correlation_id(payload, 7002)
+
+
+def test_a_body_kept_is_never_one_that_failed():
+    # the same malformed EndTxn body closes each connection it comes on; the good one after it is read
+    good = TRANSACTION_REQUESTS["26_1"]
+    for bad in (good[:-1], good[:-3]):
+        for _ in range(2):
+            event = decode_one(bad, TXN_TABLE)
+            assert isinstance(event, Close) and "malformed" in event.reason
+    assert isinstance(decode_one(good, TXN_TABLE), Request)
+    # a body one byte different (another producer epoch) is a body of its own
+    other = bytearray(good)
+    other[-2] ^= 1
+    a, b = decode_one(good, TXN_TABLE), decode_one(bytes(other), TXN_TABLE)
+    assert b.body is not a.body and b.body.producer_epoch != a.body.producer_epoch

@@ -112,11 +112,20 @@ def validate_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: st
     if h.records_count != h.last_offset_delta + 1:
         raise InvalidRecordError(f"{where}: {h.records_count} records but last offset delta "
                                  f"{h.last_offset_delta}")
-    cols = b.columns()
-    if len(cols) and not _deltas_are_0_to_n(cols.off_delta):
-        raise InvalidRecordError(f"{where}: record offset deltas must be 0..{len(cols) - 1}")
-    check_keys(config, cols.key_len, partition=partition, where=where)
-    _check_timestamps(b, config, now, where)
+    small = b.small_records()
+    if small is not None:           # a producer's few records: the same checks on Python lists
+        n = len(small.off_delta)
+        if small.off_delta != _DELTAS_LIST[:n]:
+            raise InvalidRecordError(f"{where}: record offset deltas must be 0..{n - 1}")
+        if config.compact and min(small.key_len) < 0:
+            check_keys(config, small.key_len, partition=partition, where=where)
+        _check_timestamps(b, config, now, where, small.timestamps)
+    else:
+        cols = b.columns()
+        if len(cols) and not _deltas_are_0_to_n(cols.off_delta):
+            raise InvalidRecordError(f"{where}: record offset deltas must be 0..{len(cols) - 1}")
+        check_keys(config, cols.key_len, partition=partition, where=where)
+        _check_timestamps(b, config, now, where)
     # Kafka checks the size against segment.bytes last, on the validated batch
     # (UnifiedLog.append: RecordBatchTooLargeException)
     if h.size > config.segment_bytes:
@@ -126,6 +135,7 @@ def validate_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: st
 
 _DELTAS = np.arange(4096, dtype=np.int64)
 _DELTAS_BYTES = _DELTAS.tobytes()
+_DELTAS_LIST = list(range(64))
 
 
 def _deltas_are_0_to_n(deltas: np.ndarray) -> bool:
@@ -138,12 +148,12 @@ def _deltas_are_0_to_n(deltas: np.ndarray) -> bool:
     return not (deltas != np.arange(n)).any()
 
 
-def _check_timestamps(b: RecordBatch, config: LogConfig, now: int, where: str) -> None:
+def _check_timestamps(b: RecordBatch, config: LogConfig, now: int, where: str, timestamps=None) -> None:
     """LogValidator.validateTimestamp: CreateTime within the allowed skew of ``now``; LogAppendTime
-    is the broker's to set."""
+    is the broker's to set. ``timestamps``: the records' (``small_records``), else read here."""
     h = b.header
     if h.timestamp_type == CREATE_TIME:
-        check_timestamps(config, b.record_timestamps(), now, where=where)
+        check_timestamps(config, b.record_timestamps() if timestamps is None else timestamps, now, where=where)
     elif h.timestamp_type == LOG_APPEND_TIME:
         raise InvalidTimestampError(
             f"{where}: the producer set the timestamp type to LogAppendTime; only the broker may",
@@ -157,9 +167,13 @@ def check_timestamps(config: LogConfig, timestamps, now: int, *, where: str) -> 
     out of range."""
     if config.get("message.timestamp.type") != "CreateTime":
         return
-    ts = np.asarray(timestamps, dtype=np.int64)
     before = config.get("message.timestamp.before.max.ms")
     after = config.get("message.timestamp.after.max.ms")
+    if timestamps.__class__ is list and timestamps:
+        # a few records' (``small_records``): no array unless one is out of range
+        if now - before <= min(timestamps) and max(timestamps) - now <= after:
+            return
+    ts = np.asarray(timestamps, dtype=np.int64)
     if ts.size and ts.size <= 8:
         small = ts.tolist()         # a produce's few records: Python's min and max cost less than numpy's
         if now - before <= min(small) and max(small) - now <= after:

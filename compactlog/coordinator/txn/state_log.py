@@ -57,17 +57,35 @@ def value_version(transaction_version: int) -> int:
     return 1 if transaction_version >= 1 else 0
 
 
+# the sections of a value that a producer repeats every transaction (its partitions, its
+# tagged fields), by what decides them; a transaction's three records only change the header's
+# state and epoch and the timestamps around them (issue 28)
+VALUE_SECTIONS_KEPT = 1024
+_SECTIONS: dict = {}
+
+
 def value_bytes(transit: TxnTransit, transaction_version: int) -> bytes:
     """TransactionLog.valueToBytes. Tag 2 (client transaction version) when not 0; tags 0 and 1
     (previous and next producer id) when they say something (a previous id other than the current
     one, a next id at all: KAFKA-20310 persists them so that a retry after a restart is not
     fenced); tag 3 (KIP-939's next producer epoch) never."""
+    version = value_version(transaction_version)
     prev = transit.prev_producer_id if transit.prev_producer_id != transit.producer_id else -1
-    return TL.encode_value(value_version(transaction_version), transit.producer_id, transit.producer_epoch,
-                           transit.txn_timeout_ms, int(transit.state), transit.sorted_partitions(),
-                           transit.last_update_ms, transit.txn_start_ms, previous_producer_id=prev,
-                           next_producer_id=transit.next_producer_id,
-                           client_transaction_version=transit.client_tv)
+    empty = transit.state == TxnState.EMPTY            # no partition list at all (null)
+    partitions = transit.partitions
+    if partitions.__class__ is not frozenset:          # a key must be hashable
+        partitions = frozenset(partitions)
+    key = (version, empty, partitions, prev, transit.next_producer_id, transit.client_tv)
+    sections = _SECTIONS.get(key)
+    if sections is None:
+        partitions = TL.partitions_section(transit.sorted_partitions(), version == 1)
+        tagged = TL.tagged_section(prev, transit.next_producer_id, transit.client_tv) if version == 1 else b""
+        if len(_SECTIONS) >= VALUE_SECTIONS_KEPT:
+            _SECTIONS.clear()
+        sections = _SECTIONS[key] = (partitions, tagged)
+    return TL.assemble_value(version, transit.producer_id, transit.producer_epoch, transit.txn_timeout_ms,
+                             int(transit.state), sections[0], transit.last_update_ms, transit.txn_start_ms,
+                             sections[1])
 
 
 def transit_of(value: TL.TransactionLogValue, where: str) -> TxnTransit:

@@ -55,3 +55,23 @@ def test_transit_of_reads_back_and_refuses_what_is_never_written():
         transit_of(TL.read_value(TL.encode_value_v1(1, 0, 1, 1, None, 0, 0)), "x")
     # Empty ignores whatever partitions it holds
     assert transit_of(TL.read_value(TL.encode_value_v0(1, 0, 1, 0, [("a", [0])], 0, 0)), "x").partitions == frozenset()
+
+
+def test_values_from_kept_sections_are_the_codecs_bytes():
+    """value_bytes keeps the partition and tag sections a producer repeats; every value is still
+    TransactionLog's encoding of the whole transit, the first time and every time after."""
+    import random
+    rng = random.Random(3)
+    topics = ("orders", "audit", "é-topic")
+    for _ in range(600):
+        parts = frozenset((rng.choice(topics), rng.randrange(4)) for _ in range(rng.randrange(4)))
+        t = transit(rng.choice(list(S)[:6]), producer_id=rng.choice((7, 1000)), prev_producer_id=rng.choice((7, 1000, -1)),
+                    next_producer_id=rng.choice((-1, 1001)), producer_epoch=rng.randrange(3),
+                    partitions=parts, txn_start_ms=rng.randrange(-1, 50), last_update_ms=rng.randrange(100),
+                    client_tv=rng.choice((0, 2)))
+        tv = rng.choice((0, 1, 2))
+        prev = t.prev_producer_id if t.prev_producer_id != t.producer_id else -1
+        want = TL.encode_value(1 if tv else 0, t.producer_id, t.producer_epoch, t.txn_timeout_ms, int(t.state),
+                               t.sorted_partitions(), t.last_update_ms, t.txn_start_ms, previous_producer_id=prev,
+                               next_producer_id=t.next_producer_id, client_transaction_version=t.client_tv)
+        assert value_bytes(t, tv) == want == value_bytes(t, tv), t
