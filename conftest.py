@@ -59,6 +59,45 @@ SLOW_MODULES = {
 def pytest_configure(config):
     for name, what in LANE_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {what}")
+    # the controller of `pytest -n N --dist loadfile`: where its workers say which files need Spark
+    # (tests/lane_scheduling.py); the workers, started after this, inherit the variable
+    if (not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist")
+            and config.getoption("dist", "no") == "loadfile" and config.getoption("numprocesses", None)):
+        import os
+        import tempfile
+        _lanes["dir"] = tempfile.mkdtemp(prefix="compactlog-lanes-")
+        os.environ[LANES_FILE_ENV] = os.path.join(_lanes["dir"], "spark-files")
+
+
+def pytest_unconfigure(config):
+    if _lanes.get("dir"):
+        import os
+        import shutil
+        shutil.rmtree(_lanes.pop("dir"), ignore_errors=True)
+        os.environ.pop(LANES_FILE_ENV, None)
+
+
+_lanes: dict = {}
+LANES_FILE_ENV = "COMPACTLOG_TEST_LANES_FILE"       # tests/lane_scheduling.py's
+
+
+def _lane_scheduling():
+    import os
+    import sys
+    tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import lane_scheduling
+    return lane_scheduling
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """loadfile, with the Spark files on two of the workers (one SparkSession started per worker
+    that runs them: tests/lane_scheduling.py)."""
+    if not _lanes.get("dir"):
+        return None
+    return _lane_scheduling().SparkConfinedScheduling(config, log, lanes_file=__import__("os").environ[LANES_FILE_ENV])
 
 
 # a module that imports one of these starts a broker subprocess
@@ -131,6 +170,13 @@ def pytest_collection_modifyitems(config, items):
         for lane in lanes_of(item):
             item.add_marker(getattr(pytest.mark, lane))
     items.sort(key=_schedule_rank)          # stable: a module's own order is kept
+    import os
+    lanes_file = os.environ.get(LANES_FILE_ENV)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if lanes_file and worker:
+        # the files xdist's loadfile groups by (a test id's part before the first "::")
+        spark = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("spark")}
+        _lane_scheduling().write_worker_lanes(lanes_file, worker, spark)
 
 
 # COMPACTLOG_TEST_CPU_LOG=FILE: one JSON line per module with its wall seconds and the CPU seconds
