@@ -231,7 +231,14 @@ if _CPU_LOG:
             t = os.times()
             own = t.user + t.system + t.children_user + t.children_system - _module_start["own"]
             before = _module_start["live"]
-            live = sum(c - before.get(p, 0.0) for p, c in _descendant_cpu().items())
+            after = _descendant_cpu()
+            live = sum(c - before.get(p, 0.0) for p, c in after.items())
+            # a process alive at the module's start and reaped during it (subprocess reaps an
+            # earlier module's finished child at its next Popen) brings its whole life's CPU into
+            # ``own`` (or into a live ancestor's): what it had used before is not this module's.
+            # Without this the background CDS build's ~46 CPU-s were counted again in whichever
+            # module of that worker reaped it (test_groups_clients: 48.6 CPU-s in 27 s of wall)
+            live -= sum(c for p, c in before.items() if p not in after)
             with open(_CPU_LOG, "a") as f:
                 f.write(json.dumps({"module": module, "wall": round(time.monotonic() - _module_start["wall"], 2),
                                     "cpu": round(own + live, 2), "own": round(own, 2),
