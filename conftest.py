@@ -208,7 +208,12 @@ def _descendant_cpu() -> dict[int, float]:
             if parent == pid and child not in found:
                 found[child] = cpu[child]
                 frontier.append(child)
+    _children_now.clear()
+    _children_now.update(p for p in found if parents[p] == me)
     return found
+
+
+_children_now: set[int] = set()          # this process's own children at the last _descendant_cpu()
 
 
 _module_start: dict = {}
@@ -225,7 +230,7 @@ if _CPU_LOG:
             t = os.times()
             _module_start.update(module=module, wall=time.monotonic(),
                                  own=t.user + t.system + t.children_user + t.children_system,
-                                 live=_descendant_cpu())
+                                 live=_descendant_cpu(), children=set(_children_now))
         yield
         if nextitem is None or nextitem.path.stem != module:
             t = os.times()
@@ -233,12 +238,15 @@ if _CPU_LOG:
             before = _module_start["live"]
             after = _descendant_cpu()
             live = sum(c - before.get(p, 0.0) for p, c in after.items())
-            # a process alive at the module's start and reaped during it (subprocess reaps an
-            # earlier module's finished child at its next Popen) brings its whole life's CPU into
-            # ``own`` (or into a live ancestor's): what it had used before is not this module's.
-            # Without this the background CDS build's ~46 CPU-s were counted again in whichever
-            # module of that worker reaped it (test_groups_clients: 48.6 CPU-s in 27 s of wall)
-            live -= sum(c for p, c in before.items() if p not in after)
+            # a child of this process alive at the module's start and reaped during it (subprocess
+            # reaps an earlier module's finished child at its next Popen) brings its whole life's
+            # CPU into ``own``: what it had used before is not this module's. Without this the
+            # background CDS build's ~46 CPU-s were counted again in whichever module of that worker
+            # reaped it (test_groups_clients: 48.6 CPU-s in 27 s of wall). Only children that are
+            # gone: a deeper descendant that left the tree (orphaned when its parent exited, as
+            # pyspark's daemon when its JVM stops) took its CPU elsewhere, not into ``own``
+            live -= sum(before[p] for p in _module_start["children"]
+                        if p not in after and not os.path.exists(f"/proc/{p}"))
             with open(_CPU_LOG, "a") as f:
                 f.write(json.dumps({"module": module, "wall": round(time.monotonic() - _module_start["wall"], 2),
                                     "cpu": round(own + live, 2), "own": round(own, 2),
