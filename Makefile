@@ -54,7 +54,9 @@ demo: $(STAMP)
 
 # the whole suite on four workers (pytest-xdist; each test file stays on one worker, so a module's
 # SparkSession and broker are started once): most tests wait on subprocesses, and two workers left
-# the two cores idle 40% of the time (9:37 against 7:56 for four, same tree, quiet machine)
+# the two cores idle 40% of the time (9:37 against 7:56 for four, same tree, quiet machine). The
+# files with Spark tests go to two of the four (conftest.py, tests/lane_scheduling.py): each worker
+# that runs one starts a SparkSession of its own (~10-13 CPU-s of JVM)
 TEST_WORKERS ?= 4
 # the sources byte-compiled first: with PYTHONDONTWRITEBYTECODE set (as on CI machines) every
 # command a test starts would compile the package's sources again (~0.07 s of CPU each). Then one
