@@ -54,7 +54,9 @@ demo: $(STAMP)
 
 # the whole suite on four workers (pytest-xdist; each test file stays on one worker, so a module's
 # SparkSession and broker are started once): most tests wait on subprocesses, and two workers left
-# the two cores idle 40% of the time (9:37 against 7:56 for four, same tree, quiet machine)
+# the two cores idle 40% of the time (9:37 against 7:56 for four, same tree, quiet machine). The
+# files with Spark tests go to two of the four (conftest.py, tests/lane_scheduling.py): each worker
+# that runs one starts a SparkSession of its own (~10-13 CPU-s of JVM)
 TEST_WORKERS ?= 4
 # the sources byte-compiled first: with PYTHONDONTWRITEBYTECODE set (as on CI machines) every
 # command a test starts would compile the package's sources again (~0.07 s of CPU each). Then one
@@ -62,10 +64,17 @@ TEST_WORKERS ?= 4
 # caches, which pytest reads even with PYTHONDONTWRITEBYTECODE set: without it each of the workers
 # rewrote all ~350 test modules itself (a collection 19 CPU-s cold, 5 with the cache, at load ~9;
 # a failed collection is left for the run itself to report)
+#
+# A tree's first run (no Spark local dir yet: CI's clean clone, always) neither builds nor maps
+# Spark's class-data-sharing archive (compactlog/spark/cds.py): it costs ~46 CPU-s to write and
+# saves ~2.5 CPU-s for each JVM started once it is there, ~3 min into the run (the clean-clone run of
+# 58f3e82: 7 of its 10 driver JVMs, 3 worker sessions and 4 commands, ~18 CPU-s; with the Spark files
+# on two workers both sessions start at once, before it). The next run in the same tree builds it
+# in the background and the runs after it map it.
 test: $(STAMP) $(APPS_STAMP)
 	$(PY) -m compileall -q compactlog tests > /dev/null
 	-PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q --collect-only -p no:cacheprovider > /dev/null 2>&1
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(if $(wildcard $(COMPACTLOG_SPARK_LOCAL_DIR)),,COMPACTLOG_SPARK_CDS=0) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # the lane to run while working (under 60 s on a quiet machine): no Spark, no broker subprocess, no
 # corpus, nothing slow (markers set in conftest.py); CI runs `make test`, the whole suite. Python

@@ -59,6 +59,45 @@ SLOW_MODULES = {
 def pytest_configure(config):
     for name, what in LANE_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {what}")
+    # the controller of `pytest -n N --dist loadfile`: where its workers say which files need Spark
+    # (tests/lane_scheduling.py); the workers, started after this, inherit the variable
+    if (not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist")
+            and config.getoption("dist", "no") == "loadfile" and config.getoption("numprocesses", None)):
+        import os
+        import tempfile
+        _lanes["dir"] = tempfile.mkdtemp(prefix="compactlog-lanes-")
+        os.environ[LANES_FILE_ENV] = os.path.join(_lanes["dir"], "spark-files")
+
+
+def pytest_unconfigure(config):
+    if _lanes.get("dir"):
+        import os
+        import shutil
+        shutil.rmtree(_lanes.pop("dir"), ignore_errors=True)
+        os.environ.pop(LANES_FILE_ENV, None)
+
+
+_lanes: dict = {}
+LANES_FILE_ENV = "COMPACTLOG_TEST_LANES_FILE"       # tests/lane_scheduling.py's
+
+
+def _lane_scheduling():
+    import os
+    import sys
+    tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import lane_scheduling
+    return lane_scheduling
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """loadfile, with the Spark files on two of the workers (one SparkSession started per worker
+    that runs them: tests/lane_scheduling.py)."""
+    if not _lanes.get("dir"):
+        return None
+    return _lane_scheduling().SparkConfinedScheduling(config, log, lanes_file=__import__("os").environ[LANES_FILE_ENV])
 
 
 # a module that imports one of these starts a broker subprocess
@@ -131,6 +170,13 @@ def pytest_collection_modifyitems(config, items):
         for lane in lanes_of(item):
             item.add_marker(getattr(pytest.mark, lane))
     items.sort(key=_schedule_rank)          # stable: a module's own order is kept
+    import os
+    lanes_file = os.environ.get(LANES_FILE_ENV)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if lanes_file and worker:
+        # the files xdist's loadfile groups by (a test id's part before the first "::")
+        spark = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("spark")}
+        _lane_scheduling().write_worker_lanes(lanes_file, worker, spark)
 
 
 # COMPACTLOG_TEST_CPU_LOG=FILE: one JSON line per module with its wall seconds and the CPU seconds
@@ -162,7 +208,12 @@ def _descendant_cpu() -> dict[int, float]:
             if parent == pid and child not in found:
                 found[child] = cpu[child]
                 frontier.append(child)
+    _children_now.clear()
+    _children_now.update(p for p in found if parents[p] == me)
     return found
+
+
+_children_now: set[int] = set()          # this process's own children at the last _descendant_cpu()
 
 
 _module_start: dict = {}
@@ -179,13 +230,23 @@ if _CPU_LOG:
             t = os.times()
             _module_start.update(module=module, wall=time.monotonic(),
                                  own=t.user + t.system + t.children_user + t.children_system,
-                                 live=_descendant_cpu())
+                                 live=_descendant_cpu(), children=set(_children_now))
         yield
         if nextitem is None or nextitem.path.stem != module:
             t = os.times()
             own = t.user + t.system + t.children_user + t.children_system - _module_start["own"]
             before = _module_start["live"]
-            live = sum(c - before.get(p, 0.0) for p, c in _descendant_cpu().items())
+            after = _descendant_cpu()
+            live = sum(c - before.get(p, 0.0) for p, c in after.items())
+            # a child of this process alive at the module's start and reaped during it (subprocess
+            # reaps an earlier module's finished child at its next Popen) brings its whole life's
+            # CPU into ``own``: what it had used before is not this module's. Without this the
+            # background CDS build's ~46 CPU-s were counted again in whichever module of that worker
+            # reaped it (test_groups_clients: 48.6 CPU-s in 27 s of wall). Only children that are
+            # gone: a deeper descendant that left the tree (orphaned when its parent exited, as
+            # pyspark's daemon when its JVM stops) took its CPU elsewhere, not into ``own``
+            live -= sum(before[p] for p in _module_start["children"]
+                        if p not in after and not os.path.exists(f"/proc/{p}"))
             with open(_CPU_LOG, "a") as f:
                 f.write(json.dumps({"module": module, "wall": round(time.monotonic() - _module_start["wall"], 2),
                                     "cpu": round(own + live, 2), "own": round(own, 2),

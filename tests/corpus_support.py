@@ -56,7 +56,11 @@ def _case_names() -> tuple[str, ...]:
         return tuple(sorted(line.strip() for line in f if line.strip()))
 
 
+@functools.lru_cache(maxsize=None)
 def kcompare(corpus: str):
+    """The corpus' own comparer (tools/kcompare.py: constants and pure functions), loaded once per
+    corpus and process: every round of every case compares with it (~800 rounds in test_corpus'
+    three passes, ~5 ms each to load it again)."""
     spec = importlib.util.spec_from_file_location("kcompare", os.path.join(corpus, "tools", "kcompare.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

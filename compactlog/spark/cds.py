@@ -11,8 +11,10 @@ For tests only (``COMPACTLOG_SPARK_QUICK_START=1``, with the session's other sta
 the archive is ~170 MB and costs ~46 CPU-s to write, and a user's command starts one JVM; a test
 run starts many (the workers' sessions, every command a test runs with Spark in a subprocess),
 each ~3 CPU-s cheaper with it. The tests' ``spark`` fixture builds it in the background when it is
-missing (``build_in_background``: ``python -m compactlog.spark.cds_build``; a fresh clone, another
-jar set, ``make clean-build``) and the JVMs started before it is done go without; not ``make venv``,
+missing (``build_in_background``: ``python -m compactlog.spark.cds_build``; another jar set,
+``make clean-build``) and the JVMs started before it is done go without; not in a tree's first
+``make test`` (a fresh clone, CI), which sets ``COMPACTLOG_SPARK_CDS=0``: its sessions start before
+the archive is written and the few JVMs after them win back less than a third of its cost; not ``make venv``,
 whose fresh-clone run would wait ~1-2 min for what that one run wins back. Kept in the Spark local dir (``build/spark-local`` under ``make``), named by
 the JDK and Spark's jar set; one build at a time (a lock), a failed one not tried again until its
 ``.failed`` note is removed.

@@ -71,7 +71,7 @@ def test_the_tests_driver_maps_the_archive():
     path = cds.archive_path(default_local_dir())
     spark = session("local[2]")
     if path is None or not os.path.exists(path):
-        pytest.skip(f"no archive built yet ({path}): the first test run writes it in the background")
+        pytest.skip(f"no archive built yet ({path}): a tree's second make test writes it in the background")
     jvm = spark.sparkContext._jvm
     args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     if f"-XX:SharedArchiveFile={path}" not in args:
