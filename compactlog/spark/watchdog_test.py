@@ -69,25 +69,41 @@ def test_the_watchdog_acts_when_its_owner_is_killed():
                   f"time.sleep(120)\n")
     owner = subprocess.Popen([sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True)
     watchdog_pid, jvm_pid = map(int, owner.stdout.readline().split())
+    # both are alive until the owner dies (the watchdog reads its stdin, the sleeper sleeps)
+    watchdog_start, jvm_start = started_at(watchdog_pid), started_at(jvm_pid)
     try:
         owner.kill()                                     # SIGKILL: no atexit, no cleanup of its own
         owner.wait()
         deadline = time.monotonic() + watchdog.GRACE_S + watchdog.TERM_WAIT_S + 5
-        while time.monotonic() < deadline and (alive(jvm_pid) or alive(watchdog_pid)):
+        while time.monotonic() < deadline and (alive(jvm_pid, jvm_start) or alive(watchdog_pid, watchdog_start)):
             time.sleep(0.1)
-        assert not alive(jvm_pid), "the owner's process outlived it"
-        assert not alive(watchdog_pid), "the watchdog did not exit after its work"
+        assert not alive(jvm_pid, jvm_start), "the owner's process outlived it"
+        assert not alive(watchdog_pid, watchdog_start), "the watchdog did not exit after its work"
     finally:
-        for pid in (jvm_pid, watchdog_pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        for pid, start in ((jvm_pid, jvm_start), (watchdog_pid, watchdog_start)):
+            if alive(pid, start):                    # never a stranger that took the pid since
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
 
 
-def alive(pid: int) -> bool:
+def started_at(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot, /proc's field 22), None when gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except OSError:
+        return None
+
+
+def alive(pid: int, start: int | None = None) -> bool:
+    """``pid`` is running, not a zombie, and (given ``start``) still the process that started then:
+    the suite's JVMs and workers use up Linux's 32,768 pids fast enough that a dead process's pid
+    was running another program seconds later (a loaded run's failure here)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return False
+    return fields[0] != "Z" and (start is None or int(fields[19]) == start)
