@@ -74,10 +74,15 @@ def test_the_watchdog_acts_when_its_owner_is_killed():
     try:
         owner.kill()                                     # SIGKILL: no atexit, no cleanup of its own
         owner.wait()
-        deadline = time.monotonic() + watchdog.GRACE_S + watchdog.TERM_WAIT_S + 5
+        # the watchdog's own waits, and room for a loaded machine: its scans read every process's
+        # environment, and a loaded run (load ~10) once found the sleeper still there after 5 s
+        # more (the loop ends as soon as both are gone)
+        deadline = time.monotonic() + watchdog.GRACE_S + watchdog.TERM_WAIT_S + 30
         while time.monotonic() < deadline and (alive(jvm_pid, jvm_start) or alive(watchdog_pid, watchdog_start)):
             time.sleep(0.1)
-        assert not alive(jvm_pid, jvm_start), "the owner's process outlived it"
+        assert not alive(jvm_pid, jvm_start), (
+            f"the owner's process outlived it (watchdog alive: {alive(watchdog_pid, watchdog_start)}, "
+            f"its state: {_stat_state(watchdog_pid)}; the process's state: {_stat_state(jvm_pid)})")
         assert not alive(watchdog_pid, watchdog_start), "the watchdog did not exit after its work"
     finally:
         for pid, start in ((jvm_pid, jvm_start), (watchdog_pid, watchdog_start)):
@@ -86,6 +91,16 @@ def test_the_watchdog_acts_when_its_owner_is_killed():
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+
+
+def _stat_state(pid: int) -> str:
+    """The state and parent of ``pid`` (for a failure's message)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return f"{fields[0]}, parent {fields[1]}"
+    except OSError:
+        return "gone"
 
 
 def started_at(pid: int) -> int | None:
@@ -98,9 +113,8 @@ def started_at(pid: int) -> int | None:
 
 
 def alive(pid: int, start: int | None = None) -> bool:
-    """``pid`` is running, not a zombie, and (given ``start``) still the process that started then:
-    the suite's JVMs and workers use up Linux's 32,768 pids fast enough that a dead process's pid
-    was running another program seconds later (a loaded run's failure here)."""
+    """``pid`` is running, not a zombie, and (given ``start``) still the process that started then
+    (a pid alone may name another program once Linux's 32,768 wrap around: minutes in this suite)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
