@@ -169,17 +169,18 @@ def check_timestamps(config: LogConfig, timestamps, now: int, *, where: str) -> 
         return
     before = config.get("message.timestamp.before.max.ms")
     after = config.get("message.timestamp.after.max.ms")
-    if timestamps.__class__ is list and timestamps:
-        # a few records' (``small_records``): no array unless one is out of range
-        if now - before <= min(timestamps) and max(timestamps) - now <= after:
+    # all in range is the common case: a few records (a list from ``small_records``, or an array
+    # of at most 8) by Python's min and max, which cost less than numpy's; more by two reductions
+    if timestamps.__class__ is list:
+        small = timestamps
+    else:
+        ts = np.asarray(timestamps, dtype=np.int64)
+        small = ts.tolist() if ts.size <= 8 else None
+        if small is None and now - before <= ts.min() and ts.max() - now <= after:
             return
+    if small and now - before <= min(small) and max(small) - now <= after:
+        return
     ts = np.asarray(timestamps, dtype=np.int64)
-    if ts.size and ts.size <= 8:
-        small = ts.tolist()         # a produce's few records: Python's min and max cost less than numpy's
-        if now - before <= min(small) and max(small) - now <= after:
-            return
-    elif ts.size and now - before <= ts.min() and ts.max() - now <= after:
-        return          # all in range (the common case: two reductions, not five passes)
     # as Kafka's LogValidator: records without a timestamp (-1) are not range-checked
     bad = np.flatnonzero((ts != -1) & ((now - ts > before) | (ts - now > after)))
     if bad.size:
