@@ -57,6 +57,7 @@ IDLE_WINDOW_S = 60.0
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 _perf = time.perf_counter
+_new = object.__new__
 
 
 def request_label(api_name: str) -> str:
@@ -272,7 +273,11 @@ class RequestMetrics:
             version = UNSUPPORTED
         versions = api.versions
         versions[version] = versions.get(version, 0) + 1
-        return RequestTimer(api)
+        timer = _new(RequestTimer)      # RequestTimer(api) without its __init__'s frame
+        timer.api = api
+        timer.start = _perf()
+        timer.answered = timer.queue = timer.local = 0.0
+        return timer
 
     def request_answered(self, timer: RequestTimer, body) -> None:
         timer.answered = _perf()
