@@ -68,20 +68,24 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def probe(port: int, frame: bytes, count: int, pid: int) -> float:
-    """Broker CPU seconds for ``count`` requests sent one after the other."""
+def probe(port: int, frame: bytes, count: int, pid: int, depth: int = 1) -> float:
+    """Broker CPU seconds for ``count`` requests sent ``depth`` at a time (1: one after the other;
+    more: the broker reads and answers them in turn without waiting for the client, so that less
+    of its CPU is waking up and the measure is steadier)."""
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        frames = frame * depth
 
-        def one():
-            sock.sendall(frame)
-            size = struct.unpack(">i", _read_exact(sock, 4))[0]
-            _read_exact(sock, size)
-        for _ in range(200):        # warm: the connection, the handler's caches
-            one()
+        def some():
+            sock.sendall(frames)
+            for _ in range(depth):
+                size = struct.unpack(">i", _read_exact(sock, 4))[0]
+                _read_exact(sock, size)
+        for _ in range(max(200 // depth, 1)):        # warm: the connection, the handler's caches
+            some()
         cpu0 = cpu_seconds(pid)
-        for _ in range(count):
-            one()
+        for _ in range(count // depth):
+            some()
         return cpu_seconds(pid) - cpu0
 
 
@@ -94,6 +98,7 @@ def main() -> None:
     ap.add_argument("--probes", type=lambda s: s.split(","), default=list(PROBES))
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--depth", type=int, default=1, help="requests sent at a time on the connection")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="compactlog-reqmetrics-bench-")
     saved = os.environ.get("PYTHONPATH")
@@ -115,7 +120,8 @@ def main() -> None:
             for name in (order if rnd % 2 == 0 else order[::-1]):
                 b = brokers[name]
                 for p in args.probes:
-                    us = 1e6 * probe(b.port, PROBES[p], args.requests, b.pid) / args.requests
+                    n = args.requests // args.depth * args.depth
+                    us = 1e6 * probe(b.port, PROBES[p], n, b.pid, args.depth) / n
                     samples[(name, p)].append(us)
                     print(f"round {rnd + 1} {name:<8} {p:<12} {us:7.1f} µs CPU per request", flush=True)
     finally:
