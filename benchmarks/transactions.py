@@ -21,6 +21,7 @@ records is the figure that belongs to compactlog.
 
     .venv/bin/python benchmarks/transactions.py [--records N] [--small-records N] [--repeat R]
     .venv/bin/python benchmarks/transactions.py --txn-size 1 [--commits N] [--trees before=/work/main,after=.]
+    ... --trees before=/work/main,after=.,off=/work/main --off off   (off: metrics.listener empty)
 
 ``--txn-size 1`` (or 100) runs only transactions of that size (``--commits`` of them, 1
 partition), the broker's CPU per transaction being the figure (issue 28: under 0.5 ms for one
@@ -233,8 +234,10 @@ def txn_size_only(args) -> None:
         for name, path in trees.items():
             if path is not None:
                 os.environ["PYTHONPATH"] = os.path.abspath(path)
-            brokers[name] = Broker(os.path.join(work, name), {"num.partitions": "1",
-                                                              "log.cleaner.enable": "false"}).start()
+            overrides = {"num.partitions": "1", "log.cleaner.enable": "false"}
+            if name in args.off:        # no BrokerMetrics at all: what the metrics cost
+                overrides["metrics.listener"] = ""
+            brokers[name] = Broker(os.path.join(work, name), overrides).start()
             if saved is None:
                 os.environ.pop("PYTHONPATH", None)
             else:
@@ -271,6 +274,10 @@ def txn_size_only(args) -> None:
     if len(med) == 2:
         (a, x), (b, y) = med.items()
         print(f"{b} / {a}: {y / x:.2f} of the broker CPU per transaction")
+    for off in sorted(args.off & set(med)):
+        for name in med:
+            if name not in args.off:
+                print(f"{name} over {off} (metrics off): {1000 * (med[name] - med[off]):.1f} µs per transaction")
 
 
 def main() -> None:
@@ -285,6 +292,8 @@ def main() -> None:
                     help="only transactions of this many records (1 or 100), --commits of them")
     ap.add_argument("--trees", type=lambda s: dict(kv.split("=", 1) for kv in s.split(",")), default=None,
                     help="with --txn-size: name=checkout,... one broker per checkout, same run")
+    ap.add_argument("--off", type=lambda s: set(s.split(",")), default=set(),
+                    help="with --trees: the names whose broker runs with metrics.listener= (no metrics)")
     args = ap.parse_args()
     if args.txn_size is not None:
         txn_size_only(args)

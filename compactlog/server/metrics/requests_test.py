@@ -45,8 +45,10 @@ def test_the_counters_and_the_histogram_export_what_prometheus_client_exported(m
     cases = [("Produce", 9, 9, 0.0001, {0: 1}), ("Produce", 9, 9, 0.0005, {0: 2, 6: 1}),
              ("Fetch", 12, 12, 0.02, {0: 1}), ("ApiVersions", 9, 0, 11.0, {35: 1}),
              ("Produce", 7, 7, 0.0025, {})]
+    keys = {"Produce": 0, "Fetch": 1, "ApiVersions": 18}
     for name, version, response_version, seconds, codes in cases:
-        request = SimpleNamespace(api_name=name, api_version=version, response_version=response_version)
+        request = SimpleNamespace(api_key=keys[name], api_name=name, api_version=version,
+                                  response_version=response_version)
         timer = metrics.request_started(request)
         begun = now[0]
         now[0] += seconds
@@ -92,3 +94,128 @@ def test_topic_traffic_adds_up_every_threads_counts_and_forgets_deleted_topics()
     families = {f.name: f for f in stats.collect({"a", "b"})}
     assert {tuple(s.labels.values()): s.value for s in families[P + "bytesout"].samples} == {
         (): 50 * 4001 + 7, ("a",): 0, ("b",): 7}
+
+
+def _reference_error_counts(body, counts=None) -> dict[int, int]:
+    """Kafka's errorCounts as a plain recursive walk of every field: what the generated walks
+    must count."""
+    import dataclasses
+    counts = {} if counts is None else counts
+    for f in dataclasses.fields(body):
+        value = getattr(body, f.name)
+        if f.name == "error_code":
+            counts[int(value)] = counts.get(int(value), 0) + 1
+        elif dataclasses.is_dataclass(value):
+            _reference_error_counts(value, counts)
+        elif isinstance(value, tuple):
+            for item in value:
+                if dataclasses.is_dataclass(item):
+                    _reference_error_counts(item, counts)
+    return counts
+
+
+def test_the_generated_error_walks_count_what_a_walk_of_every_field_counts():
+    from kio.schema.api_versions.v3.response import ApiVersionsResponse
+    from kio.schema.errors import ErrorCode
+    from kio.schema.metadata.v12.response import MetadataResponse
+    from kio.schema.produce.v9.response import ProduceResponse
+
+    from compactlog.server.messages import build, nested
+    t_cls, p_cls = nested(ProduceResponse, "TopicProduceResponse"), nested(ProduceResponse, "PartitionProduceResponse")
+    produce = build(ProduceResponse, throttle_time=0, responses=tuple(
+        build(t_cls, name=f"t{t}", partition_responses=tuple(
+            build(p_cls, index=p, error_code=ErrorCode(code), base_offset=0, record_errors=())
+            for p, code in enumerate(codes))) for t, codes in enumerate(((0, 0, 6), (), (3,)))))
+    mt, mp = nested(MetadataResponse, "MetadataResponseTopic"), nested(MetadataResponse, "MetadataResponsePartition")
+    metadata = build(MetadataResponse, throttle_time=0, brokers=(), cluster_id=None, controller_id=0, topics=(
+        build(mt, error_code=ErrorCode.none, name="a", partitions=tuple(
+            build(mp, error_code=ErrorCode(c), partition_index=i, leader_id=0, replica_nodes=(), isr_nodes=())
+            for i, c in enumerate((0, 9)))),
+        build(mt, error_code=ErrorCode.unknown_topic_or_partition, name="b", partitions=())))
+    av = nested(ApiVersionsResponse, "ApiVersion")
+    versions = build(ApiVersionsResponse, error_code=ErrorCode.none, throttle_time=0,
+                     api_keys=tuple(build(av, api_key=k, min_version=0, max_version=1) for k in range(60)))
+    for body, want in ((produce, {0: 2, 6: 1, 3: 1}), (metadata, {0: 2, 9: 1, 3: 1}), (versions, {0: 1})):
+        assert rm.error_counts(body) == _reference_error_counts(body) == want
+    assert rm.error_counts(None) == {} and rm.error_counts(b"framed by its handler") == {}
+
+
+def test_a_scrape_while_requests_flow_counts_each_request_once(monkeypatch):
+    """The loop thread finishes requests (folding every FOLD_AT of them) while another thread
+    scrapes: every scrape is consistent (histogram count = timed count = buckets' sum, never
+    going back) and the last one holds exactly every request, its time and its reservoir."""
+    import sys
+    import time
+
+    now = [0.0]
+    monkeypatch.setattr(rm, "_perf", lambda: now[0])
+    metrics = rm.RequestMetrics(CollectorRegistry())
+    n = 3 * rm.FOLD_AT + 17
+    durations = [((i * 7919) % 1000) / 40000 for i in range(n)]       # 0 to 25 ms, every bucket edge case
+    request = SimpleNamespace(api_key=3, api_name="Metadata", api_version=12, response_version=12)
+    scrapes, done, failed = [], threading.Event(), []
+
+    def loop():
+        for i, d in enumerate(durations):
+            if i % 500 == 0:        # a scrape under way before the next 500: they overlap
+                seen = len(scrapes)
+                while len(scrapes) == seen and not failed:
+                    time.sleep(0.0001)
+            timer = metrics.request_started(request)
+            now[0] += d / 2
+            metrics.request_answered(timer, None)
+            now[0] += d / 2
+            metrics.request_sent(timer)
+        done.set()
+
+    def scrape():
+        try:
+            while not done.is_set():
+                scrapes.append({f.name: f for f in metrics.collect()})
+            scrapes.append({f.name: f for f in metrics.collect()})
+        except BaseException:
+            failed.append(True)
+            raise
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)         # threads take turns as often as they can
+    try:
+        threads = [threading.Thread(target=loop), threading.Thread(target=scrape)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert not failed and len(scrapes) > n // 500
+    last_count = 0
+    for families in scrapes:
+        h = {s.name.rsplit("_", 1)[-1] + str(s.labels.get("le", "")): s.value
+             for s in families["compactlog_request_duration_seconds"].samples}
+        count = h.get("count", 0)
+        timed = [s.value for s in families["kafka_network_requestmetrics_totaltimems_count"].samples]
+        assert timed == ([count] if count else [])
+        assert h.get("bucket+Inf", 0) == count and last_count <= count <= n
+        last_count = count
+    families = scrapes[-1]
+    requests = {tuple(s.labels.values()): s.value for s in families["kafka_network_requestmetrics_requests"].samples}
+    assert requests == {("Metadata", "12"): n}
+    buckets = {s.labels["le"]: s.value for s in families["compactlog_request_duration_seconds"].samples
+               if s.name.endswith("_bucket")}
+    totals, clock = [], 0.0         # each time as the fold sees it: two halves on a running clock
+    for d in durations:
+        start = clock
+        clock += d / 2
+        clock += d / 2
+        totals.append(clock - start)
+    assert list(buckets.values()) == [sum(1 for x in totals if x <= bound)
+                                      for bound in (*rm.DURATION_BUCKETS, float("inf"))]
+    total_sum = 0.0
+    for x in totals:
+        total_sum += x
+    sums = [s.value for s in families["compactlog_request_duration_seconds"].samples if s.name.endswith("_sum")]
+    assert sums == [total_sum]
+    last = sorted(x * 1000 for x in totals[-rm.RESERVOIR:])
+    p99 = [s.value for s in families["kafka_network_requestmetrics_totaltimems"].samples
+           if s.labels["quantile"] == "0.99"]
+    assert p99 == [rm.percentile(last, 0.99)]
