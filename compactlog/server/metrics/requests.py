@@ -74,12 +74,19 @@ def error_name(code: int) -> str:
 
 # -- error codes of a response body -------------------------------------------------------------
 
+def _is_code(field) -> bool:
+    """An error code: ``error_code``, or a field typed ErrorCode under another name (kio's
+    AddPartitionsToTxn ``partition_error_code``, which Kafka's ``errorCounts`` counts: v0-v3's
+    partition codes, v4+'s top-level code and partition codes, as the fields say)."""
+    return field.name == "error_code" or field.type is ErrorCode
+
+
 def _holds_codes(cls, seen=()) -> bool:
-    """Whether entities of ``cls`` (or entities nested in them) have an ``error_code`` field."""
+    """Whether entities of ``cls`` (or entities nested in them) have an error code field."""
     if cls in seen:
         return False
     for f in dataclasses.fields(cls):
-        if f.name == "error_code":
+        if _is_code(f):
             return True
         inner = _entity_type(f.type)
         if inner is not None and _holds_codes(inner, (*seen, cls)):
@@ -99,8 +106,8 @@ def _entity_type(t):
 def _walk_source(cls, var: str, depth: int, lines: list[str], seen=()) -> None:
     pad = "    " * depth
     for f in dataclasses.fields(cls):
-        if f.name == "error_code":
-            lines.append(f"{pad}x = {var}.error_code")     # an ErrorCode (IntEnum): the same key as its int
+        if _is_code(f):
+            lines.append(f"{pad}x = {var}.{f.name}")     # an ErrorCode (IntEnum): the same key as its int
             lines.append(f"{pad}c[x] = c.get(x, 0) + 1")
             continue
         inner = _entity_type(f.type)

@@ -103,7 +103,7 @@ def _reference_error_counts(body, counts=None) -> dict[int, int]:
     counts = {} if counts is None else counts
     for f in dataclasses.fields(body):
         value = getattr(body, f.name)
-        if f.name == "error_code":
+        if f.name in ("error_code", "partition_error_code"):
             counts[int(value)] = counts.get(int(value), 0) + 1
         elif dataclasses.is_dataclass(value):
             _reference_error_counts(value, counts)
@@ -138,6 +138,31 @@ def test_the_generated_error_walks_count_what_a_walk_of_every_field_counts():
     for body, want in ((produce, {0: 2, 6: 1, 3: 1}), (metadata, {0: 2, 9: 1, 3: 1}), (versions, {0: 1})):
         assert rm.error_counts(body) == _reference_error_counts(body) == want
     assert rm.error_counts(None) == {} and rm.error_counts(b"framed by its handler") == {}
+
+
+def test_add_partitions_to_txn_counts_as_kafka_counts_it():
+    """Kafka's AddPartitionsToTxnResponse.errorCounts: up to v3 each partition's code (there is no
+    top-level code); from v4 the top-level code and each transaction's partition codes. Its
+    partition field is ``partition_error_code``, not ``error_code``: once left uncounted."""
+    from kio.schema.add_partitions_to_txn.v3.response import AddPartitionsToTxnResponse as V3
+    from kio.schema.add_partitions_to_txn.v4.response import AddPartitionsToTxnResponse as V4
+    from kio.schema.errors import ErrorCode
+
+    from compactlog.server.messages import build, nested
+
+    def topics(cls, codes):
+        t, p = nested(cls, "AddPartitionsToTxnTopicResult"), nested(cls, "AddPartitionsToTxnPartitionResult")
+        return tuple(build(t, name=f"t{i}", results_by_partition=tuple(
+            build(p, partition_index=k, partition_error_code=ErrorCode(c)) for k, c in enumerate(cs)))
+            for i, cs in enumerate(codes))
+
+    v3 = build(V3, throttle_time=0, results_by_topic_v3_and_below=topics(V3, ((0, 53), (53,))))
+    assert rm.error_counts(v3) == {0: 1, 53: 2}
+    r = nested(V4, "AddPartitionsToTxnResult")
+    v4 = build(V4, throttle_time=0, error_code=ErrorCode.none, results_by_transaction=(
+        build(r, transactional_id="a", topic_results=topics(V4, ((0, 0),))),
+        build(r, transactional_id="b", topic_results=topics(V4, ((48,),)))))
+    assert rm.error_counts(v4) == {0: 3, 48: 1}
 
 
 def test_a_scrape_while_requests_flow_counts_each_request_once(monkeypatch):
