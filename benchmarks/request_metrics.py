@@ -101,20 +101,14 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=1, help="requests sent at a time on the connection")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="compactlog-reqmetrics-bench-")
-    saved = os.environ.get("PYTHONPATH")
     brokers: dict[str, Broker] = {}
     samples = {(name, p): [] for name in args.trees for p in args.probes}
     try:
         for name, path in args.trees.items():
-            os.environ["PYTHONPATH"] = os.path.abspath(path)
             overrides = {"num.partitions": "1", "log.cleaner.enable": "false"}
             if name in args.off:
                 overrides["metrics.listener"] = ""
-            brokers[name] = Broker(os.path.join(work, name), overrides).start()
-            if saved is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = saved
+            brokers[name] = Broker(os.path.join(work, name), overrides, env={"PYTHONPATH": os.path.abspath(path)}).start()
         order = list(args.trees)
         for rnd in range(args.repeat):
             for name in (order if rnd % 2 == 0 else order[::-1]):

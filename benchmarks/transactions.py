@@ -228,20 +228,14 @@ def txn_size_only(args) -> None:
     keys, value = records(args.commits * args.txn_size)
     samples: dict[str, list[tuple[float, float, float]]] = {t: [] for t in trees}
     work = tempfile.mkdtemp(prefix="compactlog-txn-bench-")
-    saved = os.environ.get("PYTHONPATH")
     brokers = {}
     try:
         for name, path in trees.items():
-            if path is not None:
-                os.environ["PYTHONPATH"] = os.path.abspath(path)
             overrides = {"num.partitions": "1", "log.cleaner.enable": "false"}
             if name in args.off:        # no BrokerMetrics at all: what the metrics cost
                 overrides["metrics.listener"] = ""
-            brokers[name] = Broker(os.path.join(work, name), overrides).start()
-            if saved is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = saved
+            env = {"PYTHONPATH": os.path.abspath(path)} if path is not None else None
+            brokers[name] = Broker(os.path.join(work, name), overrides, env=env).start()
         order = list(trees)
         for rnd in range(args.repeat):
             for name in (order if rnd % 2 == 0 else order[::-1]):
