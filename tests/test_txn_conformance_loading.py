@@ -40,17 +40,9 @@ def _stopped_at_the_end(broker: Broker):
         broker.__exit__(None, None, None)
 
 
-class _writable:
+def _writable(data):
     """The stopped broker's data dir, writable (closed at the block's end)."""
-
-    def __init__(self, data):
-        self.dd = DataDir(str(data), broker=BrokerConfig({}), writable=True, command="test")
-
-    def __enter__(self) -> DataDir:
-        return self.dd
-
-    def __exit__(self, *exc) -> None:
-        self.dd.close()
+    return contextlib.closing(DataDir(str(data), broker=BrokerConfig({}), writable=True, command="test"))
 
 
 def _grow_offsets(data, topic: str, records: int) -> None:
