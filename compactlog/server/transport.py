@@ -204,6 +204,11 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self.sending_file = False       # in loop.sendfile, which waits for the client to read
         self._data_ready = asyncio.Event()
         self._can_write: asyncio.Future | None = None
+        # the task is parked waiting for bytes: a read's callback may answer quick requests itself
+        self.idle = False
+        # what a read's callback took and left to the task, in order: a coroutine that answers it
+        self._pending = None
+        self._context: contextvars.Context | None = None     # the client's (CLIENT_HOST), for handlers
 
     # -- asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -215,6 +220,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             self.server.observer.connection_opened(self)
         # the connection's task inherits this context: its handlers see the client's address
         CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
+        self._context = contextvars.copy_context()
         if self.tls:
             transport.pause_reading()       # nothing is read before start_tls takes the socket
         self.task = asyncio.get_running_loop().create_task(self._serve())
@@ -227,7 +233,10 @@ class BrokerConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.conn.buffer_updated(nbytes)
         self.last_active = time.monotonic()
-        self._data_ready.set()
+        if self.idle:
+            self._answer_here()
+        else:
+            self._data_ready.set()
         if self.busy and not self.paused and self.conn.buffered > READ_PAUSE_BYTES:
             self.paused = True
             self.transport.pause_reading()
@@ -297,6 +306,18 @@ class BrokerConnection(asyncio.BufferedProtocol):
             if self.security is not None and self.security.uses_sasl:
                 self._start_sasl()
             while not self.lost:
+                pending = self._pending
+                if pending is not None:     # taken by a read's callback, answered here in its turn
+                    self._pending = None
+                    self.busy = True
+                    try:
+                        keep = await pending
+                    finally:
+                        self.busy = False
+                        self.last_active = time.monotonic()
+                    if not keep or self.server.stopping:
+                        break
+                    continue
                 event = self.conn.next_event()
                 if event is NEED_DATA:
                     if self.eof or self.server.stopping:
@@ -305,7 +326,11 @@ class BrokerConnection(asyncio.BufferedProtocol):
                         self.paused = False
                         self.transport.resume_reading()
                     self._data_ready.clear()
-                    await self._data_ready.wait()
+                    self.idle = True
+                    try:
+                        await self._data_ready.wait()
+                    finally:
+                        self.idle = False
                     continue
                 if event.__class__ is Close:
                     if event.oversized and self.sasl is not None and not self.sasl.authenticated:
@@ -331,20 +356,104 @@ class BrokerConnection(asyncio.BufferedProtocol):
         except Exception:       # a bug in this loop: this connection ends, the broker goes on
             log.exception(f"Unexpected error on the connection from {self.peer}; closing it")
         finally:
+            if self._pending is not None:       # cancelled at shutdown before its turn
+                self._pending.close()
+                self._pending = None
             self.close()
 
-    async def _handle(self, request: Request) -> bool:
-        """Handle one request and send its answer; False when the connection must close."""
+    # -- answered in the read's callback (issue 28)
+    def _answer_here(self) -> None:
+        """Answer, in the callback of the read that completed them, the requests whose answer
+        needs no wait (an INLINE handler's, or a quick one's), while the connection's task is
+        parked waiting for bytes: the same handlers and answers as the task's, without waking the
+        task, its coroutines and a second turn of the loop for each request (issue 28: one turn
+        of the loop a request instead of two). The first request that needs more (a worker
+        thread, a long poll, a file region, a client that does not read, SASL, a frame the
+        protocol refuses) is left with the rest to the task, in order."""
+        try:
+            if self.sasl is None and self._pending is None and not self.server.stopping:
+                if self._context.run(self._answer_quick_requests):
+                    return
+        except Exception:       # a bug here: this connection ends, the broker goes on
+            log.exception(f"Unexpected error on the connection from {self.peer}; closing it")
+            if self._pending is not None:
+                self._pending.close()
+            self._pending = self._closing(None)
+        self._data_ready.set()
+
+    def _answer_quick_requests(self) -> bool:
+        """True when every complete request was answered (the task may go on waiting)."""
+        conn, table, observer = self.conn, self.server.table, self.server.observer
+        while not self.write_blocked and not self.transport.is_closing():
+            event = conn.next_event()
+            if event is NEED_DATA:
+                return True
+            if event.__class__ is not Request:
+                self._pending = self._closing(event.reason) if event.__class__ is Close else None
+                if self._pending is None:
+                    raise RuntimeError(f"unexpected {type(event).__name__} on a connection without SASL")
+                return False
+            api = table.get(event.api_key)
+            if api is None or (api.mode != INLINE and api.quick is None):
+                self._pending = self._handle(event)
+                return False
+            timer = observer.request_started(event) if observer is not None else None
+            state = self.server.state
+            try:
+                if api.mode == INLINE:
+                    body = api.handler(state, event)
+                else:
+                    body = self._quick(api, state, event, timer)
+                    if body is None:        # more than quick work: the task hands it to a worker
+                        self._pending = self._handle(event, timer, quick_tried=True)
+                        return False
+            except Exception as e:
+                body = self._error_body(event, e)
+                if body is None:
+                    if timer is not None:
+                        observer.request_sent(timer)
+                    self._pending = self._closing(None)
+                    return False
+            if timer is not None:
+                observer.request_answered(timer, body)
+            sent = self._send_now(event, body)
+            if sent is not True and sent is not False:      # it has to wait: the task sends it
+                self._pending = self._send_rest(sent, timer)
+                return False
+            if timer is not None:
+                observer.request_sent(timer)
+            if not sent:
+                self._pending = self._closing(None)
+                return False
+        return False
+
+    async def _closing(self, reason: str | None) -> bool:
+        if reason:
+            log.info(f"Closing connection from {self.peer}: {reason}")
+        return False
+
+    async def _send_rest(self, response: EncodedResponse, timer) -> bool:
+        try:
+            return await self._send_encoded(response)
+        finally:
+            if timer is not None:
+                self.server.observer.request_sent(timer)
+
+    # -- the task's requests
+    async def _handle(self, request: Request, timer=None, quick_tried: bool = False) -> bool:
+        """Handle one request and send its answer; False when the connection must close.
+        ``timer``: the request's, started where its quick handler was tried (``quick_tried``)."""
         observer = self.server.observer
         if observer is None:
-            return await self._respond(request, None)
-        timer = observer.request_started(request)
+            return await self._respond(request, None, quick_tried)
+        if timer is None:
+            timer = observer.request_started(request)
         try:
-            return await self._respond(request, timer)
+            return await self._respond(request, timer, quick_tried)
         finally:
             observer.request_sent(timer)
 
-    async def _respond(self, request: Request, timer) -> bool:
+    async def _respond(self, request: Request, timer, quick_tried: bool = False) -> bool:
         api = self.server.table.get(request.api_key)
         state = self.server.state
         body = None
@@ -357,7 +466,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 body = await api.handler(state, request, self.server.run if timer is None
                                          else timer.run(self.server.run))
             else:
-                if api.quick is not None:       # small work: answered here, no hand-off
+                if api.quick is not None and not quick_tried:     # small work: answered here, no hand-off
                     body = self._quick(api, state, request, timer)
                 if body is not None:
                     pass
@@ -368,21 +477,28 @@ class BrokerConnection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            # Kafka's code for it (a storage failure: KAFKA_STORAGE_ERROR, or COORDINATOR_NOT_AVAILABLE
-            # for a coordinator's API) and a message that names no server file
-            declared = self.server.apis.get(request.api_key)
-            coordinator = isinstance(declared, ApiHandler) and declared.coordinator
-            code, message = request_error(e, coordinator, state.datadir.path)
-            request_log.error(f"Error when handling request: clientId={request.client_id}, "
-                              f"correlationId={request.correlation_id}, api={request.api_name}, "
-                              f"version={request.api_version}, peer={self.peer}, body={redacted_body(request)}",
-                              exc_info=True)
-            if not isinstance(declared, ApiHandler):
+            body = self._error_body(request, e)
+            if body is None:
                 return False        # no error response to give: the connection closes
-            body = declared.error_body(request, code, message)
         if timer is not None:
             self.server.observer.request_answered(timer, body)
         return await self._answer(request, body)
+
+    def _error_body(self, request: Request, e: Exception):
+        """A handler's exception, logged with its request, as the API's error answer: Kafka's
+        code for it (a storage failure: KAFKA_STORAGE_ERROR, or COORDINATOR_NOT_AVAILABLE for a
+        coordinator's API) and a message that names no server file; None for an API without an
+        error response (the connection closes)."""
+        declared = self.server.apis.get(request.api_key)
+        coordinator = isinstance(declared, ApiHandler) and declared.coordinator
+        code, message = request_error(e, coordinator, self.server.state.datadir.path)
+        request_log.error(f"Error when handling request: clientId={request.client_id}, "
+                          f"correlationId={request.correlation_id}, api={request.api_name}, "
+                          f"version={request.api_version}, peer={self.peer}, body={redacted_body(request)}",
+                          exc_info=(type(e), e, e.__traceback__))
+        if not isinstance(declared, ApiHandler):
+            return None
+        return declared.error_body(request, code, message)
 
     @staticmethod
     def _quick(api: Api, state, request: Request, timer):
@@ -412,6 +528,15 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
     async def _answer(self, request: Request, body) -> bool:
         """Send an answer; False when the connection must close."""
+        sent = self._send_now(request, body)
+        if sent is True or sent is False:
+            return sent
+        return await self._send_encoded(sent)
+
+    def _send_now(self, request: Request, body):
+        """Encode an answer and write it if nothing has to wait: True (written, or nothing to
+        send), False (the connection must close), or the encoded answer when it has to wait (a
+        file region, or a client that does not read its answers)."""
         out = self.conn.send(request, body)
         if out is None:
             return True             # acks=0: nothing to send
@@ -419,11 +544,23 @@ class BrokerConnection(asyncio.BufferedProtocol):
             # acks=0 with a partition refused: closed, so that the producer notices
             request_log.info(out.reason)
             return False
-        if self.lost:
+        if self.lost or self.transport.is_closing():
             out.close()
             return False
+        parts = out.parts
+        if self.write_blocked:
+            return out
+        for part in parts:
+            if part.__class__ is FileRegion:
+                return out
+        write = self.transport.write
+        for part in parts:
+            write(part)
+        return True
+
+    async def _send_encoded(self, response: EncodedResponse) -> bool:
         try:
-            await self._send_parts(out)
+            await self._send_parts(response)
         except (ConnectionError, OSError) as e:
             log.debug(f"Connection from {self.peer} failed while answering: {e}")
             return False

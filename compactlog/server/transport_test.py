@@ -223,3 +223,106 @@ def test_plaintext_reads_into_the_connection_buffer_paused_while_busy(state):  #
         pool.shutdown()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_quick_requests_are_answered_in_the_read_callback_in_order_and_counted_once(state, monkeypatch):  # noqa: F811
+    """Requests whose answer needs no wait (an INLINE handler's, a quick handler's) are answered
+    in the callback of the read that completed them, not by the connection's task (issue 28);
+    the first request that needs more (a worker thread, a quick handler that declines, a handler
+    that fails, a refused frame) goes to the task with those behind it, and every answer comes
+    back in order, each request counted once in the request metrics."""
+    import threading
+
+    from prometheus_client import CollectorRegistry
+
+    from compactlog.record import jit
+    from compactlog.server.metrics.requests import RequestMetrics
+
+    monkeypatch.setattr(jit, "warm", lambda: True)      # as after the broker's warm-up: produce may be quick
+    state.create_topic("t", 1)
+    table = dispatch_table()
+    where: dict[int, str] = {}          # correlation id -> where its handler ran
+
+    def seen(request) -> None:
+        task = asyncio.current_task() if threading.current_thread() is threading.main_thread() else None
+        where[request.correlation_id] = ("worker" if threading.current_thread() is not threading.main_thread()
+                                         else "task" if task is not None else "read callback")
+
+    produce, versions, metadata = table[0], table[18], table[3]
+
+    def quick_produce(st, request):
+        seen(request)
+        if request.correlation_id == 13:
+            raise RuntimeError("a bug in a quick handler")
+        return produce.quick(st, request)
+
+    def produce_in_thread(st, request):
+        seen(request)
+        return produce.handler(st, request)
+
+    def api_versions(st, request):
+        seen(request)
+        return versions.handler(st, request)
+
+    def metadata_in_thread(st, request):
+        seen(request)
+        return metadata.handler(st, request)
+
+    table[0] = Api(0, produce_in_thread, THREAD, quick=quick_produce)
+    table[18] = Api(18, api_versions, versions.mode)
+    table[3] = Api(3, metadata_in_thread, THREAD)
+    state.apis = advertised_apis(table)
+    av_cls = request_schema(18, 3)
+    av = build(av_cls, client_software_name="t", client_software_version="1")
+    small, big = batch([b"k"]), batch([b"x" * 100_000])         # big: more than the quick path takes
+    registry = CollectorRegistry()
+    metrics = RequestMetrics(registry)
+    registry.register(metrics)
+
+    async def scenario():
+        pool = ThreadPoolExecutor(4)
+        server = BrokerServer(state, table, state.apis, pool, max_request_size=1 << 20, idle_ms=0,
+                              observer=metrics)
+        state.appends.bind(asyncio.get_running_loop())
+        [(_, port)] = await server.start([Listener("PLAINTEXT", "127.0.0.1", 0)])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        # the connection's task first parks waiting for bytes, as between a client's requests
+        writer.write(frame(18, 3, 1, av))
+        assert (await read_response(reader, 18, 3))[0] == 1
+        sent = [(18, 3, 2, av), (0, 9, 3, produce_body(9, "t", small, 1)), (3, 9, 4, metadata_body(9, ["t"])),
+                (18, 3, 5, av), (0, 9, 6, produce_body(9, "t", big, 1)), (18, 3, 7, av),
+                (0, 9, 8, produce_body(9, "t", small, 1))]
+        writer.write(b"".join(frame(*r) for r in sent))
+        answers = [await read_response(reader, key, version) for key, version, _, _ in sent]
+        assert [cid for cid, _ in answers] == [2, 3, 4, 5, 6, 7, 8]
+        assert [a.responses[0].partition_responses[0].base_offset for cid, a in answers if cid in (3, 6, 8)] \
+            == [0, 1, 2]
+        # one at a time, each in its own read, once the task waits again: all in the read callback
+        for cid in (10, 11):
+            writer.write(frame(0, 9, cid, produce_body(9, "t", small, 1)))
+            answer = (await read_response(reader, 0, 9))[1].responses[0].partition_responses[0]
+            assert answer.error_code == ErrorCode.none
+        # a failing quick handler: Kafka's error code, answered in order, the connection goes on;
+        # then a refused frame behind an answered request closes the connection after its answer
+        writer.write(frame(0, 9, 13, produce_body(9, "t", small, 1)) + frame(18, 3, 14, av)
+                     + struct.pack(">i", 8) + b"\x00\x63\x00\x00garb")
+        cid, body = await read_response(reader, 0, 9)
+        assert cid == 13 and body.responses[0].partition_responses[0].error_code == ErrorCode.unknown_server_error
+        assert (await read_response(reader, 18, 3))[0] == 14
+        assert await asyncio.wait_for(reader.read(), 10) == b""
+        writer.close()
+        await server.stop(5)
+        pool.shutdown()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    # 5-8 were behind 4 (a worker's) in the same read: the task answered them, a quick one too
+    assert where == {1: "read callback", 2: "read callback", 3: "read callback", 4: "worker", 5: "task",
+                     6: "worker", 7: "task", 8: "task", 10: "read callback", 11: "read callback",
+                     13: "read callback", 14: "read callback"}
+    assert state.log("t", 0).log_end_offset == 5
+    # every request counted once, the quick-declined one too (its timer began in the read callback)
+    assert registry.get_sample_value("kafka_network_requestmetrics_requests_total",
+                                     {"request": "Produce", "version": "9"}) == 6
+    assert registry.get_sample_value("compactlog_request_duration_seconds_count", {"request": "Produce"}) == 6
+    assert registry.get_sample_value("kafka_network_requestmetrics_requests_total",
+                                     {"request": "ApiVersions", "version": "3"}) == 5
