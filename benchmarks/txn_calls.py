@@ -8,9 +8,15 @@ confluent-kafka's requests of a transaction (AddPartitionsToTxn v0, Produce v10 
 taken through what the transport does with it: ``protocol.Connection`` decodes it, the API's
 quick handler answers it (the event loop's path), the request metrics time it and count its
 errors, the connection encodes the answer. The count of Python calls (cProfile) does not depend
-on the machine's load; the CPU seconds do.
+on the machine's load; the CPU seconds do (the thread's CPU in the requests alone).
+
+``--pollute BYTES`` reads a buffer of that size between requests, outside the time taken: what a
+client running on the same cores does to the caches between a broker's requests (the broker of
+``benchmarks/transactions.py`` shares this machine's two cores with librdkafka). Each size is
+measured in turn, in the same run, e.g. ``--pollute 0,1000000,4000000``.
 
     PYTHONPATH=CHECKOUT .venv/bin/python benchmarks/txn_calls.py [--transactions N] [--no-metrics]
+        [--pollute BYTES,...]
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import struct
 import tempfile
 import time
 
+import numpy as np
 from kio.serial import entity_writer
 from prometheus_client import CollectorRegistry
 
@@ -93,6 +100,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--transactions", type=int, default=2000)
     ap.add_argument("--no-metrics", action="store_true", help="no request metrics (metrics.listener empty)")
+    ap.add_argument("--pollute", type=lambda s: [int(x) for x in s.split(",")], default=[0],
+                    help="bytes read between requests, outside the time taken (comma-separated: each in turn)")
     args = ap.parse_args()
     n = args.transactions
     work = tempfile.mkdtemp(prefix="compactlog-txn-calls-")
@@ -123,29 +132,43 @@ def main() -> None:
                                          topic_data=(build(nested(produce_cls, "TopicProduceData"), name="t",
                                                            partition_data=(data,)),)))
 
-        produces = [produce(i) for i in range(WARM_TRANSACTIONS + 2 * n)]
+        rounds = len(args.pollute)
+        produces = [produce(i) for i in range(WARM_TRANSACTIONS + (1 + rounds) * n)]
+        spent = [0.0]
+        junk = None
 
-        def transaction(i: int) -> None:
-            codes = (path.serve(add).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
-                     path.serve(produces[i]).responses[0].partition_responses[0].error_code,
-                     path.serve(end).error_code)
+        def timed(data: bytes):
+            if junk is not None:
+                junk.sum()              # the caches as another process leaves them
+            begun = time.thread_time()
+            body = path.serve(data)
+            spent[0] += time.thread_time() - begun
+            return body
+
+        def transaction(i: int, serve=path.serve) -> None:
+            codes = (serve(add).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+                     serve(produces[i]).responses[0].partition_responses[0].error_code,
+                     serve(end).error_code)
             if any(codes):
                 raise RuntimeError(f"transaction {i} answered {codes}")
 
         for i in range(WARM_TRANSACTIONS):
             transaction(i)
-        t0 = time.thread_time()
-        for i in range(WARM_TRANSACTIONS, WARM_TRANSACTIONS + n):
-            transaction(i)
-        cpu = time.thread_time() - t0
         profile = cProfile.Profile()
         profile.enable()
-        for i in range(WARM_TRANSACTIONS + n, WARM_TRANSACTIONS + 2 * n):
+        for i in range(WARM_TRANSACTIONS, WARM_TRANSACTIONS + n):
             transaction(i)
         profile.disable()
         calls = pstats.Stats(profile).total_calls / n
-        print(f"{n:,} single-record transactions in-process: {calls:,.0f} Python calls and "
-              f"{1e6 * cpu / n:,.0f} us of thread CPU a transaction")
+        first = WARM_TRANSACTIONS + n
+        for k, size in enumerate(args.pollute):
+            junk = np.ones(size, dtype=np.uint8) if size else None
+            spent[0] = 0.0
+            for i in range(first + k * n, first + (k + 1) * n):
+                transaction(i, timed)
+            between = f", {size:,} bytes read between requests" if size else ""
+            print(f"{n:,} single-record transactions in-process{between}: {calls:,.0f} Python calls and "
+                  f"{1e6 * spent[0] / n:,.0f} us of thread CPU a transaction", flush=True)
     finally:
         broker.close()
         shutil.rmtree(work, ignore_errors=True)

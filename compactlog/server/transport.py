@@ -5,7 +5,11 @@ One ``protocol.Connection`` per socket turns bytes into requests. A connection's
 handled strictly one at a time and answered in order (Kafka mutes a channel until its response is
 sent), while other connections go on: each connection has its own task. Handlers that touch
 storage run in the worker threads (``num.io.threads``), so the loop never waits on fsync or pread;
-Fetch waits on the loop itself for its long poll.
+Fetch waits on the loop itself for its long poll. While a connection's task waits for bytes, the
+requests whose answer needs no wait (an INLINE handler's; a quick handler's: a small produce, a
+transaction's AddPartitionsToTxn and EndTxn) are answered in the callback of the read that
+completed them, one turn of the loop each; the first one that needs more goes to the task, with
+those behind it.
 
 Nothing a client sends can stop the broker: a frame the protocol refuses closes that connection
 (logged); an exception in a handler is logged with the request and answered with Kafka's error
