@@ -268,6 +268,10 @@ def txn_size_only(args) -> None:
     if len(med) == 2:
         (a, x), (b, y) = med.items()
         print(f"{b} / {a}: {y / x:.2f} of the broker CPU per transaction")
+        # each round's two runs back to back: their ratio cancels what the machine did meanwhile
+        paired = sorted(p[0] / q[0] for p, q in zip(samples[b], samples[a]))
+        print(f"{b} / {a} paired by round: median {statistics.median(paired):.2f} "
+              f"(range {paired[0]:.2f}-{paired[-1]:.2f}, {len(paired)} rounds)")
     for off in sorted(args.off & set(med)):
         for name in med:
             if name not in args.off:
