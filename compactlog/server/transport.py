@@ -68,6 +68,10 @@ READ_PAUSE_BYTES = 1 << 20
 TLS_READ_BYTES = 256 * 1024      # asyncio SSLProtocol's own read size
 TLS_WRITE_CHUNK = 1 << 20                 # a region is encrypted and written this much at a time
 TLS_HANDSHAKE_TIMEOUT_S = 60.0            # asyncio's default, capped by connections.max.idle.ms
+# the most requests one read's callback answers; a client pipelining more (librdkafka allows a
+# million in flight) has the rest answered by its task, one turn of the loop each, so that the
+# other connections are not kept waiting behind its burst
+ANSWERS_PER_READ = 16
 _SIZE = struct.Struct(">i")
 
 
@@ -373,7 +377,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
         task, its coroutines and a second turn of the loop for each request (issue 28: one turn
         of the loop a request instead of two). The first request that needs more (a worker
         thread, a long poll, a file region, a client that does not read, SASL, a frame the
-        protocol refuses) is left with the rest to the task, in order."""
+        protocol refuses) is left with the rest to the task, in order, and so are those behind
+        the first ``ANSWERS_PER_READ``."""
         try:
             if self.sasl is None and self._pending is None and not self.server.stopping:
                 if self._context.run(self._answer_quick_requests):
@@ -383,12 +388,16 @@ class BrokerConnection(asyncio.BufferedProtocol):
             if self._pending is not None:
                 self._pending.close()
             self._pending = self._closing(None)
+        # the task's turn: later reads wait for it (and for what it was left) until it waits again
+        self.idle = False
         self._data_ready.set()
 
     def _answer_quick_requests(self) -> bool:
         """True when every complete request was answered (the task may go on waiting)."""
         conn, table, observer = self.conn, self.server.table, self.server.observer
-        while not self.write_blocked and not self.transport.is_closing():
+        for _ in range(ANSWERS_PER_READ):
+            if self.write_blocked or self.transport.is_closing():
+                return False
             event = conn.next_event()
             if event is NEED_DATA:
                 return True

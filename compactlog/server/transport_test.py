@@ -18,7 +18,7 @@ from compactlog.server.dispatch import advertised_apis, dispatch_table
 from compactlog.server.conftest import batch
 from compactlog.server.messages import build, nested
 from compactlog.server.state import Listener
-from compactlog.server.transport import BrokerServer
+from compactlog.server.transport import ANSWERS_PER_READ, BrokerServer
 from compactlog.server.versions import request_schema, response_schema
 
 
@@ -227,7 +227,8 @@ def test_plaintext_reads_into_the_connection_buffer_paused_while_busy(state):  #
 
 def test_quick_requests_are_answered_in_the_read_callback_in_order_and_counted_once(state, monkeypatch):  # noqa: F811
     """Requests whose answer needs no wait (an INLINE handler's, a quick handler's) are answered
-    in the callback of the read that completed them, not by the connection's task (issue 28);
+    in the callback of the read that completed them, not by the connection's task (issue 28), at
+    most ANSWERS_PER_READ of a burst before the task answers the rest (the others' turn);
     the first request that needs more (a worker thread, a quick handler that declines, a handler
     that fails, a refused frame) goes to the task with those behind it, and every answer comes
     back in order, each request counted once in the request metrics."""
@@ -302,6 +303,9 @@ def test_quick_requests_are_answered_in_the_read_callback_in_order_and_counted_o
             writer.write(frame(0, 9, cid, produce_body(9, "t", small, 1)))
             answer = (await read_response(reader, 0, 9))[1].responses[0].partition_responses[0]
             assert answer.error_code == ErrorCode.none
+        # a burst: one read's callback answers at most ANSWERS_PER_READ, the task the rest, in order
+        writer.write(b"".join(frame(18, 3, cid, av) for cid in range(100, 140)))
+        assert [(await read_response(reader, 18, 3))[0] for _ in range(40)] == list(range(100, 140))
         # a failing quick handler: Kafka's error code, answered in order, the connection goes on;
         # then a refused frame behind an answered request closes the connection after its answer
         writer.write(frame(0, 9, 13, produce_body(9, "t", small, 1)) + frame(18, 3, 14, av)
@@ -315,6 +319,9 @@ def test_quick_requests_are_answered_in_the_read_callback_in_order_and_counted_o
         pool.shutdown()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+    burst = [where.pop(cid) for cid in range(100, 140)]
+    runs = "".join("c" if w == "read callback" else "t" for w in burst).split("t")
+    assert max(map(len, runs)) == ANSWERS_PER_READ and "task" in burst, burst
     # 5-8 were behind 4 (a worker's) in the same read: the task answered them, a quick one too
     assert where == {1: "read callback", 2: "read callback", 3: "read callback", 4: "worker", 5: "task",
                      6: "worker", 7: "task", 8: "task", 10: "read callback", 11: "read callback",
@@ -325,4 +332,4 @@ def test_quick_requests_are_answered_in_the_read_callback_in_order_and_counted_o
                                      {"request": "Produce", "version": "9"}) == 6
     assert registry.get_sample_value("compactlog_request_duration_seconds_count", {"request": "Produce"}) == 6
     assert registry.get_sample_value("kafka_network_requestmetrics_requests_total",
-                                     {"request": "ApiVersions", "version": "3"}) == 5
+                                     {"request": "ApiVersions", "version": "3"}) == 5 + 40
