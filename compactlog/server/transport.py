@@ -401,11 +401,11 @@ class BrokerConnection(asyncio.BufferedProtocol):
             event = conn.next_event()
             if event is NEED_DATA:
                 return True
-            if event.__class__ is not Request:
-                self._pending = self._closing(event.reason) if event.__class__ is Close else None
-                if self._pending is None:
-                    raise RuntimeError(f"unexpected {type(event).__name__} on a connection without SASL")
+            if event.__class__ is Close:
+                self._pending = self._closing(event.reason)
                 return False
+            if event.__class__ is not Request:      # RawFrame, Unadmitted: SASL's, not taken here
+                raise RuntimeError(f"unexpected {type(event).__name__} on a connection without SASL")
             api = table.get(event.api_key)
             if api is None or (api.mode != INLINE and api.quick is None):
                 self._pending = self._handle(event)

@@ -175,16 +175,12 @@ class _Api:
 
 
 class RequestTimer:
-    """The times of one request, filled in as it goes through the transport."""
+    """The times of one request, filled in as it goes through the transport. Made by
+    ``RequestMetrics.request_started`` alone, which sets every slot (without an ``__init__``
+    frame: one per request): its API's numbers, its start, and zero answered, queue and local
+    times."""
 
     __slots__ = ("api", "start", "answered", "queue", "local")
-
-    def __init__(self, api: _Api):
-        self.api = api
-        self.start = _perf()
-        self.answered = 0.0
-        self.queue = 0.0
-        self.local = 0.0
 
     @property
     def label(self) -> str:
@@ -280,7 +276,7 @@ class RequestMetrics:
             version = UNSUPPORTED
         versions = api.versions
         versions[version] = versions.get(version, 0) + 1
-        timer = _new(RequestTimer)      # RequestTimer(api) without its __init__'s frame
+        timer = _new(RequestTimer)
         timer.api = api
         timer.start = _perf()
         timer.answered = timer.queue = timer.local = 0.0
