@@ -31,15 +31,6 @@ TXN_OFFSET_COMMIT_WHILE_LOADING = ((0, E.coordinator_not_available), (1, E.coord
                                    (2, E.coordinator_load_in_progress), (3, E.coordinator_load_in_progress))
 
 
-@contextlib.contextmanager
-def _stopped_at_the_end(broker: Broker):
-    """A broker already started, stopped (killed if it will not stop) when the block ends."""
-    try:
-        yield broker
-    finally:
-        broker.__exit__(None, None, None)
-
-
 def _writable(data):
     """The stopped broker's data dir, writable (closed at the block's end)."""
     return contextlib.closing(DataDir(str(data), broker=BrokerConfig({}), writable=True, command="test"))
@@ -102,23 +93,20 @@ def test_loading_answers_and_epoch_exhaustion(tmp_path):
     records = LOAD_RECORDS
     _grow_offsets(data, topic, records)
     for attempt in range(4):
-        b = Broker(data, BROKER_CONFIG).start()
-        try:
+        with contextlib.ExitStack() as running:         # the broker stopped (killed if need be) at its end
+            b = running.enter_context(Broker(data, BROKER_CONFIG))
             with Raw(b.port) as raw:
                 answers = _answers_while_loading(raw, group, topic, ids["confluent"][0])
             if answers == expected:
+                kept = running.pop_all()                # this broker goes on below
                 break
             assert "Finished loading offsets and group metadata from __consumer_offsets-0" in b.log_text(), \
                 f"answers while loading {answers}, expected {expected}"
-        except BaseException:
-            b.__exit__(None, None, None)        # stopped, killed if it will not stop
-            raise
-        b.__exit__(None, None, None)
         _grow_offsets(data, topic, 3 * records)
         records *= 4
     else:
         raise AssertionError(f"the loading window closed before seven requests with {records // 4:,} records")
-    with _stopped_at_the_end(b):
+    with kept:
         # the clients' inits, started now, retry until the coordinator has loaded
         producers: dict = {}
         errors: list = []
