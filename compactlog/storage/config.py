@@ -310,6 +310,16 @@ def _suggestion(name: str) -> str:
     return did_you_mean(name, known, cutoff=0.8)
 
 
+def _value(name: str) -> functools.cached_property:
+    """A topic config as an attribute once read (``cached_property``): a LogConfig never changes
+    (an altered topic gets a new one), and every append reads a few of them, each a call through
+    ``get`` or a property before (issue 28: ~30 calls a single-record transaction)."""
+    def read(self):
+        return self._values[name]
+    read.__doc__ = f"The topic's {name}."
+    return functools.cached_property(read)
+
+
 class LogConfig:
     """The effective configs of one topic: overrides, else broker defaults, else Kafka defaults."""
 
@@ -363,25 +373,19 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self._values["cleanup.policy"]
 
-    @property
-    def segment_bytes(self) -> int:
-        return self._values["segment.bytes"]
+    segment_bytes = _value("segment.bytes")
 
-    @property
-    def segment_ms(self) -> int:
-        return self._values["segment.ms"]
+    segment_ms = _value("segment.ms")
 
-    @property
-    def max_index_size(self) -> int:
-        return self._values["segment.index.bytes"]
+    max_index_size = _value("segment.index.bytes")
 
-    @property
-    def index_interval_bytes(self) -> int:
-        return self._values["index.interval.bytes"]
+    index_interval_bytes = _value("index.interval.bytes")
 
-    @property
-    def max_message_size(self) -> int:
-        return self._values["max.message.bytes"]
+    max_message_size = _value("max.message.bytes")
+    flush_messages = _value("flush.messages")
+    message_timestamp_type = _value("message.timestamp.type")
+    compression_type = _value("compression.type")
+    min_insync_replicas = _value("min.insync.replicas")
 
     @property
     def max_compaction_lag_ms(self) -> int:

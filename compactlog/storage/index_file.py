@@ -29,12 +29,16 @@ class IndexFile:
     """
 
     entry_size = 8
+    reserved_slots = 0      # slots ``is_full`` keeps free (the time index keeps one)
 
     def __init__(self, path: str, base_offset: int, max_index_size: int, *, preallocate: bool,
                  read_only: bool = False):
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
+        # the entry count at which the index is full (a segment rolls before an append would
+        # need more: LogSegment.shouldRoll)
+        self.full_at = max_index_size // self.entry_size - self.reserved_slots
         self.read_only = read_only
         self._entries: list[tuple[int, int]] = []
         self.untrimmed_slots = 0     # zero-filled slots after the entries (a preallocated index)
@@ -125,7 +129,7 @@ class IndexFile:
         return head + b"".join(self._encode(e) for e in self._entries[k:])
 
     def is_full(self) -> bool:
-        return len(self._entries) >= self.max_index_size // self.entry_size
+        return len(self._entries) >= self.full_at
 
     def _writing(self):
         """The write descriptor (pinned for the block)."""

@@ -427,7 +427,8 @@ class Log:
             self._undo_append(seg, mark, log_end, epochs, e)
         producer_append.apply(self.producer_state, updates)
         self.producer_state.last_map_offset = last + 1
-        if self.log_end_offset - self.recovery_point >= self.config.get("flush.messages"):
+        local = self._local
+        if local.log_end_offset - local.recovery_point >= local.config.flush_messages:
             self.flush()
         return AppendInfo(first, last, max_ts, offset_of_max, records, len(data))
 
@@ -475,16 +476,21 @@ class Log:
         if not self.lock.acquire(blocking=False):
             return False
         try:
-            seg = self.active_segment
-            if self.leader_epochs.latest_epoch() != self.leader_epoch and self.leader_epoch >= 0:
+            # the local log's fields read directly: asked four times a single-record transaction
+            local = self._local
+            config = local.config
+            epochs = self.leader_epochs.entries
+            if self.leader_epoch >= 0 and (not epochs or epochs[-1][0] != self.leader_epoch):
                 return False
-            if self.log_end_offset + records - self.recovery_point >= self.config.get("flush.messages"):
+            log_end = local.log_end_offset
+            if log_end + records - local.recovery_point >= config.flush_messages:
                 return False
             now = self.clock()
-            if self.config.get("message.timestamp.type") == "LogAppendTime":
+            if config.message_timestamp_type == "LogAppendTime":
                 max_timestamp = now         # what the append stamps the batch with
-            last = self.log_end_offset + max(records, 1) - 1
-            return not seg.should_roll(now_ms=now, max_timestamp=max_timestamp, max_offset=last, messages_size=size)
+            last = log_end + records - 1 if records > 0 else log_end
+            return not local.segments.active.should_roll(now_ms=now, max_timestamp=max_timestamp, max_offset=last,
+                                                         messages_size=size)
         finally:
             self.lock.release()
 

@@ -318,16 +318,25 @@ class LogSegment:
 
     def should_roll(self, *, now_ms: int, max_timestamp: int, max_offset: int, messages_size: int) -> bool:
         # Kafka's LogSegment.shouldRoll, its conditions in order, each looked at only when the
-        # ones before did not decide (asked twice per small append on the broker's event loop)
+        # ones before did not decide. Asked twice per small append on the broker's event loop (a
+        # single-record transaction asks nine times), so written out here rather than through
+        # ``time_waited_for_roll``, the indexes' ``is_full`` and ``can_convert_to_relative_offset``,
+        # which say the same (segment_test.py checks each condition)
         config = self.config
         size = self.log.size
         if size > config.segment_bytes - messages_size:
             return True
-        if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) > \
-                config.max_segment_ms - self.roll_jitter_ms:
-            return True
-        return (self.offset_index.is_full() or self.time_index.is_full()
-                or not self.can_convert_to_relative_offset(max_offset))
+        if size > 0:
+            ts = self.rolling_based_timestamp
+            if ts is None:
+                self._load_first_batch_timestamp()
+                ts = self.rolling_based_timestamp
+            waited = max_timestamp - ts if ts is not None and ts >= 0 else now_ms - self.created_ms
+            if waited > config.max_segment_ms - self.roll_jitter_ms:
+                return True
+        offsets, times = self.offset_index, self.time_index
+        return (len(offsets._entries) >= offsets.full_at or len(times._entries) >= times.full_at
+                or not 0 <= max_offset - self.base_offset <= 0x7FFFFFFF)
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= 0x7FFFFFFF

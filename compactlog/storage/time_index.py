@@ -13,16 +13,14 @@ NO_TIMESTAMP = -1
 
 class TimeIndex(IndexFile):
     entry_size = 12
+    # one slot is kept for the final entry written when the segment becomes inactive
+    reserved_slots = 1
 
     def _decode(self, raw: bytes) -> list[tuple[int, int]]:
         return [(ts, self.base_offset + rel) for ts, rel in _ENTRY.iter_unpack(raw)]
 
     def _encode(self, entry: tuple[int, int]) -> bytes:
         return _ENTRY.pack(entry[0], entry[1] - self.base_offset)
-
-    def is_full(self) -> bool:
-        # one slot is kept for the final entry written when the segment becomes inactive
-        return len(self._entries) >= self.max_index_size // self.entry_size - 1
 
     def last_entry(self) -> tuple[int, int]:
         return self._entries[-1] if self._entries else (NO_TIMESTAMP, self.base_offset)

@@ -165,7 +165,7 @@ def check_timestamps(config: LogConfig, timestamps, now: int, *, where: str) -> 
     """LogValidator.validateTimestamp for CreateTime records: on a CreateTime topic, every
     timestamp within message.timestamp.before/after.max.ms of ``now``; one RecordError per record
     out of range."""
-    if config.get("message.timestamp.type") != "CreateTime":
+    if config.message_timestamp_type != "CreateTime":
         return
     before = config.get("message.timestamp.before.max.ms")
     after = config.get("message.timestamp.after.max.ms")
@@ -225,9 +225,9 @@ def conform_batch(b: RecordBatch, config: LogConfig, now: int) -> RecordBatch:
     """The batch as the topic stores it: re-encoded for compression.type, or stamped with ``now``
     as its LogAppendTime (LogValidator's conversion paths); ``b`` itself when nothing changes."""
     h = b.header
-    target = config.get("compression.type")
+    target = config.compression_type
     codec = h.compression if target == "producer" else codecs.CODEC_BY_NAME[target]
-    append_time = config.get("message.timestamp.type") == "LogAppendTime"
+    append_time = config.message_timestamp_type == "LogAppendTime"
     if codec == h.compression and not append_time:
         return b
     if codec != h.compression:

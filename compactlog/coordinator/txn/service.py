@@ -206,7 +206,7 @@ class TransactionCoordinatorService(CoordinatorRuntime):
             lg = self.state.log(TRANSACTION_STATE_TOPIC, partition)
         if lg is None:
             return operation_error(ErrorCode.unknown_topic_or_partition)
-        if lg.config.get("min.insync.replicas") > 1:
+        if lg.config.min_insync_replicas > 1:
             return operation_error(ErrorCode.not_enough_replicas)
         tv = self.config.transaction_version
         keys = [key_bytes(tid) for tid, _ in records]

@@ -268,7 +268,7 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
             raise _Refused(ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
         if name in INTERNAL_TOPICS and request.client_id != ADMIN_CLIENT_ID:
             raise _Refused(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}")
-        if acks == -1 and log.config.get("min.insync.replicas") > 1:
+        if acks == -1 and log.config.min_insync_replicas > 1:
             raise _Refused(ErrorCode.not_enough_replicas,
                            f"the in-sync replica set (1 broker) is smaller than "
                            f"min.insync.replicas={log.config.get('min.insync.replicas')}")
@@ -296,7 +296,7 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
         stats.appended(name, info.records, len(records), info.duplicate)
     if not info.duplicate:
         appended.append((name, index))
-    append_time = info.max_timestamp if log.config.get("message.timestamp.type") == LOG_APPEND_TIME else None
+    append_time = info.max_timestamp if log.config.message_timestamp_type == LOG_APPEND_TIME else None
     return build(p_cls, index=index, error_code=ErrorCode.none, base_offset=info.first_offset,
                  log_append_time=_datetime(append_time), log_start_offset=log.log_start_offset,
                  record_errors=(), error_message=None)
