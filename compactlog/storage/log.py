@@ -408,26 +408,35 @@ class Log:
                 if b.max_timestamp > max_ts:
                     max_ts, offset_of_max = b.max_timestamp, b.last_offset
                 records += b.records_count
-        self._maybe_roll(len(data), max_ts, first, last)
-        seg = self.active_segment
+        # the local log's fields read directly, the roll check inline: five
+        # appends a single-record transaction (issue 28)
+        local = self._local
+        seg = local.segments.active
+        if seg.should_roll(now_ms=self.clock(), max_timestamp=max_ts, max_offset=last, messages_size=len(data)):
+            self.roll(first)
+            seg = local.segments.active
         mark = seg.append_mark()
-        epochs = list(self.leader_epochs.entries)
-        log_end = self.log_end_offset
+        leader_epochs = self.leader_epochs
+        epochs = list(leader_epochs.entries)
+        latest = epochs[-1][0] if epochs else -1
+        log_end = local.log_end_offset
         try:
-            self._local.append(last, max_ts, offset_of_max, data)
+            local.append(last, max_ts, offset_of_max, data)
             changed = False
             for b in batches:
-                if b.magic == MAGIC_V2:
-                    changed |= self.leader_epochs.assign(b.header.partition_leader_epoch, b.base_offset)
+                # only a newer epoch changes the cache (LeaderEpochCache.assign)
+                if b.magic == MAGIC_V2 and b.header.partition_leader_epoch > latest:
+                    changed |= leader_epochs.assign(b.header.partition_leader_epoch, b.base_offset)
             if changed:
-                self.leader_epochs.flush()
-            for entry in producer_append.aborted_entries(self.producer_state, updates):
-                seg.txn_index.append(entry)
+                leader_epochs.flush()
+            if updates.completed:       # only a marker completes a transaction (an abort: index entries)
+                for entry in producer_append.aborted_entries(self.producer_state, updates):
+                    seg.txn_index.append(entry)
         except (OSError, StorageError) as e:
             self._undo_append(seg, mark, log_end, epochs, e)
-        producer_append.apply(self.producer_state, updates)
+        if updates.infos or updates.completed:
+            producer_append.apply(self.producer_state, updates)
         self.producer_state.last_map_offset = last + 1
-        local = self._local
         if local.log_end_offset - local.recovery_point >= local.config.flush_messages:
             self.flush()
         return AppendInfo(first, last, max_ts, offset_of_max, records, len(data))
@@ -493,11 +502,6 @@ class Log:
                                                          messages_size=size)
         finally:
             self.lock.release()
-
-    def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int) -> None:
-        if self.active_segment.should_roll(now_ms=self.clock(), max_timestamp=max_ts, max_offset=last_offset,
-                                           messages_size=size):
-            self.roll(first_offset)
 
     @_writer
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:

@@ -122,7 +122,8 @@ class FileRecords:
             raise ReadOnlyError(f"{self.path}: opened read-only")
 
     def append(self, data) -> int:
-        self._writable()
+        if self.read_only:
+            self._writable()        # refused, saying why
         if self._body is not None:
             raise StorageError(f"{self.path}: its bytes are the object {self._body.key}; a segment in a bucket "
                                f"is not appended to")
@@ -354,11 +355,12 @@ class LogSegment:
         physical_position = self.log.size
         if physical_position == 0:
             self.rolling_based_timestamp = largest_timestamp
-        if not self.can_convert_to_relative_offset(largest_offset):
+        if not 0 <= largest_offset - self.base_offset <= 0x7FFFFFFF:      # can_convert_to_relative_offset
             raise StorageError(f"{self.log.path}: offset {largest_offset} does not fit the relative "
                                f"offset range of base offset {self.base_offset}")
         self.log.append(data)
-        if largest_timestamp > self.max_timestamp_so_far:
+        max_ts = self._max_ts_offset
+        if largest_timestamp > (max_ts if max_ts is not None else self._max_ts())[0]:
             self._max_ts_offset = (largest_timestamp, shallow_offset_of_max_ts)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, physical_position)
@@ -369,7 +371,8 @@ class LogSegment:
     def append_mark(self) -> tuple:
         """What ``undo_append`` restores: the file's size, the index entries and the in-memory
         state an append changes."""
-        return (self.log.size, self.offset_index.entries, self.time_index.entries, self.txn_index.entry_count(),
+        return (self.log.size, len(self.offset_index._entries), len(self.time_index._entries),
+                self.txn_index.entry_count(),
                 self._max_ts_offset, self.bytes_since_last_index_entry, self.rolling_based_timestamp)
 
     def undo_append(self, mark: tuple) -> None:
