@@ -85,7 +85,8 @@ def _writer(method):
             if self.deleted:
                 # a thread that held this Log across a topic deletion (a produce, the cleaner)
                 raise TopicError(f"partition {self.name} was deleted; {method.__name__} refused")
-            self.check_online()
+            if self.offline is not None:
+                self.check_online()         # refused, saying why
             return method(self, *args, **kwargs)
     return locked
 

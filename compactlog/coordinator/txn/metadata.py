@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -87,9 +88,10 @@ class IllegalTransition(RuntimeError):
     """A transition the state machine forbids: a bug in the caller, never a client's doing."""
 
 
-@dataclass(frozen=True)
-class TxnTransit:
-    """The target of a transition (TxnTransitMetadata): the record ``__transaction_state`` gets."""
+class TxnTransit(NamedTuple):
+    """The target of a transition (TxnTransitMetadata): the record ``__transaction_state`` gets.
+    A named tuple (immutable, made in one call: a frozen dataclass's eleven setattrs cost 2.5 us,
+    three transitions a transaction: issue 28)."""
     producer_id: int
     prev_producer_id: int
     next_producer_id: int
