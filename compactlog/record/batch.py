@@ -7,7 +7,6 @@ record-format.md for the layout.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
 from . import crc as _crc32c
@@ -558,9 +557,9 @@ def batch_positions(buf, start: int = 0, end: int | None = None) -> tuple[list[i
 
 # --- writing batches --------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class BatchSpec:
-    """Everything in a v2 header that a writer chooses."""
+class BatchSpec(NamedTuple):
+    """Everything in a v2 header that a writer chooses. A named tuple, as ``BatchHeader``: 0.45
+    us to make against 1.7 for a frozen dataclass (a coordinator's every record makes one)."""
     base_offset: int = 0
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
     compression: int = compression.NONE
