@@ -22,6 +22,7 @@ records is the figure that belongs to compactlog.
     .venv/bin/python benchmarks/transactions.py [--records N] [--small-records N] [--repeat R]
     .venv/bin/python benchmarks/transactions.py --txn-size 1 [--commits N] [--trees before=/work/main,after=.]
     ... --trees before=/work/main,after=.,off=/work/main --off off   (off: metrics.listener empty)
+    ... --trees venv=.,pgo=. --python pgo=/path/to/venv/bin/python   (the same tree on another interpreter)
 
 ``--txn-size 1`` (or 100) runs only transactions of that size (``--commits`` of them, 1
 partition), the broker's CPU per transaction being the figure (issue 28: under 0.5 ms for one
@@ -235,7 +236,8 @@ def txn_size_only(args) -> None:
             if name in args.off:        # no BrokerMetrics at all: what the metrics cost
                 overrides["metrics.listener"] = ""
             env = {"PYTHONPATH": os.path.abspath(path)} if path is not None else None
-            brokers[name] = Broker(os.path.join(work, name), overrides, env=env).start()
+            brokers[name] = Broker(os.path.join(work, name), overrides, env=env,
+                                   python=args.python.get(name)).start()
         order = list(trees)
         for rnd in range(args.repeat):
             for name in (order if rnd % 2 == 0 else order[::-1]):
@@ -292,6 +294,9 @@ def main() -> None:
                     help="with --txn-size: name=checkout,... one broker per checkout, same run")
     ap.add_argument("--off", type=lambda s: set(s.split(",")), default=set(),
                     help="with --trees: the names whose broker runs with metrics.listener= (no metrics)")
+    ap.add_argument("--python", type=lambda s: dict(kv.split("=", 1) for kv in s.split(",")), default={},
+                    help="with --trees: name=interpreter,... whose broker runs on that Python (a venv with "
+                         "compactlog's dependencies; the tree still comes from --trees)")
     args = ap.parse_args()
     if args.txn_size is not None:
         txn_size_only(args)

@@ -41,9 +41,11 @@ class Broker:
     running: set = set()
 
     def __init__(self, data_dir, overrides: dict | None = None, *, port: int = 0, extra_args=(),
-                 env: dict | None = None):
+                 env: dict | None = None, python: str | None = None):
         self.data_dir = str(data_dir)
         self.env = env          # extra environment variables (LD_PRELOAD of the fault injector)
+        # another interpreter's ``-m compactlog.cli.main`` (a benchmark comparing builds), else COMMAND
+        self.command = [python, "-m", "compactlog.cli.main"] if python else None
         # the metrics listener on a free port too (its default, 9644, is one per machine)
         self.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "metrics.listener": "127.0.0.1:0",
                           **(overrides or {})}
@@ -60,7 +62,7 @@ class Broker:
 
     def start(self) -> "Broker":
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
-        args = list(COMMAND) + ["--data-dir", self.data_dir]
+        args = list(self.command or COMMAND) + ["--data-dir", self.data_dir]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
         args += ["serve", *self.extra_args]
