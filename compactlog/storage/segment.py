@@ -310,19 +310,13 @@ class LogSegment:
         ts = self.rolling_based_timestamp
         return ts if ts is not None and ts >= 0 else None
 
-    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        self._load_first_batch_timestamp()
-        ts = self.rolling_based_timestamp
-        if ts is not None and ts >= 0:
-            return message_timestamp - ts
-        return now_ms - self.created_ms
-
     def should_roll(self, *, now_ms: int, max_timestamp: int, max_offset: int, messages_size: int) -> bool:
         # Kafka's LogSegment.shouldRoll, its conditions in order, each looked at only when the
         # ones before did not decide. Asked twice per small append on the broker's event loop (a
-        # single-record transaction asks nine times), so written out here rather than through
-        # ``time_waited_for_roll``, the indexes' ``is_full`` and ``can_convert_to_relative_offset``,
-        # which say the same (segment_test.py checks each condition)
+        # single-record transaction asks nine times), so written out here rather than through the
+        # indexes' ``is_full`` and ``can_convert_to_relative_offset``, which say the same; the time
+        # waited is Kafka's timeWaitedForRoll: from the first batch's max timestamp, else from the
+        # segment's creation (segment_test.py checks each condition)
         config = self.config
         size = self.log.size
         if size > config.segment_bytes - messages_size:

@@ -271,7 +271,7 @@ def _append(state: BrokerState, request, name: str, checked: _Checked, *, verify
         if acks == -1 and log.config.min_insync_replicas > 1:
             raise _Refused(ErrorCode.not_enough_replicas,
                            f"the in-sync replica set (1 broker) is smaller than "
-                           f"min.insync.replicas={log.config.get('min.insync.replicas')}")
+                           f"min.insync.replicas={log.config.min_insync_replicas}")
         info = log.append_as_leader(records, verification_guard=guard)
     except _Refused as r:
         if stats is not None:
