@@ -15,8 +15,15 @@ client running on the same cores does to the caches between a broker's requests 
 ``benchmarks/transactions.py`` shares this machine's two cores with librdkafka). Each size is
 measured in turn, in the same run, e.g. ``--pollute 0,1000000,4000000``.
 
+``--gap US`` sleeps that many microseconds before each request, outside the time taken: the
+broker's thread idle between requests as it is between a client's (``benchmarks/transactions.py``:
+a request every ~0.7 ms). On this VM the same requests then cost up to twice their CPU back to
+back, with nothing else running: the caches (and whatever the host ran on the core meanwhile)
+are cold when the thread wakes. Each gap is measured in turn after the ``--pollute`` sizes, e.g.
+``--gap 300,2000``.
+
     PYTHONPATH=CHECKOUT .venv/bin/python benchmarks/txn_calls.py [--transactions N] [--no-metrics]
-        [--pollute BYTES,...]
+        [--pollute BYTES,...] [--gap US,...]
 """
 
 from __future__ import annotations
@@ -102,6 +109,9 @@ def main() -> None:
     ap.add_argument("--no-metrics", action="store_true", help="no request metrics (metrics.listener empty)")
     ap.add_argument("--pollute", type=lambda s: [int(x) for x in s.split(",")], default=[0],
                     help="bytes read between requests, outside the time taken (comma-separated: each in turn)")
+    ap.add_argument("--gap", type=lambda s: [int(x) for x in s.split(",")], default=[],
+                    help="microseconds slept before each request, outside the time taken (comma-separated: "
+                         "each in turn, after the --pollute sizes)")
     args = ap.parse_args()
     n = args.transactions
     work = tempfile.mkdtemp(prefix="compactlog-txn-calls-")
@@ -132,14 +142,17 @@ def main() -> None:
                                          topic_data=(build(nested(produce_cls, "TopicProduceData"), name="t",
                                                            partition_data=(data,)),)))
 
-        rounds = len(args.pollute)
-        produces = [produce(i) for i in range(WARM_TRANSACTIONS + (1 + rounds) * n)]
+        conditions = [(size, 0) for size in args.pollute] + [(0, gap) for gap in args.gap]
+        produces = [produce(i) for i in range(WARM_TRANSACTIONS + (1 + len(conditions)) * n)]
         spent = [0.0]
         junk = None
+        gap_s = 0.0
 
         def timed(data: bytes):
             if junk is not None:
                 junk.sum()              # the caches as another process leaves them
+            if gap_s:
+                time.sleep(gap_s)       # idle, as between a client's requests
             begun = time.thread_time()
             body = path.serve(data)
             spent[0] += time.thread_time() - begun
@@ -161,12 +174,14 @@ def main() -> None:
         profile.disable()
         calls = pstats.Stats(profile).total_calls / n
         first = WARM_TRANSACTIONS + n
-        for k, size in enumerate(args.pollute):
+        for k, (size, gap) in enumerate(conditions):
             junk = np.ones(size, dtype=np.uint8) if size else None
+            gap_s = gap / 1e6
             spent[0] = 0.0
             for i in range(first + k * n, first + (k + 1) * n):
                 transaction(i, timed)
             between = f", {size:,} bytes read between requests" if size else ""
+            between += f", {gap:,} us asleep before each request" if gap else ""
             print(f"{n:,} single-record transactions in-process{between}: {calls:,.0f} Python calls and "
                   f"{1e6 * spent[0] / n:,.0f} us of thread CPU a transaction", flush=True)
     finally:
