@@ -615,3 +615,31 @@ def test_a_small_batch_is_encoded_in_python_byte_for_byte_as_the_bulk_writer_doe
         bulk = B.encode_columnar_batch(spec, B.columnar_records(keys, values), np.array(stamps, dtype=np.int64),
                                        np.array(offsets, dtype=np.int64) - base, last)
         assert small == bulk
+
+
+def test_a_plain_small_batch_is_the_small_encoders_bytes_with_the_header_read_back_from_them():
+    """encode_plain_small_batch (a coordinator's own records) against encode_small_batch of the
+    same records at consecutive offsets, and its header against BatchHeader.unpack of its bytes."""
+    import random
+
+    from compactlog.record import batch as B
+    rng = random.Random(280)
+
+    def blob():
+        r = rng.random()
+        if r < 0.2:
+            return None
+        if r < 0.3:
+            return "s%d" % rng.randrange(1000)
+        return rng.randbytes(rng.choice([0, 1, 5, 127, 128, 300, 20000]))
+    for _ in range(500):
+        n = rng.randint(1, B.SMALL_BATCH_RECORDS)
+        base = rng.choice([0, 5, 2 ** 40])
+        epoch = rng.choice([-1, 0, 4, 2 ** 31 - 1])
+        stamps = [rng.choice([-1, 0, 10 ** 12 + rng.randrange(10 ** 6), 2 ** 62]) for _ in range(n)]
+        keys, values = [blob() for _ in range(n)], [blob() for _ in range(n)]
+        raw, header = B.encode_plain_small_batch(base, epoch, stamps, keys, values)
+        assert raw == B.encode_small_batch(B.BatchSpec(base_offset=base, partition_leader_epoch=epoch),
+                                           range(n), stamps, keys, values)
+        assert header == B.BatchHeader.unpack(raw, 0)
+        assert B.RecordBatch(header, raw, 0).records() == B.RecordBatch(B.BatchHeader.unpack(raw, 0), raw, 0).records()

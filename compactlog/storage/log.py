@@ -33,7 +33,7 @@ from ..errors import (InvalidProducerEpochError, InvalidRecordError, LogOfflineE
                       ReadOnlyError, StorageError, TopicError)
 from ..record import compression as codecs
 from ..record.batch import (SMALL_BATCH_RECORDS, BatchHeader, BatchSpec, Record, RecordBatch, columnar_records,
-                            encode_columnar_batch, encode_marker, encode_small_batch)
+                            encode_columnar_batch, encode_marker, encode_plain_small_batch, encode_small_batch)
 from ..record.layout import MAGIC_V2
 from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
@@ -51,8 +51,8 @@ from .segment_source import LocalDirSource, SegmentSource
 from .segments import NO_UPPER_BOUND, LogSegments
 from .timestamp_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, fetchable_answer
 from .txn_index import AbortedTxn
-from .validator import (assign_offsets, conform_batch, own_batch, parse_batches, validate_follower_batches,
-                        validated_batch)
+from .validator import (assign_offsets, check_own_size, conform_batch, own_batch, parse_batches, stored_as_written,
+                        validate_follower_batches, validated_batch)
 
 Clock = Callable[[], int]
 
@@ -261,12 +261,19 @@ class Log:
         at their final offset and leader epoch: the bytes ``append_as_leader`` would store (neither
         field is under the CRC, ``assign_offsets`` only writes them), without the copy, the re-parse
         and the header rewrite of a client's batch. Under the lock (``append_records``)."""
+        config = self.config
+        now = self.clock()
+        if codec == codecs.NONE and stored_as_written(config, codecs.NONE):
+            # what the topic stores as it is (``__transaction_state``, ``__consumer_offsets``):
+            # encoded with its header in one call, checked as ``own_batch`` checks it (issue 28)
+            raw, header = encode_plain_small_batch(self.log_end_offset, self.leader_epoch, timestamps, keys, values)
+            check_own_size(header.size, config, partition=self.name)
+            return self._append_batches([RecordBatch(header, raw, 0)], raw, ProducerUpdates(), now)
         spec = BatchSpec(base_offset=self.log_end_offset, partition_leader_epoch=self.leader_epoch, compression=codec)
         raw = encode_small_batch(spec, range(len(keys)), timestamps, keys, values)
-        b = own_batch(RecordBatch(BatchHeader.unpack(raw, 0), raw, 0), self.config, self.clock(),
-                      partition=self.name)
+        b = own_batch(RecordBatch(BatchHeader.unpack(raw, 0), raw, 0), config, now, partition=self.name)
         data = raw if b.buffer is raw else memoryview(b.buffer)[b.position:b.position + b.size]
-        return self._append_batches([b], data, ProducerUpdates())
+        return self._append_batches([b], data, ProducerUpdates(), now)
 
     @_writer
     def append_as_leader(self, data, origin: str = CLIENT, *,
@@ -285,7 +292,7 @@ class Log:
         batches = parse_batches(buf, self.name)
         now = self.clock()
         planned = self._validate_leader_batches(batches, now, origin, verification_guard, _own)
-        infos = [p if isinstance(p, AppendInfo) else self._append_batches([p[0]], p[1], p[2])
+        infos = [p if isinstance(p, AppendInfo) else self._append_batches([p[0]], p[1], p[2], now)
                  for p in planned]
         if len(infos) == 1:
             return infos[0]             # a client's request: one batch
@@ -358,7 +365,8 @@ class Log:
         # record back (``producer_append.analyze``) would find the same ones
         updates = producer_append.analyze_marker(self.producer_state, producer_id, producer_epoch, commit,
                                                  coordinator_epoch, offset, ts, transaction_version)
-        return self._append_batches([RecordBatch(BatchHeader.unpack(data, 0), data, 0)], data, updates)
+        return self._append_batches([RecordBatch(BatchHeader.unpack(data, 0), data, 0)], data, updates,
+                                    ts if timestamp is None else None)
 
     def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
                                              producer_epoch: int) -> VerificationGuard:
@@ -384,8 +392,10 @@ class Log:
         with self.lock:
             return self.producer_state.active_producer_states()
 
-    def _append_batches(self, batches: list, data, updates: ProducerUpdates) -> AppendInfo:
+    def _append_batches(self, batches: list, data, updates: ProducerUpdates, now: int | None = None) -> AppendInfo:
         """Write validated batches (their producer-state changes already checked) and apply them.
+        ``now``: the clock as the caller read it for this append (None: read here), for the roll
+        check.
 
         All or nothing on disk too: every file an append writes (the ``.log``, its indexes, the
         ``.txnindex``, the leader-epoch checkpoint) is written before anything changes in memory,
@@ -413,7 +423,8 @@ class Log:
         # appends a single-record transaction (issue 28)
         local = self._local
         seg = local.segments.active
-        if seg.should_roll(now_ms=self.clock(), max_timestamp=max_ts, max_offset=last, messages_size=len(data)):
+        if seg.should_roll(now_ms=self.clock() if now is None else now, max_timestamp=max_ts, max_offset=last,
+                           messages_size=len(data)):
             self.roll(first)
             seg = local.segments.active
         mark = seg.append_mark()
