@@ -583,6 +583,24 @@ def test_overlong_varints_wrap_to_32_bits_like_java():
     assert b.columns().hdr_count.tolist() == [1]
 
 
+def _small_sample(rng):
+    """(n, base offset, timestamps, keys, values) of a few random records for the small encoders'
+    differential tests: keys and values None, a str, or bytes of sizes around varint boundaries."""
+    from compactlog.record.batch import SMALL_BATCH_RECORDS
+
+    def blob():
+        r = rng.random()
+        if r < 0.2:
+            return None
+        if r < 0.3:
+            return "s%d" % rng.randrange(1000)
+        return rng.randbytes(rng.choice([0, 1, 5, 127, 128, 300, 20000]))
+    n = rng.randint(1, SMALL_BATCH_RECORDS)
+    base = rng.choice([0, 5, 2 ** 40])
+    stamps = [rng.choice([-1, 0, 10 ** 12 + rng.randrange(10 ** 6), 2 ** 62]) for _ in range(n)]
+    return n, base, stamps, [blob() for _ in range(n)], [blob() for _ in range(n)]
+
+
 def test_a_small_batch_is_encoded_in_python_byte_for_byte_as_the_bulk_writer_does():
     """encode_small_batch (a coordinator's record, a marker: no numpy set-up) against
     encode_columnar_batch on random keys, values, timestamps, offsets and headers' fields."""
@@ -592,24 +610,13 @@ def test_a_small_batch_is_encoded_in_python_byte_for_byte_as_the_bulk_writer_doe
 
     from compactlog.record import batch as B
     rng = random.Random(28)
-
-    def blob():
-        r = rng.random()
-        if r < 0.2:
-            return None
-        if r < 0.3:
-            return "s%d" % rng.randrange(1000)
-        return rng.randbytes(rng.choice([0, 1, 5, 127, 128, 300, 20000]))
     for _ in range(500):
-        n = rng.randint(1, B.SMALL_BATCH_RECORDS)
-        base = rng.choice([0, 5, 2 ** 40])
+        n, base, stamps, keys, values = _small_sample(rng)
         spec = B.BatchSpec(base_offset=base, compression=rng.choice([0, 0, 1]), transactional=rng.random() < 0.5,
                            producer_id=rng.choice([-1, 7, 2 ** 50]), producer_epoch=rng.choice([-1, 3]),
                            base_sequence=rng.choice([-1, 0, 99]), partition_leader_epoch=rng.choice([-1, 0, 4]),
                            delete_horizon_ms=rng.choice([None, None, 10 ** 12]))
         offsets = sorted(rng.sample(range(base, base + 10), n))
-        stamps = [rng.choice([-1, 0, 10 ** 12 + rng.randrange(10 ** 6), 2 ** 62]) for _ in range(n)]
-        keys, values = [blob() for _ in range(n)], [blob() for _ in range(n)]
         last = rng.choice([None, offsets[-1] - base + 3])
         small = B.encode_small_batch(spec, [o - base for o in offsets], stamps, keys, values, last)
         bulk = B.encode_columnar_batch(spec, B.columnar_records(keys, values), np.array(stamps, dtype=np.int64),
@@ -624,20 +631,9 @@ def test_a_plain_small_batch_is_the_small_encoders_bytes_with_the_header_read_ba
 
     from compactlog.record import batch as B
     rng = random.Random(280)
-
-    def blob():
-        r = rng.random()
-        if r < 0.2:
-            return None
-        if r < 0.3:
-            return "s%d" % rng.randrange(1000)
-        return rng.randbytes(rng.choice([0, 1, 5, 127, 128, 300, 20000]))
     for _ in range(500):
-        n = rng.randint(1, B.SMALL_BATCH_RECORDS)
-        base = rng.choice([0, 5, 2 ** 40])
+        n, base, stamps, keys, values = _small_sample(rng)
         epoch = rng.choice([-1, 0, 4, 2 ** 31 - 1])
-        stamps = [rng.choice([-1, 0, 10 ** 12 + rng.randrange(10 ** 6), 2 ** 62]) for _ in range(n)]
-        keys, values = [blob() for _ in range(n)], [blob() for _ in range(n)]
         raw, header = B.encode_plain_small_batch(base, epoch, stamps, keys, values)
         assert raw == B.encode_small_batch(B.BatchSpec(base_offset=base, partition_leader_epoch=epoch),
                                            range(n), stamps, keys, values)
