@@ -52,12 +52,13 @@ $(APPS_STAMP): $(APPS_REQUIREMENTS)
 demo: $(STAMP)
 	$(PY) -m compactlog.demo --data-dir build/demo-data
 
-# the whole suite on four workers (pytest-xdist; each test file stays on one worker, so a module's
-# SparkSession and broker are started once): most tests wait on subprocesses, and two workers left
-# the two cores idle 40% of the time (9:37 against 7:56 for four, same tree, quiet machine). The
-# files with Spark tests go to two of the four (conftest.py, tests/lane_scheduling.py): each worker
-# that runs one starts a SparkSession of its own (~10-13 CPU-s of JVM)
-TEST_WORKERS ?= 4
+# the whole suite on six workers (pytest-xdist; each test file stays on one worker, so a module's
+# SparkSession and broker are started once): most tests wait on subprocesses, and fewer workers
+# leave the two cores idle meanwhile (two: 9:37 against 7:56 for four; four: 8:23 against 7:32 for
+# six, the same tree and hour on a fresh clone, 660 and 674 CPU-s). The files with Spark tests go
+# to two of the workers (conftest.py, tests/lane_scheduling.py): each worker that runs one starts a
+# SparkSession of its own (~10-13 CPU-s of JVM)
+TEST_WORKERS ?= 6
 # the sources byte-compiled first: with PYTHONDONTWRITEBYTECODE set (as on CI machines) every
 # command a test starts would compile the package's sources again (~0.07 s of CPU each). Then one
 # collection with bytecode allowed writes pytest's assertion-rewritten test modules to their
