@@ -595,10 +595,17 @@ def assemble_batch(spec: BatchSpec, last_offset_delta: int, base_timestamp: int,
     after_crc = _AFTER_CRC.pack(attrs, last_offset_delta, base_timestamp, max_timestamp,
                                 spec.producer_id, spec.producer_epoch, spec.base_sequence,
                                 records_count) + payload
+    return _framed(spec.base_offset, spec.partition_leader_epoch, after_crc)[0]
+
+
+def _framed(base_offset: int, partition_leader_epoch: int, after_crc: bytes) -> tuple[bytes, int, int]:
+    """A v2 batch from the bytes its CRC covers (attributes onwards): the prefix (base offset,
+    length, partition leader epoch, magic) and the CRC put before them. With the CRC and the
+    length, for a writer that makes the header too."""
     crc = _crc32c.crc32c(after_crc)
     length = ATTRIBUTES_OFFSET - LOG_OVERHEAD + len(after_crc)
-    return _PREFIX.pack(spec.base_offset, length, spec.partition_leader_epoch, MAGIC_V2) \
-        + UINT32.pack(crc) + after_crc
+    return _PREFIX.pack(base_offset, length, partition_leader_epoch, MAGIC_V2) + UINT32.pack(crc) + after_crc, \
+        crc, length
 
 
 def empty_batch(header: BatchHeader) -> bytes:
@@ -826,9 +833,7 @@ def encode_plain_small_batch(base_offset: int, partition_leader_epoch: int, time
     max_ts = max(timestamps)
     after_crc = _AFTER_CRC.pack(0, n - 1, base_ts, max_ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, n) \
         + _small_records(range(n), [ts - base_ts for ts in timestamps], keys, values)
-    crc = _crc32c.crc32c(after_crc)
-    length = ATTRIBUTES_OFFSET - LOG_OVERHEAD + len(after_crc)
-    raw = _PREFIX.pack(base_offset, length, partition_leader_epoch, MAGIC_V2) + UINT32.pack(crc) + after_crc
+    raw, crc, length = _framed(base_offset, partition_leader_epoch, after_crc)
     return raw, _new_tuple(BatchHeader, (base_offset, length, partition_leader_epoch, MAGIC_V2, crc, 0, n - 1,
                                          base_ts, max_ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, n))
 
@@ -888,8 +893,7 @@ def encode_marker(*, offset: int, commit: bool, producer_id: int, producer_epoch
     transaction and partition)."""
     after_crc = _AFTER_CRC.pack(_MARKER_ATTRIBUTES, 0, timestamp, timestamp, producer_id, producer_epoch,
                                 NO_SEQUENCE, 1) + _marker_records(commit, coordinator_epoch)
-    return (_PREFIX.pack(offset, ATTRIBUTES_OFFSET - LOG_OVERHEAD + len(after_crc), partition_leader_epoch, MAGIC_V2)
-            + UINT32.pack(_crc32c.crc32c(after_crc)) + after_crc)
+    return _framed(offset, partition_leader_epoch, after_crc)[0]
 
 
 _MARKER_ATTRIBUTES = TRANSACTIONAL_FLAG | CONTROL_FLAG       # CreateTime, uncompressed

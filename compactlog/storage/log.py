@@ -51,8 +51,8 @@ from .segment_source import LocalDirSource, SegmentSource
 from .segments import NO_UPPER_BOUND, LogSegments
 from .timestamp_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, fetchable_answer
 from .txn_index import AbortedTxn
-from .validator import (assign_offsets, check_own_size, conform_batch, own_batch, parse_batches, stored_as_written,
-                        validate_follower_batches, validated_batch)
+from .validator import (assign_offsets, conform_batch, own_batch, parse_batches, validate_follower_batches,
+                        validated_batch)
 
 Clock = Callable[[], int]
 
@@ -261,17 +261,15 @@ class Log:
         at their final offset and leader epoch: the bytes ``append_as_leader`` would store (neither
         field is under the CRC, ``assign_offsets`` only writes them), without the copy, the re-parse
         and the header rewrite of a client's batch. Under the lock (``append_records``)."""
-        config = self.config
         now = self.clock()
-        if codec == codecs.NONE and stored_as_written(config, codecs.NONE):
-            # what the topic stores as it is (``__transaction_state``, ``__consumer_offsets``):
-            # encoded with its header in one call, checked as ``own_batch`` checks it (issue 28)
+        if codec == codecs.NONE:        # the coordinators' records: encoded with their header in one call
             raw, header = encode_plain_small_batch(self.log_end_offset, self.leader_epoch, timestamps, keys, values)
-            check_own_size(header.size, config, partition=self.name)
-            return self._append_batches([RecordBatch(header, raw, 0)], raw, ProducerUpdates(), now)
-        spec = BatchSpec(base_offset=self.log_end_offset, partition_leader_epoch=self.leader_epoch, compression=codec)
-        raw = encode_small_batch(spec, range(len(keys)), timestamps, keys, values)
-        b = own_batch(RecordBatch(BatchHeader.unpack(raw, 0), raw, 0), config, now, partition=self.name)
+        else:
+            spec = BatchSpec(base_offset=self.log_end_offset, partition_leader_epoch=self.leader_epoch,
+                             compression=codec)
+            raw = encode_small_batch(spec, range(len(keys)), timestamps, keys, values)
+            header = BatchHeader.unpack(raw, 0)
+        b = own_batch(RecordBatch(header, raw, 0), self.config, now, partition=self.name)
         data = raw if b.buffer is raw else memoryview(b.buffer)[b.position:b.position + b.size]
         return self._append_batches([b], data, ProducerUpdates(), now)
 

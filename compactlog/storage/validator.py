@@ -225,11 +225,11 @@ def conform_batch(b: RecordBatch, config: LogConfig, now: int) -> RecordBatch:
     """The batch as the topic stores it: re-encoded for compression.type, or stamped with ``now``
     as its LogAppendTime (LogValidator's conversion paths); ``b`` itself when nothing changes."""
     h = b.header
-    if stored_as_written(config, h.compression):
-        return b
     target = config.compression_type
     codec = h.compression if target == "producer" else codecs.CODEC_BY_NAME[target]
     append_time = config.message_timestamp_type == "LogAppendTime"
+    if codec == h.compression and not append_time:
+        return b
     if codec != h.compression:
         spec = BatchSpec(base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch,
                          compression=codec, timestamp_type=LOG_APPEND_TIME if append_time else CREATE_TIME,
@@ -260,27 +260,14 @@ def own_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: str) ->
     keys, offsets deltas and timestamps are right by construction, so only the size rules that a
     big record can break are checked (max.message.bytes, then segment.bytes, in Kafka's order),
     then it is conformed to the topic as a client's would be."""
-    check_own_size(b.header.size, config, partition=partition, position=b.position)
-    return conform_batch(b, config, now)
-
-
-def check_own_size(size: int, config: LogConfig, *, partition: str, position: int = 0) -> None:
-    """``own_batch``'s size rules: max.message.bytes, then segment.bytes, in Kafka's order."""
-    if size > config.max_message_size:
-        raise RecordTooLargeError(f"{partition}: batch at position {position}: size {size} exceeds "
+    h = b.header
+    if h.size > config.max_message_size:
+        raise RecordTooLargeError(f"{partition}: batch at position {b.position}: size {h.size} exceeds "
                                   f"max.message.bytes ({config.max_message_size})")
-    if size > config.segment_bytes:
-        raise RecordListTooLargeError(f"{partition}: batch at position {position}: size {size} exceeds "
+    if h.size > config.segment_bytes:
+        raise RecordListTooLargeError(f"{partition}: batch at position {b.position}: size {h.size} exceeds "
                                       f"segment.bytes ({config.segment_bytes})")
-
-
-def stored_as_written(config: LogConfig, compression: int) -> bool:
-    """Whether the topic stores a batch of this codec as it was written (``conform_batch``
-    returns it unchanged): the topic's compression.type takes it, and its timestamps are the
-    producer's (CreateTime)."""
-    target = config.compression_type
-    return (target == "producer" or codecs.CODEC_BY_NAME[target] == compression) \
-        and config.message_timestamp_type != "LogAppendTime"
+    return conform_batch(b, config, now)
 
 
 def validate_follower_batches(buf, log_end_offset: int, config: LogConfig, *, partition: str) -> list:
