@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -56,13 +57,22 @@ def records(reader: PartitionReader) -> list[tuple]:
     return [(r.offset, r.key, r.value) for r in reader.records()]
 
 
+# A bound on the test's own waits for the writer's thread, only so that a bug cannot hang the suite:
+# each wait ends when the step it waits for is done, however loaded the machine.
+WRITER_STEP_BOUND_S = 300
+
+
 class SteppedSwap:
-    """``log.replace_segments(new, old)`` in a thread that waits before every rename and remove."""
+    """``log.replace_segments(new, old)`` in a thread that waits before every rename and remove.
+
+    ``stepping_s`` is the wall time the test spent waiting for the writer's steps: a reader whose
+    hooks step the writer does not count it against its own budget (``ReaderClock``)."""
 
     def __init__(self, monkeypatch, log, new, old):
         self.cv = threading.Condition()
         self.allowed = 0
         self.done = 0
+        self.stepping_s = 0.0
         self.thread = threading.Thread(target=log.replace_segments, args=(new, old), daemon=True)
         for name in ("replace", "remove"):
             monkeypatch.setattr(os, name, self._gated(getattr(os, name)))
@@ -71,7 +81,7 @@ class SteppedSwap:
         def op(*args, **kwargs):
             if threading.current_thread() is self.thread:
                 with self.cv:
-                    self.cv.wait_for(lambda: self.allowed > self.done, timeout=10)
+                    assert self.cv.wait_for(lambda: self.allowed > self.done, timeout=WRITER_STEP_BOUND_S)
                 try:
                     return real(*args, **kwargs)
                 finally:
@@ -87,15 +97,32 @@ class SteppedSwap:
         return self
 
     def step(self, n: int = 1) -> None:
+        started = time.monotonic()
         with self.cv:
             self.allowed += n
             self.cv.notify_all()
-            self.cv.wait_for(lambda: self.done >= self.allowed or not self.thread.is_alive(), timeout=10)
+            assert self.cv.wait_for(lambda: self.done >= self.allowed or not self.thread.is_alive(),
+                                    timeout=WRITER_STEP_BOUND_S)
+        self.stepping_s += time.monotonic() - started
 
     def finish(self) -> None:
         self.step(10_000)
-        self.thread.join(10)
+        self.thread.join(WRITER_STEP_BOUND_S)
         assert not self.thread.is_alive()
+
+
+class ReaderClock:
+    """``pinned``'s clock for a reader whose hooks step the writer: the real one less the time the
+    hooks waited for the writer's thread, so the pin's budget (``PIN_TIMEOUT_S``) counts the
+    reader's own attempts and waits and not the writer's steps the test forces into the middle of
+    them, which take seconds on a loaded machine."""
+
+    def __init__(self, swap: SteppedSwap):
+        self.swap = swap
+        self.sleep = time.sleep
+
+    def monotonic(self) -> float:
+        return time.monotonic() - self.swap.stepping_s
 
 
 @pytest.fixture
@@ -154,9 +181,11 @@ def test_every_step_of_a_swap_between_listing_and_mapping(swap_setup, monkeypatc
 
             m.setattr(pinned, "_log_names", names)
             m.setattr(pinned, "_map", mapped)
+            m.setattr(pinned, "time", ReaderClock(swap))
             reader = PartitionReader(log.dir)
             m.setattr(pinned, "_log_names", real_names)
             m.setattr(pinned, "_map", real_map)
+            m.setattr(pinned, "time", time)
             swap.finish()
         got = records(reader)       # every old file is gone by now
         assert got in (before, after), (k, where, jump)
