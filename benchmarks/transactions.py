@@ -26,7 +26,10 @@ records is the figure that belongs to compactlog.
 
 ``--txn-size 1`` (or 100) runs only transactions of that size (``--commits`` of them, 1
 partition), the broker's CPU per transaction being the figure (issue 28: under 0.5 ms for one
-record); ``--trees`` starts one broker per checkout (PYTHONPATH) and runs the same work on each in
+record); ``--producers N`` has N transactional producers (threads, one transactional id each)
+share the ``--commits`` at once, into the same partition: the broker's CPU per transaction when
+requests from several clients keep its thread busy, rather than idle between one client's
+requests; ``--trees`` starts one broker per checkout (PYTHONPATH) and runs the same work on each in
 turn, ``--repeat`` times, alternating the order: same-run ratios on a shared machine.
 
 Targets (issue 16): transactions of 10,000 records reach at least 70% of the idempotent
@@ -112,6 +115,21 @@ def run_transactional(bootstrap: str, topic: str, keys, value, txn_size: int, ti
         commits.append(time.perf_counter() - c0)
     wall = time.perf_counter() - t0
     return {"wall": wall, "txns": len(commits), "commits": commits}
+
+
+def run_concurrently(bootstrap: str, topic: str, keys, value, txn_size: int, tid: str, producers: int) -> dict:
+    """``run_transactional`` in ``producers`` threads at once, each with its own transactional id
+    and a share of ``keys`` (librdkafka's blocking calls release the GIL)."""
+    if producers == 1:
+        return run_transactional(bootstrap, topic, keys, value, txn_size, tid)
+    import concurrent.futures
+    share = -(-len(keys) // producers)
+    with concurrent.futures.ThreadPoolExecutor(producers) as pool:
+        t0 = time.perf_counter()
+        runs = list(pool.map(lambda i: run_transactional(bootstrap, topic, keys[i * share:(i + 1) * share], value,
+                                                         txn_size, f"{tid}-{i}"), range(producers)))
+        wall = time.perf_counter() - t0
+    return {"wall": wall, "txns": sum(r["txns"] for r in runs), "commits": [c for r in runs for c in r["commits"]]}
 
 
 def check_topic(bootstrap: str, topic: str, partitions: int, n: int, txns: int) -> None:
@@ -248,12 +266,14 @@ def txn_size_only(args) -> None:
                 run_transactional(broker.bootstrap, topic, keys[:args.txn_size], value, args.txn_size,
                                   f"warm-{topic}")
                 cpu0 = cpu_seconds(broker.pid)
-                r = run_transactional(broker.bootstrap, topic, keys, value, args.txn_size, f"bench-{topic}")
+                r = run_concurrently(broker.bootstrap, topic, keys, value, args.txn_size, f"bench-{topic}",
+                                     args.producers)
                 cpu = cpu_seconds(broker.pid) - cpu0
                 check_topic(broker.bootstrap, topic, 1, len(keys) + args.txn_size, r["txns"] + 1)
                 ms = 1000 * cpu / r["txns"]
                 samples[name].append((ms, len(keys) / r["wall"], 1000 * percentile(r["commits"], 0.99)))
-                print(f"{name:<8} round {rnd + 1}: {r['txns']:,} transactions of {args.txn_size}: broker CPU "
+                print(f"{name:<8} round {rnd + 1}: {r['txns']:,} transactions of {args.txn_size}"
+                      f"{f' from {args.producers} producers at once' if args.producers > 1 else ''}: broker CPU "
                       f"{ms:.3f} ms per transaction ({cpu / (len(keys) / 1e6):.2f} s per M records), "
                       f"{len(keys) / r['wall']:,.0f} rec/s, commit p99 {samples[name][-1][2]:.2f} ms", flush=True)
     finally:
@@ -290,6 +310,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the data dir (printed)")
     ap.add_argument("--txn-size", type=int, default=None,
                     help="only transactions of this many records (1 or 100), --commits of them")
+    ap.add_argument("--producers", type=int, default=1,
+                    help="with --txn-size: this many transactional producers at once, sharing --commits")
     ap.add_argument("--trees", type=lambda s: dict(kv.split("=", 1) for kv in s.split(",")), default=None,
                     help="with --txn-size: name=checkout,... one broker per checkout, same run")
     ap.add_argument("--off", type=lambda s: set(s.split(",")), default=set(),
@@ -303,6 +325,8 @@ def main() -> None:
         return
     if args.trees:
         ap.error("--trees needs --txn-size")
+    if args.producers != 1:
+        ap.error("--producers needs --txn-size")
     work = tempfile.mkdtemp(prefix="compactlog-txn-bench-")
     print(f"compactlog serve transactions benchmark: {args.records:,} records per run "
           f"({args.small_records:,} in transactions of 100; {KEY_BYTES}-byte keys, {VALUE_BYTES}-byte values), "
