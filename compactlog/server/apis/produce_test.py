@@ -301,3 +301,59 @@ def test_what_may_wait_goes_to_a_worker_thread(state, warm):
     jit._warm = False
     assert quick_produce(state, _produce_request([("t", 0, small)])) is None
     assert all(state.log(n, 0).log_end_offset == 0 for n in ("t", "small", "flushed"))
+
+
+def _legacy_message(value: bytes, magic: int = 1) -> bytes:
+    """One uncompressed message-set entry of magic 0 or 1 (offset, size, crc, magic, attributes,
+    [timestamp], key -1, value), as a pre-0.11 producer wrote it."""
+    import struct
+    import zlib
+    body = struct.pack(">bb", magic, 0) + (struct.pack(">q", now_ms()) if magic else b"")
+    body += struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", 0, len(message)) + message
+
+
+def test_produce_reads_the_records_as_kafkas_batch_iterator_does(state):
+    """The first batch of a partition's records is found as Kafka's ByteBufferLogInputStream
+    finds it, then ProduceRequest.validateRecords judges it: bytes that hold no complete batch
+    (too short for a size, a batch cut short) are "no batch" (INVALID_RECORD, not the retriable
+    CORRUPT_MESSAGE, which a producer would retry until its delivery timeout), a complete legacy
+    message is the wrong magic (INVALID_RECORD), an impossible size or magic is CORRUPT_MESSAGE,
+    and bytes after the one batch too short to be a batch are trimmed (UnifiedLog.trimInvalidBytes)
+    and the batch appended."""
+    import struct
+    state.create_topic("t", 1)
+    good = batch([b"k"])
+
+    def with_length(records, length, at=0):
+        out = bytearray(records)
+        struct.pack_into(">i", out, at + 8, length)
+        return bytes(out)
+
+    magic3 = bytearray(good)
+    magic3[16] = 3
+    cases = [
+        (good[:-3], ErrorCode.invalid_record),                      # cut short: no complete batch
+        (good[:11], ErrorCode.invalid_record),                      # too short for the size field
+        (good[:16], ErrorCode.invalid_record),                      # size, but no magic yet
+        (_legacy_message(b"old"), ErrorCode.invalid_record),        # magic 1: only v2 batches
+        (_legacy_message(b"older", magic=0), ErrorCode.invalid_record),
+        (with_length(good, 13), ErrorCode.corrupt_message),         # below the least overhead (14)
+        (bytes(magic3), ErrorCode.corrupt_message),                 # no such magic
+        (with_length(good[:42], 30), ErrorCode.corrupt_message),    # a v2 batch below its header size
+        (good + with_length(b"\0" * 12, 5), ErrorCode.corrupt_message),   # the next size is impossible
+        (good + good, ErrorCode.invalid_record),                    # two batches
+    ]
+    for records, code in cases:
+        [r] = produce(state, [("t", 0, records)])
+        assert r.error_code == code, (records.hex(), r.error_code, r.error_message)
+    assert state.log("t", 0).log_end_offset == 0
+    # trailing bytes that hold no batch (fewer than a size's 12, or a size past the end): trimmed
+    for tail in (b"\0\0", with_length(b"\0" * 20, 500)):
+        [r] = produce(state, [("t", 0, good + tail)])
+        assert (r.error_code, r.error_message) == (ErrorCode.none, None)
+    log = state.log("t", 0)
+    assert log.log_end_offset == 2
+    assert [x.key for x in log.records()] == [b"k", b"k"]
+    assert log.size() == 2 * len(good)
