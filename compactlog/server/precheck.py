@@ -14,14 +14,17 @@ count times its elements' minimum size exceeds the bytes left. After a successfu
 array kio reaches holds at most as many elements as the frame has bytes. It also refuses a null
 where the schema has a non-nullable array, which kio would hand over as None and Kafka refuses
 ("non-nullable field ... was serialized as null"). Wherever kio itself would fail (a short
-buffer, a bad length, an unknown tag), the scan may fail first or let kio fail: either way the
-request is refused, and no array count is ever trusted unchecked.
+buffer, a bad length), the scan may fail first or let kio fail: either way the request is
+refused, and no array count is ever trusted unchecked. A tagged field the schema does not list,
+which kio refuses and Kafka skips, raises ``UnknownTaggedField``; ``strip_unknown_tags`` then
+copies the body without such fields for kio to read.
 """
 
 from __future__ import annotations
 
 import functools
 import struct
+import threading
 from dataclasses import fields
 from types import NoneType, UnionType
 from typing import Callable, Union, get_args, get_origin
@@ -100,16 +103,112 @@ def _too_many(n: int, min_size: int, pos: int, end: int) -> MalformedRequest:
                             f"bytes each, but {max(end - pos, 0)} bytes are left")
 
 
+class UnknownTaggedField(MalformedRequest):
+    """A tagged field the schema does not list: Kafka keeps its bytes aside and reads on
+    (``readUnknownTaggedField``), so the body is read again without it (``strip_unknown_tags``)."""
+
+
+class _Skipping(threading.local):
+    # the tag sections holding unknown fields, while ``strip_unknown_tags`` walks a body (None: a
+    # plain scan, where the first unknown tag raises UnknownTaggedField)
+    sections: list | None = None
+
+
+_skipping = _Skipping()
+
+
 def _tagged(buf, pos: int, end: int, tagged: dict, name: str) -> int:
+    section = pos
     count, pos = _uvarint(buf, pos, end)
+    count_end = pos
+    unknown = []
     for _ in range(count):
+        field = pos
         tag, pos = _uvarint(buf, pos, end)
-        _, pos = _uvarint(buf, pos, end)      # the size: kio reads the field by its schema
+        size, pos = _uvarint(buf, pos, end)   # the size: kio reads a known field by its schema
         step = tagged.get(tag)
         if step is None:
-            raise MalformedRequest(f"{name} has no tagged field {tag} (byte {pos})")
+            if pos + size > end:
+                raise _past_end(pos)
+            if _skipping.sections is None:
+                raise UnknownTaggedField(f"{name} has no tagged field {tag} (byte {pos})")
+            pos += size
+            unknown.append((field, pos))
+            continue
         pos = pos + step if step.__class__ is int else step(buf, pos, end)
+    if unknown:
+        _skipping.sections.append((section, count_end, count - len(unknown), unknown))
     return pos
+
+
+def _edits_without(sections) -> list[tuple[int, int, bytes]]:
+    """(start, end, replacement) edits that drop the unknown fields of ``sections`` and lower
+    their sections' counts, in position order."""
+    edits = []
+    for section, count_end, count, unknown in sections:
+        edits.append((section, count_end, _uvarint_bytes(count)))
+        edits.extend((start, stop, b"") for start, stop in unknown)
+    edits.sort()
+    return edits
+
+
+def _apply(buf, pos: int, end: int, edits) -> bytes:
+    parts = []
+    for start, stop, replacement in edits:
+        parts += (buf[pos:start], replacement)
+        pos = stop
+    parts.append(buf[pos:end])
+    return b"".join(bytes(p) for p in parts)
+
+
+def _uvarint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def strip_unknown_tags(entity_type: type, buf, pos: int, end: int) -> bytes:
+    """``buf[pos:end]`` without the tagged fields ``entity_type``'s schema does not list, each
+    section's count lowered to match (a copy: only a body that has such fields pays for it).
+    Raises ``MalformedRequest`` as ``scan`` does for anything else; known tagged fields are
+    kept as they are."""
+    _skipping.sections = sections = []
+    try:
+        scan(entity_type, buf, pos, end)
+    finally:
+        _skipping.sections = None
+    return _apply(buf, pos, end, _edits_without(sections))
+
+
+def header_without_tags(buf, end: int) -> bytes | None:
+    """A request header v2 (``buf[0:end]``, a body after it) without its tagged fields, or None
+    when it has none or is malformed: the header's schema lists no tagged field, so all of
+    them are unknown and skipped, as Kafka's RequestHeaderData.read skips them. Its client_id is
+    a legacy int16-length string (wire-protocol.md §1.2)."""
+    if end < 10:
+        return None
+    n = _I16.unpack_from(buf, 8)[0]
+    section = 10 + max(n, 0)
+    if section >= end or buf[section] == 0:
+        return None
+    try:
+        count, pos = _uvarint(buf, section, end)
+        count_end = pos
+        unknown = []
+        for _ in range(count):
+            field = pos
+            _, pos = _uvarint(buf, pos, end)
+            size, pos = _uvarint(buf, pos, end)
+            pos += size
+            if pos > end:
+                return None
+            unknown.append((field, pos))
+    except MalformedRequest:
+        return None
+    return _apply(buf, 0, end, _edits_without([(section, count_end, 0, unknown)]))
 
 
 _HELPERS = {"_uvarint": _uvarint, "_i16": _I16.unpack_from, "_i32": _I32.unpack_from,

@@ -34,11 +34,14 @@ to write in order: bytes, and file regions (``FileRegion``) of a segment that th
 ``sendfile``, so record bytes never pass through Python), nothing, or a ``Close``. The transport
 thus needs no handler's types and applies no API's rule.
 
+Tagged fields that the schema does not list (a newer client's, in the header or the body) are
+skipped, as Kafka's readers skip them: kio refuses them, so such a frame is read again without
+them (``precheck.strip_unknown_tags``, ``header_without_tags``).
+
 Decoding never raises for any input: a frame kio cannot read becomes a ``Close`` whose reason
 says why (the transport logs it). Differences from Kafka, all ending in a closed connection
 where Kafka would go on: kio refuses strings that are not valid UTF-8 (Java substitutes U+FFFD),
-tagged fields its schema does not list (Kafka skips them), lengths below -1 (Kafka reads any
-negative length as null) and 64-bit durations beyond Python's ``timedelta`` (OffsetCommit v2-4
+lengths below -1 (Kafka reads any negative length as null) and 64-bit durations beyond Python's ``timedelta`` (OffsetCommit v2-4
 ``retention_time_ms``); none of the clients of wire-protocol.md §9 sends such requests.
 """
 
@@ -59,7 +62,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from .precheck import MalformedRequest, scan
+from .precheck import MalformedRequest, UnknownTaggedField, header_without_tags, scan, strip_unknown_tags
 from .produce_response import encode_produce_response
 from .versions import API_VERSIONS_KEY, SupportedApis, request_schema
 
@@ -418,17 +421,32 @@ class Connection:
 
         body_type, header_reader, body_reader = _readers(api_key, api_version)
         header, offset, failure = _kio_read(header_reader, frame, 0)
+        if failure and body_type.__header_schema__.__flexible__:
+            # kio refuses the tagged fields a header v2 may carry (it lists none): Kafka skips them
+            stripped = header_without_tags(frame, size)
+            if stripped is not None:
+                frame = memoryview(stripped)
+                header, offset, failure = _kio_read(header_reader, frame, 0)
         if failure:
             return Close(f"malformed {api.name} v{api_version} request header: {failure}")
+        end = len(frame)
         key = None
-        if api_key in REPEATED_BODY_KEYS and size - offset <= REPEATED_BODY_BYTES:
+        if api_key in REPEATED_BODY_KEYS and end - offset <= REPEATED_BODY_BYTES:
             key = (body_type, frame[offset:].tobytes())
             body = _BODIES.get(key)
         else:
             body = None
         if body is None:
             try:
-                scan(body_type, frame, offset, size)
+                scan(body_type, frame, offset, end)
+            except UnknownTaggedField:
+                # tags the schema does not list: Kafka's readers keep them aside and read on, so
+                # the body is read without them (a copy, made only for such a body)
+                try:
+                    frame = memoryview(strip_unknown_tags(body_type, frame, offset, end))
+                except MalformedRequest as e:
+                    return _malformed(api, header, e)
+                offset = 0
             except MalformedRequest as e:
                 return _malformed(api, header, e)
             body, _, failure = _kio_read(body_reader, frame, offset)
