@@ -264,3 +264,65 @@ def test_a_small_tail_fetch_is_read_on_the_event_loop_and_anything_that_could_wa
         t.join(10)
     waiter.join(10)
     assert result["frame"] == answer(6) and handed_off == [0, 6]
+
+
+def _fetch_answer(state, body, version=12):
+    """handle_fetch's answer to ``body`` read back as kio's FetchResponse."""
+    import dataclasses  # noqa: F401  (the callers' replace)
+    from kio.serial import entity_reader
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        return await handle_fetch(state, request(1, version, body),
+                                  lambda fn, *args: loop.run_in_executor(None, fn, *args))
+    resp = asyncio.run(go())
+    if isinstance(resp, EncodedResponse):
+        try:
+            frame = _flatten(resp)
+        finally:
+            resp.close()
+    else:
+        frame = encode_response(request(1, version, body), resp)
+    return entity_reader(response_schema(1, version))(frame, 8 + (version >= 12))[0]
+
+
+def test_fetch_sessions_as_kafkas_fetch_manager_reads_them(state):
+    """No session is ever created (every answer says session 0). Kafka's FetchManager.newContext:
+    a full request (epoch 0 or -1) is answered whatever session id it names (a named session is
+    closed, and 0 answered when none is made); any other epoch names a session that must exist:
+    FETCH_SESSION_ID_NOT_FOUND, with no partitions (SessionErrorContext), session id 0 included."""
+    import dataclasses
+    state.create_topic("t", 1)
+    produce(state, [("t", 0, batch([b"k"]))])
+    plain = fetch_body("t", 0, 0)
+    for session, epoch in ((0, -1), (0, 0), (77, -1), (77, 0)):
+        resp = _fetch_answer(state, dataclasses.replace(plain, session_id=session, session_epoch=epoch))
+        [t] = resp.responses
+        assert (resp.error_code, resp.session_id) == (ErrorCode.none, 0), (session, epoch)
+        assert t.partitions[0].error_code == ErrorCode.none and t.partitions[0].records
+    for session, epoch in ((0, 1), (77, 3), (0, -2)):
+        resp = _fetch_answer(state, dataclasses.replace(plain, session_id=session, session_epoch=epoch))
+        assert (resp.error_code, resp.session_id, resp.responses) == \
+            (ErrorCode.fetch_session_id_not_found, 0, ()), (session, epoch)
+
+
+def test_fetch_error_response_is_kafkas_get_error_response(state):
+    """FetchRequest.getErrorResponse (a failed request: an exception, an unknown isolation
+    level): before v13 the code is both top-level and in every partition (hw -1), and the session
+    id is the request's. IsolationLevel.forId throws on anything but 0 and 1: UNKNOWN_SERVER_ERROR."""
+    import dataclasses
+    from compactlog.server.apis.fetch import FETCH
+    state.create_topic("t", 1)
+    produce(state, [("t", 0, batch([b"k"]))])
+    plain = fetch_body("t", 0, 0)
+    for version in (7, 11, 12):
+        body = dataclasses.replace(fetch_body("t", 0, 0, version=version), session_id=5, session_epoch=-1)
+        resp = FETCH.error_body(request(1, version, body), ErrorCode.kafka_storage_error)
+        assert (resp.error_code, resp.session_id) == (ErrorCode.kafka_storage_error, 5)
+        [[p]] = [t.partitions for t in resp.responses]
+        assert (p.partition_index, p.error_code, p.high_watermark) == (0, ErrorCode.kafka_storage_error, -1)
+    for level in (2, -1):
+        resp = _fetch_answer(state, dataclasses.replace(plain, isolation_level=level))
+        assert resp.error_code == ErrorCode.unknown_server_error
+        [[p]] = [t.partitions for t in resp.responses]
+        assert (p.error_code, p.records) == (ErrorCode.unknown_server_error, b"")
