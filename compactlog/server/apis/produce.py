@@ -65,6 +65,47 @@ class _Checked(NamedTuple):
     txn: tuple[int, int, int] | None      # (producer id, epoch, base sequence) of a transactional batch
 
 
+class _Overruled(NamedTuple):
+    """A partition named twice in one request, one batch valid and one refused: Kafka appends the
+    valid one and answers the refusal (``_once_per_partition``)."""
+    checked: _Checked
+    answer: object
+
+    @property
+    def txn(self):
+        return self.checked.txn
+
+
+def _once_per_partition(checked: list) -> list:
+    """The request's partitions as KafkaApis.handleProduceRequest files them, in maps keyed by the
+    partition: a partition named twice (in one topic entry or in two) keeps the last batch that
+    passed the checks for the append (``authorizedRequestInfo``) and the last refusal for the
+    answer, which the refusal wins (the refused maps are merged over the append's status); one
+    answer a partition, grouped by topic, in the order the request first names them."""
+    appends: dict = {}
+    refusals: dict = {}
+    order: dict = {}                    # topic -> its partitions, first named first
+    for name, slots in checked:
+        indexes = order.setdefault(name, {})
+        for slot in slots:
+            key = (name, slot.index)
+            indexes.setdefault(slot.index, None)
+            (appends if isinstance(slot, _Checked) else refusals)[key] = slot
+    out = []
+    for name, indexes in order.items():
+        slots = []
+        for index in indexes:
+            valid, refused = appends.get((name, index)), refusals.get((name, index))
+            if refused is None:
+                slots.append(valid)
+            elif valid is None:
+                slots.append(refused)
+            else:
+                slots.append(_Overruled(valid, refused))
+        out.append((name, slots))
+    return out
+
+
 class _Refused(Exception):
     def __init__(self, code: ErrorCode, message: str, record_errors=()):
         self.code = code
@@ -203,9 +244,15 @@ def handle_produce(state: BrokerState, request):
     # the checks on the request itself, per partition (KafkaApis), before the append path sees it
     checked = []          # per topic: [_Checked, or the answer of a partition already refused]
     producers = set()
+    named = set()
+    repeated = False
     for topic in body.topic_data:
         slots = []
         for pd in topic.partition_data:
+            key = (topic.name, pd.index)
+            if key in named:
+                repeated = True
+            named.add(key)
             log = None
             try:
                 if topic.name in denied:
@@ -229,6 +276,10 @@ def handle_produce(state: BrokerState, request):
                 producers.add(txn[:2])
             slots.append(_Checked(pd.index, log, records, txn))
         checked.append((topic.name, slots))
+    if repeated:
+        checked = _once_per_partition(checked)
+        producers = {slot.txn[:2] for _, slots in checked for slot in slots
+                     if isinstance(slot, (_Checked, _Overruled)) and slot.txn is not None}
     if len(producers) > 1:
         return produce_error(body, cls, ErrorCode.invalid_producer_id_mapping,
                              "Transactional records contained more than one producer ID")
@@ -236,8 +287,17 @@ def handle_produce(state: BrokerState, request):
     appended = []
     topics = []
     for name, slots in checked:
-        parts = [_append(state, request, name, slot, verify=verify, appended=appended, p_cls=p_cls, e_cls=e_cls)
-                 if isinstance(slot, _Checked) else slot for slot in slots]
+        parts = []
+        for slot in slots:
+            if isinstance(slot, _Checked):
+                parts.append(_append(state, request, name, slot, verify=verify, appended=appended,
+                                     p_cls=p_cls, e_cls=e_cls))
+            elif isinstance(slot, _Overruled):
+                _append(state, request, name, slot.checked, verify=verify, appended=appended, p_cls=p_cls,
+                        e_cls=e_cls)
+                parts.append(slot.answer)
+            else:
+                parts.append(slot)
         topics.append(build(nested(cls, "TopicProduceResponse"), name=name, partition_responses=tuple(parts)))
     if appended:
         state.appends.notify(appended)
