@@ -405,6 +405,10 @@ class Connection:
             # RequestContext.isUnsupportedApiVersionsRequest: header only, answered as v0.
             header_type = RequestHeaderV2 if api_version >= 3 else RequestHeaderV1
             header, _, failure = _kio_read(_reader(header_type), frame, 0)
+            if failure and header_type is RequestHeaderV2:
+                stripped = header_without_tags(frame, size)        # tags Kafka skips
+                if stripped is not None:
+                    header, _, failure = _kio_read(_reader(header_type), memoryview(stripped), 0)
             if failure:
                 return Close(f"malformed ApiVersions v{api_version} request header: {failure}")
             body = request_schema(API_VERSIONS_KEY, 0)()

@@ -908,3 +908,12 @@ def test_a_malformed_unknown_tagged_field_still_closes(tags):
     # in the header, of a frame that ends there (a body after it would be read as the field's)
     event = decode_one(_header_v2(3, 12, tags=tags))
     assert isinstance(event, Close), event
+
+
+def test_an_unknown_api_versions_version_with_header_tags_is_answered():
+    """An ApiVersions of a version above the broker's, from a client whose header v2 carries a
+    tagged field: RequestHeader.parse skips the tag, so Kafka answers it (v0, UNSUPPORTED_VERSION)."""
+    event = decode_one(_header_v2(18, 99, tags=b"\x01\x03\x02hi") + b"\x00")
+    assert isinstance(event, Request), event
+    assert (event.api_version, event.response_version, event.correlation_id, event.client_id) == \
+        (99, 0, 5, "client")
