@@ -65,6 +65,8 @@ def handle_metadata(state: BrokerState, request):
                                          topic_authorized_operations=OPERATIONS_NOT_REQUESTED))
                     continue
             resolved.append((name, tid))
+        # the names (or ids) asked for are a set in KafkaApis: one answer each
+        resolved = list(dict.fromkeys(resolved))
         hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC,
                                     {name for name, _ in resolved})
         for name, tid in resolved:

@@ -82,3 +82,12 @@ def test_metadata_does_not_auto_create_a_topic_colliding_with_another(state):
     assert [t.name for t in metadata(state, None).topics] == ["x.y"]
     # names without '.' or '_' and names that do not collide are created as before
     assert [t.error_code for t in metadata(state, ["x-y", "x.z"]).topics] == [ErrorCode.none] * 2
+
+
+def test_metadata_answers_a_topic_named_twice_once(state):
+    """KafkaApis.handleTopicMetadataRequest reads the requested names into a set: one entry a
+    topic, however many times the request names it."""
+    state.create_topic("t", 1)
+    resp = metadata(state, ["t", "nope", "t", "nope"], auto=False)
+    assert [(t.name, t.error_code) for t in resp.topics] == \
+        [("t", ErrorCode.none), ("nope", ErrorCode.unknown_topic_or_partition)]
