@@ -917,3 +917,25 @@ def test_an_unknown_api_versions_version_with_header_tags_is_answered():
     assert isinstance(event, Request), event
     assert (event.api_version, event.response_version, event.correlation_id, event.client_id) == \
         (99, 0, 5, "client")
+
+
+@pytest.mark.parametrize("name", CAPTURE_NAMES)
+def test_captures_with_unknown_tags_read_as_without(name):
+    """Every flexible capture, with an unknown tagged field in its header and another in its
+    body's top-level section (the body's last byte, an empty section in every capture), reads
+    as the capture itself."""
+    payload = capture(name)
+    key, version = map(int, name.split("_"))
+    cls = request_schema(key, version)
+    if not cls.__flexible__:
+        pytest.skip("not a flexible request with header v2")
+    plain = decode_one(payload)
+    assert isinstance(plain, Request) and payload.endswith(b"\0")
+    client_id = struct.unpack_from(">h", payload, 8)[0]
+    section = 10 + max(client_id, 0)
+    assert payload[section] == 0
+    tagged = (payload[:section] + b"\x01\x21\x02xy" + payload[section + 1:-1]
+              + b"\x02\x40\x01z\x41\x00")
+    event = decode_one(tagged)
+    assert isinstance(event, Request), event
+    assert (event.header, event.body) == (plain.header, plain.body)
