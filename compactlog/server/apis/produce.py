@@ -144,6 +144,18 @@ def check_batch(records, version: int) -> tuple[int, int]:
     the append (the size returned), as ``UnifiedLog.trimInvalidBytes`` trims them. Then the base
     offset and the header's size, in the order of ``UnifiedLog.analyzeAndValidateRecords``."""
     n = len(records) if records else 0
+    if n >= RECORD_BATCH_OVERHEAD:
+        base_offset, length, _, magic = PREFIX.unpack_from(records, 0)
+        if magic == MAGIC_V2 and length + LOG_OVERHEAD == n:
+            # what clients send: one whole v2 batch and nothing after it (no second walk)
+            attributes = INT16.unpack_from(records, ATTRIBUTES_OFFSET)[0]
+            if attributes & COMPRESSION_MASK == ZSTD and version < 7:
+                raise _Refused(ErrorCode.unsupported_compression_type,
+                               f"Produce requests with version {version} may not carry zstd batches (v7+)")
+            if base_offset != 0:
+                raise _Refused(ErrorCode.invalid_record, f"the batch's base offset is {base_offset}; a "
+                                                         f"producer must send 0")
+            return attributes, n
     size = _next_batch(records, 0, n)
     if size is None:
         raise _Refused(ErrorCode.invalid_record, f"Produce requests with version {version} must have at "
