@@ -919,16 +919,15 @@ def test_an_unknown_api_versions_version_with_header_tags_is_answered():
         (99, 0, 5, "client")
 
 
-@pytest.mark.parametrize("name", CAPTURE_NAMES)
+FLEXIBLE_CAPTURES = [n for n in CAPTURE_NAMES if request_schema(*map(int, n.split("_"))).__flexible__]
+
+
+@pytest.mark.parametrize("name", FLEXIBLE_CAPTURES)
 def test_captures_with_unknown_tags_read_as_without(name):
     """Every flexible capture, with an unknown tagged field in its header and another in its
     body's top-level section (the body's last byte, an empty section in every capture), reads
     as the capture itself."""
     payload = capture(name)
-    key, version = map(int, name.split("_"))
-    cls = request_schema(key, version)
-    if not cls.__flexible__:
-        pytest.skip("not a flexible request with header v2")
     plain = decode_one(payload)
     assert isinstance(plain, Request) and payload.endswith(b"\0")
     client_id = struct.unpack_from(">h", payload, 8)[0]
