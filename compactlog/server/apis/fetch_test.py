@@ -268,7 +268,6 @@ def test_a_small_tail_fetch_is_read_on_the_event_loop_and_anything_that_could_wa
 
 def _fetch_answer(state, body, version=12):
     """handle_fetch's answer to ``body`` read back as kio's FetchResponse."""
-    import dataclasses  # noqa: F401  (the callers' replace)
     from kio.serial import entity_reader
 
     async def go():
