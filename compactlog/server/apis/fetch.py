@@ -32,6 +32,7 @@ for each of its partitions (asked once per request, before the first read), and 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import struct
 from dataclasses import dataclass
 
@@ -259,6 +260,7 @@ async def handle_fetch(state: BrokerState, request, run):
     if getattr(body, "isolation_level", 0) not in (0, READ_COMMITTED):
         # IsolationLevel.forId throws IllegalArgumentException: getErrorResponse's UNKNOWN_SERVER_ERROR
         return FETCH.error_body(request, ErrorCode.unknown_server_error)
+    body = fetch_data(body)
     max_wait = body.max_wait.total_seconds()
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
     denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC, (t.topic for t in body.topics))
@@ -379,6 +381,41 @@ def encode_fetch_response(correlation_id: int, version: int, topics: list, *, er
     parts.append(buf)
     _I32.pack_into(parts[0], 0, total - 4)
     return EncodedResponse(parts, total)
+
+
+def fetch_data(body):
+    """``body`` with its partitions as Kafka reads them (FetchRequest.fetchData, a LinkedHashMap
+    keyed by the partition: one entry each, where the request first names it, with the values of
+    its last mention) and grouped as FetchResponse.toMessage groups them (consecutive partitions
+    of one topic in one topic entry). A request that names each partition once and no topic twice
+    in a row, as clients send them, is returned as it is."""
+    topics = body.topics
+    seen = set()
+    previous = None
+    regular = True
+    for t in topics:
+        if t.topic == previous:
+            regular = False
+        previous = t.topic
+        for p in t.partitions:
+            key = (t.topic, p.partition)
+            if key in seen:
+                regular = False
+            seen.add(key)
+    if regular:
+        return body
+    by_key: dict = {}
+    for t in topics:
+        for p in t.partitions:
+            by_key[(t.topic, p.partition)] = (t, p)   # a dict keeps the first position, takes the last value
+    grouped: list = []                                 # [topic entry, [partitions]]
+    for (name, _), (t, p) in by_key.items():
+        if grouped and grouped[-1][0].topic == name:
+            grouped[-1][1].append(p)
+        else:
+            grouped.append((t, [p]))
+    return dataclasses.replace(body, topics=tuple(dataclasses.replace(t, partitions=tuple(ps))
+                                                  for t, ps in grouped))
 
 
 def fetch_error(body, cls, code, message):

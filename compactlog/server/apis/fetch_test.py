@@ -325,3 +325,33 @@ def test_fetch_error_response_is_kafkas_get_error_response(state):
         assert resp.error_code == ErrorCode.unknown_server_error
         [[p]] = [t.partitions for t in resp.responses]
         assert (p.error_code, p.records) == (ErrorCode.unknown_server_error, b"")
+
+
+def test_fetch_data_is_kafkas_ordered_map_of_partitions(state):
+    """FetchRequest.fetchData is a LinkedHashMap keyed by the partition: a partition named twice
+    is read once, where it was first named, with its last fetch offset; FetchResponse.toMessage
+    then puts consecutive partitions of one topic in one topic entry."""
+    import dataclasses
+    from compactlog.server.messages import build, nested
+    from compactlog.server.versions import request_schema
+    state.create_topic("t", 2)
+    state.create_topic("u", 1)
+    for i in range(3):
+        produce(state, [("t", 0, batch([b"k%d" % i])), ("t", 1, batch([b"k%d" % i])), ("u", 0, batch([b"u"]))])
+    cls = request_schema(1, 12)
+    t_cls, p_cls = nested(cls, "FetchTopic"), nested(cls, "FetchPartition")
+
+    def part(i, offset):
+        return build(p_cls, partition=i, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                     log_start_offset=-1, last_fetched_epoch=-1)
+    body = dataclasses.replace(fetch_body("t", 0, 0), topics=(
+        build(t_cls, topic="t", partitions=(part(0, 0), part(0, 2))),
+        build(t_cls, topic="t", partitions=(part(1, 1),)),
+        build(t_cls, topic="u", partitions=(part(0, 0),)),
+        build(t_cls, topic="t", partitions=(part(0, 1),))))
+    resp = _fetch_answer(state, body)
+    got = [(t.topic, [(p.partition_index, p.error_code) for p in t.partitions]) for t in resp.responses]
+    assert got == [("t", [(0, ErrorCode.none), (1, ErrorCode.none)]), ("u", [(0, ErrorCode.none)])]
+    # t-0 was read from its last offset (1): two batches, as t-1 from offset 1
+    t0, t1 = resp.responses[0].partitions
+    assert len(t0.records) == len(t1.records) > 0
