@@ -258,7 +258,11 @@ def handle_produce(state: BrokerState, request):
     producers = set()
     named = set()
     repeated = False
+    topic_names = set()
     for topic in body.topic_data:
+        if topic.name in topic_names:
+            repeated = True             # ProduceResponse has one entry a topic
+        topic_names.add(topic.name)
         slots = []
         for pd in topic.partition_data:
             key = (topic.name, pd.index)

@@ -390,7 +390,11 @@ def test_a_partition_named_twice_is_appended_once_as_kafkas_maps_keep_it(state):
     assert _produce_topics(state, [("t", [(0, first)]), ("nope", [(0, first)]), ("t", [(0, last)])]) == \
         [("t", [(0, ErrorCode.none)]), ("nope", [(0, ErrorCode.unknown_topic_or_partition)])]
     assert [r.key for r in state.log("t", 0).records()] == [b"last", b"last"]
+    # a topic in two entries, each partition once: one answer entry for the topic (ProduceResponse.toData)
+    assert _produce_topics(state, [("t", [(1, first)]), ("nope", [(0, first)]), ("t", [(0, last)])]) == \
+        [("t", [(1, ErrorCode.none), (0, ErrorCode.none)]), ("nope", [(0, ErrorCode.unknown_topic_or_partition)])]
+    assert [r.key for r in state.log("t", 0).records()] == [b"last"] * 3
     # a valid and an invalid batch for one partition: the valid one is appended (authorizedRequestInfo)
     # and the answer is the refusal (invalidRequestResponses is merged over the append's status)
     assert _produce_topics(state, [("t", [(1, last), (1, b"")])]) == [("t", [(1, ErrorCode.invalid_record)])]
-    assert [r.key for r in state.log("t", 1).records()] == [b"first", b"last"]
+    assert [r.key for r in state.log("t", 1).records()] == [b"first", b"first", b"last"]
