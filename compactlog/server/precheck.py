@@ -15,9 +15,10 @@ array kio reaches holds at most as many elements as the frame has bytes. It also
 where the schema has a non-nullable array, which kio would hand over as None and Kafka refuses
 ("non-nullable field ... was serialized as null"). Wherever kio itself would fail (a short
 buffer, a bad length), the scan may fail first or let kio fail: either way the request is
-refused, and no array count is ever trusted unchecked. A tagged field the schema does not list,
-which kio refuses and Kafka skips, raises ``UnknownTaggedField``; ``strip_unknown_tags`` then
-copies the body without such fields for kio to read.
+refused, and no array count is ever trusted unchecked. Two things kio refuses and Kafka reads
+raise ``ReadAfterRewrite``: a tagged field the schema does not list (Kafka skips it) and a
+nullable field's legacy length below -1 (Kafka's null); ``as_kafka_reads`` then copies the body
+as Kafka reads it (no such field, -1) for kio to read.
 """
 
 from __future__ import annotations
@@ -103,15 +104,26 @@ def _too_many(n: int, min_size: int, pos: int, end: int) -> MalformedRequest:
                             f"bytes each, but {max(end - pos, 0)} bytes are left")
 
 
-class UnknownTaggedField(MalformedRequest):
+class ReadAfterRewrite(MalformedRequest):
+    """Bytes kio refuses and Kafka's generated readers read: the body is rewritten as Kafka reads
+    it (``as_kafka_reads``) and read again."""
+
+
+class UnknownTaggedField(ReadAfterRewrite):
     """A tagged field the schema does not list: Kafka keeps its bytes aside and reads on
-    (``readUnknownTaggedField``), so the body is read again without it (``strip_unknown_tags``)."""
+    (``readUnknownTaggedField``); the rewrite drops it."""
+
+
+class NegativeNullLength(ReadAfterRewrite):
+    """A nullable string, bytes or array whose legacy length is below -1: Kafka reads any
+    negative length as null (``if (length < 0) this.x = null``); the rewrite makes it -1."""
 
 
 class _Skipping(threading.local):
-    # the tag sections holding unknown fields, while ``strip_unknown_tags`` walks a body (None: a
-    # plain scan, where the first unknown tag raises UnknownTaggedField)
+    # while ``as_kafka_reads`` walks a body: the tag sections holding unknown fields and the
+    # lengths read as null (None: a plain scan, where the first of either raises)
     sections: list | None = None
+    nulls: list | None = None
 
 
 _skipping = _Skipping()
@@ -139,6 +151,14 @@ def _tagged(buf, pos: int, end: int, tagged: dict, name: str) -> int:
     if unknown:
         _skipping.sections.append((section, count_end, count - len(unknown), unknown))
     return pos
+
+
+def _as_null(n: int, pos: int, width: int) -> int:
+    nulls = _skipping.nulls
+    if nulls is None:
+        raise NegativeNullLength(f"negative length {n} at byte {pos} of a nullable field")
+    nulls.append((pos, pos + width, b"\xff" * width))
+    return -1
 
 
 def _edits_without(sections) -> list[tuple[int, int, bytes]]:
@@ -170,50 +190,60 @@ def _uvarint_bytes(n: int) -> bytes:
     return bytes(out)
 
 
-def strip_unknown_tags(entity_type: type, buf, pos: int, end: int) -> bytes:
-    """``buf[pos:end]`` without the tagged fields ``entity_type``'s schema does not list, each
-    section's count lowered to match (a copy: only a body that has such fields pays for it).
-    Raises ``MalformedRequest`` as ``scan`` does for anything else; known tagged fields are
-    kept as they are."""
+def as_kafka_reads(entity_type: type, buf, pos: int, end: int) -> bytes:
+    """``buf[pos:end]`` as Kafka reads it, for kio: without the tagged fields ``entity_type``'s
+    schema does not list (each section's count lowered to match), and with -1 for a nullable
+    field's length below -1. A copy: only a body that has such bytes pays for it. Raises
+    ``MalformedRequest`` as ``scan`` does for anything else; known tagged fields are kept."""
     _skipping.sections = sections = []
+    _skipping.nulls = nulls = []
     try:
         scan(entity_type, buf, pos, end)
     finally:
-        _skipping.sections = None
-    return _apply(buf, pos, end, _edits_without(sections))
+        _skipping.sections = _skipping.nulls = None
+    edits = _edits_without(sections) + nulls
+    edits.sort()
+    return _apply(buf, pos, end, edits)
 
 
-def header_without_tags(buf, end: int) -> bytes | None:
-    """A request header v2 (``buf[0:end]``, a body after it) without its tagged fields, or None
-    when it has none or is malformed: the header's schema lists no tagged field, so all of
-    them are unknown and skipped, as Kafka's RequestHeaderData.read skips them. Its client_id is
-    a legacy int16-length string (wire-protocol.md §1.2)."""
+def header_as_kafka_reads(buf, end: int, flexible: bool) -> bytes | None:
+    """A request header (``buf[0:end]``, a body after it) as Kafka's RequestHeaderData.read reads
+    it: a client_id length below -1 as -1 (null), and in a header v2 (``flexible``) no tagged
+    field, all of them unknown to its schema and skipped. None when there is nothing to rewrite
+    or the header is malformed. Its client_id is a legacy int16-length string in both versions
+    (wire-protocol.md §1.2)."""
     if end < 10:
         return None
+    edits = []
     n = _I16.unpack_from(buf, 8)[0]
+    if n < -1:
+        edits.append((8, 10, b"\xff\xff"))
     section = 10 + max(n, 0)
-    if section >= end or buf[section] == 0:
+    if flexible and section < end and buf[section] != 0:
+        try:
+            count, pos = _uvarint(buf, section, end)
+            count_end = pos
+            unknown = []
+            for _ in range(count):
+                field = pos
+                _, pos = _uvarint(buf, pos, end)
+                size, pos = _uvarint(buf, pos, end)
+                pos += size
+                if pos > end:
+                    return None
+                unknown.append((field, pos))
+        except MalformedRequest:
+            return None
+        edits += _edits_without([(section, count_end, 0, unknown)])
+    if not edits:
         return None
-    try:
-        count, pos = _uvarint(buf, section, end)
-        count_end = pos
-        unknown = []
-        for _ in range(count):
-            field = pos
-            _, pos = _uvarint(buf, pos, end)
-            size, pos = _uvarint(buf, pos, end)
-            pos += size
-            if pos > end:
-                return None
-            unknown.append((field, pos))
-    except MalformedRequest:
-        return None
-    return _apply(buf, 0, end, _edits_without([(section, count_end, 0, unknown)]))
+    edits.sort()
+    return _apply(buf, 0, end, edits)
 
 
 _HELPERS = {"_uvarint": _uvarint, "_i16": _I16.unpack_from, "_i32": _I32.unpack_from,
             "_past_end": _past_end, "_negative": _negative, "_null": _null, "_too_many": _too_many,
-            "_tagged": _tagged}
+            "_tagged": _tagged, "_as_null": _as_null}
 
 # --- the scanner generator -------------------------------------------------------------------
 # One Python function per kio entity class, with the reads of its fields written out in line:
@@ -227,21 +257,25 @@ _COMPACT_LENGTH = [          # an unsigned varint into v, one-byte fast path
 ]
 
 
-def _legacy_length(width: int, var: str = "n") -> list[str]:
-    """An int16/int32 length into ``var`` (-1 = null)."""
+def _legacy_length(width: int, var: str = "n", nullable: bool = False) -> list[str]:
+    """An int16/int32 length into ``var`` (-1 = null; below -1, null too where the field is
+    nullable, as Kafka reads it: ``_as_null``)."""
     read = "_i16" if width == 2 else "_i32"
-    return [f"if pos + {width} > end: raise _past_end(pos)",
-            f"{var} = {read}(buf, pos)[0]",
-            f"pos += {width}",
-            f"if {var} < -1: raise _negative({var}, pos)"]
+    code = [f"if pos + {width} > end: raise _past_end(pos)",
+            f"{var} = {read}(buf, pos)[0]"]
+    if nullable:
+        return code + [f"if {var} < -1: {var} = _as_null({var}, pos, {width})",
+                       f"pos += {width}"]
+    return code + [f"pos += {width}",
+                   f"if {var} < -1: raise _negative({var}, pos)"]
 
 
-def _variable_primitive(kafka_type: str, flexible: bool) -> tuple[list[str], int]:
+def _variable_primitive(kafka_type: str, flexible: bool, nullable: bool = False) -> tuple[list[str], int]:
     """(code, minimum size) of a string/bytes field; the code advances pos past it."""
     if flexible:
         return _COMPACT_LENGTH + ["if v > 1: pos += v - 1"], 1      # v = length + 1, 0 = null
     width = 2 if kafka_type == "string" else 4
-    return _legacy_length(width) + ["if n > 0: pos += n"], width
+    return _legacy_length(width, nullable=nullable) + ["if n > 0: pos += n"], width
 
 
 def _nullable_array(field) -> bool:
@@ -269,7 +303,8 @@ class _Generator:
                 code, min_size = [], fixed
             elif kafka_type in ("string", "bytes", "records"):
                 element = None
-                code, min_size = _variable_primitive(kafka_type, flexible)
+                code, min_size = _variable_primitive(kafka_type, flexible,
+                                                     not kind.is_array and is_optional(field))
             else:
                 raise TypeError(f"kio kafka_type {kafka_type!r} of {field.name} is unknown here")
         elif isinstance(kind, (EntityField, EntityTupleField)):
@@ -287,7 +322,7 @@ class _Generator:
         if flexible:
             head = _COMPACT_LENGTH + ["count = v - 1"]
         else:
-            head = _legacy_length(4, "count")
+            head = _legacy_length(4, "count", _nullable_array(field))
         if not _nullable_array(field):
             head.append(f"if count < 0: raise _null({field.name!r}, pos)")
         head += ["if count > 0:",

@@ -35,14 +35,15 @@ to write in order: bytes, and file regions (``FileRegion``) of a segment that th
 thus needs no handler's types and applies no API's rule.
 
 Tagged fields that the schema does not list (a newer client's, in the header or the body) are
-skipped, as Kafka's readers skip them: kio refuses them, so such a frame is read again without
-them (``precheck.strip_unknown_tags``, ``header_without_tags``).
+skipped, and a nullable field's legacy length below -1 is null, as Kafka's readers read them: kio
+refuses both, so such a frame is read again rewritten (``precheck.as_kafka_reads``,
+``header_as_kafka_reads``).
 
 Decoding never raises for any input: a frame kio cannot read becomes a ``Close`` whose reason
 says why (the transport logs it). Differences from Kafka, all ending in a closed connection
-where Kafka would go on: kio refuses strings that are not valid UTF-8 (Java substitutes U+FFFD),
-lengths below -1 (Kafka reads any negative length as null) and 64-bit durations beyond Python's ``timedelta`` (OffsetCommit v2-4
-``retention_time_ms``); none of the clients of wire-protocol.md §9 sends such requests.
+where Kafka would go on: kio refuses strings that are not valid UTF-8 (Java substitutes U+FFFD)
+and 64-bit durations beyond Python's ``timedelta`` (OffsetCommit v2-4 ``retention_time_ms``); none of
+the clients of wire-protocol.md §9 sends such requests.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from .precheck import MalformedRequest, UnknownTaggedField, header_without_tags, scan, strip_unknown_tags
+from .precheck import MalformedRequest, ReadAfterRewrite, as_kafka_reads, header_as_kafka_reads, scan
 from .produce_response import encode_produce_response
 from .versions import API_VERSIONS_KEY, SupportedApis, request_schema
 
@@ -405,8 +406,8 @@ class Connection:
             # RequestContext.isUnsupportedApiVersionsRequest: header only, answered as v0.
             header_type = RequestHeaderV2 if api_version >= 3 else RequestHeaderV1
             header, _, failure = _kio_read(_reader(header_type), frame, 0)
-            if failure and header_type is RequestHeaderV2:
-                stripped = header_without_tags(frame, size)        # tags Kafka skips
+            if failure:
+                stripped = header_as_kafka_reads(frame, size, header_type is RequestHeaderV2)
                 if stripped is not None:
                     header, _, failure = _kio_read(_reader(header_type), memoryview(stripped), 0)
             if failure:
@@ -425,9 +426,10 @@ class Connection:
 
         body_type, header_reader, body_reader = _readers(api_key, api_version)
         header, offset, failure = _kio_read(header_reader, frame, 0)
-        if failure and body_type.__header_schema__.__flexible__:
-            # kio refuses the tagged fields a header v2 may carry (it lists none): Kafka skips them
-            stripped = header_without_tags(frame, size)
+        if failure:
+            # kio refuses the tagged fields a header v2 may carry (it lists none) and a client_id
+            # length below -1: Kafka skips the former and reads the latter as null
+            stripped = header_as_kafka_reads(frame, size, body_type.__header_schema__.__flexible__)
             if stripped is not None:
                 frame = memoryview(stripped)
                 header, offset, failure = _kio_read(header_reader, frame, 0)
@@ -443,11 +445,12 @@ class Connection:
         if body is None:
             try:
                 scan(body_type, frame, offset, end)
-            except UnknownTaggedField:
-                # tags the schema does not list: Kafka's readers keep them aside and read on, so
-                # the body is read without them (a copy, made only for such a body)
+            except ReadAfterRewrite:
+                # tags the schema does not list (Kafka's readers keep them aside and read on), a
+                # nullable field's length below -1 (Kafka's null): the body is read as Kafka
+                # reads it (a copy, made only for such a body)
                 try:
-                    frame = memoryview(strip_unknown_tags(body_type, frame, offset, end))
+                    frame = memoryview(as_kafka_reads(body_type, frame, offset, end))
                 except MalformedRequest as e:
                     return _malformed(api, header, e)
                 offset = 0

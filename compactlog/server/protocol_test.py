@@ -938,3 +938,26 @@ def test_captures_with_unknown_tags_read_as_without(name):
     event = decode_one(tagged)
     assert isinstance(event, Request), event
     assert (event.header, event.body) == (plain.header, plain.body)
+
+
+# -- lengths below -1 (Kafka's generated readers: any negative length of a nullable field is null) --
+
+def test_a_nullable_field_with_a_length_below_minus_one_reads_as_null():
+    # Metadata v4: the topics array (nullable from v1) with count -7: null, every topic
+    event = decode_one(struct.pack(">hhih", 3, 4, 9, 1) + b"c" + struct.pack(">i", -7) + b"\x01")
+    assert isinstance(event, Request), event
+    assert event.body.topics is None and event.body.allow_auto_topic_creation
+    # Produce v3: transactional_id (a nullable string) of length -2, acks 1, no topics
+    event = decode_one(struct.pack(">hhih", 0, 3, 9, 1) + b"c" + struct.pack(">hhii", -2, 1, 1000, 0))
+    assert isinstance(event, Request), event
+    assert (event.body.transactional_id, event.body.acks, event.body.topic_data) == (None, 1, ())
+    # the header's client_id (a nullable string) of length -3: null, read as ""
+    event = decode_one(struct.pack(">hhih", 3, 4, 9, -3) + struct.pack(">i", -1) + b"\x01")
+    assert isinstance(event, Request), event
+    assert (event.correlation_id, event.client_id) == (9, "")
+
+
+def test_a_non_nullable_field_with_a_negative_length_still_closes():
+    # a topic name (not nullable) of length -2: Kafka throws "non-nullable field ... was serialized as null"
+    payload = struct.pack(">hhih", 3, 4, 9, 1) + b"c" + struct.pack(">ih", 1, -2) + b"\x01"
+    assert isinstance(decode_one(payload), Close)
