@@ -14,14 +14,18 @@ count times its elements' minimum size exceeds the bytes left. After a successfu
 array kio reaches holds at most as many elements as the frame has bytes. It also refuses a null
 where the schema has a non-nullable array, which kio would hand over as None and Kafka refuses
 ("non-nullable field ... was serialized as null"). Wherever kio itself would fail (a short
-buffer, a bad length, an unknown tag), the scan may fail first or let kio fail: either way the
-request is refused, and no array count is ever trusted unchecked.
+buffer, a bad length), the scan may fail first or let kio fail: either way the request is
+refused, and no array count is ever trusted unchecked. Two things kio refuses and Kafka reads
+raise ``ReadAfterRewrite``: a tagged field the schema does not list (Kafka skips it) and a
+nullable field's legacy length below -1 (Kafka's null); ``as_kafka_reads`` then copies the body
+as Kafka reads it (no such field, -1) for kio to read.
 """
 
 from __future__ import annotations
 
 import functools
 import struct
+import threading
 from dataclasses import fields
 from types import NoneType, UnionType
 from typing import Callable, Union, get_args, get_origin
@@ -100,21 +104,146 @@ def _too_many(n: int, min_size: int, pos: int, end: int) -> MalformedRequest:
                             f"bytes each, but {max(end - pos, 0)} bytes are left")
 
 
+class ReadAfterRewrite(MalformedRequest):
+    """Bytes kio refuses and Kafka's generated readers read: the body is rewritten as Kafka reads
+    it (``as_kafka_reads``) and read again."""
+
+
+class UnknownTaggedField(ReadAfterRewrite):
+    """A tagged field the schema does not list: Kafka keeps its bytes aside and reads on
+    (``readUnknownTaggedField``); the rewrite drops it."""
+
+
+class NegativeNullLength(ReadAfterRewrite):
+    """A nullable string, bytes or array whose legacy length is below -1: Kafka reads any
+    negative length as null (``if (length < 0) this.x = null``); the rewrite makes it -1."""
+
+
+class _Skipping(threading.local):
+    # while ``as_kafka_reads`` walks a body: the tag sections holding unknown fields and the
+    # lengths read as null (None: a plain scan, where the first of either raises)
+    sections: list | None = None
+    nulls: list | None = None
+
+
+_skipping = _Skipping()
+
+
 def _tagged(buf, pos: int, end: int, tagged: dict, name: str) -> int:
+    section = pos
     count, pos = _uvarint(buf, pos, end)
+    count_end = pos
+    unknown = []
     for _ in range(count):
+        field = pos
         tag, pos = _uvarint(buf, pos, end)
-        _, pos = _uvarint(buf, pos, end)      # the size: kio reads the field by its schema
+        size, pos = _uvarint(buf, pos, end)   # the size: kio reads a known field by its schema
         step = tagged.get(tag)
         if step is None:
-            raise MalformedRequest(f"{name} has no tagged field {tag} (byte {pos})")
+            if pos + size > end:
+                raise _past_end(pos)
+            if _skipping.sections is None:
+                raise UnknownTaggedField(f"{name} has no tagged field {tag} (byte {pos})")
+            pos += size
+            unknown.append((field, pos))
+            continue
         pos = pos + step if step.__class__ is int else step(buf, pos, end)
+    if unknown:
+        _skipping.sections.append((section, count_end, count - len(unknown), unknown))
     return pos
+
+
+def _as_null(n: int, pos: int, width: int) -> int:
+    nulls = _skipping.nulls
+    if nulls is None:
+        raise NegativeNullLength(f"negative length {n} at byte {pos} of a nullable field")
+    nulls.append((pos, pos + width, b"\xff" * width))
+    return -1
+
+
+def _edits_without(sections) -> list[tuple[int, int, bytes]]:
+    """(start, end, replacement) edits that drop the unknown fields of ``sections`` and lower
+    their sections' counts, in position order."""
+    edits = []
+    for section, count_end, count, unknown in sections:
+        edits.append((section, count_end, _uvarint_bytes(count)))
+        edits.extend((start, stop, b"") for start, stop in unknown)
+    edits.sort()
+    return edits
+
+
+def _apply(buf, pos: int, end: int, edits) -> bytes:
+    parts = []
+    for start, stop, replacement in edits:
+        parts += (buf[pos:start], replacement)
+        pos = stop
+    parts.append(buf[pos:end])
+    return b"".join(bytes(p) for p in parts)
+
+
+def _uvarint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def as_kafka_reads(entity_type: type, buf, pos: int, end: int) -> bytes:
+    """``buf[pos:end]`` as Kafka reads it, for kio: without the tagged fields ``entity_type``'s
+    schema does not list (each section's count lowered to match), and with -1 for a nullable
+    field's length below -1. A copy: only a body that has such bytes pays for it. Raises
+    ``MalformedRequest`` as ``scan`` does for anything else; known tagged fields are kept."""
+    _skipping.sections = sections = []
+    _skipping.nulls = nulls = []
+    try:
+        scan(entity_type, buf, pos, end)
+    finally:
+        _skipping.sections = _skipping.nulls = None
+    edits = _edits_without(sections) + nulls
+    edits.sort()
+    return _apply(buf, pos, end, edits)
+
+
+def header_as_kafka_reads(buf, end: int, flexible: bool) -> bytes | None:
+    """A request header (``buf[0:end]``, a body after it) as Kafka's RequestHeaderData.read reads
+    it: a client_id length below -1 as -1 (null), and in a header v2 (``flexible``) no tagged
+    field, all of them unknown to its schema and skipped. None when there is nothing to rewrite
+    or the header is malformed. Its client_id is a legacy int16-length string in both versions
+    (wire-protocol.md §1.2)."""
+    if end < 10:
+        return None
+    edits = []
+    n = _I16.unpack_from(buf, 8)[0]
+    if n < -1:
+        edits.append((8, 10, b"\xff\xff"))
+    section = 10 + max(n, 0)
+    if flexible and section < end and buf[section] != 0:
+        try:
+            count, pos = _uvarint(buf, section, end)
+            count_end = pos
+            unknown = []
+            for _ in range(count):
+                field = pos
+                _, pos = _uvarint(buf, pos, end)
+                size, pos = _uvarint(buf, pos, end)
+                pos += size
+                if pos > end:
+                    return None
+                unknown.append((field, pos))
+        except MalformedRequest:
+            return None
+        edits += _edits_without([(section, count_end, 0, unknown)])
+    if not edits:
+        return None
+    edits.sort()
+    return _apply(buf, 0, end, edits)
 
 
 _HELPERS = {"_uvarint": _uvarint, "_i16": _I16.unpack_from, "_i32": _I32.unpack_from,
             "_past_end": _past_end, "_negative": _negative, "_null": _null, "_too_many": _too_many,
-            "_tagged": _tagged}
+            "_tagged": _tagged, "_as_null": _as_null}
 
 # --- the scanner generator -------------------------------------------------------------------
 # One Python function per kio entity class, with the reads of its fields written out in line:
@@ -128,21 +257,25 @@ _COMPACT_LENGTH = [          # an unsigned varint into v, one-byte fast path
 ]
 
 
-def _legacy_length(width: int, var: str = "n") -> list[str]:
-    """An int16/int32 length into ``var`` (-1 = null)."""
+def _legacy_length(width: int, var: str = "n", nullable: bool = False) -> list[str]:
+    """An int16/int32 length into ``var`` (-1 = null; below -1, null too where the field is
+    nullable, as Kafka reads it: ``_as_null``)."""
     read = "_i16" if width == 2 else "_i32"
-    return [f"if pos + {width} > end: raise _past_end(pos)",
-            f"{var} = {read}(buf, pos)[0]",
-            f"pos += {width}",
-            f"if {var} < -1: raise _negative({var}, pos)"]
+    code = [f"if pos + {width} > end: raise _past_end(pos)",
+            f"{var} = {read}(buf, pos)[0]"]
+    if nullable:
+        return code + [f"if {var} < -1: {var} = _as_null({var}, pos, {width})",
+                       f"pos += {width}"]
+    return code + [f"pos += {width}",
+                   f"if {var} < -1: raise _negative({var}, pos)"]
 
 
-def _variable_primitive(kafka_type: str, flexible: bool) -> tuple[list[str], int]:
+def _variable_primitive(kafka_type: str, flexible: bool, nullable: bool = False) -> tuple[list[str], int]:
     """(code, minimum size) of a string/bytes field; the code advances pos past it."""
     if flexible:
         return _COMPACT_LENGTH + ["if v > 1: pos += v - 1"], 1      # v = length + 1, 0 = null
     width = 2 if kafka_type == "string" else 4
-    return _legacy_length(width) + ["if n > 0: pos += n"], width
+    return _legacy_length(width, nullable=nullable) + ["if n > 0: pos += n"], width
 
 
 def _nullable_array(field) -> bool:
@@ -170,7 +303,8 @@ class _Generator:
                 code, min_size = [], fixed
             elif kafka_type in ("string", "bytes", "records"):
                 element = None
-                code, min_size = _variable_primitive(kafka_type, flexible)
+                code, min_size = _variable_primitive(kafka_type, flexible,
+                                                     not kind.is_array and is_optional(field))
             else:
                 raise TypeError(f"kio kafka_type {kafka_type!r} of {field.name} is unknown here")
         elif isinstance(kind, (EntityField, EntityTupleField)):
@@ -188,7 +322,7 @@ class _Generator:
         if flexible:
             head = _COMPACT_LENGTH + ["count = v - 1"]
         else:
-            head = _legacy_length(4, "count")
+            head = _legacy_length(4, "count", _nullable_array(field))
         if not _nullable_array(field):
             head.append(f"if count < 0: raise _null({field.name!r}, pos)")
         head += ["if count > 0:",

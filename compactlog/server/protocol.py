@@ -34,12 +34,16 @@ to write in order: bytes, and file regions (``FileRegion``) of a segment that th
 ``sendfile``, so record bytes never pass through Python), nothing, or a ``Close``. The transport
 thus needs no handler's types and applies no API's rule.
 
+Tagged fields that the schema does not list (a newer client's, in the header or the body) are
+skipped, and a nullable field's legacy length below -1 is null, as Kafka's readers read them: kio
+refuses both, so such a frame is read again rewritten (``precheck.as_kafka_reads``,
+``header_as_kafka_reads``).
+
 Decoding never raises for any input: a frame kio cannot read becomes a ``Close`` whose reason
 says why (the transport logs it). Differences from Kafka, all ending in a closed connection
-where Kafka would go on: kio refuses strings that are not valid UTF-8 (Java substitutes U+FFFD),
-tagged fields its schema does not list (Kafka skips them), lengths below -1 (Kafka reads any
-negative length as null) and 64-bit durations beyond Python's ``timedelta`` (OffsetCommit v2-4
-``retention_time_ms``); none of the clients of wire-protocol.md §9 sends such requests.
+where Kafka would go on: kio refuses strings that are not valid UTF-8 (Java substitutes U+FFFD)
+and 64-bit durations beyond Python's ``timedelta`` (OffsetCommit v2-4 ``retention_time_ms``); none of
+the clients of wire-protocol.md §9 sends such requests.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from .precheck import MalformedRequest, scan
+from .precheck import MalformedRequest, ReadAfterRewrite, as_kafka_reads, header_as_kafka_reads, scan
 from .produce_response import encode_produce_response
 from .versions import API_VERSIONS_KEY, SupportedApis, request_schema
 
@@ -403,6 +407,10 @@ class Connection:
             header_type = RequestHeaderV2 if api_version >= 3 else RequestHeaderV1
             header, _, failure = _kio_read(_reader(header_type), frame, 0)
             if failure:
+                stripped = header_as_kafka_reads(frame, size, header_type is RequestHeaderV2)
+                if stripped is not None:
+                    header, _, failure = _kio_read(_reader(header_type), memoryview(stripped), 0)
+            if failure:
                 return Close(f"malformed ApiVersions v{api_version} request header: {failure}")
             body = request_schema(API_VERSIONS_KEY, 0)()
             return Request(api_key, api_version, header.correlation_id, header.client_id or "",
@@ -419,16 +427,33 @@ class Connection:
         body_type, header_reader, body_reader = _readers(api_key, api_version)
         header, offset, failure = _kio_read(header_reader, frame, 0)
         if failure:
+            # kio refuses the tagged fields a header v2 may carry (it lists none) and a client_id
+            # length below -1: Kafka skips the former and reads the latter as null
+            stripped = header_as_kafka_reads(frame, size, body_type.__header_schema__.__flexible__)
+            if stripped is not None:
+                frame = memoryview(stripped)
+                header, offset, failure = _kio_read(header_reader, frame, 0)
+        if failure:
             return Close(f"malformed {api.name} v{api_version} request header: {failure}")
+        end = len(frame)
         key = None
-        if api_key in REPEATED_BODY_KEYS and size - offset <= REPEATED_BODY_BYTES:
+        if api_key in REPEATED_BODY_KEYS and end - offset <= REPEATED_BODY_BYTES:
             key = (body_type, frame[offset:].tobytes())
             body = _BODIES.get(key)
         else:
             body = None
         if body is None:
             try:
-                scan(body_type, frame, offset, size)
+                scan(body_type, frame, offset, end)
+            except ReadAfterRewrite:
+                # tags the schema does not list (Kafka's readers keep them aside and read on), a
+                # nullable field's length below -1 (Kafka's null): the body is read as Kafka
+                # reads it (a copy, made only for such a body)
+                try:
+                    frame = memoryview(as_kafka_reads(body_type, frame, offset, end))
+                except MalformedRequest as e:
+                    return _malformed(api, header, e)
+                offset = 0
             except MalformedRequest as e:
                 return _malformed(api, header, e)
             body, _, failure = _kio_read(body_reader, frame, offset)

@@ -849,3 +849,115 @@ def test_a_body_kept_is_never_one_that_failed():
     other[-2] ^= 1
     a, b = decode_one(good, TXN_TABLE), decode_one(bytes(other), TXN_TABLE)
     assert b.body is not a.body and b.body.producer_epoch != a.body.producer_epoch
+
+
+# -- unknown tagged fields (wire-protocol.md §1.3: readers skip unknown tags) ---------------------
+
+def _header_v2(key: int, version: int, correlation_id: int = 5, tags: bytes = b"\0") -> bytes:
+    return struct.pack(">hhih", key, version, correlation_id, 6) + b"client" + tags
+
+
+def _metadata_v12_body(topic_tags: bytes = b"\0", body_tags: bytes = b"\0") -> bytes:
+    # topics [ {topic_id (16 zero bytes), name "t", tags} ], allow auto creation, no operations
+    topic = bytes(16) + b"\x02t" + topic_tags
+    return b"\x02" + topic + b"\x01\x00" + body_tags
+
+
+@pytest.mark.parametrize("header_tags, topic_tags, body_tags", [
+    (b"\x01\x09\x01z", b"\0", b"\0"),                               # one in the header
+    (b"\0", b"\x01\x07\x02ab", b"\0"),                              # one in an array element
+    (b"\0", b"\0", b"\x02\x03\x00\x7f\x83\x01" + bytes(131)),      # two at the end, one of 131 bytes
+    (b"\x01\x00\x00", b"\x01\x07\x00", b"\x01\x07\x00"),          # empty ones everywhere
+])
+def test_unknown_tagged_fields_are_skipped(header_tags, topic_tags, body_tags):
+    """Kafka's generated readers keep an unknown tag's bytes aside (readUnknownTaggedField) and
+    read on: the request is the one without them, answered as usual."""
+    plain = decode_one(_header_v2(3, 12) + _metadata_v12_body())
+    assert isinstance(plain, Request)
+    event = decode_one(_header_v2(3, 12, tags=header_tags) + _metadata_v12_body(topic_tags, body_tags))
+    assert isinstance(event, Request), event
+    assert (event.api_key, event.api_version, event.correlation_id, event.client_id) == (3, 12, 5, "client")
+    assert event.body == plain.body
+
+
+def test_unknown_tagged_fields_beside_known_ones():
+    """Fetch v12's top-level section knows tag 0 (cluster_id): an unknown tag 5 after it is
+    skipped, tag 0 is read."""
+    cls = request_schema(1, 12)
+    body = cls(replica_id=-1, max_wait=datetime.timedelta(milliseconds=100), min_bytes=1, max_bytes=1000,
+               isolation_level=0, session_id=0, session_epoch=-1, topics=(), forgotten_topics_data=(),
+               rack_id="", cluster_id="c1")
+    out = io.BytesIO()
+    entity_writer(cls)(out, body)
+    encoded = out.getvalue()
+    assert encoded.endswith(b"\x01\x00\x03\x03c1")               # tag 0, 3 bytes: "c1" compact
+    mixed = encoded[:-6] + b"\x02\x00\x03\x03c1\x05\x04wxyz"
+    event = decode_one(_header_v2(1, 12) + mixed)
+    assert isinstance(event, Request), event
+    assert event.body == body
+
+
+@pytest.mark.parametrize("tags", [
+    b"\x01\x07\x05ab",          # the field's size runs past the end of the frame
+    b"\x02\x07\x01a",           # a second field announced but missing
+    b"\x01\x07",                # no size
+])
+def test_a_malformed_unknown_tagged_field_still_closes(tags):
+    event = decode_one(_header_v2(3, 12) + _metadata_v12_body(body_tags=tags))
+    assert isinstance(event, Close), event
+    # in the header, of a frame that ends there (a body after it would be read as the field's)
+    event = decode_one(_header_v2(3, 12, tags=tags))
+    assert isinstance(event, Close), event
+
+
+def test_an_unknown_api_versions_version_with_header_tags_is_answered():
+    """An ApiVersions of a version above the broker's, from a client whose header v2 carries a
+    tagged field: RequestHeader.parse skips the tag, so Kafka answers it (v0, UNSUPPORTED_VERSION)."""
+    event = decode_one(_header_v2(18, 99, tags=b"\x01\x03\x02hi") + b"\x00")
+    assert isinstance(event, Request), event
+    assert (event.api_version, event.response_version, event.correlation_id, event.client_id) == \
+        (99, 0, 5, "client")
+
+
+FLEXIBLE_CAPTURES = [n for n in CAPTURE_NAMES if request_schema(*map(int, n.split("_"))).__flexible__]
+
+
+@pytest.mark.parametrize("name", FLEXIBLE_CAPTURES)
+def test_captures_with_unknown_tags_read_as_without(name):
+    """Every flexible capture, with an unknown tagged field in its header and another in its
+    body's top-level section (the body's last byte, an empty section in every capture), reads
+    as the capture itself."""
+    payload = capture(name)
+    plain = decode_one(payload)
+    assert isinstance(plain, Request) and payload.endswith(b"\0")
+    client_id = struct.unpack_from(">h", payload, 8)[0]
+    section = 10 + max(client_id, 0)
+    assert payload[section] == 0
+    tagged = (payload[:section] + b"\x01\x21\x02xy" + payload[section + 1:-1]
+              + b"\x02\x40\x01z\x41\x00")
+    event = decode_one(tagged)
+    assert isinstance(event, Request), event
+    assert (event.header, event.body) == (plain.header, plain.body)
+
+
+# -- lengths below -1 (Kafka's generated readers: any negative length of a nullable field is null) --
+
+def test_a_nullable_field_with_a_length_below_minus_one_reads_as_null():
+    # Metadata v4: the topics array (nullable from v1) with count -7: null, every topic
+    event = decode_one(struct.pack(">hhih", 3, 4, 9, 1) + b"c" + struct.pack(">i", -7) + b"\x01")
+    assert isinstance(event, Request), event
+    assert event.body.topics is None and event.body.allow_auto_topic_creation
+    # Produce v3: transactional_id (a nullable string) of length -2, acks 1, no topics
+    event = decode_one(struct.pack(">hhih", 0, 3, 9, 1) + b"c" + struct.pack(">hhii", -2, 1, 1000, 0))
+    assert isinstance(event, Request), event
+    assert (event.body.transactional_id, event.body.acks, event.body.topic_data) == (None, 1, ())
+    # the header's client_id (a nullable string) of length -3: null, read as ""
+    event = decode_one(struct.pack(">hhih", 3, 4, 9, -3) + struct.pack(">i", -1) + b"\x01")
+    assert isinstance(event, Request), event
+    assert (event.correlation_id, event.client_id) == (9, "")
+
+
+def test_a_non_nullable_field_with_a_negative_length_still_closes():
+    # a topic name (not nullable) of length -2: Kafka throws "non-nullable field ... was serialized as null"
+    payload = struct.pack(">hhih", 3, 4, 9, 1) + b"c" + struct.pack(">ih", 1, -2) + b"\x01"
+    assert isinstance(decode_one(payload), Close)

@@ -63,7 +63,10 @@ def test_find_coordinator_on_a_full_disk(group_state, monkeypatch):
         r = call(group_state, req(10, version, **fields))
         answer = r if version < 4 else r.coordinators[0]
         assert answer.error_code == ErrorCode.coordinator_not_available and answer.node_id == -1
-        assert group_state.datadir.path not in answer.error_message and "/" not in answer.error_message
+        if version < 4:
+            assert group_state.datadir.path not in answer.error_message and "/" not in answer.error_message
+        else:       # handleFindCoordinatorRequestV4AndAbove sets no message on a key
+            assert answer.error_message is None
 
 
 def test_produce_on_a_full_disk_is_a_storage_error_of_that_partition(state, monkeypatch):  # noqa: F811

@@ -24,13 +24,15 @@ worker thread, as Kafka's request handler threads make them all (a hand-off cost
 small read: issue 28). The long poll (``max_wait_ms``/``min_bytes``) waits on the event loop for appends to any of the
 requested partitions (``AppendNotifier``), re-reading after each, until enough bytes are readable
 or the time is up. Fetch sessions (KIP-227) are declined: every answer carries session id 0, so
-clients send full requests. A topic the principal may not READ is answered TOPIC_AUTHORIZATION_FAILED
+clients send full requests (epoch 0 or -1, answered whatever session id they name, as Kafka's
+FetchManager does); an incremental one (any other epoch) is FETCH_SESSION_ID_NOT_FOUND. A topic the principal may not READ is answered TOPIC_AUTHORIZATION_FAILED
 for each of its partitions (asked once per request, before the first read), and is never read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import struct
 from dataclasses import dataclass
 
@@ -40,11 +42,14 @@ from ...errors import CompactlogError, OffsetOutOfRangeError
 from ...record.varint import encode_uvarint
 from ...storage.isolation import last_fetchable_offset
 from ..authorizer import auth_helper
-from ..messages import NO_THROTTLE, READ_COMMITTED, build, nested
+from ..messages import NO_THROTTLE, READ_COMMITTED, build, nested, response_class
 from ..protocol import EncodedResponse, FileRegion
 from ..state import BrokerState
 from ..wire_errors import partition_error
 from .handler import ASYNC, ApiHandler
+
+INITIAL_EPOCH = 0          # FetchMetadata: a full request that may open a session
+FINAL_EPOCH = -1           # a full request that opens none
 
 # below this many bytes a partition's records are read into memory; from it on they are sent
 # with sendfile (measured: benchmarks/broker.py, see the module's notes)
@@ -247,9 +252,15 @@ async def handle_fetch(state: BrokerState, request, run):
     """``run(fn, *args)`` runs a blocking function in a worker thread (an awaitable)."""
     body = request.body
     version = request.api_version
-    if getattr(body, "session_id", 0) != 0:
-        # no session is ever created (every answer says 0), so a client naming one is wrong
-        return FETCH.error_body(request, ErrorCode.fetch_session_id_not_found)
+    if getattr(body, "session_epoch", FINAL_EPOCH) not in (INITIAL_EPOCH, FINAL_EPOCH):
+        # FetchManager.newContext: an incremental request names a session, and none is ever
+        # created here (every answer says 0); a full one (epoch 0 or -1) is answered whatever
+        # session id it names (Kafka closes that session, and a full answer may make none)
+        return fetch_session_error(body, response_class(request), ErrorCode.fetch_session_id_not_found)
+    if getattr(body, "isolation_level", 0) not in (0, READ_COMMITTED):
+        # IsolationLevel.forId throws IllegalArgumentException: getErrorResponse's UNKNOWN_SERVER_ERROR
+        return FETCH.error_body(request, ErrorCode.unknown_server_error)
+    body = fetch_data(body)
     max_wait = body.max_wait.total_seconds()
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
     denied = auth_helper.denied(state, request, auth_helper.READ, auth_helper.TOPIC, (t.topic for t in body.topics))
@@ -372,17 +383,59 @@ def encode_fetch_response(correlation_id: int, version: int, topics: list, *, er
     return EncodedResponse(parts, total)
 
 
+def fetch_data(body):
+    """``body`` with its partitions as Kafka reads them (FetchRequest.fetchData, a LinkedHashMap
+    keyed by the partition: one entry each, where the request first names it, with the values of
+    its last mention) and grouped as FetchResponse.toMessage groups them (consecutive partitions
+    of one topic in one topic entry). A request that names each partition once and no topic twice
+    in a row, as clients send them, is returned as it is."""
+    topics = body.topics
+    seen = set()
+    previous = None
+    regular = True
+    for t in topics:
+        if t.topic == previous:
+            regular = False
+        previous = t.topic
+        for p in t.partitions:
+            key = (t.topic, p.partition)
+            if key in seen:
+                regular = False
+            seen.add(key)
+    if regular:
+        return body
+    by_key: dict = {}
+    for t in topics:
+        for p in t.partitions:
+            by_key[(t.topic, p.partition)] = (t, p)   # a dict keeps the first position, takes the last value
+    grouped: list = []                                 # [topic entry, [partitions]]
+    for (name, _), (t, p) in by_key.items():
+        if grouped and grouped[-1][0].topic == name:
+            grouped[-1][1].append(p)
+        else:
+            grouped.append((t, [p]))
+    return dataclasses.replace(body, topics=tuple(dataclasses.replace(t, partitions=tuple(ps))
+                                                  for t, ps in grouped))
+
+
 def fetch_error(body, cls, code, message):
-    """FetchRequest.getErrorResponse: a top-level error from v7; per partition before."""
+    """FetchRequest.getErrorResponse: the code at the top (v7+) and, before v13 (every version
+    served), in every partition too; the request's session id."""
     t_cls = nested(cls, "FetchableTopicResponse")
     p_cls = nested(cls, "PartitionData")
-    topics = () if cls.__version__ >= 7 else tuple(
+    topics = tuple(
         build(t_cls, topic=t.topic, partitions=tuple(
             build(p_cls, partition_index=p.partition, error_code=code, high_watermark=-1,
                   last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                   records=b"") for p in t.partitions))
         for t in body.topics)
-    return build(cls, throttle_time=NO_THROTTLE, error_code=code, session_id=0, responses=topics)
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code,
+                 session_id=getattr(body, "session_id", 0), responses=topics)
+
+
+def fetch_session_error(body, cls, code):
+    """SessionErrorContext's answer: the code at the top, session id 0, no partitions."""
+    return build(cls, throttle_time=NO_THROTTLE, error_code=code, session_id=0, responses=())
 
 
 FETCH = ApiHandler(1, "Fetch", 4, 12, mode=ASYNC, handler=handle_fetch, error_response=fetch_error)

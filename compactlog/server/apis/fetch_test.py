@@ -264,3 +264,94 @@ def test_a_small_tail_fetch_is_read_on_the_event_loop_and_anything_that_could_wa
         t.join(10)
     waiter.join(10)
     assert result["frame"] == answer(6) and handed_off == [0, 6]
+
+
+def _fetch_answer(state, body, version=12):
+    """handle_fetch's answer to ``body`` read back as kio's FetchResponse."""
+    from kio.serial import entity_reader
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        return await handle_fetch(state, request(1, version, body),
+                                  lambda fn, *args: loop.run_in_executor(None, fn, *args))
+    resp = asyncio.run(go())
+    if isinstance(resp, EncodedResponse):
+        try:
+            frame = _flatten(resp)
+        finally:
+            resp.close()
+    else:
+        frame = encode_response(request(1, version, body), resp)
+    return entity_reader(response_schema(1, version))(frame, 8 + (version >= 12))[0]
+
+
+def test_fetch_sessions_as_kafkas_fetch_manager_reads_them(state):
+    """No session is ever created (every answer says session 0). Kafka's FetchManager.newContext:
+    a full request (epoch 0 or -1) is answered whatever session id it names (a named session is
+    closed, and 0 answered when none is made); any other epoch names a session that must exist:
+    FETCH_SESSION_ID_NOT_FOUND, with no partitions (SessionErrorContext), session id 0 included."""
+    import dataclasses
+    state.create_topic("t", 1)
+    produce(state, [("t", 0, batch([b"k"]))])
+    plain = fetch_body("t", 0, 0)
+    for session, epoch in ((0, -1), (0, 0), (77, -1), (77, 0)):
+        resp = _fetch_answer(state, dataclasses.replace(plain, session_id=session, session_epoch=epoch))
+        [t] = resp.responses
+        assert (resp.error_code, resp.session_id) == (ErrorCode.none, 0), (session, epoch)
+        assert t.partitions[0].error_code == ErrorCode.none and t.partitions[0].records
+    for session, epoch in ((0, 1), (77, 3), (0, -2)):
+        resp = _fetch_answer(state, dataclasses.replace(plain, session_id=session, session_epoch=epoch))
+        assert (resp.error_code, resp.session_id, resp.responses) == \
+            (ErrorCode.fetch_session_id_not_found, 0, ()), (session, epoch)
+
+
+def test_fetch_error_response_is_kafkas_get_error_response(state):
+    """FetchRequest.getErrorResponse (a failed request: an exception, an unknown isolation
+    level): before v13 the code is both top-level and in every partition (hw -1), and the session
+    id is the request's. IsolationLevel.forId throws on anything but 0 and 1: UNKNOWN_SERVER_ERROR."""
+    import dataclasses
+    from compactlog.server.apis.fetch import FETCH
+    state.create_topic("t", 1)
+    produce(state, [("t", 0, batch([b"k"]))])
+    plain = fetch_body("t", 0, 0)
+    for version in (7, 11, 12):
+        body = dataclasses.replace(fetch_body("t", 0, 0, version=version), session_id=5, session_epoch=-1)
+        resp = FETCH.error_body(request(1, version, body), ErrorCode.kafka_storage_error)
+        assert (resp.error_code, resp.session_id) == (ErrorCode.kafka_storage_error, 5)
+        [[p]] = [t.partitions for t in resp.responses]
+        assert (p.partition_index, p.error_code, p.high_watermark) == (0, ErrorCode.kafka_storage_error, -1)
+    for level in (2, -1):
+        resp = _fetch_answer(state, dataclasses.replace(plain, isolation_level=level))
+        assert resp.error_code == ErrorCode.unknown_server_error
+        [[p]] = [t.partitions for t in resp.responses]
+        assert (p.error_code, p.records) == (ErrorCode.unknown_server_error, b"")
+
+
+def test_fetch_data_is_kafkas_ordered_map_of_partitions(state):
+    """FetchRequest.fetchData is a LinkedHashMap keyed by the partition: a partition named twice
+    is read once, where it was first named, with its last fetch offset; FetchResponse.toMessage
+    then puts consecutive partitions of one topic in one topic entry."""
+    import dataclasses
+    from compactlog.server.messages import build, nested
+    from compactlog.server.versions import request_schema
+    state.create_topic("t", 2)
+    state.create_topic("u", 1)
+    for i in range(3):
+        produce(state, [("t", 0, batch([b"k%d" % i])), ("t", 1, batch([b"k%d" % i])), ("u", 0, batch([b"u"]))])
+    cls = request_schema(1, 12)
+    t_cls, p_cls = nested(cls, "FetchTopic"), nested(cls, "FetchPartition")
+
+    def part(i, offset):
+        return build(p_cls, partition=i, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                     log_start_offset=-1, last_fetched_epoch=-1)
+    body = dataclasses.replace(fetch_body("t", 0, 0), topics=(
+        build(t_cls, topic="t", partitions=(part(0, 0), part(0, 2))),
+        build(t_cls, topic="t", partitions=(part(1, 1),)),
+        build(t_cls, topic="u", partitions=(part(0, 0),)),
+        build(t_cls, topic="t", partitions=(part(0, 1),))))
+    resp = _fetch_answer(state, body)
+    got = [(t.topic, [(p.partition_index, p.error_code) for p in t.partitions]) for t in resp.responses]
+    assert got == [("t", [(0, ErrorCode.none), (1, ErrorCode.none)]), ("u", [(0, ErrorCode.none)])]
+    # t-0 was read from its last offset (1): two batches, as t-1 from offset 1
+    t0, t1 = resp.responses[0].partitions
+    assert len(t0.records) == len(t1.records) > 0

@@ -67,6 +67,12 @@ def _service(state: BrokerState):
 
 # -- FindCoordinator (10) -------------------------------------------------------------------------
 
+SHARE_KEY_TYPE = 2          # CoordinatorType.SHARE (FindCoordinator v6+)
+# Errors.INVALID_REQUEST.message(): what getErrorResponse answers for an unknown key type
+INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
+                           "the message was sent to an incompatible broker. See the broker logs for more details.")
+
+
 def _coordinator_for(state: BrokerState, request, key_type: int, key: str) -> tuple[int, str]:
     if key_type == GROUP_KEY_TYPE and _group_denied(state, request, auth_helper.DESCRIBE, key):
         return GROUP_DENIED, auth_helper.DENIED_MESSAGE[GROUP_DENIED]
@@ -76,7 +82,8 @@ def _coordinator_for(state: BrokerState, request, key_type: int, key: str) -> tu
             return code, auth_helper.DENIED_MESSAGE[code]
         return transaction_coordinator(state, key)
     if key_type != GROUP_KEY_TYPE:
-        return ErrorCode.invalid_request, f"coordinator key type {key_type} is not supported"
+        # a share key (2) is refused below v6; any other type makes CoordinatorType.forId throw
+        return ErrorCode.invalid_request, INVALID_REQUEST_MESSAGE
     try:
         _service(state).ensure_topic()
     except (CompactlogError, OSError) as e:
@@ -96,14 +103,17 @@ def handle_find_coordinator(state: BrokerState, request):
     key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
     me = state.advertised_for(request)
     if request.api_version >= 4:
+        if key_type > SHARE_KEY_TYPE:
+            # CoordinatorType.forId throws: getErrorResponse's prepareErrorResponse for every key
+            return _find_coordinator_error(body, cls, ErrorCode.invalid_request, INVALID_REQUEST_MESSAGE)
         c_cls = nested(cls, "Coordinator")
         out = []
         for key in body.coordinator_keys:
-            code, message = _coordinator_for(state, request, key_type, key)
+            code, _ = _coordinator_for(state, request, key_type, key)
             ok = code == ErrorCode.none
+            # handleFindCoordinatorRequestV4AndAbove sets a key's code, never a message
             out.append(build(c_cls, key=key, node_id=state.node_id if ok else -1, host=me.host if ok else "",
-                             port=me.port if ok else -1, error_code=code,
-                             error_message=None if ok else message))
+                             port=me.port if ok else -1, error_code=code, error_message=None))
         return build(cls, throttle_time=NO_THROTTLE, coordinators=tuple(out))
     code, message = _coordinator_for(state, request, key_type, body.key)
     ok = code == ErrorCode.none

@@ -466,3 +466,26 @@ def test_kip_848_acls(state):
     assert d.error_code == ErrorCode.none and len(d.members) == 1
     assert as_("User:carol", 69, group_ids=("cg",), include_authorized_operations=False).groups[0].error_code == \
         ErrorCode.group_authorization_failed
+
+
+INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
+                           "the message was sent to an incompatible broker. See the broker logs for more details.")
+
+
+def test_find_coordinator_errors_carry_kafkas_messages(state):
+    """KafkaApis: before v4 an error is answered through getErrorResponse (prepareOldResponse:
+    the error's own message, Errors.message()); from v4 a key's error from getCoordinator has no
+    message, while an unknown key type throws in CoordinatorType.forId and every key gets
+    prepareErrorResponse's (INVALID_REQUEST and its message, no node)."""
+    for key_type in (2, 3, 9):
+        r = call(state, req(10, 3, key="x", key_type=key_type))
+        assert (r.error_code, r.error_message, r.node_id, r.host, r.port) == \
+            (ErrorCode.invalid_request, INVALID_REQUEST_MESSAGE, -1, "", -1), key_type
+    r = call(state, req(10, 4, key_type=9, coordinator_keys=("a", "b")))
+    assert [(c.key, c.error_code, c.error_message, c.node_id) for c in r.coordinators] == \
+        [(k, ErrorCode.invalid_request, INVALID_REQUEST_MESSAGE, -1) for k in ("a", "b")]
+    r = call(state, req(10, 4, key_type=2, coordinator_keys=("s",)))        # a share key below v6: no exception
+    assert (r.coordinators[0].error_code, r.coordinators[0].error_message) == (ErrorCode.invalid_request, None)
+    r = call(state, req(10, 4, key_type=1, coordinator_keys=("txn",)))      # no transaction coordinator here
+    assert (r.coordinators[0].error_code, r.coordinators[0].error_message) == \
+        (ErrorCode.coordinator_not_available, None)

@@ -27,7 +27,11 @@ def handle_list_offsets(state: BrokerState, request):
     cls = response_class(request)
     topic_cls = nested(cls, "ListOffsetsTopicResponse")
     part_cls = nested(cls, "ListOffsetsPartitionResponse")
-    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    isolation = getattr(body, "isolation_level", 0)
+    if isolation not in (0, READ_COMMITTED):
+        # IsolationLevel.forId throws IllegalArgumentException: getErrorResponse's UNKNOWN_SERVER_ERROR
+        return list_offsets_error(body, cls, ErrorCode.unknown_server_error, None)
+    committed = isolation == READ_COMMITTED
     seen = set()
     duplicates = set()
     for t in body.topics:

@@ -34,3 +34,13 @@ def test_list_offsets(state):
     assert list_offsets(state, "t", 0, base + 50) == (ErrorCode.none, 2, base + 100)
     assert list_offsets(state, "t", 0, base + 10**6) == (ErrorCode.none, -1, -1)
     assert list_offsets(state, "t", 9, -1)[0] == ErrorCode.unknown_topic_or_partition
+
+
+def test_an_unknown_isolation_level_is_unknown_server_error(state):
+    """ListOffsetsRequest.isolationLevel() is IsolationLevel.forId, which throws for anything but
+    0 and 1; KafkaApis answers the request's getErrorResponse: UNKNOWN_SERVER_ERROR everywhere."""
+    state.create_topic("t", 1)
+    produce(state, [("t", 0, batch([b"a"]))])
+    for level in (2, -1):
+        assert list_offsets(state, "t", 0, -1, isolation=level) == (ErrorCode.unknown_server_error, -1, -1)
+    assert list_offsets(state, "t", 0, -1, isolation=1) == (ErrorCode.none, 1, -1)

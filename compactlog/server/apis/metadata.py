@@ -21,6 +21,7 @@ from ..messages import (CLUSTER_OPERATIONS, NO_THROTTLE, OPERATIONS_NOT_REQUESTE
                         response_class)
 from ..state import INTERNAL_TOPICS, BrokerState
 from .handler import THREAD, ApiHandler
+from .topic_validation import colliding_topic
 
 
 def handle_metadata(state: BrokerState, request):
@@ -64,6 +65,8 @@ def handle_metadata(state: BrokerState, request):
                                          topic_authorized_operations=OPERATIONS_NOT_REQUESTED))
                     continue
             resolved.append((name, tid))
+        # the names (or ids) asked for are a set in KafkaApis: one answer each
+        resolved = list(dict.fromkeys(resolved))
         hidden = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC,
                                     {name for name, _ in resolved})
         for name, tid in resolved:
@@ -107,8 +110,17 @@ def _requested_topic(state: BrokerState, request, cls, name: str, allow_auto: bo
             or auth_helper.authorize(state, request, auth_helper.CREATE, auth_helper.TOPIC, name)):
         return failed(ErrorCode.topic_authorization_failed)
     try:
-        # AutoTopicCreationManager: created here and listed at once (kcat -P relies on it)
-        state.create_topic(name)
+        # AutoTopicCreationManager: created here and listed at once (kcat -P relies on it), through
+        # the checks of a topic creation: one whose name collides with a topic's once '.' and '_'
+        # are unified is refused (checked and created under the lock CreateTopics holds for it)
+        with state.metadata_lock:
+            other = colliding_topic(name, state.datadir.topics())
+            if other is None:
+                state.create_topic(name)
+        if other is not None:
+            state.logger.warning(f"Auto-creation of topic {name} failed: Topic '{name}' collides with "
+                                 f"existing topic: {other}")
+            return failed(ErrorCode.invalid_topic_exception)
         state.logger.info(f"Auto-created topic {name} with {len(state.partitions(name))} "
                           f"partition(s) (auto.create.topics.enable=true)")
     except TopicError as e:

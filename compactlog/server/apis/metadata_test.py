@@ -68,3 +68,26 @@ def test_metadata_refuses_a_broker_min_insync_replicas_one_node_cannot_meet(tmp_
         assert not any(n.startswith("x-") for n in os.listdir(dd.path))
     finally:
         dd.close()
+
+
+def test_metadata_does_not_auto_create_a_topic_colliding_with_another(state):
+    """'x.y' and 'x_y' share their metric names: Kafka's topic creation refuses the second
+    (INVALID_TOPIC_EXCEPTION, "collides with existing topic"), the auto-creation of a Metadata
+    request as much as CreateTopics (AutoTopicCreationManager goes through the same creation)."""
+    assert metadata(state, ["x.y"]).topics[0].error_code == ErrorCode.none
+    for _ in range(2):                      # refused again: nothing was created the first time
+        [t] = metadata(state, ["x_y"]).topics
+        assert (t.error_code, t.partitions) == (ErrorCode.invalid_topic_exception, ())
+        assert not state.has_topic("x_y")
+    assert [t.name for t in metadata(state, None).topics] == ["x.y"]
+    # names without '.' or '_' and names that do not collide are created as before
+    assert [t.error_code for t in metadata(state, ["x-y", "x.z"]).topics] == [ErrorCode.none] * 2
+
+
+def test_metadata_answers_a_topic_named_twice_once(state):
+    """KafkaApis.handleTopicMetadataRequest reads the requested names into a set: one entry a
+    topic, however many times the request names it."""
+    state.create_topic("t", 1)
+    resp = metadata(state, ["t", "nope", "t", "nope"], auto=False)
+    assert [(t.name, t.error_code) for t in resp.topics] == \
+        [("t", ErrorCode.none), ("nope", ErrorCode.unknown_topic_or_partition)]

@@ -40,10 +40,11 @@ from kio.schema.errors import ErrorCode
 from ...errors import CompactlogError, InvalidRecordError, InvalidTimestampError, LogOfflineError
 from ...record import jit
 from ...record.compression import ZSTD
-from ...record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, COMPRESSION_MASK, INT16, INT32, INT64,
-                              LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAGIC_V2, MAX_TIMESTAMP_OFFSET, PREFIX,
-                              PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD,
-                              TRANSACTIONAL_FLAG)
+from ...record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, COMPRESSION_MASK,
+                              HEADER_SIZE_UP_TO_MAGIC, INT16, INT32, INT64, LAST_OFFSET_DELTA_OFFSET,
+                              LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, MAX_TIMESTAMP_OFFSET,
+                              MIN_LEGACY_SIZE, PREFIX, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET,
+                              RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG)
 from ..authorizer import auth_helper
 from ..messages import NO_THROTTLE, build, nested, response_class
 from ..state import ADMIN_CLIENT_ID, INTERNAL_TOPICS, BrokerState
@@ -64,6 +65,47 @@ class _Checked(NamedTuple):
     txn: tuple[int, int, int] | None      # (producer id, epoch, base sequence) of a transactional batch
 
 
+class _Overruled(NamedTuple):
+    """A partition named twice in one request, one batch valid and one refused: Kafka appends the
+    valid one and answers the refusal (``_once_per_partition``)."""
+    checked: _Checked
+    answer: object
+
+    @property
+    def txn(self):
+        return self.checked.txn
+
+
+def _once_per_partition(checked: list) -> list:
+    """The request's partitions as KafkaApis.handleProduceRequest files them, in maps keyed by the
+    partition: a partition named twice (in one topic entry or in two) keeps the last batch that
+    passed the checks for the append (``authorizedRequestInfo``) and the last refusal for the
+    answer, which the refusal wins (the refused maps are merged over the append's status); one
+    answer a partition, grouped by topic, in the order the request first names them."""
+    appends: dict = {}
+    refusals: dict = {}
+    order: dict = {}                    # topic -> its partitions, first named first
+    for name, slots in checked:
+        indexes = order.setdefault(name, {})
+        for slot in slots:
+            key = (name, slot.index)
+            indexes.setdefault(slot.index, None)
+            (appends if isinstance(slot, _Checked) else refusals)[key] = slot
+    out = []
+    for name, indexes in order.items():
+        slots = []
+        for index in indexes:
+            valid, refused = appends.get((name, index)), refusals.get((name, index))
+            if refused is None:
+                slots.append(valid)
+            elif valid is None:
+                slots.append(refused)
+            else:
+                slots.append(_Overruled(valid, refused))
+        out.append((name, slots))
+    return out
+
+
 class _Refused(Exception):
     def __init__(self, code: ErrorCode, message: str, record_errors=()):
         self.code = code
@@ -71,37 +113,74 @@ class _Refused(Exception):
         self.record_errors = record_errors
 
 
-def check_batch(records, version: int) -> int:
-    """Rules 2 and 5 of §3.2 on the bytes alone (Kafka's ProduceRequest.validateRecords); the
-    batch's attributes."""
-    if not records:
-        raise _Refused(ErrorCode.invalid_record, "Produce requests must have at least one record batch "
-                                                 "per partition")
-    n = len(records)
-    if n < RECORD_BATCH_OVERHEAD:
-        raise _Refused(ErrorCode.corrupt_message, f"{n} bytes of records are shorter than a record "
-                                                  f"batch header ({RECORD_BATCH_OVERHEAD} bytes)")
-    base_offset, length, _, magic = PREFIX.unpack_from(records, 0)
+def _next_batch(records, position: int, n: int) -> int | None:
+    """The size of the complete batch at ``position`` (Kafka's ``ByteBufferLogInputStream.nextBatch``
+    and ``nextBatchSize``), or None when the bytes left hold none: fewer than a size field, a size
+    but no magic yet, or fewer bytes than the size says. An impossible size or magic is
+    CORRUPT_MESSAGE, as the iterator throws CorruptRecordException."""
+    left = n - position
+    if left < LOG_OVERHEAD:
+        return None
+    length = INT32.unpack_from(records, position + LENGTH_OFFSET)[0]
+    if length < MIN_LEGACY_SIZE:
+        raise _Refused(ErrorCode.corrupt_message, f"Record size {length} is less than the minimum "
+                                                  f"record overhead ({MIN_LEGACY_SIZE})")
+    if left < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    magic = records[position + MAGIC_OFFSET]           # an int8: 128-255 are negative
+    if magic > MAGIC_V2:
+        magic = magic - 256 if magic > 127 else magic
+        raise _Refused(ErrorCode.corrupt_message, f"Invalid magic found in record: {magic}")
+    size = length + LOG_OVERHEAD
+    return size if left >= size else None
+
+
+def check_batch(records, version: int) -> tuple[int, int]:
+    """Rules 2 and 5 of §3.2 on the bytes alone: (the batch's attributes, its size).
+
+    The batch is found as Kafka's batch iterator finds it (``_next_batch``) and judged as
+    ``ProduceRequest.validateRecords`` judges it: no complete batch, a legacy (magic 0/1) entry
+    or a second batch is INVALID_RECORD; bytes after the batch too few to be one are left out of
+    the append (the size returned), as ``UnifiedLog.trimInvalidBytes`` trims them. Then the base
+    offset and the header's size, in the order of ``UnifiedLog.analyzeAndValidateRecords``."""
+    n = len(records) if records else 0
+    if n >= RECORD_BATCH_OVERHEAD:
+        base_offset, length, _, magic = PREFIX.unpack_from(records, 0)
+        if magic == MAGIC_V2 and length + LOG_OVERHEAD == n:
+            # what clients send: one whole v2 batch and nothing after it (no second walk)
+            attributes = INT16.unpack_from(records, ATTRIBUTES_OFFSET)[0]
+            if attributes & COMPRESSION_MASK == ZSTD and version < 7:
+                raise _Refused(ErrorCode.unsupported_compression_type,
+                               f"Produce requests with version {version} may not carry zstd batches (v7+)")
+            if base_offset != 0:
+                raise _Refused(ErrorCode.invalid_record, f"the batch's base offset is {base_offset}; a "
+                                                         f"producer must send 0")
+            return attributes, n
+    size = _next_batch(records, 0, n)
+    if size is None:
+        raise _Refused(ErrorCode.invalid_record, f"Produce requests with version {version} must have at "
+                                                 f"least one record batch per partition")
+    base_offset, _, _, magic = PREFIX.unpack_from(records, 0)
     if magic != MAGIC_V2:
         raise _Refused(ErrorCode.invalid_record, f"Produce requests with version {version} are only "
                                                  f"allowed to contain record batches with magic "
                                                  f"version 2, found magic {magic}")
-    size = length + LOG_OVERHEAD
-    if size < n:
-        raise _Refused(ErrorCode.invalid_record, f"Produce requests with version {version} are only "
-                                                 f"allowed to contain exactly one record batch "
-                                                 f"({n} bytes hold more than the first batch's {size})")
-    if size > n:
-        raise _Refused(ErrorCode.corrupt_message, f"the record batch declares {size} bytes but "
-                                                  f"{n} were sent")
+    # a batch of magic 2 is at least MIN_LEGACY_SIZE + LOG_OVERHEAD (26) bytes: its attributes are there
     attributes = INT16.unpack_from(records, ATTRIBUTES_OFFSET)[0]
     if attributes & COMPRESSION_MASK == ZSTD and version < 7:
         raise _Refused(ErrorCode.unsupported_compression_type,
                        f"Produce requests with version {version} may not carry zstd batches (v7+)")
+    if size < n and _next_batch(records, size, n) is not None:
+        raise _Refused(ErrorCode.invalid_record, f"Produce requests with version {version} are only "
+                                                 f"allowed to contain exactly one record batch per "
+                                                 f"partition")
     if base_offset != 0:
         raise _Refused(ErrorCode.invalid_record, f"the batch's base offset is {base_offset}; a producer "
                                                  f"must send 0")
-    return attributes
+    if size < RECORD_BATCH_OVERHEAD:            # DefaultRecordBatch.isValid
+        raise _Refused(ErrorCode.corrupt_message, f"Record batch is corrupt (the size {size} is smaller "
+                                                  f"than the minimum allowed overhead {RECORD_BATCH_OVERHEAD})")
+    return attributes, size
 
 
 def transactional_producer(records, attributes: int) -> tuple[int, int, int] | None:
@@ -177,9 +256,19 @@ def handle_produce(state: BrokerState, request):
     # the checks on the request itself, per partition (KafkaApis), before the append path sees it
     checked = []          # per topic: [_Checked, or the answer of a partition already refused]
     producers = set()
+    named = set()
+    repeated = False
+    topic_names = set()
     for topic in body.topic_data:
+        if topic.name in topic_names:
+            repeated = True             # ProduceResponse has one entry a topic
+        topic_names.add(topic.name)
         slots = []
         for pd in topic.partition_data:
+            key = (topic.name, pd.index)
+            if key in named:
+                repeated = True
+            named.add(key)
             log = None
             try:
                 if topic.name in denied:
@@ -188,18 +277,25 @@ def handle_produce(state: BrokerState, request):
                 if log is None:
                     raise _Refused(ErrorCode.unknown_topic_or_partition,
                                    f"This server does not host this topic-partition: {topic.name}-{pd.index}")
-                attributes = check_batch(pd.records, version)
+                attributes, size = check_batch(pd.records, version)
             except _Refused as r:
                 slots.append(_failed(p_cls, e_cls, pd.index, r.code, r.message, r.record_errors, log))
                 continue
             except (CompactlogError, OSError) as e:     # the log could not be opened
                 slots.append(_storage_failed(state, p_cls, e_cls, topic.name, pd.index, e))
                 continue
-            txn = transactional_producer(pd.records, attributes)
+            records = pd.records
+            if size < len(records):     # bytes after the batch that hold none: not appended
+                records = records[:size]
+            txn = transactional_producer(records, attributes)
             if txn is not None:
                 producers.add(txn[:2])
-            slots.append(_Checked(pd.index, log, pd.records, txn))
+            slots.append(_Checked(pd.index, log, records, txn))
         checked.append((topic.name, slots))
+    if repeated:
+        checked = _once_per_partition(checked)
+        producers = {slot.txn[:2] for _, slots in checked for slot in slots
+                     if isinstance(slot, (_Checked, _Overruled)) and slot.txn is not None}
     if len(producers) > 1:
         return produce_error(body, cls, ErrorCode.invalid_producer_id_mapping,
                              "Transactional records contained more than one producer ID")
@@ -207,8 +303,17 @@ def handle_produce(state: BrokerState, request):
     appended = []
     topics = []
     for name, slots in checked:
-        parts = [_append(state, request, name, slot, verify=verify, appended=appended, p_cls=p_cls, e_cls=e_cls)
-                 if isinstance(slot, _Checked) else slot for slot in slots]
+        parts = []
+        for slot in slots:
+            if isinstance(slot, _Checked):
+                parts.append(_append(state, request, name, slot, verify=verify, appended=appended,
+                                     p_cls=p_cls, e_cls=e_cls))
+            elif isinstance(slot, _Overruled):
+                _append(state, request, name, slot.checked, verify=verify, appended=appended, p_cls=p_cls,
+                        e_cls=e_cls)
+                parts.append(slot.answer)
+            else:
+                parts.append(slot)
         topics.append(build(nested(cls, "TopicProduceResponse"), name=name, partition_responses=tuple(parts)))
     if appended:
         state.appends.notify(appended)

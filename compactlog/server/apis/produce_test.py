@@ -34,9 +34,11 @@ def test_produce_checks_in_kafkas_order(state):
     old = batch([b"k"], ts=now_ms() - 10**12)
     future = batch([b"k"], ts=now_ms() + 2 * 3600 * 1000)
     big = batch([b"k" * 300])
-    rs = produce(state, [("nope", 0, good), ("t", 5, good), ("t", 0, b""), ("t", 0, two),
+    # one request each: a partition named twice in a request is answered once (Kafka's maps)
+    rs = [r for part in [("nope", 0, good), ("t", 5, good), ("t", 0, b""), ("t", 0, two),
                          ("t", 0, bytes(magic1)), ("t", 0, offset5), ("t", 0, bytes(corrupt)),
-                         ("c", 0, batch([b"k", None, b"j", None])), ("c", 0, big)])
+                         ("c", 0, batch([b"k", None, b"j", None])), ("c", 0, big)]
+          for r in produce(state, [part])]
     codes = [r.error_code for r in rs]
     assert codes == [ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_or_partition,
                      ErrorCode.invalid_record, ErrorCode.invalid_record, ErrorCode.invalid_record,
@@ -53,7 +55,7 @@ def test_produce_checks_in_kafkas_order(state):
     # message.timestamp.after.max.ms (1 h since Kafka 4.0) is not the default here; a topic sets it
     state.datadir.alter_topic("t", {"message.timestamp.after.max.ms": "3600000",
                                     "message.timestamp.before.max.ms": "3600000"})
-    rs = produce(state, [("t", 0, old), ("t", 0, future)])
+    rs = produce(state, [("t", 0, old)]) + produce(state, [("t", 0, future)])
     assert [r.error_code for r in rs] == [ErrorCode.invalid_timestamp] * 2
     assert rs[0].record_errors[0].batch_index == 0
     assert rs[0].record_errors[0].batch_index_error_message.startswith("Timestamp ")
@@ -301,3 +303,98 @@ def test_what_may_wait_goes_to_a_worker_thread(state, warm):
     jit._warm = False
     assert quick_produce(state, _produce_request([("t", 0, small)])) is None
     assert all(state.log(n, 0).log_end_offset == 0 for n in ("t", "small", "flushed"))
+
+
+def _legacy_message(value: bytes, magic: int = 1) -> bytes:
+    """One uncompressed message-set entry of magic 0 or 1 (offset, size, crc, magic, attributes,
+    [timestamp], key -1, value), as a pre-0.11 producer wrote it."""
+    import struct
+    import zlib
+    body = struct.pack(">bb", magic, 0) + (struct.pack(">q", now_ms()) if magic else b"")
+    body += struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", 0, len(message)) + message
+
+
+def test_produce_reads_the_records_as_kafkas_batch_iterator_does(state):
+    """The first batch of a partition's records is found as Kafka's ByteBufferLogInputStream
+    finds it, then ProduceRequest.validateRecords judges it: bytes that hold no complete batch
+    (too short for a size, a batch cut short) are "no batch" (INVALID_RECORD, not the retriable
+    CORRUPT_MESSAGE, which a producer would retry until its delivery timeout), a complete legacy
+    message is the wrong magic (INVALID_RECORD), an impossible size or magic is CORRUPT_MESSAGE,
+    and bytes after the one batch too short to be a batch are trimmed (UnifiedLog.trimInvalidBytes)
+    and the batch appended."""
+    import struct
+    state.create_topic("t", 1)
+    good = batch([b"k"])
+
+    def with_length(records, length, at=0):
+        out = bytearray(records)
+        struct.pack_into(">i", out, at + 8, length)
+        return bytes(out)
+
+    magic3 = bytearray(good)
+    magic3[16] = 3
+    cases = [
+        (good[:-3], ErrorCode.invalid_record),                      # cut short: no complete batch
+        (good[:11], ErrorCode.invalid_record),                      # too short for the size field
+        (good[:16], ErrorCode.invalid_record),                      # size, but no magic yet
+        (_legacy_message(b"old"), ErrorCode.invalid_record),        # magic 1: only v2 batches
+        (_legacy_message(b"older", magic=0), ErrorCode.invalid_record),
+        (with_length(good, 13), ErrorCode.corrupt_message),         # below the least overhead (14)
+        (bytes(magic3), ErrorCode.corrupt_message),                 # no such magic
+        (with_length(good[:42], 30), ErrorCode.corrupt_message),    # a v2 batch below its header size
+        (good + with_length(b"\0" * 12, 5), ErrorCode.corrupt_message),   # the next size is impossible
+        (good + good, ErrorCode.invalid_record),                    # two batches
+    ]
+    for records, code in cases:
+        [r] = produce(state, [("t", 0, records)])
+        assert r.error_code == code, (records.hex(), r.error_code, r.error_message)
+    assert state.log("t", 0).log_end_offset == 0
+    # trailing bytes that hold no batch (fewer than a size's 12, or a size past the end): trimmed
+    for tail in (b"\0\0", with_length(b"\0" * 20, 500)):
+        [r] = produce(state, [("t", 0, good + tail)])
+        assert (r.error_code, r.error_message) == (ErrorCode.none, None)
+    log = state.log("t", 0)
+    assert log.log_end_offset == 2
+    assert [x.key for x in log.records()] == [b"k", b"k"]
+    assert log.size() == 2 * len(good)
+
+
+def _produce_topics(state, topic_data, version=9):
+    """A Produce whose ``topic_data`` is [(topic, [(partition, records)])] as given (a topic or a
+    partition may repeat); the response's [(topic, [(partition, error code)])]."""
+    import datetime
+    from compactlog.server.apis.produce import handle_produce
+    from compactlog.server.conftest import request
+    from compactlog.server.messages import build, nested
+    from compactlog.server.versions import request_schema
+    cls = request_schema(0, version)
+    t_cls, p_cls = nested(cls, "TopicProduceData"), nested(cls, "PartitionProduceData")
+    body = build(cls, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+                 topic_data=tuple(build(t_cls, name=t, partition_data=tuple(
+                     build(p_cls, index=i, records=r) for i, r in parts)) for t, parts in topic_data))
+    resp = handle_produce(state, request(0, version, body))
+    return [(t.name, [(p.index, p.error_code) for p in t.partition_responses]) for t in resp.responses]
+
+
+def test_a_partition_named_twice_is_appended_once_as_kafkas_maps_keep_it(state):
+    """KafkaApis.handleProduceRequest files each partition of the request in maps keyed by the
+    partition: a partition named twice (in one topic entry or in two) keeps its last batch, is
+    appended once, and has one answer (ProduceResponse groups the answers by topic)."""
+    state.create_topic("t", 2)
+    first, last = batch([b"first"]), batch([b"last"])
+    assert _produce_topics(state, [("t", [(0, first), (1, first), (0, last)])]) == \
+        [("t", [(0, ErrorCode.none), (1, ErrorCode.none)])]
+    assert [r.key for r in state.log("t", 0).records()] == [b"last"]
+    assert _produce_topics(state, [("t", [(0, first)]), ("nope", [(0, first)]), ("t", [(0, last)])]) == \
+        [("t", [(0, ErrorCode.none)]), ("nope", [(0, ErrorCode.unknown_topic_or_partition)])]
+    assert [r.key for r in state.log("t", 0).records()] == [b"last", b"last"]
+    # a topic in two entries, each partition once: one answer entry for the topic (ProduceResponse.toData)
+    assert _produce_topics(state, [("t", [(1, first)]), ("nope", [(0, first)]), ("t", [(0, last)])]) == \
+        [("t", [(1, ErrorCode.none), (0, ErrorCode.none)]), ("nope", [(0, ErrorCode.unknown_topic_or_partition)])]
+    assert [r.key for r in state.log("t", 0).records()] == [b"last"] * 3
+    # a valid and an invalid batch for one partition: the valid one is appended (authorizedRequestInfo)
+    # and the answer is the refusal (invalidRequestResponses is merged over the append's status)
+    assert _produce_topics(state, [("t", [(1, last), (1, b"")])]) == [("t", [(1, ErrorCode.invalid_record)])]
+    assert [r.key for r in state.log("t", 1).records()] == [b"first", b"first", b"last"]
