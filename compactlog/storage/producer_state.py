@@ -301,7 +301,7 @@ class ProducerStateManager:
         except FileNotFoundError:
             names = []
         for name in names:
-            if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdigit():
+            if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdecimal():
                 out.append(files.offset_from_filename(name))
         return out
 

@@ -369,7 +369,7 @@ class LocalDirSource(SegmentSource):
     def producer_snapshot_offsets(self) -> list[int]:
         n = len(files.SNAPSHOT_SUFFIX)
         return sorted(int(name[:-n]) for name in os.listdir(self.dir)
-                      if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-n].isdigit())
+                      if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-n].isdecimal())
 
     def producer_snapshot(self, offset: int) -> bytes:
         with open(self.location(offset, files.SNAPSHOT_SUFFIX), "rb") as f:

@@ -1,0 +1,116 @@
+"""A data dir damaged in ways the corruption tests do not reach: odd names, files that are not
+regular files, a torn tail in a closed segment. Every read command answers with a clear error or
+a note (never an internal error, never a hang), exits as the contract says, and changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import stat
+
+import pytest
+
+from cli_support import run_in_process
+
+TOPIC = "t"
+
+
+def run(data, *args, stdin: str | None = None, timeout: int = 60):
+    """``compactlog --data-dir DATA ARGS`` in this process; a hang fails the test (SIGALRM)."""
+    def hung(*_):
+        raise AssertionError(f"compactlog {' '.join(args)} hung for {timeout} s")
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(timeout)
+    try:
+        return run_in_process(["--data-dir", str(data), *args], stdin=stdin, text=True)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def tree(root) -> dict:
+    """Every name under root with its type, and size, digest and mtime for regular files (lstat:
+    a FIFO is not opened, a symlink not followed)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            key = os.path.relpath(p, root)
+            if n == ".lock":
+                out[key] = "lock"
+            elif stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as f:
+                    out[key] = (st.st_size, hashlib.sha256(f.read()).hexdigest(), st.st_mtime_ns)
+            else:
+                out[key] = (stat.S_IFMT(st.st_mode), 0 if stat.S_ISDIR(st.st_mode) else st.st_mtime_ns)
+    return out
+
+
+def make_dir(root, batches: int = 6) -> list[str]:
+    """A topic of one partition whose segments roll every ~2 batches; the values consumed."""
+    r = run(root, "topics", "create", "--topic", TOPIC, "--config", "segment.bytes=400")
+    assert r.returncode == 0, r.stderr
+    values = []
+    for i in range(batches):
+        lines = [f"v{i}-{j}" for j in range(4)]
+        r = run(root, "produce", "--topic", TOPIC, stdin="\n".join(lines) + "\n")
+        assert r.returncode == 0, r.stderr
+        values += lines
+    return values
+
+
+def segments(root) -> list[str]:
+    pdir = os.path.join(root, f"{TOPIC}-0")
+    return sorted(os.path.join(pdir, n) for n in os.listdir(pdir) if n.endswith(".log"))
+
+
+READS = [
+    ("verify",),
+    ("consume", "--topic", TOPIC, "--from-beginning"),
+    ("topics", "describe", "--json"),
+    ("get-offsets",),
+    ("log-dirs", "--describe"),
+    ("cleaner", "status", "--json"),
+    ("explain", "--topic", TOPIC),
+    ("transactions", "describe-producers", "--topic", TOPIC, "--partition", "0"),
+]
+
+
+def check_reads(root, *, timeout: int = 60) -> dict:
+    """Run every read command; none fails inside (exit 70) or changes the tree. Their results."""
+    before = tree(root)
+    results = {}
+    for args in READS:
+        r = run(root, *args, timeout=timeout)
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.returncode in (0, 1), (args, r.returncode, r.stderr)
+        results[args[0]] = r
+    assert tree(root) == before, "a read command changed the data dir"
+    return results
+
+
+@pytest.mark.parametrize("name", ["\u00b2.log", "\u2460.log", "\u00b9\u00b2.snapshot", "\u00b2.index"])
+def test_a_file_named_with_digits_int_does_not_read_is_no_internal_error(tmp_path, name):
+    """str.isdigit() is true for '²' and '①' but int() refuses them: every command failed with
+    'internal error: ValueError: invalid literal for int()'. Kafka's loader (Long.parseLong of the
+    text before the first dot) does not take them for offsets either."""
+    root = tmp_path / "d"
+    values = make_dir(root)
+    with open(os.path.join(root, f"{TOPIC}-0", name), "wb") as f:
+        f.write(b"not a segment")
+    results = check_reads(root)
+    assert results["consume"].returncode == 0 and results["consume"].stdout.split() == values
+    r = run_in_process(["dump-log", "--files", os.path.join(root, f"{TOPIC}-0")], text=True)
+    assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr
+
+
+def test_a_partition_directory_named_with_such_digits_is_reported_not_an_internal_error(tmp_path):
+    """``t-²`` was parsed as partition int('²'): ValueError, an internal error on every command."""
+    root = tmp_path / "d"
+    values = make_dir(root)
+    os.mkdir(os.path.join(root, f"{TOPIC}-\u00b2"))
+    results = check_reads(root)
+    assert results["consume"].returncode == 0 and results["consume"].stdout.split() == values
+    assert results["verify"].returncode == 1 and f"{TOPIC}-\u00b2" in results["verify"].stdout
