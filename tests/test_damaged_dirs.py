@@ -114,3 +114,32 @@ def test_a_partition_directory_named_with_such_digits_is_reported_not_an_interna
     results = check_reads(root)
     assert results["consume"].returncode == 0 and results["consume"].stdout.split() == values
     assert results["verify"].returncode == 1 and f"{TOPIC}-\u00b2" in results["verify"].stdout
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _directory(path):
+    os.mkdir(path)
+
+
+def _dangling_symlink(path):
+    os.symlink(os.path.join(os.path.dirname(path), "gone"), path)
+
+
+@pytest.mark.parametrize("make", [_fifo, _directory, _dangling_symlink])
+def test_a_name_of_a_segment_that_is_not_a_regular_file_is_not_a_segment(tmp_path, make):
+    """Kafka's loader lists a partition's regular files only (File.isFile), as compactlog's own
+    loader does (loader._files); the readers' listing took every name: a FIFO named
+    00000000000000001000.log hung every read command (the open waits for a writer), a directory
+    made them fail ('No such device', from mmap), a dangling symlink made them retry for 10 s and
+    then say that a writer changed the log."""
+    root = tmp_path / "d"
+    values = make_dir(root)
+    make(os.path.join(root, f"{TOPIC}-0", "00000000000000001000.log"))
+    results = check_reads(root, timeout=30)
+    assert results["consume"].returncode == 0 and results["consume"].stdout.split() == values, \
+        results["consume"].stderr
+    r = run_in_process(["dump-log", "--files", os.path.join(root, f"{TOPIC}-0")], text=True)
+    assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr
