@@ -143,3 +143,31 @@ def test_a_name_of_a_segment_that_is_not_a_regular_file_is_not_a_segment(tmp_pat
         results["consume"].stderr
     r = run_in_process(["dump-log", "--files", os.path.join(root, f"{TOPIC}-0")], text=True)
     assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("rel", [
+    f"{TOPIC}-0/00000000000000000000.index",
+    f"{TOPIC}-0/00000000000000000000.timeindex",
+    f"{TOPIC}-0/leader-epoch-checkpoint",
+    "recovery-point-offset-checkpoint",
+    "compactlog.topics.json",
+    "snapshot",
+])
+def test_a_fifo_in_place_of_an_index_a_checkpoint_or_a_snapshot_is_an_error_not_a_hang(tmp_path, rel):
+    """Opening a FIFO for reading blocks until a writer comes: verify, consume, cleaner status,
+    transactions describe-producers hung on one in place of a .index, .timeindex, .snapshot,
+    leader-epoch-checkpoint, recovery-point-offset-checkpoint or compactlog.topics.json. Each
+    now says the path is not a regular file (or reads past it), exits 0 or 1, changes nothing."""
+    root = tmp_path / "d"
+    make_dir(root)
+    if rel == "snapshot":
+        pdir = os.path.join(root, f"{TOPIC}-0")
+        rel = os.path.join(f"{TOPIC}-0", max(n for n in os.listdir(pdir) if n.endswith(".snapshot")))
+    path = os.path.join(root, rel)
+    os.remove(path)
+    os.mkfifo(path)
+    results = check_reads(root, timeout=30)
+    for name, r in results.items():
+        if r.returncode:
+            assert path in r.stdout + r.stderr and "not a regular file (a FIFO)" in r.stdout + r.stderr, \
+                (name, r.stdout, r.stderr)

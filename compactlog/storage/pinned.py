@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from ..errors import LogChangedError
 from . import files
+from .fsutil import open_regular
 from .layout import SegmentFile, close_map, live_names, offset_or_none
 from .lock import describe_holder
 
@@ -142,7 +143,7 @@ class PinnedSegments:
         seg = self.segments[i]
         path = sibling_path(seg.path, suffix)
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:
                 raw = f.read()
         except FileNotFoundError:
             raw = None
