@@ -171,3 +171,40 @@ def test_a_fifo_in_place_of_an_index_a_checkpoint_or_a_snapshot_is_an_error_not_
         if r.returncode:
             assert path in r.stdout + r.stderr and "not a regular file (a FIFO)" in r.stdout + r.stderr, \
                 (name, r.stdout, r.stderr)
+
+
+def _batch_positions(path) -> list[int]:
+    data = open(path, "rb").read()
+    out, pos = [], 0
+    while pos + 12 <= len(data):
+        out.append(pos)
+        pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+    return out
+
+
+@pytest.mark.parametrize("cut", ["mid-batch", "mid-header"])
+@pytest.mark.parametrize("shutdown", ["clean", "crash"])
+def test_a_closed_segment_cut_short_is_reported_not_skipped(tmp_path, cut, shutdown):
+    """A segment that is not the last one ends in an incomplete batch (a truncated copy, a torn
+    block): consume printed the records before it, then went on at the next segment and exited 0
+    without a word, the records of the cut batches silently missing. Kafka's reader stops at an
+    incomplete batch at a file's end; here a closed segment has no write in flight, so the read
+    stops there with an error that names the file and position (as for any other corrupt batch
+    in flushed data), after the records before it."""
+    root = tmp_path / "d"
+    values = make_dir(root)
+    segs = segments(root)
+    assert len(segs) >= 2                              # the first is not the last
+    first = segs[0]
+    positions = _batch_positions(first)
+    assert len(positions) >= 2
+    at = positions[1]
+    os.truncate(first, at + (40 if cut == "mid-batch" else 7))
+    if shutdown == "crash":
+        os.remove(os.path.join(root, ".kafka_cleanshutdown"))
+    results = check_reads(root)
+    r = results["consume"]
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert r.stdout.split() == values[:4]             # the first batch, then the stop
+    assert f"{first}, position {at}" in r.stderr, r.stderr
+    assert results["verify"].returncode == 1 and f"{first}: position {at}" in results["verify"].stdout
