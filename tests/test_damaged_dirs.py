@@ -208,3 +208,24 @@ def test_a_closed_segment_cut_short_is_reported_not_skipped(tmp_path, cut, shutd
     assert r.stdout.split() == values[:4]             # the first batch, then the stop
     assert f"{first}, position {at}" in r.stderr, r.stderr
     assert results["verify"].returncode == 1 and f"{first}: position {at}" in results["verify"].stdout
+
+
+def test_a_broker_answers_corrupt_message_past_a_closed_segment_cut_short(tmp_path):
+    """The broker's Fetch went past the cut batches as a compaction gap: kcat printed offsets
+    0-3 and then those of the next segment, the cut ones missing and nothing said. Now the fetch
+    at the first cut offset answers CORRUPT_MESSAGE (as for any corrupt batch it cannot serve)
+    and the broker's log names the file and position."""
+    from broker_support import Broker, kcat
+    root = tmp_path / "d"
+    values = make_dir(root)
+    first = segments(root)[0]
+    at = _batch_positions(first)[1]
+    os.truncate(first, at + 40)
+    with Broker(root) as b:
+        r = kcat("-b", b.bootstrap, "-C", "-t", TOPIC, "-p", "0", "-o", "beginning", "-e", "-f", "%o %s\n",
+                 timeout=60)
+        out = r.stdout.decode()
+        assert out.split("\n")[:4] == [f"{i} {v}" for i, v in enumerate(values[:4])], out
+        assert f"4 {values[4]}" not in out and values[-1] not in out, out
+        assert f"{first}, position {at}" in b.log_text()
+        assert b.alive()

@@ -14,7 +14,7 @@ import random
 
 from ..errors import CorruptRecordError, ReadOnlyError, StorageError
 from ..record.batch import BatchHeader, iter_batches
-from ..record.layout import (BASE_OFFSET_OFFSET, HEADER_SIZE_UP_TO_MAGIC, INT64, LOG_OVERHEAD, MAGIC_V2,
+from ..record.layout import (BASE_OFFSET_OFFSET, HEADER_SIZE_UP_TO_MAGIC, INT64, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_V2,
                              MIN_LEGACY_SIZE, PREFIX, RECORD_BATCH_OVERHEAD)
 from . import files
 from .events import REBUILT, DataEvent
@@ -502,6 +502,16 @@ class LogSegment:
         pos = self.lookup_position(start_offset)
         found = self.translate_offset(start_offset, pos)
         return None if found is None else found[0]
+
+    def cut_short_at(self) -> int | None:
+        """Position of the incomplete batch this segment's bytes end with (a truncated copy, a
+        torn block), None when they end with a whole batch. A walk from the last index entry."""
+        start = self.lookup_position(self.offset_index.last_offset)
+        end = start
+        for pos, _ in self.log.batch_headers(start):
+            prefix = self.log.read(pos, LOG_OVERHEAD)
+            end = pos + LOG_OVERHEAD + int.from_bytes(prefix[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
+        return end if end < self.log.size else None
 
     def read_next_offset(self) -> int:
         """The offset after the segment's last batch, or the base offset when empty."""
