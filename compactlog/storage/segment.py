@@ -99,7 +99,19 @@ class FileRecords:
         if self._body is not None:
             return self._body.read(position, length, self.size)
         with self._use() as fd:
-            return os.pread(fd, length, position)
+            data = os.pread(fd, length, position)
+            if len(data) == length:
+                return data
+            # a short read (Linux returns at most 0x7ffff000 bytes a call): the rest, up to EOF
+            parts = [data]
+            got = len(data)
+            while got < length:
+                more = os.pread(fd, length - got, position + got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            return b"".join(parts)
 
     def map(self):
         """A read-only mapping of [0, size) (bytes when the file is empty)."""
