@@ -229,3 +229,28 @@ def test_a_broker_answers_corrupt_message_past_a_closed_segment_cut_short(tmp_pa
         assert f"4 {values[4]}" not in out and values[-1] not in out, out
         assert f"{first}, position {at}" in b.log_text()
         assert b.alive()
+
+
+@pytest.mark.xfail(strict=True, reason="the broker's Fetch sends a closed segment's batches unchecked, as Kafka's "
+                   "zero-copy fetch does; a batch whose CRC does not match is served as good records to a client "
+                   "that does not check CRCs (librdkafka's default check.crcs=false). Checking each batch once "
+                   "(closed segments do not change) is a hot-path change that needs its own A/B measurement")
+def test_a_broker_does_not_serve_a_batch_whose_crc_does_not_match(tmp_path):
+    """consume and dump-log report the batch (file, position, CRC); kcat through the broker printed
+    its records as good ones (offsets 4-7 here) and the broker's log said nothing."""
+    from broker_support import Broker, kcat
+    root = tmp_path / "d"
+    values = make_dir(root)
+    first = segments(root)[0]
+    at = _batch_positions(first)[1]
+    with open(first, "r+b") as f:
+        f.seek(at + 17)
+        f.write(b"\x00\x00\x00\x00")                   # the stored CRC
+    r = run(root, "consume", "--topic", TOPIC, "--from-beginning")
+    assert r.returncode == 1 and f"position {at}" in r.stderr and "crc" in r.stderr
+    with Broker(root) as b:
+        r = kcat("-b", b.bootstrap, "-C", "-t", TOPIC, "-p", "0", "-o", "beginning", "-e", "-f", "%o %s\n",
+                 timeout=60)
+        out = r.stdout.decode()
+        assert out.split("\n")[:4] == [f"{i} {v}" for i, v in enumerate(values[:4])], out
+        assert values[4] not in out, out
