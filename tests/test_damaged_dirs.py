@@ -254,3 +254,36 @@ def test_a_broker_does_not_serve_a_batch_whose_crc_does_not_match(tmp_path):
         out = r.stdout.decode()
         assert out.split("\n")[:4] == [f"{i} {v}" for i, v in enumerate(values[:4])], out
         assert values[4] not in out, out
+
+
+def test_a_zero_filled_txn_index_of_a_later_segment_fails_its_sanity_check_at_once(tmp_path):
+    """A 1 GiB sparse .txnindex of zeros (31 million entries of version 0 whose last offset, 0,
+    lies below the segment's base offset) was decoded into Python objects by every command that
+    opened the partition before Kafka's sanity check ran on them: a clean that cleaned nothing
+    took 29 s. The check runs on the raw entries first; each command takes seconds, not tens."""
+    import time
+    root = tmp_path / "d"
+    values = make_dir(root)
+    later = segments(root)[1]
+    base = int(os.path.basename(later).split(".")[0])
+    assert base > 0
+    with open(later[:-len(".log")] + ".txnindex", "wb") as f:
+        f.truncate(1 << 30)
+    started = time.process_time()
+    results = check_reads(root)
+    assert results["consume"].stdout.split() == values
+    r = run(root, "clean", "--topic", TOPIC)
+    assert "internal error" not in r.stderr, r.stderr
+    assert time.process_time() - started < 20, "the zero-filled index was decoded entry by entry"
+
+
+def test_a_txn_index_entry_of_version_1_is_not_read_as_version_0(tmp_path):
+    """The version is a 2-byte big-endian field; only its first byte was compared with 0, so an
+    entry of version 1 (an unknown version, which Kafka refuses) was taken for a good entry."""
+    from compactlog.errors import StorageError
+    from compactlog.storage.txn_index import ENTRY, TransactionIndex
+    path = str(tmp_path / "00000000000000000000.txnindex")
+    with open(path, "wb") as f:
+        f.write(ENTRY.pack(0, 7, 1, 2, 3) + ENTRY.pack(1, 7, 4, 5, 6))
+    with pytest.raises(StorageError, match=f"position {ENTRY.size}: unexpected aborted transaction version 1"):
+        TransactionIndex(path, 0).entries()
