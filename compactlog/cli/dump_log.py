@@ -205,7 +205,7 @@ def file_kind(path: str) -> str:
 
 def base_offset_of(path: str) -> int | None:
     prefix = os.path.basename(path).split(".", 1)[0]
-    return int(prefix) if prefix.isdigit() else None
+    return int(prefix) if prefix.isdecimal() else None
 
 
 def dump_file(dump: Dump, path: str, *, data=None) -> None:

@@ -48,7 +48,7 @@ from . import files
 from .checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, PartitionMetadataFile, new_topic_id
 from .config import BrokerConfig, LogConfig, read_properties
 from .config_registry import gather_all
-from .fsutil import atomic_write, fsync_dir
+from .fsutil import atomic_write, fsync_dir, open_regular
 from .lock import DataDirLock
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ class DataDir:
         if cached is not None and cached[0] == sig:
             return cached[1]
         try:
-            with open(path, "r", encoding="utf-8") as f:
+            with open_regular(path, "r", encoding="utf-8") as f:
                 meta = json.load(f)
         except FileNotFoundError:
             return {"version": 1, "topics": {}}

@@ -54,7 +54,7 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     if "-" not in base:
         raise ValueError(f"directory name {base} is not in the form topic-partition")
     topic, _, part = base.rpartition("-")
-    if not topic or not part.isdigit():
+    if not topic or not part.isdecimal():
         raise ValueError(f"directory name {base} is not in the form topic-partition")
     return topic, int(part)
 
@@ -109,4 +109,4 @@ def validate_topic_name(topic: str) -> None:
 
 
 def is_segment_log(name: str) -> bool:
-    return name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit()
+    return name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdecimal()

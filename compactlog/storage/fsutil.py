@@ -8,9 +8,29 @@ it started, so no half-written file is left behind.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 from ..errors import StorageError
+
+
+def open_regular(path: str, mode: str = "rb", **kw):
+    """``open(path, mode)`` for reading, refusing a file that is not a regular file (a symlink to
+    one counts): a FIFO in place of an index, a snapshot or a checkpoint would block the open
+    until some process writes to it, so it is opened non-blocking and refused by its type, an
+    OSError naming the path."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        kind = os.fstat(fd).st_mode
+        if not stat.S_ISREG(kind):
+            what = "a directory" if stat.S_ISDIR(kind) else "a FIFO" if stat.S_ISFIFO(kind) else "a device or socket"
+            raise OSError(errno.EINVAL, f"not a regular file ({what})", path)
+        os.set_blocking(fd, True)
+        return open(fd, mode, **kw)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def fsync_dir(path: str) -> None:
@@ -75,7 +95,7 @@ def read_text(path: str) -> str:
     failure to read is a StorageError naming the file.
     """
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             raw = f.read()
     except FileNotFoundError:
         raise

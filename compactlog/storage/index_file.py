@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import StorageError
 from .file_handles import PooledFile
+from .fsutil import open_regular
 
 
 def used_length(raw, entry_size: int) -> int:
@@ -86,7 +87,7 @@ class IndexFile:
         SEEK_HOLE, and the zero slots are counted in ``untrimmed_slots`` instead of decoded.
         """
         size = self._round(self.length)
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             data_end = size
             try:
                 hole = os.lseek(f.fileno(), 0, os.SEEK_HOLE)

@@ -39,7 +39,7 @@ class SegmentFile(NamedTuple):
 
 def offset_or_none(name: str) -> int | None:
     prefix = name.split(".", 1)[0]
-    return int(prefix) if prefix.isdigit() else None
+    return int(prefix) if prefix.isdecimal() else None
 
 
 def map_file(path: str):

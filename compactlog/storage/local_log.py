@@ -229,6 +229,7 @@ class LocalLog:
                 break
             pos = seg.read_position(start_offset)
             if pos is None:
+                self._check_cut_short(seg)
                 continue            # the offset is past this segment's last batch (a compaction gap)
             f = seg.log
             length = 0
@@ -257,6 +258,20 @@ class LocalLog:
                 last = last_offset
             return ReadSpan(f, pos, length, last)
         return NOTHING
+
+    def _check_cut_short(self, seg: LogSegment) -> None:
+        """A fetch past a segment's last batch goes on at the next segment (a compaction gap);
+        past an incomplete batch at the end of a segment that is not the active one (no write is
+        in flight there: bytes were cut), it would skip the cut batches' offsets without a word.
+        Raised instead: CORRUPT_MESSAGE for the partition, the file and position in the log."""
+        if self.segments.next_base(seg) is None:
+            return
+        at = seg.cut_short_at()
+        if at is not None:
+            raise CorruptRecordError(
+                f"the {seg.log.size - at} bytes at the end of this segment are not a complete batch "
+                f"(a truncated or torn write), and later segments follow it",
+                file=seg.log.path, position=at, field="length")
 
     def _check_stop(self, seg: LogSegment, position: int, base_offset: int) -> None:
         """A fetch stops at the batch at ``position``; one at or above its segment's bound is

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from ..errors import LogChangedError
 from . import files
+from .fsutil import open_regular
 from .layout import SegmentFile, close_map, live_names, offset_or_none
 from .lock import describe_holder
 
@@ -142,7 +143,7 @@ class PinnedSegments:
         seg = self.segments[i]
         path = sibling_path(seg.path, suffix)
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:
                 raw = f.read()
         except FileNotFoundError:
             raw = None
@@ -177,12 +178,20 @@ def changed(dir_path: str, what: str) -> LogChangedError:
 
 def _log_names(dir_path: str) -> frozenset[str]:
     """Every name of a segment ``.log`` in any state (``.log``, ``.log.swap``, ``.log.cleaned``,
-    ``.log.deleted``): what decides the live segments."""
+    ``.log.deleted``): what decides the live segments. Regular files only (a symlink to one
+    counts), as Kafka's loader lists them (File.isFile) and as ``loader._files`` does: a FIFO of
+    such a name would hang the open, a directory fail the map, a dangling symlink look like a
+    segment deleted by a writer on every retry."""
     out = set()
     with os.scandir(dir_path) as it:
         for e in it:
-            if files.LOG_SUFFIX in e.name:
-                out.add(e.name)
+            if files.LOG_SUFFIX not in e.name:
+                continue
+            try:
+                if e.is_file():
+                    out.add(e.name)
+            except OSError:         # gone since the listing (or unreadable): not a segment now
+                continue
     return frozenset(out)
 
 

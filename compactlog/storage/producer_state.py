@@ -27,7 +27,7 @@ from ..record import crc as crc32c
 from ..errors import (InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError, StorageError,
                       TransactionCoordinatorFencedError)
 from . import files
-from .fsutil import atomic_write
+from .fsutil import atomic_write, open_regular
 
 NO_SEQUENCE = -1
 NO_EPOCH = -1
@@ -301,7 +301,7 @@ class ProducerStateManager:
         except FileNotFoundError:
             names = []
         for name in names:
-            if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdigit():
+            if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-len(files.SNAPSHOT_SUFFIX)].isdecimal():
                 out.append(files.offset_from_filename(name))
         return out
 
@@ -520,7 +520,7 @@ def encode_snapshot(entries) -> bytes:
 
 def read_snapshot(path: str) -> list[ProducerStateEntry]:
     """Entries of a ``.snapshot`` file; StorageError naming the file when corrupt."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         data = f.read()
     return decode_snapshot(data, path)
 

@@ -181,9 +181,11 @@ class PartitionReader:
             if pos < 0:
                 pos = -1 - pos    # an impossible batch size there: the iterator reports it
             try:
+                after = pos         # where the batches walked so far end
                 for b in iter_batches(m, pos, size):
                     _check_order(b.base_offset, b.last_offset, prev_last, b.position)
                     prev_last = b.last_offset
+                    after = b.position + b.size
                     if b.last_offset < first:
                         continue
                     if b.base_offset >= end:
@@ -191,6 +193,7 @@ class PartitionReader:
                         return
                     cursor[0] = b.last_offset + 1
                     yield b
+                self._check_cut_short(seg, as_u8(m), after, size)
             except CorruptRecordError as e:
                 if e.position is not None and self._torn_tail(seg, as_u8(m), e.position):
                     return
@@ -395,6 +398,25 @@ class PartitionReader:
         if error is not None:
             raise error
 
+    def _check_cut_short(self, seg: SegmentFile, buf: np.ndarray, position: int, size: int) -> None:
+        """A scan that ended on an incomplete batch in a segment that is not the last one: no
+        write is in flight there (a writer appends to the last segment only), so the bytes were
+        cut (a truncated copy, a lost block). Going on at the next segment would skip the cut
+        batches' offsets without a word; the read stops with the file and position instead."""
+        if position >= size or not self._segments or seg.path == self._segments[-1].path:
+            return
+        if position + LOG_OVERHEAD <= size:
+            length = int.from_bytes(bytes(buf[position + LENGTH_OFFSET:position + LOG_OVERHEAD]), "big",
+                                    signed=True)
+            if position + LOG_OVERHEAD + length <= size:
+                return          # a complete batch: the scan stopped at its end offset
+        offset = int.from_bytes(bytes(buf[position:position + 8]), "big", signed=True) \
+            if position + 8 <= size else None
+        raise CorruptRecordError(
+            f"the {size - position} bytes at the end of this segment are not a complete batch "
+            f"(a truncated or torn write), and later segments follow it",
+            file=seg.path, position=position, offset=offset, field="length")
+
     def _torn_tail(self, seg: SegmentFile, buf: np.ndarray, position: int) -> bool:
         """Is the unreadable batch at ``position`` a torn write recovery would cut: in the last
         segment, after a crash, with no valid batch anywhere after it?"""
@@ -457,6 +479,7 @@ class PartitionReader:
                     self._raise_scan_error(seg, buf, view, int(status), pos, int(where), validate_crc)
                 if status == K.SCAN_END:
                     self._check_stop(seg, buf, pos, size)
+                    self._check_cut_short(seg, buf, pos, size)
                     break
                 if status == K.SCAN_FULL:
                     if chunk.nb == 0 and chunk.nr == 0:

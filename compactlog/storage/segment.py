@@ -14,7 +14,7 @@ import random
 
 from ..errors import CorruptRecordError, ReadOnlyError, StorageError
 from ..record.batch import BatchHeader, iter_batches
-from ..record.layout import (BASE_OFFSET_OFFSET, HEADER_SIZE_UP_TO_MAGIC, INT64, LOG_OVERHEAD, MAGIC_V2,
+from ..record.layout import (BASE_OFFSET_OFFSET, HEADER_SIZE_UP_TO_MAGIC, INT64, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_V2,
                              MIN_LEGACY_SIZE, PREFIX, RECORD_BATCH_OVERHEAD)
 from . import files
 from .events import REBUILT, DataEvent
@@ -99,7 +99,19 @@ class FileRecords:
         if self._body is not None:
             return self._body.read(position, length, self.size)
         with self._use() as fd:
-            return os.pread(fd, length, position)
+            data = os.pread(fd, length, position)
+            if len(data) == length:
+                return data
+            # a short read (Linux returns at most 0x7ffff000 bytes a call): the rest, up to EOF
+            parts = [data]
+            got = len(data)
+            while got < length:
+                more = os.pread(fd, length - got, position + got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            return b"".join(parts)
 
     def map(self):
         """A read-only mapping of [0, size) (bytes when the file is empty)."""
@@ -502,6 +514,16 @@ class LogSegment:
         pos = self.lookup_position(start_offset)
         found = self.translate_offset(start_offset, pos)
         return None if found is None else found[0]
+
+    def cut_short_at(self) -> int | None:
+        """Position of the incomplete batch this segment's bytes end with (a truncated copy, a
+        torn block), None when they end with a whole batch. A walk from the last index entry."""
+        start = self.lookup_position(self.offset_index.last_offset)
+        end = start
+        for pos, _ in self.log.batch_headers(start):
+            prefix = self.log.read(pos, LOG_OVERHEAD)
+            end = pos + LOG_OVERHEAD + int.from_bytes(prefix[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
+        return end if end < self.log.size else None
 
     def read_next_offset(self) -> int:
         """The offset after the segment's last batch, or the base offset when empty."""

@@ -38,6 +38,7 @@ from typing import Iterable
 
 from ..errors import CorruptRecordError, StorageError
 from . import files
+from .fsutil import open_regular
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 INDEX_SUFFIXES = (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)
@@ -369,10 +370,10 @@ class LocalDirSource(SegmentSource):
     def producer_snapshot_offsets(self) -> list[int]:
         n = len(files.SNAPSHOT_SUFFIX)
         return sorted(int(name[:-n]) for name in os.listdir(self.dir)
-                      if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-n].isdigit())
+                      if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-n].isdecimal())
 
     def producer_snapshot(self, offset: int) -> bytes:
-        with open(self.location(offset, files.SNAPSHOT_SUFFIX), "rb") as f:
+        with open_regular(self.location(offset, files.SNAPSHOT_SUFFIX)) as f:
             return f.read()
 
     def create_replacement(self, base_offset: int, members=None) -> LocalReplacement:

@@ -356,3 +356,21 @@ def test_a_short_write_is_trimmed_at_close(tmp_path, monkeypatch):
     fr.trim()
     assert os.path.getsize(fr.path) == good
     fr.close()
+
+
+def test_read_returns_the_whole_range_when_pread_returns_less(tmp_path, monkeypatch):
+    """pread returns at most 0x7ffff000 bytes on Linux (any short count is allowed): recovery
+    cutting the 4 GiB zero tail of a sparse segment kept 2147479552 bytes in its .discarded file
+    and reported them all kept, and a repair read of a segment that size would lose its end. The
+    read loops until the range is read (a cap of 4 KiB stands in for Linux's here)."""
+    from compactlog.storage import segment as segment_module
+    data = os.urandom(10_000)
+    path = str(tmp_path / "00000000000000000000.log")
+    with open(path, "wb") as f:
+        f.write(data)
+    real = os.pread
+    monkeypatch.setattr(segment_module.os, "pread", lambda fd, n, pos: real(fd, min(n, 4096), pos))
+    records = FileRecords(path)
+    assert records.read(0, 10_000) == data
+    assert records.read(1234, 8000) == data[1234:9234]
+    assert records.read(9000, 5000) == data[9000:]

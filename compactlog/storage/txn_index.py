@@ -6,12 +6,15 @@ import os
 import struct
 from typing import NamedTuple
 
+import numpy as np
+
 from ..errors import StorageError
 from ..record.layout import CONTROL_FLAG, MAGIC_V2, TRANSACTIONAL_FLAG
 
 ENTRY = struct.Struct(">hqqqq")      # version, producer id, first, last, last stable offset
 ENTRY_SIZE = ENTRY.size
 LAST_OFFSET_AT = 18                   # byte position of an entry's last offset within it
+_ENTRY_DTYPE = np.dtype([("version", ">i2"), ("pid", ">i8"), ("first", ">i8"), ("last", ">i8"), ("lso", ">i8")])
 
 
 class AbortedTxn(NamedTuple):
@@ -50,14 +53,30 @@ class TransactionIndex:
         self._entries = self._decode(raw)
 
     def _decode(self, raw: bytes) -> list[AbortedTxn]:
-        out = []
-        for pos in range(0, len(raw) - len(raw) % ENTRY_SIZE, ENTRY_SIZE):
-            version = raw[pos]
-            if version != 0:
-                raise StorageError(f"{self.path}: position {pos}: unexpected aborted transaction version {version}")
-            _, pid, first, last, lso = ENTRY.unpack_from(raw, pos)
-            out.append(AbortedTxn(pid, first, last, lso))
-        return out
+        """The entries, checked at once (numpy) before any is made an object: the whole 2-byte
+        version (its low byte was not read: version 1 passed), and Kafka's sanityCheck (an entry's
+        last offset below the segment's base offset is a corrupt index: ``sanity_check``, which
+        the loader calls, raised it only after every entry was made). A 1 GiB zero-filled file of
+        a segment at base 40 was decoded into 31 million entries (29 s of a clean that cleaned
+        nothing); its first entry now fails the check. (Entries out of order are left to
+        ``txn_trust``, which rebuilds the index from the markers and says so.)"""
+        n = len(raw) // ENTRY_SIZE
+        if not n:
+            return []
+        e = np.frombuffer(raw, dtype=_ENTRY_DTYPE, count=n)
+        bad = np.flatnonzero(e["version"] != 0)
+        if bad.size:
+            i = int(bad[0])
+            raise StorageError(f"{self.path}: position {i * ENTRY_SIZE}: unexpected aborted transaction "
+                               f"version {int(e['version'][i])}")
+        last = e["last"]
+        below = np.flatnonzero(last < self.base_offset)
+        if below.size:
+            i = int(below[0])
+            raise StorageError(f"{self.path}: position {i * ENTRY_SIZE}: last offset {int(last[i])} of an aborted "
+                               f"transaction is below the segment's base offset {self.base_offset}")
+        return [AbortedTxn(*t) for t in zip(e["pid"].tolist(), e["first"].tolist(), last.tolist(),
+                                            e["lso"].tolist())]
 
     def append(self, txn: AbortedTxn) -> None:
         entries = self.entries()

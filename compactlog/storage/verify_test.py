@@ -193,12 +193,14 @@ def test_an_index_renamed_into_place_between_the_read_and_the_look_for_its_swap_
     index = log.segments.first.offset_index.path
     raced = []
 
+    open_regular = pinned_module.open_regular
+
     def open_racing_the_swap(path, *args, **kwargs):
         if path == index and not raced:
             raced.append(path)          # the read finds nothing; the rename lands right after it
             raise FileNotFoundError(2, "No such file or directory", path)
-        return open(path, *args, **kwargs)
-    monkeypatch.setattr(pinned_module, "open", open_racing_the_swap, raising=False)
+        return open_regular(path, *args, **kwargs)
+    monkeypatch.setattr(pinned_module, "open_regular", open_racing_the_swap)
     try:
         assert problems(dd) == []
         assert raced == [index]

@@ -428,7 +428,7 @@ class KafkaDirObjects(SegmentSource):
     def producer_snapshot_offsets(self) -> list[int]:
         n = len(files.SNAPSHOT_SUFFIX)
         return sorted(int(name[:-n]) for name, _, _ in self.names
-                      if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-n].isdigit())
+                      if name.endswith(files.SNAPSHOT_SUFFIX) and name[:-n].isdecimal())
 
     def producer_snapshot(self, offset: int) -> bytes:
         name = files.filename_prefix(offset) + files.SNAPSHOT_SUFFIX

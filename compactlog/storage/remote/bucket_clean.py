@@ -79,7 +79,7 @@ def _is_log(rel: str) -> bool:
     mid-clean: Kafka's loader finishes or removes them, and reads them first)."""
     name = rel.rpartition("/")[2]
     stem, dot, rest = name.partition(".")
-    return bool(dot) and stem.isdigit() and (rest == "log" or rest.startswith("log."))
+    return bool(dot) and stem.isdecimal() and (rest == "log" or rest.startswith("log."))
 
 
 class Fetched(bytes):
