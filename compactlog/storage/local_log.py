@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
-from ..record.batch import Record, iter_batches
-from ..record.layout import BASE_OFFSET_OFFSET, INT32, INT64, LENGTH_OFFSET, LOG_OVERHEAD
+from ..record.batch import Record, crc32c, iter_batches
+from ..record.layout import ATTRIBUTES_OFFSET, BASE_OFFSET_OFFSET, INT32, INT64, LENGTH_OFFSET, LOG_OVERHEAD
 from . import files
 from .events import REBUILT, DataEvent
 from .batch_order import past_bound
@@ -234,6 +234,9 @@ class LocalLog:
             f = seg.log
             length = 0
             last = -1
+            written_from = seg.written_from
+            checked_lo, checked_hi = seg.crc_checked_lo, seg.crc_checked_hi
+            unchecked = []          # (position, header, the span's length and last offset before it)
             for p, h in f.batch_headers(pos):
                 if h is None:
                     # a message-format v0/v1 entry: its offset is its last one (a compressed
@@ -254,10 +257,43 @@ class LocalLog:
                     break
                 if length + size > max_bytes and (length > 0 or not min_one_batch):
                     break
+                if h is not None and p < written_from and not (checked_lo <= p and p + size <= checked_hi):
+                    unchecked.append((p, h, length, last))
                 length += size
                 last = last_offset
+            if unchecked:
+                length, last = self._check_crcs(seg, pos, length, last, unchecked)
             return ReadSpan(f, pos, length, last)
         return NOTHING
+
+    @staticmethod
+    def _check_crcs(seg: LogSegment, pos: int, length: int, last: int, unchecked: list) -> tuple[int, int]:
+        """The span from ``pos`` (``length`` bytes up to offset ``last``) cut before its first
+        batch whose CRC does not match its bytes; CorruptRecordError when that is its first
+        batch. ``unchecked``: the span's batches found on disk and not checked before, each
+        with the span's length and last offset before it; their bytes are read in one call.
+        The run of checked bytes then covers the span's good part (grown when it meets the
+        run before), so readers going forward check each batch once. Under the partition lock."""
+        f = seg.log
+        first = unchecked[0][0]
+        data = memoryview(f.read(first, pos + length - first))
+        for p, h, length_before, last_before in unchecked:
+            at = p - first
+            if crc32c(data[at + ATTRIBUTES_OFFSET:at + h.size]) != h.crc:
+                if not length_before:
+                    raise CorruptRecordError(
+                        f"the batch's CRC does not match its bytes (stored {h.crc}, computed "
+                        f"{crc32c(data[at + ATTRIBUTES_OFFSET:at + h.size])})", file=f.path, position=p,
+                        offset=h.base_offset, field="crc")
+                length, last = length_before, last_before    # served up to it; a fetch at it fails
+                break
+        end = pos + length
+        lo, hi = seg.crc_checked_lo, seg.crc_checked_hi
+        if lo <= end and pos <= hi and hi > lo:
+            seg.crc_checked_lo, seg.crc_checked_hi = min(lo, pos), max(hi, end)
+        else:
+            seg.crc_checked_lo, seg.crc_checked_hi = pos, end
+        return length, last
 
     def _check_cut_short(self, seg: LogSegment) -> None:
         """A fetch past a segment's last batch goes on at the next segment (a compaction gap);

@@ -106,3 +106,55 @@ def test_a_read_committed_consume_walks_each_segment_once(tmp_path, monkeypatch)
             offset = span.last_offset + 1
         # the segment of the first read is walked by that read, then by the check; every other once
         assert walks[0] == 0 and sorted(walks[1:]) == sorted(set(walks)) and len(walks) == segments + 1
+
+
+def _reopened_with_a_bad_crc(tmp_path, bad_batch: int):
+    """A log of ten single-record batches over two segments, closed and opened again (its bytes
+    found on disk), with the stored CRC of batch ``bad_batch`` of the first segment zeroed."""
+    from compactlog.record.batch import iter_batches
+    from compactlog.storage.datadir import DataDir
+    with DataDir(str(tmp_path), create=True, writable=True) as dd:
+        dd.create_topic("t", 1, {"segment.bytes": "800"})
+        log = dd.open_log("t", 0)
+        for i in range(10):
+            log.append_records([b"k%d" % i], [b"v" * 100])
+        first = log.segments[0].log.path
+        positions = [b.position for b in iter_batches(open(first, "rb").read())]
+    with open(first, "r+b") as f:
+        f.seek(positions[bad_batch] + 17)
+        f.write(b"\0\0\0\0")
+    return first, positions
+
+
+def test_a_fetch_checks_the_crc_of_batches_found_on_disk_once(tmp_path):
+    """Kafka's fetch sends a segment's bytes unchecked; here a batch found on disk is checked once
+    (the run of checked bytes grows as readers go forward), and one whose CRC does not match is
+    not sent: the batches before it are, and a fetch starting at it is CORRUPT_MESSAGE."""
+    from compactlog.errors import CorruptRecordError
+    from compactlog.storage.datadir import DataDir
+    first, positions = _reopened_with_a_bad_crc(tmp_path, 2)
+    with DataDir(str(tmp_path), writable=True) as dd:
+        log = dd.open_log("t", 0)
+        seg = log.segments[0]
+        assert seg.written_from == seg.size and (seg.crc_checked_lo, seg.crc_checked_hi) == (0, 0)
+        span = log.read_span(0, 1 << 20, max_offset=log.log_end_offset)
+        assert (span.position, span.length, span.last_offset) == (0, positions[2], 1)
+        assert (seg.crc_checked_lo, seg.crc_checked_hi) == (0, positions[2])
+        # checked once: a second read of the same batches reads no bytes for their CRC
+        reads = []
+        real = seg.log.read
+        seg.log.read = lambda pos, n: reads.append((pos, n)) or real(pos, n)
+        assert log.read_span(0, 1 << 20, max_offset=log.log_end_offset).length == positions[2]
+        # header chunks, and from the bad batch on again (never found good: checked by each fetch
+        # reaching it), nothing before it
+        assert [r[0] for r in reads if r[1] < 65536] == [positions[2]], reads
+        del seg.log.read
+        with pytest.raises(CorruptRecordError, match=r"CRC does not match") as e:
+            log.read_span(2, 1 << 20, max_offset=log.log_end_offset)
+        assert e.value.file == first and e.value.position == positions[2]
+        assert log.read_span(3, 1 << 20, max_offset=log.log_end_offset).position == positions[3]
+        # what this process appends was encoded here: never read back for its CRC
+        active = log.segments.active
+        log.append_records([b"new"], [b"x"])
+        span = log.read_span(log.log_end_offset - 1, 1 << 20, max_offset=log.log_end_offset)
+        assert span.length and span.position >= active.written_from

@@ -274,6 +274,13 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self._max_ts_offset: tuple[int, int] | None = None
         self.created_ms = now_ms
+        # The bytes a fetch may send without checking their CRC (``LocalLog.read_span``): those
+        # this process appended (validated or encoded here) from ``written_from`` on, and the
+        # run [crc_checked_lo, crc_checked_hi) of the bytes found on disk that a fetch checked
+        # already. Kafka's zero-copy fetch checks none and leaves it to the client (librdkafka
+        # does not by default): a batch damaged on disk would be served as good records.
+        self.written_from = self.log.size
+        self.crc_checked_lo = self.crc_checked_hi = 0
         # Kafka trusts a loaded index; here it is checked against the .log before its first use
         self._indexes_trusted = False
         self.report = None          # set by LogSegments: called with a DataEvent when an index is rebuilt
