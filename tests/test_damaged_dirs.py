@@ -288,3 +288,24 @@ def test_a_txn_index_entry_of_version_1_is_not_read_as_version_0(tmp_path):
         f.write(ENTRY.pack(0, 7, 1, 2, 3) + ENTRY.pack(1, 7, 4, 5, 6))
     with pytest.raises(StorageError, match=f"position {ENTRY.size}: unexpected aborted transaction version 1"):
         TransactionIndex(path, 0).entries()
+
+
+def test_a_segment_renamed_above_its_offsets_stops_the_read_where_its_records_would_be_skipped(tmp_path):
+    """A segment's files renamed to a higher base offset (its batches now below its name): a read
+    went on at each segment's base as past a compaction gap, so consume printed the records
+    before it and exited 0, that segment's records missing without a word. Now the read stops
+    there naming the file (verify reports it too)."""
+    root = tmp_path / "d"
+    values = make_dir(root)
+    segs = segments(root)
+    assert len(segs) >= 2
+    last = segs[-1]
+    base = int(os.path.basename(last).split(".")[0])
+    for path in [p for p in os.listdir(os.path.dirname(last)) if p.startswith(os.path.basename(last)[:20])]:
+        old = os.path.join(os.path.dirname(last), path)
+        os.rename(old, old.replace(f"{base:020d}", f"{base + 1000:020d}"))
+    results = check_reads(root)
+    r = results["consume"]
+    assert r.returncode == 1 and f"below the segment's base offset {base + 1000}" in r.stderr, r.stderr
+    assert r.stdout.split() == values[:base], r.stdout
+    assert results["verify"].returncode == 1

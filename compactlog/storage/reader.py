@@ -70,6 +70,19 @@ INT64_MAX = 2**63 - 1
 
 # --- the reader ------------------------------------------------------------------------------
 
+def _check_first_base(seg) -> None:
+    """A segment's first batch holds offsets from its base offset on (the name is the base offset
+    of the batch it starts with). One below it (a segment file renamed, a stray copy) would be
+    skipped: a read goes on at each segment's base, past a compaction gap, so its records would
+    be missing without a word. The read stops there instead, with the file and position."""
+    if seg.size < 8:
+        return
+    first = int.from_bytes(bytes(seg.data[0:8]), "big", signed=True)
+    if first < seg.base_offset:
+        raise CorruptRecordError(f"base offset {first} is below the segment's base offset {seg.base_offset}",
+                                 file=seg.path, position=0, offset=first, field="baseOffset")
+
+
 class PartitionReader:
     """Read-only access to one partition (a directory ``<topic>-<partition>`` or a segment source)."""
 
@@ -157,6 +170,8 @@ class PartitionReader:
         i = max(bisect.bisect_right(self._bases, cursor[0]) - 1, 0)
         while i < len(pinned):
             seg = pinned[i]
+            if seg.size:
+                _check_first_base(seg)      # also where the read ends: its batches may lie below
             if seg.base_offset >= end:
                 return
             if seg.size:
