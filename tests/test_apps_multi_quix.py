@@ -23,6 +23,7 @@ import uuid
 import pytest
 
 from apps_support import (AppRun, apps_python, assert_at_least_once, assert_exactly_once, cleanings,
+                          restart_broker_after_kill9,
                           wait_until)
 from broker_support import Broker
 from confluent_kafka.admin import AdminClient
@@ -113,5 +114,42 @@ def test_two_instances_join_kill9_and_restart(broker, python, tmp_path, guarante
         b.stop()
         assert run.changelog_state() == run.expected()
         wait_until(lambda: cleanings(broker, run.changelog), 60, what="a cleaning of the changelog by the broker")
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+def test_two_instances_through_a_broker_kill9(broker, python, tmp_path, guarantee):
+    """Two instances sharing the input when the broker is killed -9 and restarted on its port:
+    they reconnect (or die of it and are restarted on their state dirs, as an operator's
+    supervisor would) and the output ends exact (or at least once) with the changelog."""
+    run = make_run(broker, python, tmp_path)
+    try:
+        apps = {"a": start(run, "a", guarantee), "b": start(run, "b", guarantee)}
+        run.feeder.start()
+        wait_until(lambda: split_between(run, 2), 60, interval=0.5, what="the input split between two instances")
+        output_at_least(run, 2500, list(apps.values()), 60, "2500 counts before the broker's kill -9")
+        restart_broker_after_kill9(broker)
+        restarts = 0
+
+        def supervise():
+            nonlocal restarts
+            for name, app in list(apps.items()):
+                if not app.alive():
+                    assert restarts < 4, f"{name} keeps dying:\n{app.log_tail()}"
+                    restarts += 1
+                    apps[name] = start(run, f"{name}{restarts}", guarantee, state=name)
+            return len(run.out.poll_all(1.0)) >= TOTAL
+        run.feeder.finish()
+        wait_until(supervise, 120, interval=0.1, what=f"all {TOTAL} counts after the broker's restart")
+        records = run.all_output(60)
+        if guarantee == "exactly-once":
+            assert_exactly_once(records, run.expected())
+        else:
+            assert_at_least_once(records, run.expected())
+        for app in apps.values():
+            app.stop()
+        assert run.changelog_state() == run.expected()
+        print(f"app restarts after the broker's kill -9: {restarts}")
     finally:
         run.close()
