@@ -13,20 +13,24 @@ state dir. A supervisor restarts any instance that exits. Printed: the output ch
 (or at least once), the changelog's committed state against the input's counts, the broker's
 cleanings of the changelog and the restarts.
 
-Seen at load 2-6: 5 runs exactly-once (2 of them with this scenario in an earlier form) and 1
+Seen at load 2-6: 7 runs exactly-once (2 of them with this scenario in an earlier form) and 1
 at-least-once, every one with the output and the changelog exact, 76-164 cleanings of the
-changelog. In 4 of the 6 one or two live instances died and were restarted: each time, after a
+changelog. In 5 of the 8 one or two live instances died and were restarted: each time, after a
 broker restart, the instance's consumer logged librdkafka's client-side "Consumer group session
 timed out (in join-state steady) after 6003 ms without a successful response from the group
 coordinator (broker 0, last error was Success)" and Quix Streams stopped on the error that
 followed (a transaction's message timed out, UNKNOWN_MEMBER_ID on TxnOffsetCommit, or
 DbClosedError); the broker had removed the member exactly 6 s (its session) after it loaded the
-group, no heartbeat of it having arrived since. Removing loaded members whose session runs out is
-what Kafka's coordinator does too (GroupMetadataManager schedules a session timer for every member
-of a loaded classic group); whether these members sent no heartbeat (librdkafka's reconnect
-backoff after the connection refusals of the restart, with the app's 6 s session) or the broker
-did not answer them is open. Plain confluent-kafka members through two quick broker restarts
-(6 s sessions, 250 ms heartbeats, gaps 0.5-2 s) kept their membership every time.
+group, no heartbeat of it having arrived since, as Kafka's coordinator does (GroupMetadataManager
+gives every member of a loaded classic group a session timer). The client's side, from a run
+with librdkafka's cgrp debug log (and a temporary heartbeat log line in the broker, not kept):
+the broker was down 1.4 s and accepting connections again at :52.14; the consumer had its
+coordinator's address at :52.63 and then sat in ``wait-broker-transport`` until :56.47, its
+GroupCoordinator connection held back by librdkafka's reconnect backoff after the refusals of the
+restart, so no heartbeat went out and its own 6 s session timer ran out at :55.67. Kafka would
+see the same with these clients and a 6 s session (the app's choice for quick failover; Kafka's
+default is 45 s). Plain confluent-kafka members through two quick broker restarts (6 s sessions,
+250 ms or 1 s heartbeats, gaps 0.5-2 s) kept their membership every time.
 """
 
 from __future__ import annotations
