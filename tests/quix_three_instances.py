@@ -13,9 +13,9 @@ state dir. A supervisor restarts any instance that exits. Printed: the output ch
 (or at least once), the changelog's committed state against the input's counts, the broker's
 cleanings of the changelog and the restarts.
 
-Seen at load 2-6: 7 runs exactly-once (2 of them with this scenario in an earlier form) and 1
+Seen at load 2-6: 9 runs exactly-once (2 of them with this scenario in an earlier form) and 1
 at-least-once, every one with the output and the changelog exact, 76-164 cleanings of the
-changelog. In 5 of the 8 one or two live instances died and were restarted: each time, after a
+changelog. In 6 of the 10 one or two live instances died and were restarted: each time, after a
 broker restart, the instance's consumer logged librdkafka's client-side "Consumer group session
 timed out (in join-state steady) after 6003 ms without a successful response from the group
 coordinator (broker 0, last error was Success)" and Quix Streams stopped on the error that
