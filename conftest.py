@@ -145,10 +145,10 @@ def lanes_of(item) -> set[str]:
 LONGEST_MODULES = [
     "test_corpus", "test_readme", "test_bucket_data_dir", "test_fault_campaign", "test_offline_tiered_clean",
     "test_bucket_spark", "test_spark_cluster", "test_tiered_compaction_broker", "test_scale",
-    "test_tiered_broker", "test_txn_quix", "test_compaction_strategies", "test_txn_faust",
+    "test_tiered_broker", "test_apps_multi_quix", "test_txn_quix", "test_compaction_strategies", "test_txn_faust",
     "test_spark_datasource", "test_txn_restart_timeouts", "test_security_clients", "test_clean_errors",
     "test_remote_compaction_corpus", "test_spark_streaming", "test_corruption_cleaner",
-    "test_groups_consumer_protocol", "test_readme_transactions", "test_metrics",
+    "test_groups_consumer_protocol", "test_groups_cooperative_static", "test_readme_transactions", "test_metrics",
     "test_readers_beside_a_broker", "test_cluster", "test_remote_observability", "test_txn_conformance_eos",
     "compaction_test", "jit_test", "test_cli_console_broker", "test_demo", "test_txn_coordinator",
     "test_groups_restart", "test_decompression_bomb", "test_groups_clients", "test_crash_clean",

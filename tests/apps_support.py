@@ -247,22 +247,23 @@ def restart_broker_after_kill9(broker: Broker, down_for: float = 1.0) -> None:
 class AppRun:
     """One app's topics, feeder, app processes and read_committed reader of its output.
 
-    The input (2 partitions) and the output are made here; ``changelog`` is the store's changelog
+    The input (``input_partitions``, 2 unless told) and the output are made here; ``changelog`` is the store's changelog
     topic as the framework names it, made here with ``changelog_config`` when given (to give it
     small segments) or else by the framework; ``decode_changelog(key, value) -> (name, count)``
     reads one of its records."""
 
     def __init__(self, broker: Broker, python: str, tmp_path, *, script: str, group: str, input: str,
                  output: str, changelog: str, decode_changelog, total: int, keys: int, rate: float,
-                 output_partitions: int = 1, changelog_config: dict | None = None):
+                 output_partitions: int = 1, changelog_config: dict | None = None, input_partitions: int = 2):
         self.broker, self.python, self.tmp, self.script = broker, python, tmp_path, script
         self.group, self.input, self.output, self.changelog = group, input, output, changelog
         self.decode_changelog = decode_changelog
         self.total, self.keys = total, keys
-        create_topic(broker.bootstrap, input, 2)
+        self.input_partitions = input_partitions
+        create_topic(broker.bootstrap, input, input_partitions)
         create_topic(broker.bootstrap, output, output_partitions)
         if changelog_config is not None:
-            create_topic(broker.bootstrap, changelog, 2, changelog_config)
+            create_topic(broker.bootstrap, changelog, input_partitions, changelog_config)
         self.out = CommittedReader(broker.bootstrap, output, output_partitions)
         self.feeder = Feeder(broker.bootstrap, input, total, keys, rate)
         self.apps: list[App] = []
@@ -273,8 +274,8 @@ class AppRun:
     def expected(self) -> dict[str, int]:
         return expected_counts(self.total, self.keys)
 
-    def start_app(self, *args) -> App:
-        app = App(self.python, self.script, [self.broker.bootstrap, *args], str(self.tmp / "app.log")).start()
+    def start_app(self, *args, log: str = "app.log") -> App:
+        app = App(self.python, self.script, [self.broker.bootstrap, *args], str(self.tmp / log)).start()
         self.apps.append(app)
         return app
 
@@ -307,7 +308,7 @@ class AppRun:
 
     def changelog_state(self) -> dict[str, int]:
         """The store's committed state as its changelog holds it: the last value per key."""
-        reader = CommittedReader(self.broker.bootstrap, self.changelog, 2)
+        reader = CommittedReader(self.broker.bootstrap, self.changelog, self.input_partitions)
         try:
             state = {}
             for _p, _o, key, value in reader.poll_all(10.0):
