@@ -220,21 +220,15 @@ def header_as_kafka_reads(buf, end: int, flexible: bool) -> bytes | None:
         edits.append((8, 10, b"\xff\xff"))
     section = 10 + max(n, 0)
     if flexible and section < end and buf[section] != 0:
+        outer, _skipping.sections = _skipping.sections, []
+        sections = _skipping.sections
         try:
-            count, pos = _uvarint(buf, section, end)
-            count_end = pos
-            unknown = []
-            for _ in range(count):
-                field = pos
-                _, pos = _uvarint(buf, pos, end)
-                size, pos = _uvarint(buf, pos, end)
-                pos += size
-                if pos > end:
-                    return None
-                unknown.append((field, pos))
+            _tagged(buf, section, end, {}, "the request header")     # its schema lists no tagged field
         except MalformedRequest:
             return None
-        edits += _edits_without([(section, count_end, 0, unknown)])
+        finally:
+            _skipping.sections = outer
+        edits += _edits_without(sections)
     if not edits:
         return None
     edits.sort()
