@@ -309,3 +309,33 @@ def test_a_segment_renamed_above_its_offsets_stops_the_read_where_its_records_wo
     assert r.returncode == 1 and f"below the segment's base offset {base + 1000}" in r.stderr, r.stderr
     assert r.stdout.split() == values[:base], r.stdout
     assert results["verify"].returncode == 1
+
+
+@pytest.mark.parametrize("clean_shutdown", [True, False])
+def test_a_writer_keeps_and_reports_a_segment_renamed_above_its_offsets(tmp_path, clean_shutdown):
+    """The broker's recovery truncated such a segment to nothing without a word (the scan before it
+    found every batch valid, so the cut was taken for empty, and ``LogSegment.recover``'s relative
+    range rule, Kafka's ``ensureOffsetInRange``, then cut them all); after a clean shutdown it was
+    not looked at, its log end came out below its base and a consumer stalled. Now the segment is
+    recovered in both cases, its bytes kept in ``.log.discarded`` and the cut said in the log."""
+    from broker_support import Broker, kcat
+    root = tmp_path / "d"
+    values = make_dir(root)
+    last = segments(root)[-1]
+    base = int(os.path.basename(last).split(".")[0])
+    with open(last, "rb") as f:
+        original = f.read()
+    pdir = os.path.dirname(last)
+    for name in [n for n in os.listdir(pdir) if n.startswith(f"{base:020d}.")]:
+        os.rename(os.path.join(pdir, name), os.path.join(pdir, name.replace(f"{base:020d}", f"{base + 1000:020d}")))
+    if not clean_shutdown:
+        os.remove(os.path.join(root, ".kafka_cleanshutdown"))
+    moved = os.path.join(pdir, f"{base + 1000:020d}.log")
+    with Broker(root) as b:
+        r = kcat("-b", b.bootstrap, "-C", "-t", TOPIC, "-p", "0", "-o", "beginning", "-c", base, "-f", "%o %s\n",
+                 timeout=60)
+        assert r.stdout.decode().split("\n")[:base] == [f"{i} {v}" for i, v in enumerate(values[:base])]
+        text = b.log_text()
+        assert f"{moved}, position 0, {len(original)} bytes" in text and f"kept in {moved}.discarded" in text, text
+    with open(moved + ".discarded", "rb") as f:
+        assert f.read() == original

@@ -155,6 +155,11 @@ def _valid_prefix_length(seg: LogSegment) -> tuple[int, str]:
         buf = seg.log.map()
         for b in iter_batches(buf, 0, seg.log.size):
             b.ensure_valid()
+            if not seg.can_convert_to_relative_offset(b.last_offset):
+                # LogSegment.recover's rule too (Kafka's ensureOffsetInRange): the cut is kept and said
+                why = (f"offset {b.last_offset} is outside the relative offset range of the segment's "
+                       f"base offset {seg.base_offset}")
+                break
             valid = b.position + b.size
         del buf
     except CorruptRecordError as e:
@@ -219,7 +224,11 @@ class LogLoader:
             # the log end offset comes from valid batches only: a last segment whose batches do not
             # read to its end is recovered even after a clean shutdown (Kafka would trust it)
             last_layout = segments.last.layout()
-            if last_layout.end != segments.last.log.size:
+            last = last_layout.last_offset
+            if last_layout.end != segments.last.log.size or (
+                    last is not None and not segments.last.can_convert_to_relative_offset(last)):
+                # ... and one whose offsets lie outside its relative range (its files renamed):
+                # the log end would come out below its base offset
                 needs_recovery.append(segments.last)
                 last_layout = None
         self._recover_log(needs_recovery)
@@ -395,9 +404,13 @@ class LogLoader:
             last = before.layout().last_offset     # its readable batches, trusted or not
             prev_last = last if last is not None else before.base_offset - 1
         scan = _scan(seg, prev_last)
+        # a batch outside the segment's relative offset range (its files renamed to another base)
+        # passes the scan, and recover() cuts it: left to the prefix rule, which keeps the cut
+        # bytes aside and says so
+        in_range = all(seg.can_convert_to_relative_offset(s.last_offset) for s in scan.spans)
         if not scan.holes and not any(s.fixed_base is not None for s in scan.spans):
-            return seg, scan.tail is None
-        return repair_segment(self, seg, scan)[0], True
+            return seg, scan.tail is None and in_range
+        return repair_segment(self, seg, scan)[0], in_range
 
     def _recover_segment(self, seg: LogSegment, producer_state: ProducerStateManager, *,
                          nothing_to_cut: bool = False) -> int:
