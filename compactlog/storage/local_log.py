@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
-from ..record.batch import Record, crc32c, iter_batches
-from ..record.layout import ATTRIBUTES_OFFSET, BASE_OFFSET_OFFSET, INT32, INT64, LENGTH_OFFSET, LOG_OVERHEAD
+from ..record.batch import Record, compute_crc, iter_batches
+from ..record.layout import BASE_OFFSET_OFFSET, INT32, INT64, LENGTH_OFFSET, LOG_OVERHEAD
 from . import files
 from .events import REBUILT, DataEvent
 from .batch_order import past_bound
@@ -276,15 +276,14 @@ class LocalLog:
         run before), so readers going forward check each batch once. Under the partition lock."""
         f = seg.log
         first = unchecked[0][0]
-        data = memoryview(f.read(first, pos + length - first))
+        data = f.read(first, pos + length - first)
         for p, h, length_before, last_before in unchecked:
-            at = p - first
-            if crc32c(data[at + ATTRIBUTES_OFFSET:at + h.size]) != h.crc:
+            computed = compute_crc(data, p - first, h.size)
+            if computed != h.crc:
                 if not length_before:
                     raise CorruptRecordError(
-                        f"the batch's CRC does not match its bytes (stored {h.crc}, computed "
-                        f"{crc32c(data[at + ATTRIBUTES_OFFSET:at + h.size])})", file=f.path, position=p,
-                        offset=h.base_offset, field="crc")
+                        f"the batch's CRC does not match its bytes (stored {h.crc}, computed {computed})",
+                        file=f.path, position=p, offset=h.base_offset, field="crc")
                 length, last = length_before, last_before    # served up to it; a fetch at it fails
                 break
         end = pos + length

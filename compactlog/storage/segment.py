@@ -527,9 +527,12 @@ class LogSegment:
         torn block), None when they end with a whole batch. A walk from the last index entry."""
         start = self.lookup_position(self.offset_index.last_offset)
         end = start
-        for pos, _ in self.log.batch_headers(start):
-            prefix = self.log.read(pos, LOG_OVERHEAD)
-            end = pos + LOG_OVERHEAD + int.from_bytes(prefix[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
+        for pos, h in self.log.batch_headers(start):
+            if h is not None:
+                end = pos + h.size
+            else:                   # a legacy entry: its size field read apart
+                prefix = self.log.read(pos, LOG_OVERHEAD)
+                end = pos + LOG_OVERHEAD + int.from_bytes(prefix[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
         return end if end < self.log.size else None
 
     def read_next_offset(self) -> int:
