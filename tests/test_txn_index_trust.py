@@ -72,3 +72,39 @@ def test_flipped_txn_index_byte_never_serves_aborted_records(tmp_path, field_pos
     got, err = consumed(root)                                 # the file is right again
     assert got == committed and "note:" not in err
     assert {p: read(p) for p in txn_files} == originals       # byte for byte what was written
+
+
+def test_zero_filled_txn_index_of_the_first_segment_is_rebuilt_not_decoded(tmp_path):
+    """A ``.txnindex`` of zeros (a crash that extended the file before its data reached the disk)
+    on the segment at base 0: every entry passes Kafka's sanity check (last offset 0 is not below
+    the base), and each was made an object before the order check found the second one wrong (a 1
+    GiB file: 31 million entries, explain 41 s and 4.8 GB, clean 85 s and 7.6 GB). Now refused
+    from its second entry, before any entry is made: the writer's recovery rebuilds the file from
+    the markers and says so; a read-only open takes the markers in memory and says so."""
+    root = str(tmp_path / "d")
+    committed, txn_files = build(root)
+    victim = os.path.join(root, "t-0", "00000000000000000000.txnindex")
+    assert victim in txn_files
+    original = read(victim)
+    with open(victim, "r+b") as f:
+        f.truncate(0)
+        f.truncate(64 << 20)        # sparse: 1.97 million zero entries
+    reader_dd = DataDir(root, clock=Clock(T0))
+    log = reader_dd.open_log("t", 0)
+    assert [str(e) for e in reader_dd.data_events() if e.kind == "rebuilt"] == [
+        f"t-0: unreadable, rebuilt: {victim}: position 34: last offset 0 of an aborted transaction is "
+        f"not above the previous entry's 0; its aborted transactions taken from the segment's markers (in "
+        f"memory; a writer's recovery rebuilds the file)"]
+    in_memory = log.collect_aborted_transactions(0, log.log_end_offset)
+    reader_dd.close()
+    assert os.path.getsize(victim) == 64 << 20         # a read-only open changed nothing
+    got, err = consumed(root)
+    assert got == committed
+    dd = DataDir(root, writable=True, clock=Clock(T0))
+    log = dd.open_log("t", 0)
+    assert any(e.kind == "rebuilt" and e.file == victim for e in dd.data_events())
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == in_memory
+    dd.close()
+    assert read(victim) == original                   # byte for byte what the appends wrote
+    got, err = consumed(root)
+    assert got == committed and "note:" not in err

@@ -346,9 +346,20 @@ class LogLoader:
         try:
             if seg.index_missing:
                 raise StorageError("offset index missing")
-            seg.txn_index.sanity_check()
         except StorageError:
             needs_recovery.append(seg)
+        else:
+            try:
+                seg.txn_index.sanity_check()
+            except StorageError as e:
+                # said, as Kafka's loader warns of a corrupt index it rebuilds: a read_committed
+                # read depends on this file
+                needs_recovery.append(seg)
+                what = ("rebuilt from the segment's markers by recovery" if not self.read_only else
+                        "its aborted transactions taken from the segment's markers (in memory; a writer's "
+                        "recovery rebuilds the file)")
+                why = str(e).removeprefix(f"{seg.txn_index.path}: ")
+                self.events.append(DataEvent(REBUILT, self.name, seg.txn_index.path, f"{why}; {what}"))
         self.segments.add(seg)
 
     # -- recovery

@@ -75,6 +75,17 @@ class TransactionIndex:
             i = int(below[0])
             raise StorageError(f"{self.path}: position {i * ENTRY_SIZE}: last offset {int(last[i])} of an aborted "
                                f"transaction is below the segment's base offset {self.base_offset}")
+        # an append refuses a last offset that does not increase (``append``, Kafka's
+        # TransactionIndex.append): a file whose entries go back was not written by an append. A
+        # zero-filled 1 GiB file of a segment at base 0 passes the check above, and was made into
+        # 31 million entries (explain: 41 s and 4.8 GB; clean: 85 s and 7.6 GB) before txn_trust
+        # found its second entry out of order; refused here, the segment goes to recovery, which
+        # rebuilds its aborted transactions from the markers.
+        back = np.flatnonzero(last[1:] <= last[:-1])
+        if back.size:
+            i = int(back[0]) + 1
+            raise StorageError(f"{self.path}: position {i * ENTRY_SIZE}: last offset {int(last[i])} of an aborted "
+                               f"transaction is not above the previous entry's {int(last[i - 1])}")
         return [AbortedTxn(*t) for t in zip(e["pid"].tolist(), e["first"].tolist(), last.tolist(),
                                             e["lso"].tolist())]
 
