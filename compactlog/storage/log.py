@@ -316,7 +316,7 @@ class Log:
             if own:
                 b = own_batch(b, self.config, now, partition=self.name)
             elif origin == CLIENT or not b.header.is_control:
-                b = validated_batch(b, self.config, now, partition=self.name)
+                b = validated_batch(b, self.config, now, partition=self.name, client=origin == CLIENT)
             else:
                 b = conform_batch(b, self.config, now)
             h = b.header

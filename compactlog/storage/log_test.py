@@ -9,7 +9,7 @@ import pytest
 
 from compactlog.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                                OutOfOrderSequenceError, RecordTooLargeError)
-from compactlog.record.batch import BatchHeader, iter_batches
+from compactlog.record.batch import BatchHeader, encode_marker, iter_batches
 from compactlog.storage.conftest import T0, batch, config, crash, vector
 from compactlog.storage.log import Log
 from compactlog.storage.loader import segment_is_valid
@@ -129,8 +129,12 @@ def test_control_batch_from_a_client_is_refused(open_log):
     log = open_log()
     data = vector("IBM+sarama/control_batch.bin")
     assert next(iter_batches(data)).is_valid()
-    with pytest.raises(InvalidRecordError, match="control"):
+    with pytest.raises(InvalidRecordError, match="record count 0"):      # no record: Kafka's first rule
         log.append_as_leader(data)
+    marker = encode_marker(offset=0, commit=False, producer_id=5, producer_epoch=0, coordinator_epoch=0,
+                           timestamp=0)
+    with pytest.raises(InvalidRecordError, match="control"):
+        log.append_as_leader(marker)
     assert log.log_end_offset == 0
 
 

@@ -92,8 +92,11 @@ def parse_batches(buf, partition: str) -> list[RecordBatch]:
     return out
 
 
-def validate_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: str) -> None:
-    """Every rule a client's batch must meet, in Kafka's order; raises the first one broken."""
+def validate_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: str, client: bool = True) -> None:
+    """Every rule a client's batch must meet, in Kafka's order; raises the first one broken.
+    ``client`` False: a coordinator's batch (transactional offset commits), which Kafka spares the
+    rules on a client's counts (``AppendOrigin.CLIENT`` only). (A client's base offset other than
+    0 is refused by the Produce handler, ``apis/produce.check_batch``, before anything here.)"""
     h = b.header
     where = f"{partition}: batch at position {b.position}"
     if h.size > config.max_message_size:
@@ -103,6 +106,12 @@ def validate_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: st
         b.ensure_valid()
     except CorruptRecordError as e:
         raise e.located(position=b.position) from None
+    if client:      # LogValidator.validateBatch's first rules: a count of 0 (last offset delta -1) passed the one below
+        if h.last_offset_delta + 1 <= 0:
+            raise InvalidRecordError(f"{where}: invalid offset range [{h.base_offset}, "
+                                     f"{h.base_offset + h.last_offset_delta}] (last offset delta {h.last_offset_delta})")
+        if h.records_count <= 0:
+            raise InvalidRecordError(f"{where}: invalid reported record count {h.records_count}")
     if h.is_control:
         raise InvalidRecordError(f"{where}: clients may not write control batches")
     if h.is_transactional and h.producer_id < 0:
@@ -248,10 +257,11 @@ def conform_batch(b: RecordBatch, config: LogConfig, now: int) -> RecordBatch:
     return RecordBatch(BatchHeader.unpack(raw, 0), raw, 0)
 
 
-def validated_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: str) -> RecordBatch:
+def validated_batch(b: RecordBatch, config: LogConfig, now: int, *, partition: str,
+                    client: bool = True) -> RecordBatch:
     """A client's batch checked against every rule, then conformed to the topic: what the leader
     appends (before its offsets are assigned)."""
-    validate_batch(b, config, now, partition=partition)
+    validate_batch(b, config, now, partition=partition, client=client)
     return conform_batch(b, config, now)
 
 

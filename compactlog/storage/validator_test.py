@@ -8,7 +8,7 @@ import pytest
 from compactlog.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
                                RecordListTooLargeError, RecordTooLargeError)
 from compactlog.record import compression as codecs
-from compactlog.record.batch import LOG_APPEND_TIME, BatchSpec, encode_batch, iter_batches
+from compactlog.record.batch import LOG_APPEND_TIME, BatchSpec, encode_batch, encode_marker, iter_batches
 from compactlog.storage.conftest import T0, batch, config, vector
 from compactlog.storage.validator import (assign_offsets, batch_size_limit, check_batch_sizes, check_keys,
                                           check_timestamps, conform_batch, keyless_records, must_have_keys,
@@ -61,7 +61,11 @@ def test_size_against_max_message_bytes_then_crc():
 
 
 def test_producer_fields_and_counts():
-    assert "clients may not write control batches" in str(refused(vector("IBM+sarama/control_batch.bin")))
+    # sarama's control batch holds no record: Kafka's LogValidator refuses its count first
+    assert "invalid reported record count 0" in str(refused(vector("IBM+sarama/control_batch.bin")))
+    marker = encode_marker(offset=0, commit=True, producer_id=5, producer_epoch=0, coordinator_epoch=0,
+                           timestamp=T0)
+    assert "clients may not write control batches" in str(refused(marker))
     assert "transactional batch without a producer id" in str(refused(batch(0, 1, transactional=True)))
     assert "producer id 5 with sequence -1" in str(refused(batch(0, 1, producer_id=5, producer_epoch=0)))
     recs = [(0, T0, b"a", b"1"), (1, T0, b"b", b"2")]
@@ -158,3 +162,17 @@ def test_assign_offsets_writes_base_offset_and_leader_epoch_outside_the_crc():
     out = assign_offsets(b, 42, 7)
     assert (out.base_offset, out.last_offset, out.partition_leader_epoch) == (42, 44, 7)
     assert out.is_valid() and next(iter_batches(bytes(buf))).base_offset == 42
+
+
+def test_a_clients_offset_range_and_count_as_kafka_checks_them_first():
+    """LogValidator.validateBatch refuses a client's batch by its offset range and its count first,
+    before the control and producer rules. A batch of no record with last offset delta -1 (count 0
+    = delta + 1) passed the one count rule there was, and was appended: a batch ending below its
+    own base offset, the next batch given the same base offset."""
+    from compactlog.record.batch import assemble_batch
+    empty = assemble_batch(BatchSpec(), -1, T0, T0, 0, b"")
+    assert str(refused(empty)) == f"{P}: batch at position 0: invalid offset range [0, -1] (last offset delta -1)"
+    no_count = assemble_batch(BatchSpec(), 0, T0, T0, 0, b"")
+    assert str(refused(no_count)) == f"{P}: batch at position 0: invalid reported record count 0"
+    # a coordinator's data is spared them, as Kafka spares AppendOrigin.COORDINATOR
+    validate_batch(one(empty), config(), T0, partition=P, client=False)

@@ -398,3 +398,19 @@ def test_a_partition_named_twice_is_appended_once_as_kafkas_maps_keep_it(state):
     # and the answer is the refusal (invalidRequestResponses is merged over the append's status)
     assert _produce_topics(state, [("t", [(1, last), (1, b"")])]) == [("t", [(1, ErrorCode.invalid_record)])]
     assert [r.key for r in state.log("t", 1).records()] == [b"first", b"first", b"last"]
+
+
+def test_a_batch_of_no_record_is_refused_not_appended(state):
+    """A v2 batch with records count 0 and last offset delta -1, its CRC right: Kafka's
+    LogValidator.validateBatch refuses its offset range (INVALID_RECORD); it was appended, a batch
+    ending below its own base offset, the log end unchanged, the next batch given the same base
+    offset as it."""
+    from compactlog.record.batch import BatchSpec, assemble_batch
+    state.create_topic("t", 1)
+    empty = assemble_batch(BatchSpec(), -1, now_ms(), now_ms(), 0, b"")
+    [r] = produce(state, [("t", 0, empty)])
+    assert r.error_code == ErrorCode.invalid_record
+    log = state.log("t", 0)
+    assert log.log_end_offset == 0 and log.active_segment.log.size == 0
+    [r] = produce(state, [("t", 0, batch([b"k"]))])
+    assert r.error_code == ErrorCode.none and r.base_offset == 0
