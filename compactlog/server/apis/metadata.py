@@ -51,6 +51,7 @@ def handle_metadata(state: BrokerState, request):
     else:
         by_id = None
         resolved = []           # (name, topic id asked for or None)
+        unknown_ids = set()     # a set in KafkaApis too: an unknown id named twice is answered once
         for t in requested:
             name = t.name
             tid = None
@@ -60,9 +61,11 @@ def handle_metadata(state: BrokerState, request):
                     by_id = {state.topic_id(n, ids): n for n in state.topics()}
                 name = by_id.get(tid)
                 if name is None:
-                    results.append(build(topic_cls, error_code=ErrorCode.unknown_topic_id, name=None,
-                                         topic_id=tid, partitions=(),
-                                         topic_authorized_operations=OPERATIONS_NOT_REQUESTED))
+                    if tid not in unknown_ids:
+                        unknown_ids.add(tid)
+                        results.append(build(topic_cls, error_code=ErrorCode.unknown_topic_id, name=None,
+                                             topic_id=tid, partitions=(),
+                                             topic_authorized_operations=OPERATIONS_NOT_REQUESTED))
                     continue
             resolved.append((name, tid))
         # the names (or ids) asked for are a set in KafkaApis: one answer each

@@ -91,3 +91,20 @@ def test_metadata_answers_a_topic_named_twice_once(state):
     resp = metadata(state, ["t", "nope", "t", "nope"], auto=False)
     assert [(t.name, t.error_code) for t in resp.topics] == \
         [("t", ErrorCode.none), ("nope", ErrorCode.unknown_topic_or_partition)]
+
+
+def test_topics_asked_by_id_are_a_set_known_or_not(state):
+    """KafkaApis reads the topic ids asked for into a set: a known id named twice is answered once
+    (the names were already), and so is an unknown one (UNKNOWN_TOPIC_ID), which was answered once
+    per mention."""
+    known = metadata(state, ["t"]).topics[0].topic_id
+    cls = request_schema(3, 12)
+    t_cls = nested(cls, "MetadataRequestTopic")
+    unknown = uuid.UUID(int=5)
+    body = build(cls, topics=tuple(build(t_cls, name=None, topic_id=i) for i in (unknown, known, unknown, known)),
+                 allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+                 include_cluster_authorized_operations=False)
+    resp = handle_metadata(state, request(3, 12, body))
+    encode_response(request(3, 12, body), resp)
+    assert sorted((t.error_code, t.topic_id, t.name) for t in resp.topics) == sorted(
+        [(ErrorCode.unknown_topic_id, unknown, None), (ErrorCode.none, known, "t")])
