@@ -2,7 +2,8 @@
 security modules do not look: what a refused request's answer carries besides its error code.
 
 One broker for the module: ``StandardAuthorizer`` with no ACL (``allow.everyone.if.no.acl.found``
-false), a PLAINTEXT listener whose clients are all User:ANONYMOUS, so every request is refused.
+false by default), a PLAINTEXT listener whose clients are all User:ANONYMOUS, so every request is
+refused, and a SASL_PLAINTEXT listener with PLAIN users from its JAAS setting.
 """
 
 from __future__ import annotations
@@ -11,18 +12,30 @@ import datetime
 
 import pytest
 
-from broker_support import Broker
+from security_support import SecureBroker
 from txn_support import Raw
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
+SECRET = "alice-qa-Secret-77"
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with Broker(tmp_path_factory.mktemp("security-qa") / "data",
-                {"authorizer.class.name": AUTHORIZER, "super.users": "User:admin"}) as b:
-        yield b
+    b = SecureBroker(tmp_path_factory.mktemp("security-qa") / "data", {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN", "connection.failed.authentication.delay.ms": "50",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            f'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{SECRET}";',
+        "authorizer.class.name": AUTHORIZER, "super.users": "User:admin"})
+    b.start()
+    b.port = b.ports["PLAINTEXT"]
+    yield b
+    b.stop()
+    assert SECRET not in b.log_text() and "Traceback" not in b.log_text()
 
 
 def test_a_refused_describe_transactions_leaves_the_state_at_kafkas_defaults(broker):
@@ -38,3 +51,19 @@ def test_a_refused_describe_transactions_leaves_the_state_at_kafkas_defaults(bro
              s.transaction_start_time, s.producer_id, s.producer_epoch, s.topics)
             for s in r.transaction_states] == [
         (tid, 53, "", datetime.timedelta(0), EPOCH, 0, 0, ()) for tid in ("tx-a", "tx-b")]
+
+
+@pytest.mark.parametrize("token, message", [
+    (b"alice\0" + SECRET.encode(), "Invalid SASL/PLAIN response: expected 3 tokens, got 2"),
+    (b"\0alice\0" + SECRET.encode() + b"\0x\0y", "Invalid SASL/PLAIN response: expected 3 tokens, got 4"),
+    (b"\0al\xffice\0" + SECRET.encode(), "Authentication failed: Invalid username or password")],
+    ids=["two-tokens", "five-tokens", "user-not-utf8"])
+def test_a_malformed_plain_token_is_told_as_kafka_tells_it(broker, token, message):
+    """PlainSaslServer throws SaslAuthenticationException for a token that is not three NUL-separated
+    parts (extractTokens counts at most four), so SaslServerAuthenticator sends its text to the
+    client; it reads the token as UTF-8 with replacement, so a byte that is not UTF-8 makes an
+    unknown user. The broker sent the generic "invalid credentials" text for both."""
+    with Raw(broker.ports["SASL_PLAINTEXT"]) as raw:
+        assert raw.call(17, 1, mechanism="PLAIN").error_code == 0
+        r = raw.call(36, 1, auth_bytes=token)
+    assert (r.error_code, r.error_message, bytes(r.auth_bytes)) == (58, message, b"")
