@@ -126,3 +126,30 @@ def test_a_regex_resolves_to_the_topics_the_member_may_describe(broker):
     with pytest.raises(KafkaException) as e:    # bob may not DESCRIBE the group
         bob.describe_consumer_groups([group])[group].result(TIMEOUT)
     assert e.value.args[0].code() == 30
+
+
+def test_a_group_naming_a_topic_the_caller_may_not_describe_is_hidden_with_kafkas_text(broker):
+    """KafkaApis.handleConsumerGroupDescribe (KAFKA-18813): DESCRIBE on the group is not enough when
+    a member's assignment names a topic the caller may not DESCRIBE; the group is answered
+    TOPIC_AUTHORIZATION_FAILED without members, with the text "The group has described topic(s)
+    that the client is not authorized to describe." (the broker sent "Topic authorization
+    failed.")."""
+    from txn_support import Raw
+    topic, group = names("acl848d")
+    setup(broker, [topic], [allow(ResourceType.GROUP, group, "alice", AclOperation.READ),
+                            allow(ResourceType.TOPIC, topic, "alice", AclOperation.READ),
+                            allow(ResourceType.GROUP, group, "bob", AclOperation.DESCRIBE)])
+    c = member(broker, "alice", group, [topic])
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        assert {tp.topic for tp in c.assignment()} == {topic}
+        with Raw(broker.ports["SASL_PLAINTEXT"]) as raw:       # bob, by hand: SaslHandshake v1, PLAIN
+            assert raw.call(17, 1, mechanism="PLAIN").error_code == 0
+            assert raw.call(36, 1, auth_bytes=b"\0bob\0" + password("bob").encode()).error_code == 0
+            d = raw.call(69, 1, group_ids=[group], include_authorized_operations=False).groups[0]
+        assert (d.group_id, d.error_code, d.error_message, d.members) == \
+            (group, 29, "The group has described topic(s) that the client is not authorized to describe.", ())
+    finally:
+        c.close()

@@ -500,6 +500,10 @@ def handle_consumer_group_heartbeat(state: BrokerState, request):
                  assignment=assignment)
 
 
+# KafkaApis' text for a group hidden because of its topics (not Errors.TOPIC_AUTHORIZATION_FAILED's)
+HIDDEN_TOPICS_MESSAGE = "The group has described topic(s) that the client is not authorized to describe."
+
+
 def handle_consumer_group_describe(state: BrokerState, request):
     """KafkaApis.handleConsumerGroupDescribe: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED),
     then the coordinator (spec §10); with an authorizer, a group whose assignments name a topic the
@@ -533,8 +537,7 @@ def handle_consumer_group_describe(state: BrokerState, request):
             continue
         topics = {n for m in d.members for _, n, _ in m.assignment + m.target_assignment}
         if topics and auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC, sorted(topics)):
-            out.append(_describe_consumer_group_error_entry(g_cls, d.group_id, TOPIC_DENIED,
-                                                            auth_helper.DENIED_MESSAGE[TOPIC_DENIED]))
+            out.append(_describe_consumer_group_error_entry(g_cls, d.group_id, TOPIC_DENIED, HIDDEN_TOPICS_MESSAGE))
             continue
         ops = auth_helper.authorized_operations(state, request, auth_helper.GROUP, d.group_id,
                                                 _GROUP_ACL_OPERATIONS) if want_ops else OPERATIONS_NOT_REQUESTED
