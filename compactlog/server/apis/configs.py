@@ -16,8 +16,10 @@ broker that receives the request and the controller:
   override; a TLS listener's stores for its next connections; ``_alter_broker`` says what waits for
   the next start), names Kafka cannot change at run time refused with its messages, custom names
   kept.
-* GROUP resources (Kafka 4.0's group configs): validated against the broker's bounds, kept and
-  described as Kafka does; compactlog's groups are classic ones, on which they have no effect.
+* GROUP resources (Kafka 4.0's group configs): validated as Kafka's GroupConfig (the broker's
+  bounds, a session longer than the heartbeat interval), kept and described as Kafka does; the
+  consumer groups (KIP-848) read consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+  at every heartbeat, classic groups none of them.
 
 Authorization (``ConfigHelper``, ``ControllerApis.authorizeAlterResource``): describing needs
 DESCRIBE_CONFIGS and altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED), on the
@@ -381,8 +383,9 @@ def _start_check(security, props: dict[str, str]) -> None:
 
 
 def _alter_group(state: BrokerState, r, incremental: bool, validate_only: bool) -> None:
-    """A GROUP resource's configs (Kafka 4.0's GroupConfig): validated against the broker's bounds
-    and kept; a group need not exist (Kafka's do not either)."""
+    """A GROUP resource's configs (Kafka 4.0's GroupConfig): validated (``validate_group_configs``,
+    on the group's whole config after the change) and kept; a group need not exist (Kafka's do
+    not either)."""
     dd = state.datadir
     dyn = DynamicConfigs.read(dd.path)
     current = dyn.groups.get(r.resource_name, {})
