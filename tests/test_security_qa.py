@@ -20,6 +20,7 @@ EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 SECRET = "alice-qa-Secret-77"
+ADMIN_SECRET = "admin-qa-Secret-78"
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +30,14 @@ def broker(tmp_path_factory):
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN", "connection.failed.authentication.delay.ms": "50",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-            f'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{SECRET}";',
+            f'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{SECRET}" '
+            f'user_admin="{ADMIN_SECRET}";',
         "authorizer.class.name": AUTHORIZER, "super.users": "User:admin"})
     b.start()
     b.port = b.ports["PLAINTEXT"]
     yield b
     b.stop()
-    assert SECRET not in b.log_text() and "Traceback" not in b.log_text()
+    assert SECRET not in b.log_text() and ADMIN_SECRET not in b.log_text() and "Traceback" not in b.log_text()
 
 
 def test_a_refused_describe_transactions_leaves_the_state_at_kafkas_defaults(broker):
@@ -67,3 +69,35 @@ def test_a_malformed_plain_token_is_told_as_kafka_tells_it(broker, token, messag
         assert raw.call(17, 1, mechanism="PLAIN").error_code == 0
         r = raw.call(36, 1, auth_bytes=token)
     assert (r.error_code, r.error_message, bytes(r.auth_bytes)) == (58, message, b"")
+
+
+def sasl_plain(raw, user: str, secret: str) -> None:
+    """SaslHandshake v1 and SaslAuthenticate v1 with PLAIN, by hand."""
+    assert raw.call(17, 1, mechanism="PLAIN").error_code == 0
+    assert raw.call(36, 1, auth_bytes=b"\0" + user.encode() + b"\0" + secret.encode()).error_code == 0
+
+
+def test_describe_configs_answers_the_refused_resources_last(broker):
+    """ConfigHelper.handleDescribeConfigsRequest splits the resources into authorized and refused
+    and answers authorizedConfigs ++ unauthorizedConfigs: the refused ones (TOPIC_AUTHORIZATION_
+    FAILED, "Topic authorization failed.", no configs) after the others, each part in the request's
+    order. The broker answered in the request's order."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
+                                       ResourcePatternType, ResourceType)
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.ports['SASL_PLAINTEXT']}",
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                         "sasl.username": "admin", "sasl.password": ADMIN_SECRET})
+    topics = ["cfg-hidden-1", "cfg-seen-1", "cfg-hidden-2", "cfg-seen-2"]
+    for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+        f.result(20)
+    for f in admin.create_acls([AclBinding(ResourceType.TOPIC, "cfg-seen-", ResourcePatternType.PREFIXED, "User:alice",
+                                           "*", AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW)],
+                               request_timeout=20).values():
+        assert f.result() is None
+    with Raw(broker.ports["SASL_PLAINTEXT"]) as raw:
+        sasl_plain(raw, "alice", SECRET)
+        r = raw.call(32, 4, resources=[dict(resource_type=2, resource_name=t, configuration_keys=["cleanup.policy"])
+                                       for t in topics], include_synonyms=False, include_documentation=False)
+    assert [(x.resource_name, x.error_code, x.error_message, [c.name for c in x.configs]) for x in r.results] == [
+        ("cfg-seen-1", 0, None, ["cleanup.policy"]), ("cfg-seen-2", 0, None, ["cleanup.policy"]),
+        ("cfg-hidden-1", 29, "Topic authorization failed.", []), ("cfg-hidden-2", 29, "Topic authorization failed.", [])]

@@ -107,17 +107,20 @@ def _parse_broker_id(name: str, what: str = "Broker id") -> int:
 
 
 def handle_describe_configs(state: BrokerState, request):
-    """DescribeConfigs (32): ConfigHelper.describeConfigs."""
+    """DescribeConfigs (32): ConfigHelper.handleDescribeConfigsRequest and describeConfigs."""
     body = request.body
     cls, module = response_types(request)
     include_synonyms = getattr(body, "include_synonyms", False)
     include_documentation = getattr(body, "include_documentation", False)
-    results = []
+    results, denied = [], []
     for resource in body.resources:
+        refused = _refused_by_acls(state, request, resource, auth_helper.DESCRIBE_CONFIGS)
+        if refused is not None:
+            denied.append(module.DescribeConfigsResult(error_code=refused.code, error_message=refused.message,
+                                                       resource_type=resource.resource_type,
+                                                       resource_name=resource.resource_name, configs=()))
+            continue
         try:
-            refused = _refused_by_acls(state, request, resource, auth_helper.DESCRIBE_CONFIGS)
-            if refused is not None:
-                raise refused
             entries = _describe_resource(state, resource)
             code, message = ErrorCode.none, None
         except Refused as r:
@@ -136,7 +139,9 @@ def handle_describe_configs(state: BrokerState, request):
         results.append(module.DescribeConfigsResult(error_code=code, error_message=message,
                                                     resource_type=resource.resource_type,
                                                     resource_name=resource.resource_name, configs=configs))
-    return cls(throttle_time=NO_THROTTLE, results=tuple(results))
+    # ConfigHelper.handleDescribeConfigsRequest answers the authorized resources, then the refused
+    # ones (authorizedConfigs ++ unauthorizedConfigs), each part in the request's order
+    return cls(throttle_time=NO_THROTTLE, results=tuple(results + denied))
 
 
 def _describe_resource(state: BrokerState, resource) -> list[ConfigEntry]:
