@@ -153,3 +153,27 @@ def test_a_group_naming_a_topic_the_caller_may_not_describe_is_hidden_with_kafka
             (group, 29, "The group has described topic(s) that the client is not authorized to describe.", ())
     finally:
         c.close()
+
+
+def test_consumer_group_describe_answers_in_kafkas_order(broker):
+    """KafkaApis.handleConsumerGroupDescribe adds a GROUP_AUTHORIZATION_FAILED entry (id and code,
+    no message) for each refused group first, then the coordinator's answer, which
+    GroupCoordinatorService.consumerGroupDescribe assembles per __consumer_offsets partition in the
+    iteration order of its HashMap<TopicPartition, List<String>> (each partition's groups in the
+    request's order). cgd-0..7 fall on partitions 45-49, 0, 1, 2 of 50; a HashMap of those
+    TopicPartitions iterates 47, 48, 0, 45, 46, 49, 1, 2. The broker answered in the request's
+    order, the refused group with a message."""
+    from txn_support import Raw
+    a = AdminClient(conf(broker, "admin"))
+    bindings = [AclBinding(ResourceType.GROUP, "cgd-", ResourcePatternType.PREFIXED, "User:bob", "*",
+                           AclOperation.DESCRIBE, AclPermissionType.ALLOW)]
+    for f in a.create_acls(bindings, request_timeout=TIMEOUT).values():
+        assert f.result() is None
+    asked = [f"cgd-{i}" for i in range(5)] + ["cgx-refused"] + [f"cgd-{i}" for i in range(5, 8)]
+    with Raw(broker.ports["SASL_PLAINTEXT"]) as raw:
+        assert raw.call(17, 1, mechanism="PLAIN").error_code == 0
+        assert raw.call(36, 1, auth_bytes=b"\0bob\0" + password("bob").encode()).error_code == 0
+        r = raw.call(69, 1, group_ids=asked, include_authorized_operations=False)
+    assert [(g.group_id, g.error_code) for g in r.groups] == [("cgx-refused", 30)] + [
+        (f"cgd-{i}", 69) for i in (2, 3, 5, 0, 1, 4, 6, 7)]
+    assert r.groups[0].error_message is None
