@@ -52,3 +52,14 @@ def test_a_group_session_not_above_its_heartbeat_interval_is_refused(broker):
     assert (configs["consumer.session.timeout.ms"], configs["consumer.heartbeat.interval.ms"]) == ("8000", before["consumer.heartbeat.interval.ms"])
     _alter_group(admin, group, consumer_heartbeat_interval_ms="7999")
     assert _group_configs(admin, group)["consumer.heartbeat.interval.ms"] == "7999"
+
+
+def test_consumer_group_describe_of_empty_and_blank_ids(broker):
+    """GroupCoordinatorService.consumerGroupDescribe: only an empty id is INVALID_GROUP_ID (isGroupIdNotEmpty
+    is ``!groupId.isEmpty()``), answered with the id "" and the code alone; a blank id is looked up
+    like any other and not found. The broker answered both INVALID_GROUP_ID with a message."""
+    from txn_support import Raw
+    with Raw(broker.port) as raw:
+        r = raw.call(69, 1, group_ids=["", "  "], include_authorized_operations=False)
+    assert [(g.group_id, g.error_code, g.error_message is None) for g in r.groups] == \
+        [("", 24, True), ("  ", 69, False)]
