@@ -301,8 +301,11 @@ def group_default(broker: BrokerConfig, d: GroupConfigDef) -> str:
 
 
 def validate_group_configs(configs: dict[str, str], broker: BrokerConfig) -> None:
-    """Kafka's GroupConfig.validate: known names, types, and each timeout within the broker's
-    bounds; a ConfigError naming the first problem."""
+    """Kafka's GroupConfig.validate: known names, types, each timeout within the broker's bounds,
+    then each kind's session longer than its heartbeat interval (a setting the group does not have
+    counted at GroupConfig's default, as Kafka parses the group's settings); a ConfigError naming
+    the first problem."""
+    ints = {}
     for name, raw in configs.items():
         d = GROUP_CONFIGS.get(name)
         if d is None:
@@ -319,6 +322,12 @@ def validate_group_configs(configs: dict[str, str], broker: BrokerConfig) -> Non
             raise ConfigError(f"{name} must be greater than or equal to {d.floor}")
         if value > hi:
             raise ConfigError(f"{name} must be less than or equal to {d.ceiling}")
+        ints[name] = value
+    # a session no longer than the heartbeat interval fences every member at each session's end
+    for kind in ("consumer", "share"):
+        session, hb = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
+        if ints.get(session, int(GROUP_CONFIGS[session].default)) <= ints.get(hb, int(GROUP_CONFIGS[hb].default)):
+            raise ConfigError(f"{session} must be greater than {hb}")
 
 
 # -- the file ---------------------------------------------------------------------------------------

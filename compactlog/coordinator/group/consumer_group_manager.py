@@ -1031,9 +1031,10 @@ class ConsumerGroupManager:
 
         out = []
         for gid in group_ids:
-            if not gid or not gid.strip():
-                out.append(DescribedConsumerGroup("" if gid is None else gid, ErrorCode.invalid_group_id,
-                                                  "Group ID can't be empty."))
+            if not gid:
+                # GroupCoordinatorService.isGroupIdNotEmpty: only an empty id (a blank one is looked
+                # up, and not found), answered with the code alone
+                out.append(DescribedConsumerGroup("", ErrorCode.invalid_group_id, None))
                 continue
             try:
                 self.partitions.check_loaded(gid)

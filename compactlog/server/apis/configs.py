@@ -16,8 +16,10 @@ broker that receives the request and the controller:
   override; a TLS listener's stores for its next connections; ``_alter_broker`` says what waits for
   the next start), names Kafka cannot change at run time refused with its messages, custom names
   kept.
-* GROUP resources (Kafka 4.0's group configs): validated against the broker's bounds, kept and
-  described as Kafka does; compactlog's groups are classic ones, on which they have no effect.
+* GROUP resources (Kafka 4.0's group configs): validated as Kafka's GroupConfig (the broker's
+  bounds, a session longer than the heartbeat interval), kept and described as Kafka does; the
+  consumer groups (KIP-848) read consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+  at every heartbeat, classic groups none of them.
 
 Authorization (``ConfigHelper``, ``ControllerApis.authorizeAlterResource``): describing needs
 DESCRIBE_CONFIGS and altering ALTER_CONFIGS, on the topic (else TOPIC_AUTHORIZATION_FAILED), on the
@@ -105,17 +107,20 @@ def _parse_broker_id(name: str, what: str = "Broker id") -> int:
 
 
 def handle_describe_configs(state: BrokerState, request):
-    """DescribeConfigs (32): ConfigHelper.describeConfigs."""
+    """DescribeConfigs (32): ConfigHelper.handleDescribeConfigsRequest and describeConfigs."""
     body = request.body
     cls, module = response_types(request)
     include_synonyms = getattr(body, "include_synonyms", False)
     include_documentation = getattr(body, "include_documentation", False)
-    results = []
+    results, denied = [], []
     for resource in body.resources:
+        refused = _refused_by_acls(state, request, resource, auth_helper.DESCRIBE_CONFIGS)
+        if refused is not None:
+            denied.append(module.DescribeConfigsResult(error_code=refused.code, error_message=refused.message,
+                                                       resource_type=resource.resource_type,
+                                                       resource_name=resource.resource_name, configs=()))
+            continue
         try:
-            refused = _refused_by_acls(state, request, resource, auth_helper.DESCRIBE_CONFIGS)
-            if refused is not None:
-                raise refused
             entries = _describe_resource(state, resource)
             code, message = ErrorCode.none, None
         except Refused as r:
@@ -134,7 +139,9 @@ def handle_describe_configs(state: BrokerState, request):
         results.append(module.DescribeConfigsResult(error_code=code, error_message=message,
                                                     resource_type=resource.resource_type,
                                                     resource_name=resource.resource_name, configs=configs))
-    return cls(throttle_time=NO_THROTTLE, results=tuple(results))
+    # ConfigHelper.handleDescribeConfigsRequest answers the authorized resources, then the refused
+    # ones (authorizedConfigs ++ unauthorizedConfigs), each part in the request's order
+    return cls(throttle_time=NO_THROTTLE, results=tuple(results + denied))
 
 
 def _describe_resource(state: BrokerState, resource) -> list[ConfigEntry]:
@@ -381,8 +388,9 @@ def _start_check(security, props: dict[str, str]) -> None:
 
 
 def _alter_group(state: BrokerState, r, incremental: bool, validate_only: bool) -> None:
-    """A GROUP resource's configs (Kafka 4.0's GroupConfig): validated against the broker's bounds
-    and kept; a group need not exist (Kafka's do not either)."""
+    """A GROUP resource's configs (Kafka 4.0's GroupConfig): validated (``validate_group_configs``,
+    on the group's whole config after the change) and kept; a group need not exist (Kafka's do
+    not either)."""
     dd = state.datadir
     dyn = DynamicConfigs.read(dd.path)
     current = dyn.groups.get(r.resource_name, {})

@@ -40,7 +40,9 @@ from ..wire_errors import coordinator_error
 from .transactions import transaction_coordinator
 from ...coordinator.group.api_data import (CommitPartition, FetchedOffset, HeartbeatRequest, JoinRequest,
                                            JoinResponse, SyncRequest)
+from ...coordinator.group.consumer.javaorder import java_order
 from ...coordinator.group.consumer_group_manager import check_heartbeat
+from ...record.consumer_offsets import OFFSETS_TOPIC, java_string_hash
 from ...coordinator.runtime import GroupError, Outcome
 
 GROUP_KEY_TYPE = 0
@@ -500,6 +502,10 @@ def handle_consumer_group_heartbeat(state: BrokerState, request):
                  assignment=assignment)
 
 
+# KafkaApis' text for a group hidden because of its topics (not Errors.TOPIC_AUTHORIZATION_FAILED's)
+HIDDEN_TOPICS_MESSAGE = "The group has described topic(s) that the client is not authorized to describe."
+
+
 def handle_consumer_group_describe(state: BrokerState, request):
     """KafkaApis.handleConsumerGroupDescribe: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED),
     then the coordinator (spec §10); with an authorizer, a group whose assignments name a topic the
@@ -513,28 +519,23 @@ def handle_consumer_group_describe(state: BrokerState, request):
         return _consumer_group_describe_error(body, cls, ErrorCode.unsupported_version, KIP_848_REFUSED)
     denied = auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.GROUP, body.group_ids)
     allowed = [g for g in body.group_ids if g not in denied]
-    described = iter(svc.call(lambda: (Outcome(), svc.coordinator.consumer_group_describe(allowed)))
-                     if allowed else [])
+    described = svc.call(lambda: (Outcome(), svc.coordinator.consumer_group_describe(allowed))) if allowed else []
     want_ops = body.include_authorized_operations
 
     def assignment(tps):
         return build(a_cls, topic_partitions=tuple(build(tp_cls, topic_id=t, topic_name=n, partitions=tuple(ps))
                                                    for t, n, ps in tps))
 
-    out = []
-    for gid in body.group_ids:
-        if gid in denied:
-            out.append(_describe_consumer_group_error_entry(g_cls, gid, GROUP_DENIED,
-                                                            auth_helper.DENIED_MESSAGE[GROUP_DENIED]))
-            continue
-        d = next(described)
+    # KafkaApis: the refused groups first (their id and code only), then the coordinator's answer
+    out = [_describe_consumer_group_error_entry(g_cls, gid, GROUP_DENIED, None)
+           for gid in body.group_ids if gid in denied]
+    for d in _in_coordinator_order(svc, described):
         if d.error != ErrorCode.none:
             out.append(_describe_consumer_group_error_entry(g_cls, d.group_id, d.error, d.message))
             continue
         topics = {n for m in d.members for _, n, _ in m.assignment + m.target_assignment}
         if topics and auth_helper.denied(state, request, auth_helper.DESCRIBE, auth_helper.TOPIC, sorted(topics)):
-            out.append(_describe_consumer_group_error_entry(g_cls, d.group_id, TOPIC_DENIED,
-                                                            auth_helper.DENIED_MESSAGE[TOPIC_DENIED]))
+            out.append(_describe_consumer_group_error_entry(g_cls, d.group_id, TOPIC_DENIED, HIDDEN_TOPICS_MESSAGE))
             continue
         ops = auth_helper.authorized_operations(state, request, auth_helper.GROUP, d.group_id,
                                                 _GROUP_ACL_OPERATIONS) if want_ops else OPERATIONS_NOT_REQUESTED
@@ -549,6 +550,24 @@ def handle_consumer_group_describe(state: BrokerState, request):
                          group_state=d.state, group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
                          assignor_name=d.assignor_name, members=members, authorized_operations=ops))
     return build(cls, throttle_time=NO_THROTTLE, groups=tuple(out))
+
+
+def _topic_partition_hash(partition: int) -> int:
+    """``TopicPartition.hashCode`` of a ``__consumer_offsets`` partition (Java int arithmetic)."""
+    h = (31 * (31 + partition) + java_string_hash(OFFSETS_TOPIC)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _in_coordinator_order(svc, described: list) -> list:
+    """GroupCoordinatorService.consumerGroupDescribe's order: the groups with an empty id first
+    (INVALID_GROUP_ID, answered without a partition), then one partition's groups after another
+    (each in the request's order) as its HashMap<TopicPartition, List<String>> iterates them."""
+    invalid = [d for d in described if d.error == ErrorCode.invalid_group_id]
+    by_hash: dict[int, list] = {}
+    for d in described:
+        if d.error != ErrorCode.invalid_group_id:
+            by_hash.setdefault(_topic_partition_hash(svc.coordinator.partition_for(d.group_id)), []).append(d)
+    return invalid + [d for h in java_order(by_hash) for d in by_hash[h]]
 
 
 # -- error responses (Kafka's getErrorResponse of each API) ------------------------------------------

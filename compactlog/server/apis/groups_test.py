@@ -353,7 +353,9 @@ def test_kip_848_heartbeat_join_describe_commit_fetch(state):
     assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, None)
     for version in (0, 1):
         d = call(state, req(69, version, group_ids=("cg", "g-missing"), include_authorized_operations=True))
-        g, missing = d.groups
+        # in the coordinator's order (by partition: test_acl_consumer_protocol checks it), so by id
+        by_id = {x.group_id: x for x in d.groups}
+        g, missing = by_id["cg"], by_id["g-missing"]
         assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == \
             (ErrorCode.none, "Stable", 1, 1, "uniform")
         [m] = g.members

@@ -320,10 +320,11 @@ def handle_describe_transactions(state: BrokerState, request):
 
 
 def _undescribed(s_cls, tid: str, code: ErrorCode):
-    # DescribeTransactionsResponseData.TransactionState as Kafka leaves it beside an error
+    # DescribeTransactionsResponseData.TransactionState as Kafka leaves it beside an error: only
+    # the id and the code set, the rest at the schema's defaults (none given: 0, "", no topics)
     return build(s_cls, error_code=code, transactional_id=tid, transaction_state="",
-                 transaction_timeout=datetime.timedelta(0), transaction_start_time=_time(-1), producer_id=-1,
-                 producer_epoch=-1, topics=())
+                 transaction_timeout=datetime.timedelta(0), transaction_start_time=_time(0), producer_id=0,
+                 producer_epoch=0, topics=())
 
 
 def _describe_transactions_error(body, cls, code, message):

@@ -55,13 +55,15 @@ class PlainServer:
     def evaluate(self, token: bytes) -> bytes:
         if self.complete:
             raise SaslFailure("PLAIN exchange already finished")
-        try:
-            text = token.decode("utf-8")
-        except UnicodeDecodeError:
-            raise SaslFailure("Invalid SASL/PLAIN response: not UTF-8") from None
+        # Kafka reads the token as new String(bytes, UTF_8): a byte that is not UTF-8 becomes U+FFFD
+        # (a user name holding one names nobody) rather than failing the exchange
+        text = token.decode("utf-8", "replace")
         parts = text.split("\0")
         if len(parts) != 3:
-            raise SaslFailure(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
+            # a SaslAuthenticationException in PlainSaslServer, so its text reaches the client; its
+            # extractTokens stops splitting at the fourth token
+            raise SaslFailure(f"Invalid SASL/PLAIN response: expected 3 tokens, got {min(len(parts), 4)}",
+                              to_client=True)
         authzid, user, password = parts
         if not user:
             raise SaslFailure("Authentication failed: username not specified", to_client=True)
