@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import CorruptRecordError, LogChangedError, StorageError
 from ..record import kernels
 from ..record.batch import iter_batches
+from ..record.layout import RECORD_BATCH_OVERHEAD
 from . import files, index_check
 from .checkpoint import OffsetCheckpointFile
 from .config import LogConfig
@@ -63,6 +64,7 @@ class Problem:
     message: str
     set_aside: bool = False      # bytes recovery kept aside (.discarded/.quarantined), not damage
     note: bool = False           # not a problem: something Kafka rebuilds as it loads (a missing index)
+    kept_by_repair: bool = False  # a batch every reader takes as valid, which the repair keeps as it is
 
     def __str__(self) -> str:
         return f"{self.file}: {self.where}: {self.message}" if self.where else f"{self.file}: {self.message}"
@@ -72,7 +74,7 @@ class Problem:
         """Whether ``verify --repair`` fixes it: the repair rebuilds segments and their indexes
         from their valid batches (``loader.repair_segments``); checkpoints, snapshots, duplicate
         keys and foreign directories are not its to change."""
-        return not self.set_aside and self.file.endswith(files.SEGMENT_SUFFIXES)
+        return not self.set_aside and not self.kept_by_repair and self.file.endswith(files.SEGMENT_SUFFIXES)
 
     @property
     def severity(self) -> str:
@@ -163,6 +165,13 @@ def check_segment(seg: PinnedSegment, prev_last: int | None, problems: list[Prob
             if b.magic >= 2 and h.records_count > h.last_offset_delta + 1:
                 problems.append(Problem(path, f"position {pos}", f"{h.records_count} records in a batch of "
                                                                   f"{h.last_offset_delta + 1} offsets"))
+            if b.magic >= 2 and not h.records_count and b.size > RECORD_BATCH_OVERHEAD:
+                # the empty batch Kafka's cleaner keeps is the header alone; bytes after a count of 0
+                # (its CRC right) are records no reader reads, Kafka's included: lost without a word
+                problems.append(Problem(path, f"position {pos}", f"the batch at offset {h.base_offset} says it holds "
+                                                                  f"no record but {b.size - RECORD_BATCH_OVERHEAD} "
+                                                                  f"bytes follow its header: no reader reads them",
+                                        kept_by_repair=True))
             try:
                 if b.magic >= 2 and not h.is_control and keys is not None and h.records_count:
                     _collect_keys(b, keys, key_below)

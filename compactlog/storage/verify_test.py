@@ -230,3 +230,33 @@ def test_an_index_a_roll_creates_after_its_log_is_looked_at_again(tmp_path, monk
         assert len(pins) == 2
     finally:
         dd.close()
+
+
+def test_a_batch_saying_it_holds_no_record_with_records_after_its_header(tmp_path):
+    """A v2 batch whose records count was set to 0 and its CRC made right: every reader (Kafka's
+    record iterator too) reads no record from it, so its records vanish without a word; the empty
+    batch Kafka's cleaner keeps is the 61-byte header alone. verify names it, and does not promise
+    that --repair fixes it (the repair keeps such a batch as every reader takes it)."""
+    import struct
+
+    from compactlog.record.batch import crc32c
+    from compactlog.record.layout import ATTRIBUTES_OFFSET, CRC_OFFSET, RECORDS_COUNT_OFFSET
+    dd, log = writer(tmp_path)
+    dd.close()
+    path = os.path.join(str(tmp_path), "t-0", files.filename_prefix(0) + files.LOG_SUFFIX)
+    with open(path, "r+b") as f:
+        raw = bytearray(f.read())
+        size = struct.unpack_from(">i", raw, 8)[0] + 12          # the first batch, offset 0
+        struct.pack_into(">i", raw, RECORDS_COUNT_OFFSET, 0)
+        struct.pack_into(">I", raw, CRC_OFFSET, crc32c(bytes(raw[ATTRIBUTES_OFFSET:size])))
+        f.seek(0)
+        f.write(raw)
+    checkpoints, found = verify.read_checkpoints(str(tmp_path))
+    reader = DataDir(str(tmp_path))
+    try:
+        found += verify.verify_partition(str(tmp_path), "t", 0, reader.topic_config("t"), checkpoints)
+    finally:
+        reader.close()
+    assert [(p.where, p.message, p.repairable) for p in found] == [
+        ("position 0", f"the batch at offset 0 says it holds no record but {size - 61} bytes follow its header: "
+                       f"no reader reads them", False)]
