@@ -39,7 +39,7 @@ from .. import files
 from ..segment_source import ObjectPin, SegmentEntry, SegmentSource
 from . import keys
 from .source import RemoteSegmentSource
-from .store import ObjectNotFound, RangeNotSatisfiable, RemoteStorageError, StoreConfig
+from .store import ObjectNotFound, RangeNotSatisfiable, RemoteStorageError, StoreConfig, check_endpoint
 from .tiered_read import shared_store
 
 SCHEMES = ("s3://", "file://")
@@ -98,6 +98,14 @@ def parse_bucket_url(url: str, overrides: Mapping[str, str] | None = None,
              if k.startswith("rsm.config.") or k.startswith("compactlog.remote.")}
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
+    if "@" in parts.netloc:
+        # keys written into the URL (s3://KEY:SECRET@bucket, as some tools take them): refused,
+        # and the URL named without them, as every later message would have echoed them
+        shown = f"{parts.scheme}://***@{parts.netloc.rpartition('@')[2]}{parts.path}"
+        raise ConfigError(f"{shown}: a bucket URL carries no credentials (they were not echoed); give them as "
+                          f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --override "
+                          f"{_STORE}aws.access.key.id=... and {_STORE}aws.secret.access.key=... "
+                          f"(expected s3://BUCKET[/PREFIX] or file:///DIR)")
     if scheme == "s3":
         if not parts.netloc:
             raise ConfigError(f"{url}: no bucket name (expected s3://BUCKET[/PREFIX])")
@@ -111,8 +119,10 @@ def parse_bucket_url(url: str, overrides: Mapping[str, str] | None = None,
             raise ConfigError(f"{url}: the prefix {prefix!r} has an empty, '.' or '..' part")
         props[_STORE + "backend.class"] = "s3"
         props[_STORE + "s3.bucket.name"] = name
-        endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+        endpoint_var = "AWS_ENDPOINT_URL_S3" if env.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+        endpoint = env.get(endpoint_var)
         if endpoint and _STORE + "s3.endpoint.url" not in props:
+            check_endpoint(endpoint.strip(), endpoint_var)
             props[_STORE + "s3.endpoint.url"] = endpoint
             # an S3-compatible endpoint (MinIO, moto, Ceph) answers path-style requests; AWS does too
             props.setdefault(_STORE + "s3.path.style.access.enabled", "true")

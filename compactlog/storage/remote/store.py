@@ -190,7 +190,7 @@ class StoreConfig:
             backend=backend,
             bucket=get(STORAGE + "s3.bucket.name"),
             region=get(STORAGE + "s3.region"),
-            endpoint_url=get(STORAGE + "s3.endpoint.url"),
+            endpoint_url=check_endpoint(get(STORAGE + "s3.endpoint.url"), STORAGE + "s3.endpoint.url"),
             path_style=boolean(STORAGE + "s3.path.style.access.enabled", None),
             access_key_id=get(STORAGE + "aws.access.key.id"),
             secret_access_key=get(STORAGE + "aws.secret.access.key"),
@@ -212,6 +212,32 @@ class StoreConfig:
         if backend == "filesystem" and not config.root:
             raise ConfigError(f"{STORAGE}root is required for the filesystem store")
         return config
+
+
+def check_endpoint(url: str | None, name: str) -> str | None:
+    """``url`` if it is an http(s) URL with a host and no user-info; else a ConfigError naming
+    ``name`` (the setting or environment variable it came from). Checked here because obstore
+    panics (a Rust panic, past ``except Exception``) on a URL it cannot parse at the first request,
+    and prints a URL's user-info (where keys are sometimes put) in its error text; the user-info is
+    never echoed."""
+    if url is None:
+        return None
+    from urllib.parse import urlsplit
+    if "@" in url.partition("://")[2].partition("/")[0]:
+        raise ConfigError(f"{name}: an endpoint URL carries no credentials (they were not echoed); set "
+                          f"{STORAGE}aws.access.key.id and {STORAGE}aws.secret.access.key, or AWS_ACCESS_KEY_ID "
+                          f"and AWS_SECRET_ACCESS_KEY")
+    bad = ConfigError(f"{name}: {url!r} is not an endpoint URL (expected http[s]://HOST[:PORT])")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise bad
+    try:
+        parts = urlsplit(url)
+        parts.port                  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise bad from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise bad
+    return url
 
 
 def open_store(config: StoreConfig | Mapping[str, str]) -> "ObjectStore":
