@@ -211,6 +211,7 @@ class BucketListing:
 # switch's ``current``.
 
 SWITCH_SUFFIX = ".compactlog-clean.json"
+SWITCH_VERSION = 1
 
 
 def switch_key(prefix: str) -> str:
@@ -225,13 +226,31 @@ def read_switch(bucket: Bucket) -> tuple[dict | None, str | None]:
         got = bucket.store.get(switch_key(bucket.prefix))
     except ObjectNotFound:
         return None, None
+    where = bucket.url_of(switch_key(bucket.prefix))
     try:
         doc = json.loads(got.data)
         if not isinstance(doc.get("current"), str) or not isinstance(doc.get("generation"), int):
             raise ValueError("no current generation")
     except (ValueError, AttributeError) as e:
-        raise StorageError(f"{bucket.url_of(switch_key(bucket.prefix))}: not a compactlog clean switch ({e})") from None
+        raise StorageError(f"{where}: not a compactlog clean switch ({e})") from None
+    # a newer writer may mean something else by the same fields: not read (nor replaced by
+    # ``clean``, which would write this version's document over it) rather than guessed at
+    if doc.get("version") != SWITCH_VERSION:
+        raise StorageError(f"{where}: a clean switch of version {doc.get('version')!r}; this compactlog reads "
+                           f"version {SWITCH_VERSION} (a newer compactlog wrote it?)")
+    # only ``clean`` writes it, always naming a generation of this prefix: anything else would
+    # send every reader (and the next clean's sweep) to some other prefix of the bucket
+    if not generation_form(bucket.prefix).fullmatch(doc["current"]):
+        raise StorageError(f"{where}: its current prefix {doc['current']!r} is not a generation of "
+                           f"{bucket.url} (<prefix>.compactlog-<6 digits>-<8 characters>/)")
     return doc, got.etag
+
+
+def generation_form(prefix: str) -> "re.Pattern":
+    """The key prefix of a cleaned generation of ``prefix`` (``bucket_clean`` writes them)."""
+    base = prefix.rstrip("/")
+    head = f"{base}.compactlog-" if base else "compactlog-"
+    return re.compile(re.escape(head) + r"\d{6}-[A-Za-z0-9_-]{8}/")
 
 
 def current(bucket: Bucket) -> Bucket:

@@ -338,7 +338,7 @@ class ShadowGeneration:
         store.delete_many([m.key for m in store.list(new_prefix) if m.key[len(new_prefix):] not in plan])
         faults.maybe_die("bucket-clean-objects")
         root = self.root
-        switch = json.dumps({"version": 1, "generation": self.generation, "current": new_prefix,
+        switch = json.dumps({"version": B.SWITCH_VERSION, "generation": self.generation, "current": new_prefix,
                              "previous": read_prefix, "cleanedAtMs": int(time.time() * 1000)},
                             indent=2).encode() + b"\n"
         try:
@@ -420,10 +420,10 @@ def sweep_generations(root, keep: set) -> int:
     be reading): older generations, and those of cleans killed before their switch. Only keys of
     the generation form ``<prefix>.compactlog-<6 digits>-<8 id chars>/`` are touched; the
     objects the first clean read (``<prefix>/``) are never among them."""
-    import re
+    from .bucket import generation_form
     base = root.prefix.rstrip("/")
     head = f"{base}.compactlog-" if base else "compactlog-"
-    form = re.compile(re.escape(head) + r"\d{6}-[A-Za-z0-9_-]{8}/")
+    form = generation_form(root.prefix)
     doomed = []
     for meta in root.store.list(head):
         m = form.match(meta.key)
