@@ -280,6 +280,14 @@ def list_bucket(bucket: Bucket, *, follow_switch: bool = True) -> BucketListing:
         m = _MANIFEST.match(rel)
         if m:
             topic, topic_id, p = m.group(1), m.group(2), int(m.group(3))
+            other = found.get((topic, p))
+            if other is not None and other.topic_id != topic_id:
+                # two incarnations of the topic (a deleted one's leftovers, or two clusters on one
+                # prefix): which is live is the broker's metadata, which a bucket reader has not
+                raise StorageError(f"{bucket.url}: {topic}-{p} has two remote tiers, topic ids {other.topic_id} "
+                                   f"and {topic_id} (a deleted topic's leftovers, or two clusters on one "
+                                   f"prefix?); read one by its partition URL, {other.url} or "
+                                   f"{base}/{topic}-{topic_id}/{p}")
             found[(topic, p)] = BucketPartition(topic, p, "remote-tier", f"{base}/{topic}-{topic_id}/{p}", topic_id)
             continue
         head, _, name = rel.rpartition("/")
