@@ -62,15 +62,31 @@ def build_shadow(listing, shadow: str) -> dict[str, tuple[int, bytes]]:
         if not rel or rel.endswith("/") or ".." in rel.split("/"):
             continue
         path = os.path.join(shadow, *rel.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        if _is_log(rel):
-            object_body.mark(path, key, size)
-            fetched[rel] = ("object", size, key)
-            continue
-        data = store.get(key).data
-        with open(path, "wb") as f:
-            f.write(data)
-        fetched[rel] = ("file",) + digest(data)
+        data = None
+        if not _is_log(rel):
+            try:
+                data = store.get(key).data
+            except ObjectNotFound:
+                if size == 0:
+                    # a folder marker ("<dir>/", zero bytes, as the S3 console's "Create folder"
+                    # writes): obstore lists it without its slash, so its name does not GET. Not
+                    # a file of the data dir; the folder is made by the files under it, if any
+                    continue
+                raise StorageError(f"{listing.bucket.url_of(key)}: the object is gone (the bucket changed "
+                                   f"after it was listed)") from None
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if data is None:
+                object_body.mark(path, key, size)
+            else:
+                with open(path, "wb") as f:
+                    f.write(data)
+        except OSError as e:
+            # a key no directory tree can hold beside the others (an object that is also a prefix
+            # of other objects, a part too long for a file name): named, not the shadow's path
+            raise StorageError(f"{listing.bucket.url_of(key)}: cannot be held as a file of a data dir "
+                               f"({e.strerror or e}); move it out of the prefix") from None
+        fetched[rel] = ("object", size, key) if data is None else ("file",) + digest(data)
     return fetched
 
 

@@ -327,6 +327,14 @@ def _s3_error(e: BaseException, key: str | None, op: str) -> RemoteStorageError:
     what = f"{op} {key!r}" if key else op
     if "NoSuchBucket" in text:
         return RemoteStorageError(f"{what}: the bucket does not exist", key=key)
+    bad_key = re.search(r'Encountered object with invalid path: (?:Error parsing )?Path "([^"]*)"', text)
+    if bad_key:
+        # a key with an empty or '.' part (``a//b``): obstore cannot list past it. The store is
+        # fine, the key is the problem: named (the listing holds only keys under our prefix)
+        detail = re.search(r'(contained empty path segment|illegal character sequence "[^"]*")', text)
+        return RemoteStorageError(f"{what}: the key {bad_key.group(1)!r} under it cannot be read by this client "
+                                  f"({detail.group(1) if detail else 'an invalid path'}); rename or delete it",
+                                  key=key)
     if code == 409:         # obstore reads any 409 as AlreadyExists; S3's is ConditionalRequestConflict
         return StoreUnavailable(f"{what}: conflicting concurrent request (409), retry", key=key)
     if isinstance(e, (ox.AlreadyExistsError, ox.PreconditionError)) or code == 412:
