@@ -139,19 +139,24 @@ def parse_bucket_url(url: str, overrides: Mapping[str, str] | None = None,
     elif scheme == "file":
         if parts.netloc not in ("", "localhost"):
             raise ConfigError(f"{url}: a file URL names a local directory (file:///DIR), not host {parts.netloc!r}")
-        root = unquote(parts.path)
-        if not root.startswith("/"):
+        path = unquote(parts.path)
+        if not path.startswith("/"):
             raise ConfigError(f"{url}: expected an absolute directory (file:///DIR)")
+        path = os.path.normpath(path)
+        if not os.path.isdir(path):
+            raise ConfigError(f"{url}: no such directory")
+        # the store's root is DIR's parent and DIR the key prefix, as s3://BUCKET/PREFIX: a clean's
+        # generation and switch go beside DIR (DIR.compactlog-<n>-<id>/), never inside it, where a
+        # directory not named <topic>-<partition> stops a Kafka broker starting on the log dir
+        parent, name = os.path.split(path)
         props[_STORE + "backend.class"] = "filesystem"
-        props[_STORE + "root"] = root.rstrip("/") or "/"
-        prefix = ""
+        props[_STORE + "root"] = parent if name else "/"
+        prefix = name
     else:
         raise ConfigError(f"{url}: unsupported scheme {parts.scheme!r} (a bucket is s3://BUCKET[/PREFIX] or "
                           f"file:///DIR)")
     props["rsm.config.key.prefix"] = f"{prefix}/" if prefix else ""
     config = StoreConfig.from_properties(props)
-    if scheme == "file" and not os.path.isdir(config.root):
-        raise ConfigError(f"{url}: no such directory")
     return Bucket(config, url)
 
 
