@@ -357,14 +357,14 @@ class ShadowGeneration:
         switch = json.dumps({"version": B.SWITCH_VERSION, "generation": self.generation, "current": new_prefix,
                              "previous": read_prefix, "cleanedAtMs": int(time.time() * 1000)},
                             indent=2).encode() + b"\n"
+        refused = False
         try:
             if self.etag is None:
                 store.put_if_absent(B.switch_key(root.prefix), switch)
             else:
                 store.put_if_match(B.switch_key(root.prefix), switch, self.etag)
         except PreconditionFailed:
-            raise CompactlogError(f"{root.url}: another clean switched the bucket to a new generation during this "
-                                  f"one; nothing of this run was kept: run it again") from None
+            refused = True
         except BaseException:
             # an answer lost (a timeout) may hide a switch that landed: the objects go only if it did not
             try:
@@ -373,6 +373,18 @@ class ShadowGeneration:
                 landed = True
             self.published = landed
             raise
+        if refused:
+            # 412 is also what the client's retry of our own write gets when the first attempt
+            # landed and its answer was lost: the switch then names this run's generation, which
+            # must stay (deleting it left the switch naming nothing, every reader failing)
+            try:
+                ours = (B.read_switch(root)[0] or {}).get("current") == new_prefix
+            except BaseException:
+                self.published = True       # unknown: keep the objects rather than risk the switch
+                raise
+            if not ours:
+                raise CompactlogError(f"{root.url}: another clean switched the bucket to a new generation during "
+                                      f"this one; nothing of this run was kept: run it again")
         self.published = True
         faults.maybe_die("bucket-clean-switch")
         swept = sweep_generations(root, keep={new_prefix, read_prefix})
