@@ -75,3 +75,14 @@ def test_a_broker_with_a_bad_endpoint_does_not_start(tmp_path, endpoint):
                 "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "metrics.listener=127.0.0.1:0",
                 "serve", timeout=60)
     one_error_line(r, "rsm.config.storage.s3.endpoint.url")
+
+
+@pytest.mark.parametrize("name, expected", [("Bad_Bucket!", "not a valid bucket name"),
+                                            ("bucket/tiered", "rsm.config.key.prefix")])
+def test_a_broker_with_a_bad_bucket_name_does_not_start(tmp_path, name, expected):
+    """Before: the broker started, and every upload of every tiered topic failed after it."""
+    r = run_cli(tmp_path / "data", "--override", "remote.log.storage.system.enable=true",
+                "--override", f"rsm.config.storage.s3.bucket.name={name}",
+                "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "metrics.listener=127.0.0.1:0",
+                "serve", timeout=60)
+    one_error_line(r, "rsm.config.storage.s3.bucket.name", expected)

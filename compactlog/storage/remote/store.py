@@ -207,6 +207,14 @@ class StoreConfig:
         )
         if backend == "s3" and not config.bucket:
             raise ConfigError(f"{STORAGE}s3.bucket.name is required for the S3 store")
+        if backend == "s3" and "/" in config.bucket:
+            raise ConfigError(f"{STORAGE}s3.bucket.name: {config.bucket!r} is not a bucket name; a key prefix goes in "
+                              f"rsm.config.key.prefix")
+        # S3's rules, loosely (its legacy names: upper case and '_' allowed, up to 255): a name
+        # no S3 API takes is refused here, not by every upload failing after the broker started
+        if backend == "s3" and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{1,254}", config.bucket):
+            raise ConfigError(f"{STORAGE}s3.bucket.name: {config.bucket!r} is not a valid bucket name (letters, "
+                              f"digits, '.', '-' and '_', 3 to 255 characters)")
         if backend == "s3" and (config.access_key_id is None) != (config.secret_access_key is None):
             raise ConfigError(f"{STORAGE}aws.access.key.id and {STORAGE}aws.secret.access.key go together")
         if backend == "filesystem" and not config.root:
