@@ -241,8 +241,11 @@ class ObjectReplacement(ReplacementWriter):
         self.source = source
         self.base_offset = base_offset
         self.key = f"{source.out_prefix}{source.dir_name}/{files.filename_prefix(base_offset)}{files.LOG_SUFFIX}"
-        fd, self.path = tempfile.mkstemp(prefix="compactlog-cleaned-", suffix=".log")
-        self._log = os.fdopen(fd, "wb")
+        # a file with no name (unlinked at once): a process killed while it exists leaves nothing
+        fd, path = tempfile.mkstemp(prefix="compactlog-cleaned-", suffix=".log")
+        os.unlink(path)
+        self._log = os.fdopen(fd, "w+b")
+        self.path = f"/proc/self/fd/{fd}"
         self.size = 0
         self.descriptor: dict | None = None
         self._put = False
@@ -252,18 +255,20 @@ class ObjectReplacement(ReplacementWriter):
         self.size += len(data)
 
     def finish(self, indexes, mtime_ms: int | None = None) -> None:
-        self._log.close()
+        self._log.flush()
+        from . import faults
+        faults.maybe_die("bucket-clean-segment-written")
         store = self.source.store
         try:
-            with open(self.path, "rb") as f:
-                try:
-                    store.put_if_absent(self.key, f, size=self.size)
-                except PreconditionFailed:
-                    if store.head(self.key).size != self.size:
-                        raise StorageError(f"{self.key}: another writer's object is in the way") from None
+            self._log.seek(0)
+            try:
+                store.put_if_absent(self.key, self._log, size=self.size)
+            except PreconditionFailed:
+                if store.head(self.key).size != self.size:
+                    raise StorageError(f"{self.key}: another writer's object is in the way") from None
             self._put = True
         finally:
-            _unlink(self.path)
+            self._log.close()
         self.descriptor = {"kind": "object", "base": self.base_offset, "key": self.key, "size": self.size,
                            "indexes": [(s, bytes(d)) for s, d in indexes], "mtime_ms": mtime_ms}
 
@@ -272,7 +277,6 @@ class ObjectReplacement(ReplacementWriter):
             self._log.close()
         except Exception:       # noqa: BLE001 - closing a half-written temp file
             pass
-        _unlink(self.path)
         if self._put:
             try:
                 self.source.store.delete(self.key)
