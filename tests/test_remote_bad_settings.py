@@ -86,3 +86,15 @@ def test_a_broker_with_a_bad_bucket_name_does_not_start(tmp_path, name, expected
                 "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "metrics.listener=127.0.0.1:0",
                 "serve", timeout=60)
     one_error_line(r, "rsm.config.storage.s3.bucket.name", expected)
+
+
+@pytest.mark.parametrize("prefix", ["/tiered/", "tiered//", "a/../b/", "./x"])
+def test_a_broker_with_a_key_prefix_no_key_can_have_does_not_start(tmp_path, prefix):
+    """Before: the broker started, and every upload raised "invalid object key" (a traceback in its
+    log at every copy run) until it was stopped."""
+    r = run_cli(tmp_path / "data", "--override", "remote.log.storage.system.enable=true",
+                "--override", "rsm.config.storage.s3.bucket.name=some-bucket",
+                "--override", f"rsm.config.key.prefix={prefix}",
+                "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "metrics.listener=127.0.0.1:0",
+                "serve", timeout=60)
+    one_error_line(r, "rsm.config.key.prefix")

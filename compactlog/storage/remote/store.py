@@ -217,6 +217,14 @@ class StoreConfig:
                               f"digits, '.', '-' and '_', 3 to 255 characters)")
         if backend == "s3" and (config.access_key_id is None) != (config.secret_access_key is None):
             raise ConfigError(f"{STORAGE}aws.access.key.id and {STORAGE}aws.secret.access.key go together")
+        if prefix:
+            # every key is the prefix and more (Aiven's string prefix): one that no key can start
+            # with is refused here, not by every upload failing after the broker started
+            try:
+                _check_key(prefix + "x")
+            except ValueError:
+                raise ConfigError(f"{RSM}key.prefix: {prefix!r} cannot start an object key (no leading '/', no "
+                                  f"empty, '.' or '..' part)") from None
         if backend == "filesystem" and not config.root:
             raise ConfigError(f"{STORAGE}root is required for the filesystem store")
         return config
