@@ -691,8 +691,8 @@ class RemoteLogManager:
                 if pos + n > size:
                     # a batch running past the segment's end: the object's bytes are not a whole
                     # segment (never a partial tail: remote segments are rolled ones)
-                    raise SegmentObjectError(f"{rp.topic}-{rp.partition}: the batch at byte {pos} of remote segment {seg.id} "
-                                             f"({length} bytes) runs past the segment's {size} bytes")
+                    raise SegmentObjectError(f"{rp.topic}-{rp.partition}: the batch at byte {pos} of remote segment "
+                                             f"{seg.id} ({length} bytes) runs past the segment's {size} bytes")
                 data = self._bytes(rp, seg, pos, pos + n)
                 out.append(data)
                 total += n
