@@ -9,9 +9,15 @@ from __future__ import annotations
 import pytest
 
 from s3_support import moto  # noqa: F401 - fixture
-from test_bucket_data_dir import copied, remote_tier, run  # noqa: F401 - fixtures
+from test_bucket_data_dir import copied, make_remote_tier, run  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow       # moto and a tier written by a RemoteLogManager
+BUCKET = "tier-damaged"     # moto's state is one per process: not test_bucket_data_dir's bucket
+
+
+@pytest.fixture(scope="module")
+def remote_tier(moto, tmp_path_factory):
+    return make_remote_tier(moto, tmp_path_factory, BUCKET)
 
 
 def cut_one(moto, bucket: str, prefix: str, suffix: str):
@@ -28,7 +34,7 @@ def cut_one(moto, bucket: str, prefix: str, suffix: str):
 def test_a_cut_object_is_named_without_an_impossible_repair_hint(moto, remote_tier, copied, shape):
     if shape == "remote-tier":
         url, topic = remote_tier[1], "t"
-        key, restore = cut_one(moto, "tier-bucket", "tiered/", ".log")
+        key, restore = cut_one(moto, BUCKET, "tiered/", ".log")
     else:
         url, topic = copied[1], "orders"
         key, restore = cut_one(moto, "copied-dd", "kafka/data/orders-0/", ".log")

@@ -13,7 +13,7 @@ import pytest
 
 from broker_support import Broker, wait_until
 from s3_support import MotoS3
-from test_tiered_broker import BUCKET, PREFIX, T0, list_offset, manifest, produce, wait_tiered
+from test_tiered_broker import PREFIX, produce, wait_tiered
 
 pytestmark = pytest.mark.slow
 
@@ -21,6 +21,9 @@ ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 N = 600
+# not test_tiered_broker's bucket: moto's state is one per process, and pytest-xdist may run both
+# modules in one worker
+BUCKET = "tiered-damaged-bucket"
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +72,13 @@ def read_from_zero(env, timeout: float = 25):
     finally:
         c.close()
     return got, errors
+
+
+def manifest(env, topic: str) -> dict:
+    import json
+    page = env["s3"].list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}{topic}-")
+    [key] = [o["Key"] for o in page["Contents"] if o["Key"].endswith("/compactlog-partition.json")]
+    return json.loads(env["s3"].get_object(Bucket=BUCKET, Key=key)["Body"].read())
 
 
 def segment_log_key(env, index: int) -> tuple[str, dict]:
