@@ -28,6 +28,8 @@ def test_clean_of_a_file_url_writes_beside_the_data_dir(tmp_path):
     assert r.returncode == 0, r.stderr.decode()
     assert sorted(os.listdir(root)) == before                   # the data dir as it was
     [generation] = glob.glob(root + ".compactlog-000001-*")
+    # the command that takes it back is one for a local directory (aws s3 sync takes no file://)
+    assert f"rsync -a --delete {generation}/ DATADIR/".encode() in r.stderr and b"aws s3" not in r.stderr
     switch = json.loads(open(root + ".compactlog-clean.json").read())
     assert switch["current"] == os.path.basename(generation) + "/"
     v = run_in_process(["--data-dir", root, "verify"])
