@@ -150,6 +150,7 @@ class Rule:
     status: int | None = None
     cut_after: int | None = None
     drop: bool = False                               # hang up without an answer
+    lose_answer: bool = False                        # pass the request on, then hang up: done, unanswered
     times: int | None = None
     hits: int = 0
 
@@ -257,6 +258,14 @@ class FaultProxy:
             self.rules.append(rule)
         return rule
 
+    def lose_answer(self, match: Callable[[str, str, str], bool], times: int | None = None) -> Rule:
+        """Requests that reach the store (a write lands) whose answer never comes back: the
+        connection is hung up instead, as by a network cut after the server acted."""
+        rule = Rule(match, lose_answer=True, times=times)
+        with self._lock:
+            self.rules.append(rule)
+        return rule
+
     def clear(self) -> None:
         with self._lock:
             self.rules.clear()
@@ -312,6 +321,9 @@ class FaultProxy:
             return
         finally:
             conn.close()
+        if rule is not None and rule.lose_answer:
+            self._hang_up(h)
+            return
         h.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() not in ("connection", "keep-alive", "transfer-encoding", "content-length", "server", "date"):

@@ -352,11 +352,17 @@ def test_clean_sweeps_older_and_killed_generations(moto, tmp_path):
 def remote_tier(moto, tmp_path_factory):
     """A compactlog data dir whose rolled segments its RemoteLogManager copied to the bucket (key
     prefix ``tiered/``), a full copy of the data dir kept before local retention trimmed it."""
+    return make_remote_tier(moto, tmp_path_factory, "tier-bucket")
+
+
+def make_remote_tier(moto, tmp_path_factory, bucket: str) -> tuple[str, str]:
+    """``remote_tier`` in ``bucket`` (moto's state is one per process: a module of its own uses a
+    bucket of its own when pytest-xdist runs it in the same worker as this one)."""
     from compactlog.storage.remote.manager import RemoteLogManager
     from compactlog.storage.remote.store import open_store
     tmp = tmp_path_factory.mktemp("remote-tier")
-    moto.create_bucket("tier-bucket")
-    props = moto.properties("tier-bucket", **{"remote.log.storage.system.enable": "true",
+    moto.create_bucket(bucket)
+    props = moto.properties(bucket, **{"remote.log.storage.system.enable": "true",
                                               "rsm.config.key.prefix": "tiered/", "rsm.config.chunk.size": "512",
                                               "rlmm.config.remote.log.metadata.topic.num.partitions": "1"})
     root = str(tmp / "data")
@@ -377,7 +383,7 @@ def remote_tier(moto, tmp_path_factory):
     dd.delete_old_segments(log)
     rm.close()
     dd.close()
-    return full, "s3://tier-bucket/tiered"
+    return full, f"s3://{bucket}/tiered"
 
 
 def test_remote_tier_read_offline(moto, remote_tier, tmp_path):

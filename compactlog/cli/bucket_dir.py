@@ -70,9 +70,12 @@ def publish(c, gen, *, as_json: bool) -> bool:
     if done is None:
         return False
     if not as_json:
+        # `aws s3 sync` takes no file:// URL: a directory store's generation is a local directory
+        back = (f"rsync -a --delete {done['url'][len('file://'):]}/ DATADIR/" if done["url"].startswith("file://")
+                else f"aws s3 sync --delete {done['url']}/ DATADIR")
         typer.echo(f"cleaned copy written to {done['url']}/ and switched to ({done['switch']}, "
                    f"generation {done['generation']}); the objects under {done['read']} are left as they were. "
-                   f"A Kafka broker's copy: aws s3 sync --delete {done['url']}/ DATADIR"
+                   f"A Kafka broker's copy: {back}"
                    + (f"; {done['swept']} object(s) of older generations deleted" if done["swept"] else ""), err=True)
     return True
 

@@ -88,7 +88,9 @@ def _run_command(argv: list[str] | None) -> int:
     except CompactlogError as e:
         _debug_traceback()
         hint = ""
-        if isinstance(e, CorruptRecordError) and e.file:
+        # the repair rewrites local files: no hint for an object (a bucket's, or a remote tier's
+        # segment), where `verify --repair` refuses ("a bucket is verified read-only")
+        if isinstance(e, CorruptRecordError) and e.file and os.path.exists(str(e.file)):
             hint = ("; records before it were read; `compactlog verify --repair` sets the corrupt batch "
                     "aside (kept in *.quarantined) so that every valid record after it can be read")
         elif isinstance(e, DataDirLockedError) and e.bootstrap:

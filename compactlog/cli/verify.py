@@ -31,7 +31,7 @@ def verify_cmd(ctx: typer.Context,
     if "://" in (c.data_dir or ""):
         if repair:
             fail(f"{c.data_dir}: --repair rewrites files in place; a bucket is verified read-only", 2)
-        _report(*_verify_bucket(c, topic), as_json)
+        _report(*_verify_bucket(c, topic), as_json, repairs_here=False)
         return
     if repair:
         with c.open(write=True) as wdd:
@@ -56,7 +56,7 @@ def verify_cmd(ctx: typer.Context,
     _report(len(work), counts, problems, as_json)
 
 
-def _report(partitions: int, counts, problems: list, as_json: bool) -> None:
+def _report(partitions: int, counts, problems: list, as_json: bool, repairs_here: bool = True) -> None:
     notes = [pr for pr in problems if pr.note]
     problems = [pr for pr in problems if not pr.note]
     for pr in notes + problems:
@@ -69,7 +69,7 @@ def _report(partitions: int, counts, problems: list, as_json: bool) -> None:
         typer.echo(json.dumps({"partitions": partitions, "segments": counts.segments, "records": counts.records,
                                "problems": len(problems), "notes": len(notes), "repairable": len(repairable)}))
     else:
-        typer.echo(_summary(partitions, counts, problems, notes, repairable))
+        typer.echo(_summary(partitions, counts, problems, notes, repairable if repairs_here else []))
     if problems:
         # only bytes recovery set aside: the data is healthy, but not everything it held is there
         raise typer.Exit(EXIT_DATA_SET_ASIDE if all(p.set_aside for p in problems) else 1)

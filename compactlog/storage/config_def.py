@@ -117,7 +117,7 @@ def is_secret_setting(name: str) -> bool:
     """Settings that hold a secret, listener-prefixed or not: never logged, masked in
     DescribeConfigs (Kafka's PASSWORD-type settings)."""
     return ("password" in name or "secret" in name or name.endswith("jaas.config")
-            or name.endswith("ssl.keystore.key"))
+            or name.endswith("ssl.keystore.key") or name.endswith("session.token"))
 
 
 def did_you_mean(name: str, known: Iterable[str], *, n: int = 1, cutoff: float = 0.75,

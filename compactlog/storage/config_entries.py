@@ -135,7 +135,7 @@ def topic_config_entries(state: Described, topic: str) -> list[ConfigEntry]:
 def _is_sensitive(name: str, kind: str | None) -> bool:
     # KafkaConfig.maybeSensitive: a PASSWORD setting, or one whose type is not known; compactlog
     # knows Kafka's names but not their types, so a known name is shown unless it holds a secret
-    if is_secret_setting(name):
+    if is_secret_setting(name) or kind == "password":     # a declared PASSWORD, whatever its name
         return True
     if kind is not None:
         return False

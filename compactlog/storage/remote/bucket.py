@@ -39,7 +39,7 @@ from .. import files
 from ..segment_source import ObjectPin, SegmentEntry, SegmentSource
 from . import keys
 from .source import RemoteSegmentSource
-from .store import ObjectNotFound, RangeNotSatisfiable, RemoteStorageError, StoreConfig
+from .store import ObjectNotFound, RangeNotSatisfiable, RemoteStorageError, StoreConfig, check_endpoint
 from .tiered_read import shared_store
 
 SCHEMES = ("s3://", "file://")
@@ -98,6 +98,14 @@ def parse_bucket_url(url: str, overrides: Mapping[str, str] | None = None,
              if k.startswith("rsm.config.") or k.startswith("compactlog.remote.")}
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
+    if "@" in parts.netloc:
+        # keys written into the URL (s3://KEY:SECRET@bucket, as some tools take them): refused,
+        # and the URL named without them, as every later message would have echoed them
+        shown = f"{parts.scheme}://***@{parts.netloc.rpartition('@')[2]}{parts.path}"
+        raise ConfigError(f"{shown}: a bucket URL carries no credentials (they were not echoed); give them as "
+                          f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --override "
+                          f"{_STORE}aws.access.key.id=... and {_STORE}aws.secret.access.key=... "
+                          f"(expected s3://BUCKET[/PREFIX] or file:///DIR)")
     if scheme == "s3":
         if not parts.netloc:
             raise ConfigError(f"{url}: no bucket name (expected s3://BUCKET[/PREFIX])")
@@ -111,8 +119,10 @@ def parse_bucket_url(url: str, overrides: Mapping[str, str] | None = None,
             raise ConfigError(f"{url}: the prefix {prefix!r} has an empty, '.' or '..' part")
         props[_STORE + "backend.class"] = "s3"
         props[_STORE + "s3.bucket.name"] = name
-        endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+        endpoint_var = "AWS_ENDPOINT_URL_S3" if env.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+        endpoint = env.get(endpoint_var)
         if endpoint and _STORE + "s3.endpoint.url" not in props:
+            check_endpoint(endpoint.strip(), endpoint_var)
             props[_STORE + "s3.endpoint.url"] = endpoint
             # an S3-compatible endpoint (MinIO, moto, Ceph) answers path-style requests; AWS does too
             props.setdefault(_STORE + "s3.path.style.access.enabled", "true")
@@ -129,19 +139,24 @@ def parse_bucket_url(url: str, overrides: Mapping[str, str] | None = None,
     elif scheme == "file":
         if parts.netloc not in ("", "localhost"):
             raise ConfigError(f"{url}: a file URL names a local directory (file:///DIR), not host {parts.netloc!r}")
-        root = unquote(parts.path)
-        if not root.startswith("/"):
+        path = unquote(parts.path)
+        if not path.startswith("/"):
             raise ConfigError(f"{url}: expected an absolute directory (file:///DIR)")
+        path = os.path.normpath(path)
+        if not os.path.isdir(path):
+            raise ConfigError(f"{url}: no such directory")
+        # the store's root is DIR's parent and DIR the key prefix, as s3://BUCKET/PREFIX: a clean's
+        # generation and switch go beside DIR (DIR.compactlog-<n>-<id>/), never inside it, where a
+        # directory not named <topic>-<partition> stops a Kafka broker starting on the log dir
+        parent, name = os.path.split(path)
         props[_STORE + "backend.class"] = "filesystem"
-        props[_STORE + "root"] = root.rstrip("/") or "/"
-        prefix = ""
+        props[_STORE + "root"] = parent if name else "/"
+        prefix = name
     else:
         raise ConfigError(f"{url}: unsupported scheme {parts.scheme!r} (a bucket is s3://BUCKET[/PREFIX] or "
                           f"file:///DIR)")
     props["rsm.config.key.prefix"] = f"{prefix}/" if prefix else ""
     config = StoreConfig.from_properties(props)
-    if scheme == "file" and not os.path.isdir(config.root):
-        raise ConfigError(f"{url}: no such directory")
     return Bucket(config, url)
 
 
@@ -201,6 +216,7 @@ class BucketListing:
 # switch's ``current``.
 
 SWITCH_SUFFIX = ".compactlog-clean.json"
+SWITCH_VERSION = 1
 
 
 def switch_key(prefix: str) -> str:
@@ -215,13 +231,31 @@ def read_switch(bucket: Bucket) -> tuple[dict | None, str | None]:
         got = bucket.store.get(switch_key(bucket.prefix))
     except ObjectNotFound:
         return None, None
+    where = bucket.url_of(switch_key(bucket.prefix))
     try:
         doc = json.loads(got.data)
         if not isinstance(doc.get("current"), str) or not isinstance(doc.get("generation"), int):
             raise ValueError("no current generation")
     except (ValueError, AttributeError) as e:
-        raise StorageError(f"{bucket.url_of(switch_key(bucket.prefix))}: not a compactlog clean switch ({e})") from None
+        raise StorageError(f"{where}: not a compactlog clean switch ({e})") from None
+    # a newer writer may mean something else by the same fields: not read (nor replaced by
+    # ``clean``, which would write this version's document over it) rather than guessed at
+    if doc.get("version") != SWITCH_VERSION:
+        raise StorageError(f"{where}: a clean switch of version {doc.get('version')!r}; this compactlog reads "
+                           f"version {SWITCH_VERSION} (a newer compactlog wrote it?)")
+    # only ``clean`` writes it, always naming a generation of this prefix: anything else would
+    # send every reader (and the next clean's sweep) to some other prefix of the bucket
+    if not generation_form(bucket.prefix).fullmatch(doc["current"]):
+        raise StorageError(f"{where}: its current prefix {doc['current']!r} is not a generation of "
+                           f"{bucket.url} (<prefix>.compactlog-<6 digits>-<8 characters>/)")
     return doc, got.etag
+
+
+def generation_form(prefix: str) -> "re.Pattern":
+    """The key prefix of a cleaned generation of ``prefix`` (``bucket_clean`` writes them)."""
+    base = prefix.rstrip("/")
+    head = f"{base}.compactlog-" if base else "compactlog-"
+    return re.compile(re.escape(head) + r"\d{6}-[A-Za-z0-9_-]{8}/")
 
 
 def current(bucket: Bucket) -> Bucket:
@@ -251,6 +285,14 @@ def list_bucket(bucket: Bucket, *, follow_switch: bool = True) -> BucketListing:
         m = _MANIFEST.match(rel)
         if m:
             topic, topic_id, p = m.group(1), m.group(2), int(m.group(3))
+            other = found.get((topic, p))
+            if other is not None and other.topic_id != topic_id:
+                # two incarnations of the topic (a deleted one's leftovers, or two clusters on one
+                # prefix): which is live is the broker's metadata, which a bucket reader has not
+                raise StorageError(f"{bucket.url}: {topic}-{p} has two remote tiers, topic ids {other.topic_id} "
+                                   f"and {topic_id} (a deleted topic's leftovers, or two clusters on one "
+                                   f"prefix?); read one by its partition URL, {other.url} or "
+                                   f"{base}/{topic}-{topic_id}/{p}")
             found[(topic, p)] = BucketPartition(topic, p, "remote-tier", f"{base}/{topic}-{topic_id}/{p}", topic_id)
             continue
         head, _, name = rel.rpartition("/")

@@ -62,15 +62,31 @@ def build_shadow(listing, shadow: str) -> dict[str, tuple[int, bytes]]:
         if not rel or rel.endswith("/") or ".." in rel.split("/"):
             continue
         path = os.path.join(shadow, *rel.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        if _is_log(rel):
-            object_body.mark(path, key, size)
-            fetched[rel] = ("object", size, key)
-            continue
-        data = store.get(key).data
-        with open(path, "wb") as f:
-            f.write(data)
-        fetched[rel] = ("file",) + digest(data)
+        data = None
+        if not _is_log(rel):
+            try:
+                data = store.get(key).data
+            except ObjectNotFound:
+                if size == 0:
+                    # a folder marker ("<dir>/", zero bytes, as the S3 console's "Create folder"
+                    # writes): obstore lists it without its slash, so its name does not GET. Not
+                    # a file of the data dir; the folder is made by the files under it, if any
+                    continue
+                raise StorageError(f"{listing.bucket.url_of(key)}: the object is gone (the bucket changed "
+                                   f"after it was listed)") from None
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if data is None:
+                object_body.mark(path, key, size)
+            else:
+                with open(path, "wb") as f:
+                    f.write(data)
+        except OSError as e:
+            # a key no directory tree can hold beside the others (an object that is also a prefix
+            # of other objects, a part too long for a file name): named, not the shadow's path
+            raise StorageError(f"{listing.bucket.url_of(key)}: cannot be held as a file of a data dir "
+                               f"({e.strerror or e}); move it out of the prefix") from None
+        fetched[rel] = ("object", size, key) if data is None else ("file",) + digest(data)
     return fetched
 
 
@@ -225,8 +241,11 @@ class ObjectReplacement(ReplacementWriter):
         self.source = source
         self.base_offset = base_offset
         self.key = f"{source.out_prefix}{source.dir_name}/{files.filename_prefix(base_offset)}{files.LOG_SUFFIX}"
-        fd, self.path = tempfile.mkstemp(prefix="compactlog-cleaned-", suffix=".log")
-        self._log = os.fdopen(fd, "wb")
+        # a file with no name (unlinked at once): a process killed while it exists leaves nothing
+        fd, path = tempfile.mkstemp(prefix="compactlog-cleaned-", suffix=".log")
+        os.unlink(path)
+        self._log = os.fdopen(fd, "w+b")
+        self.path = f"/proc/self/fd/{fd}"
         self.size = 0
         self.descriptor: dict | None = None
         self._put = False
@@ -236,18 +255,20 @@ class ObjectReplacement(ReplacementWriter):
         self.size += len(data)
 
     def finish(self, indexes, mtime_ms: int | None = None) -> None:
-        self._log.close()
+        self._log.flush()
+        from . import faults
+        faults.maybe_die("bucket-clean-segment-written")
         store = self.source.store
         try:
-            with open(self.path, "rb") as f:
-                try:
-                    store.put_if_absent(self.key, f, size=self.size)
-                except PreconditionFailed:
-                    if store.head(self.key).size != self.size:
-                        raise StorageError(f"{self.key}: another writer's object is in the way") from None
+            self._log.seek(0)
+            try:
+                store.put_if_absent(self.key, self._log, size=self.size)
+            except PreconditionFailed:
+                if store.head(self.key).size != self.size:
+                    raise StorageError(f"{self.key}: another writer's object is in the way") from None
             self._put = True
         finally:
-            _unlink(self.path)
+            self._log.close()
         self.descriptor = {"kind": "object", "base": self.base_offset, "key": self.key, "size": self.size,
                            "indexes": [(s, bytes(d)) for s, d in indexes], "mtime_ms": mtime_ms}
 
@@ -256,7 +277,6 @@ class ObjectReplacement(ReplacementWriter):
             self._log.close()
         except Exception:       # noqa: BLE001 - closing a half-written temp file
             pass
-        _unlink(self.path)
         if self._put:
             try:
                 self.source.store.delete(self.key)
@@ -338,17 +358,17 @@ class ShadowGeneration:
         store.delete_many([m.key for m in store.list(new_prefix) if m.key[len(new_prefix):] not in plan])
         faults.maybe_die("bucket-clean-objects")
         root = self.root
-        switch = json.dumps({"version": 1, "generation": self.generation, "current": new_prefix,
+        switch = json.dumps({"version": B.SWITCH_VERSION, "generation": self.generation, "current": new_prefix,
                              "previous": read_prefix, "cleanedAtMs": int(time.time() * 1000)},
                             indent=2).encode() + b"\n"
+        refused = False
         try:
             if self.etag is None:
                 store.put_if_absent(B.switch_key(root.prefix), switch)
             else:
                 store.put_if_match(B.switch_key(root.prefix), switch, self.etag)
         except PreconditionFailed:
-            raise CompactlogError(f"{root.url}: another clean switched the bucket to a new generation during this "
-                                  f"one; nothing of this run was kept: run it again") from None
+            refused = True
         except BaseException:
             # an answer lost (a timeout) may hide a switch that landed: the objects go only if it did not
             try:
@@ -357,6 +377,18 @@ class ShadowGeneration:
                 landed = True
             self.published = landed
             raise
+        if refused:
+            # 412 is also what the client's retry of our own write gets when the first attempt
+            # landed and its answer was lost: the switch then names this run's generation, which
+            # must stay (deleting it left the switch naming nothing, every reader failing)
+            try:
+                ours = (B.read_switch(root)[0] or {}).get("current") == new_prefix
+            except BaseException:
+                self.published = True       # unknown: keep the objects rather than risk the switch
+                raise
+            if not ours:
+                raise CompactlogError(f"{root.url}: another clean switched the bucket to a new generation during "
+                                      f"this one; nothing of this run was kept: run it again")
         self.published = True
         faults.maybe_die("bucket-clean-switch")
         swept = sweep_generations(root, keep={new_prefix, read_prefix})
@@ -420,10 +452,10 @@ def sweep_generations(root, keep: set) -> int:
     be reading): older generations, and those of cleans killed before their switch. Only keys of
     the generation form ``<prefix>.compactlog-<6 digits>-<8 id chars>/`` are touched; the
     objects the first clean read (``<prefix>/``) are never among them."""
-    import re
+    from .bucket import generation_form
     base = root.prefix.rstrip("/")
     head = f"{base}.compactlog-" if base else "compactlog-"
-    form = re.compile(re.escape(head) + r"\d{6}-[A-Za-z0-9_-]{8}/")
+    form = generation_form(root.prefix)
     doomed = []
     for meta in root.store.list(head):
         m = form.match(meta.key)

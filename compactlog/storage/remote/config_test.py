@@ -9,7 +9,7 @@ from compactlog.errors import ConfigError
 from compactlog.storage.config import BrokerConfig, LogConfig, RemoteConfigError
 from compactlog.storage.config_registry import owner_of
 
-ON = BrokerConfig({"remote.log.storage.system.enable": "true", "rsm.config.storage.s3.bucket.name": "b"})
+ON = BrokerConfig({"remote.log.storage.system.enable": "true", "rsm.config.storage.s3.bucket.name": "bkt"})
 
 
 def test_settings_are_the_remote_owners_with_kafkas_defaults():

@@ -2,7 +2,9 @@
 file holding a step name; the code reaching that step removes the file and kills its own process
 with SIGKILL (as ``kill -9`` would, between two writes). Steps: the copy's ``objects`` and
 ``manifest`` (manager.py), a compaction round's ``compaction-objects``, ``compaction-started``,
-``compaction-manifest`` and ``compaction-deleted`` (compaction.py)."""
+``compaction-manifest`` and ``compaction-deleted`` (compaction.py), ``compaction-segment-written``
+(a cleaned remote segment written, not yet uploaded: source.py), ``bucket-clean-segment-written``,
+``bucket-clean-objects`` and ``bucket-clean-switch`` (bucket_clean.py)."""
 
 from __future__ import annotations
 

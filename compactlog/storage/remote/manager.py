@@ -63,8 +63,8 @@ from ..txn_index import ENTRY, ENTRY_SIZE, AbortedTxn
 from . import faults, keys
 from .metadata_topic import metadata_partition
 from .partition_manifest import ManifestSegment, Owner, PartitionManifest, PartitionManifestWriter
-from .segment_objects import (SegmentFiles, delete_segment, leader_epoch_checkpoint, read_indexes, read_manifest,
-                              segment_key, upload_segment)
+from .segment_objects import (SegmentFiles, SegmentObjectError, delete_segment, leader_epoch_checkpoint,
+                              read_indexes, read_manifest, segment_key, upload_segment)
 from .stats import TASKS_MS, RemoteStorageStats, counted_store
 from .store import ObjectStore, RemoteStorageError, StoreConfig, open_store
 
@@ -652,7 +652,15 @@ class RemoteLogManager:
         for c in range(start // size, (end - 1) // size + 1):
             chunk = self.chunks.get((seg.id, c))
             if chunk is None:
-                chunk = self.store.get_range(key.key(keys.LOG), c * size, min((c + 1) * size, seg.size_in_bytes))
+                lo_c, hi_c = c * size, min((c + 1) * size, seg.size_in_bytes)
+                chunk = self.store.get_range(key.key(keys.LOG), lo_c, hi_c)
+                if len(chunk) != hi_c - lo_c:
+                    # the object is shorter than the manifest says (cut, or a short answer): the
+                    # fetch fails (UNKNOWN_SERVER_ERROR) rather than end the segment early, which
+                    # skipped its remaining records; nor is the short chunk cached
+                    raise SegmentObjectError(f"{key.key(keys.LOG)}: {lo_c + len(chunk)} bytes where the partition "
+                                             f"manifest says the segment has {seg.size_in_bytes}",
+                                             key=key.key(keys.LOG))
                 self.chunks.put((seg.id, c), chunk, len(chunk))
                 self.stats["fetch_bytes"] += len(chunk)
             lo = max(start - c * size, 0)
@@ -680,9 +688,12 @@ class RemoteLogManager:
             if batch_last >= offset:
                 if total + n > max_bytes and not (min_one and not out):
                     break
+                if pos + n > size:
+                    # a batch running past the segment's end: the object's bytes are not a whole
+                    # segment (never a partial tail: remote segments are rolled ones)
+                    raise SegmentObjectError(f"{rp.topic}-{rp.partition}: the batch at byte {pos} of remote segment "
+                                             f"{seg.id} ({length} bytes) runs past the segment's {size} bytes")
                 data = self._bytes(rp, seg, pos, pos + n)
-                if len(data) < n:
-                    break
                 out.append(data)
                 total += n
                 last = batch_last

@@ -226,9 +226,19 @@ class PartitionManifestWriter:
 
     def take_ownership(self) -> PartitionManifest:
         """Create the manifest (generation 0) or CAS ``owner`` to this writer (generation + 1);
-        a previous owner's next CAS then fails and fences it."""
+        a previous owner's next CAS then fails and fences it. A writer that held the partition and
+        lost it (fenced) does not take it back: another incarnation took it after this one, so
+        this one is the stale one (a second broker on a cloned data dir, or one its successor
+        replaced); taking it back ping-ponged ownership between two live writers. Fenced."""
         for _ in range(self.MAX_REBASES):
             m, etag = self.read()
+            if self.current is not None and m is not None and m.owner != self.owner:
+                self.fenced = True
+                holder = m.owner
+                raise Fenced(f"{self.key}: this writer was fenced by broker "
+                             f"{holder.broker_id if holder else '?'} (incarnation "
+                             f"{holder.incarnation if holder else '?'}); it no longer owns the partition and "
+                             f"does not take it back (restart to take it)", key=self.key)
             if m is None:
                 m = PartitionManifest(self.topic, self.topic_id, self.partition, owner=self.owner)
                 try:
@@ -245,7 +255,6 @@ class PartitionManifestWriter:
             try:
                 self.etag = self.store.put_if_match(self.key, new.to_json(), etag)
                 self.current = new
-                self.fenced = False
                 return new
             except PreconditionFailed:
                 continue

@@ -29,7 +29,7 @@ from ...errors import CorruptRecordError
 from ...record.remote_log_metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
 from .. import files
 from ..segment_source import LocalDirSource, ObjectPin, ReplacementWriter, SegmentEntry, SegmentSource
-from . import keys
+from . import faults, keys
 from .partition_manifest import ManifestSegment, PartitionManifest
 from .segment_objects import SegmentFiles, delete_segment, read_indexes, read_manifest, upload_segment
 from .store import ObjectStore, StoreConfig, open_store
@@ -206,8 +206,12 @@ class RemoteReplacement(ReplacementWriter):
     def __init__(self, source: RemoteSegmentSource, members: list[int]):
         self.source = source
         self.members = [source.segment(b) for b in members]
-        fd, self.path = tempfile.mkstemp(prefix="compactlog-remote-", suffix=".log")
-        self._log = os.fdopen(fd, "wb")
+        # a file with no name (unlinked at once, read back through its descriptor): a process
+        # killed while it exists leaves nothing behind (a named temp file stayed for good)
+        fd, path = tempfile.mkstemp(prefix="compactlog-remote-", suffix=".log")
+        os.unlink(path)
+        self._log = os.fdopen(fd, "w+b")
+        self.path = f"/proc/self/fd/{fd}"
         self._hash = hashlib.blake2b(digest_size=16)
         self.size = 0
         self.key: keys.SegmentKey | None = None
@@ -219,7 +223,8 @@ class RemoteReplacement(ReplacementWriter):
         self.size += len(data)
 
     def finish(self, indexes, mtime_ms: int | None = None) -> None:
-        self._log.close()
+        self._log.flush()
+        faults.maybe_die("compaction-segment-written")
         try:
             olds = self.members
             if len(olds) == 1 and self.source.digest_of(olds[0].id) == (self.size, self._hash.digest()):
@@ -255,14 +260,13 @@ class RemoteReplacement(ReplacementWriter):
                                   first_batch_timestamp_ms=olds[0].first_batch_timestamp_ms)
             self.descriptor = {"segment": new.to_dict(), "replaced": [o.id for o in olds]}
         finally:
-            _unlink(self.path)
+            self._log.close()
 
     def abort(self) -> None:
         try:
             self._log.close()
         except Exception:
             pass
-        _unlink(self.path)
         if self.key is not None:
             delete_segment(self.source.objects, self.key, quiet=True)
             forget_staged(self.source.topic_id, self.source.partition, [self.key.segment_id])

@@ -190,7 +190,7 @@ class StoreConfig:
             backend=backend,
             bucket=get(STORAGE + "s3.bucket.name"),
             region=get(STORAGE + "s3.region"),
-            endpoint_url=get(STORAGE + "s3.endpoint.url"),
+            endpoint_url=check_endpoint(get(STORAGE + "s3.endpoint.url"), STORAGE + "s3.endpoint.url"),
             path_style=boolean(STORAGE + "s3.path.style.access.enabled", None),
             access_key_id=get(STORAGE + "aws.access.key.id"),
             secret_access_key=get(STORAGE + "aws.secret.access.key"),
@@ -207,11 +207,53 @@ class StoreConfig:
         )
         if backend == "s3" and not config.bucket:
             raise ConfigError(f"{STORAGE}s3.bucket.name is required for the S3 store")
+        if backend == "s3" and "/" in config.bucket:
+            raise ConfigError(f"{STORAGE}s3.bucket.name: {config.bucket!r} is not a bucket name; a key prefix goes in "
+                              f"rsm.config.key.prefix")
+        # S3's rules, loosely (its legacy names: upper case and '_' allowed, up to 255): a name
+        # no S3 API takes is refused here, not by every upload failing after the broker started
+        if backend == "s3" and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{1,254}", config.bucket):
+            raise ConfigError(f"{STORAGE}s3.bucket.name: {config.bucket!r} is not a valid bucket name (letters, "
+                              f"digits, '.', '-' and '_', 3 to 255 characters)")
         if backend == "s3" and (config.access_key_id is None) != (config.secret_access_key is None):
             raise ConfigError(f"{STORAGE}aws.access.key.id and {STORAGE}aws.secret.access.key go together")
+        if prefix:
+            # every key is the prefix and more (Aiven's string prefix): one that no key can start
+            # with is refused here, not by every upload failing after the broker started
+            try:
+                _check_key(prefix + "x")
+            except ValueError:
+                raise ConfigError(f"{RSM}key.prefix: {prefix!r} cannot start an object key (no leading '/', no "
+                                  f"empty, '.' or '..' part)") from None
         if backend == "filesystem" and not config.root:
             raise ConfigError(f"{STORAGE}root is required for the filesystem store")
         return config
+
+
+def check_endpoint(url: str | None, name: str) -> str | None:
+    """``url`` if it is an http(s) URL with a host and no user-info; else a ConfigError naming
+    ``name`` (the setting or environment variable it came from). Checked here because obstore
+    panics (a Rust panic, past ``except Exception``) on a URL it cannot parse at the first request,
+    and prints a URL's user-info (where keys are sometimes put) in its error text; the user-info is
+    never echoed."""
+    if url is None:
+        return None
+    from urllib.parse import urlsplit
+    if "@" in url.partition("://")[2].partition("/")[0]:
+        raise ConfigError(f"{name}: an endpoint URL carries no credentials (they were not echoed); set "
+                          f"{STORAGE}aws.access.key.id and {STORAGE}aws.secret.access.key, or AWS_ACCESS_KEY_ID "
+                          f"and AWS_SECRET_ACCESS_KEY")
+    bad = ConfigError(f"{name}: {url!r} is not an endpoint URL (expected http[s]://HOST[:PORT])")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise bad
+    try:
+        parts = urlsplit(url)
+        parts.port                  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise bad from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise bad
+    return url
 
 
 def open_store(config: StoreConfig | Mapping[str, str]) -> "ObjectStore":
@@ -301,6 +343,14 @@ def _s3_error(e: BaseException, key: str | None, op: str) -> RemoteStorageError:
     what = f"{op} {key!r}" if key else op
     if "NoSuchBucket" in text:
         return RemoteStorageError(f"{what}: the bucket does not exist", key=key)
+    bad_key = re.search(r'Encountered object with invalid path: (?:Error parsing )?Path "([^"]*)"', text)
+    if bad_key:
+        # a key with an empty or '.' part (``a//b``): obstore cannot list past it. The store is
+        # fine, the key is the problem: named (the listing holds only keys under our prefix)
+        detail = re.search(r'(contained empty path segment|illegal character sequence "[^"]*")', text)
+        return RemoteStorageError(f"{what}: the key {bad_key.group(1)!r} under it cannot be read by this client "
+                                  f"({detail.group(1) if detail else 'an invalid path'}); rename or delete it",
+                                  key=key)
     if code == 409:         # obstore reads any 409 as AlreadyExists; S3's is ConditionalRequestConflict
         return StoreUnavailable(f"{what}: conflicting concurrent request (409), retry", key=key)
     if isinstance(e, (ox.AlreadyExistsError, ox.PreconditionError)) or code == 412:
