@@ -443,10 +443,12 @@ class DataDir:
         meta = self._read_meta()
         meta["topics"][topic] = {"partitions": partitions, "configs": configs, "topic_id": topic_id}
         # the record of the count first (written and synced), then the directories: a crash between
-        # leaves a topic whose count is known, never one that passes for a smaller topic
-        self._write_meta(meta)
+        # leaves a topic whose count is known, never one that passes for a smaller topic (its
+        # directories are made, empty, by the next writer that opens them: open_log). The record's
+        # write is undone too when it fails: its rename may have happened before the sync failed
         made: list[str] = []
         try:
+            self._write_meta(meta)
             self._make_partition_dirs(topic, range(partitions), topic_id, made)
         except BaseException:
             # a failed creation (disk full) is undone: the record, then the directories made. A
@@ -767,7 +769,10 @@ class DataDir:
                 return log
             pdir = os.path.join(self.path, files.partition_dir_name(topic, partition))
             if not os.path.isdir(pdir):
-                if not create:
+                # a partition the topics file records but without its directory (a creation a crash
+                # stopped after its record): a writer makes it, empty, as the broker does
+                recorded = self.writable and partition < (self.registered_partitions(topic) or 0)
+                if not create and not recorded:
                     raise TopicError(f"partition {topic}-{partition} does not exist in {self.path}")
                 self._require_writer("creating a partition")
                 self._make_partition_dirs(topic, [partition], self.topic_id(topic), [])

@@ -1,0 +1,94 @@
+"""The offline commands under a failing disk or a kill -9 (``tests/faults/offline.py`` runs every
+point; these are the ones that broke): a command whose write fails says so (one ``error:`` line,
+exit 1) and leaves a dir that ``verify`` passes, that later commands read as before (or as the
+command's result) and on which the command run again finishes the job.
+
+The faults come from the LD_PRELOAD injector (``tests/faults/inject.c``), in a real ``compactlog``
+process; the dir is read afterwards in this one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "faults"))
+
+import campaign  # noqa: E402
+from cli_support import run_in_process  # noqa: E402
+
+EXE = os.path.join(os.path.dirname(sys.executable), "compactlog")
+COMMAND = [EXE] if os.path.exists(EXE) else [sys.executable, "-m", "compactlog.cli.main"]
+
+
+@pytest.fixture(scope="module")
+def injector():
+    path = campaign.build_injector()
+    if path is None:
+        pytest.skip("no C compiler to build the fault injector")
+    return path
+
+
+def faulty(injector, data, args, *, syscall, glob, at=1, kind="eio", stdin=None):
+    """``compactlog --data-dir DATA ARGS`` with the ``at``-th ``syscall`` on a file matching
+    ``glob`` failed as ``kind`` says (or the process killed there: ``kill``)."""
+    fired = str(data) + ".fired"
+    env = dict(os.environ, LD_PRELOAD=injector, FAULT_DIR=str(data), FAULT_SYSCALL=syscall, FAULT_GLOB=glob,
+               FAULT_AT=str(at), FAULT_KIND=kind, FAULT_FIRED=fired)
+    r = subprocess.run([*COMMAND, "--data-dir", str(data), *args], input=stdin, capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert os.path.exists(fired), f"the fault never happened: {r.stderr}"
+    os.remove(fired)
+    return r
+
+
+def cli(data, *args, stdin=None):
+    return run_in_process(["--data-dir", data, *args], stdin=stdin, text=True)
+
+
+def ok(r):
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def said_an_error(r):
+    assert r.returncode != 0 and r.returncode != -9, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("error: "), r.stderr
+
+
+def records(data, topic):
+    r = ok(cli(data, "consume", "--topic", topic, "--from-beginning", "--output-format", "jsonl"))
+    return [(x["partition"], x["offset"], x["key"], x["value"]) for x in map(json.loads, r.stdout.splitlines())]
+
+
+@pytest.fixture
+def data(tmp_path):
+    d = tmp_path / "data"
+    ok(cli(d, "topics", "create", "--topic", "p"))
+    ok(cli(d, "produce", "--topic", "p", "--input-format", "jsonl",
+           stdin="".join(json.dumps({"key": f"k{i}", "value": f"v{i}"}) + "\n" for i in range(20))))
+    return d
+
+
+@pytest.mark.parametrize("kind", ["eio", "kill"])
+def test_topics_create_stopped_after_its_record_leaves_a_topic_that_works(injector, data, kind):
+    # the data dir's first fsync is the one after the topics file is renamed into place: the
+    # creation stops there, its record written, none of its directories made
+    r = faulty(injector, data, ["topics", "create", "--topic", "n", "--partitions", "2"],
+               syscall="fsync", glob=str(data), kind=kind)
+    if kind != "kill":
+        said_an_error(r)
+    ok(cli(data, "verify"))
+    # the topic is there with its two partitions, or not at all: then creating it again works
+    if "n" not in cli(data, "topics", "list").stdout.split():
+        ok(cli(data, "topics", "create", "--topic", "n", "--partitions", "2"))
+    ok(cli(data, "produce", "--topic", "n", "--input-format", "jsonl",
+           stdin='{"key": "a", "value": "b", "partition": 1}\n'))
+    assert records(data, "n") == [(1, 0, "a", "b")]
+    assert len(records(data, "p")) == 20
+    ok(cli(data, "verify"))
