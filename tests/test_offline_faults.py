@@ -92,3 +92,53 @@ def test_topics_create_stopped_after_its_record_leaves_a_topic_that_works(inject
     assert records(data, "n") == [(1, 0, "a", "b")]
     assert len(records(data, "p")) == 20
     ok(cli(data, "verify"))
+
+
+def snapshot_faulty(injector, data, out, args=(), **fault):
+    """``snapshot`` of topic p to ``out`` with a fault under ``out``'s directory."""
+    fired = str(out) + ".fired"
+    env = dict(os.environ, LD_PRELOAD=injector, FAULT_DIR=os.path.dirname(str(out)), FAULT_FIRED=fired,
+               **{f"FAULT_{k.upper()}": str(v) for k, v in fault.items()})
+    r = subprocess.run([*COMMAND, "--data-dir", str(data), "snapshot", "--topic", "p", "--engine", "local",
+                        "--out", str(out), *args], capture_output=True, text=True, env=env, timeout=120)
+    assert os.path.exists(fired), f"the fault never happened: {r.stderr}"
+    os.remove(fired)
+    return r
+
+
+def snapshot_rows(out):
+    import pyarrow.parquet as pq
+    return sorted(zip(*pq.read_table(str(out)).select(["key", "value"]).to_pydict().values()))
+
+
+@pytest.mark.parametrize("syscall,at,kind", [("write", 1, "enospc"), ("write", 1, "short"), ("create", 2, "enospc"),
+                                             ("write", 1, "kill"), ("create", 2, "kill")])
+def test_a_snapshot_whose_write_fails_leaves_no_output_and_runs_again(injector, data, tmp_path, syscall, at, kind):
+    out = tmp_path / "out" / "p.parquet"
+    out.parent.mkdir()
+    r = snapshot_faulty(injector, data, out, syscall=syscall, glob=f"{out.parent}/*", at=at, kind=kind)
+    if kind != "kill":
+        said_an_error(r)
+    # nothing half-written where the snapshot goes: a reader finds no table, and the same command
+    # (without --overwrite) writes it whole
+    assert not out.exists(), sorted(os.listdir(out))
+    ok(cli(data, "snapshot", "--topic", "p", "--engine", "local", "--out", out))
+    assert snapshot_rows(out) == sorted((f"k{i}".encode(), f"v{i}".encode()) for i in range(20))
+    assert sorted(os.listdir(out.parent)) == ["p.parquet"]
+
+
+@pytest.mark.parametrize("kind", ["enospc", "kill"])
+def test_a_snapshot_overwrite_that_fails_keeps_the_old_snapshot(injector, data, tmp_path, kind):
+    out = tmp_path / "out" / "p.parquet"
+    out.parent.mkdir()
+    ok(cli(data, "snapshot", "--topic", "p", "--engine", "local", "--out", out))
+    old = snapshot_rows(out)
+    ok(cli(data, "produce", "--topic", "p", "--input-format", "jsonl", stdin='{"key": "k0", "value": "new"}\n'))
+    r = snapshot_faulty(injector, data, out, ["--overwrite"], syscall="write", glob=f"{out.parent}/*", at=1,
+                        kind=kind)
+    if kind != "kill":
+        said_an_error(r)
+    assert snapshot_rows(out) == old
+    ok(cli(data, "snapshot", "--topic", "p", "--engine", "local", "--out", out, "--overwrite"))
+    assert (b"k0", b"new") in snapshot_rows(out)
+    assert sorted(os.listdir(out.parent)) == ["p.parquet"]
