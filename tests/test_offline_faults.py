@@ -142,3 +142,34 @@ def test_a_snapshot_overwrite_that_fails_keeps_the_old_snapshot(injector, data, 
     ok(cli(data, "snapshot", "--topic", "p", "--engine", "local", "--out", out, "--overwrite"))
     assert (b"k0", b"new") in snapshot_rows(out)
     assert sorted(os.listdir(out.parent)) == ["p.parquet"]
+
+
+def partition_count(data, topic):
+    line = next(x for x in ok(cli(data, "topics", "describe", "--topic", topic)).stdout.splitlines()
+                if x.startswith("Topic:"))
+    return int(line.split("PartitionCount:")[1].split()[0])
+
+
+@pytest.mark.parametrize("syscall,glob,at,kind", [
+    ("create", "*/compactlog.topics.json.tmp", 1, "enospc"),   # the record of the new count not written
+    ("mkdir", "*/p-*", 2, "enospc"),                            # the second new partition not made
+    ("mkdir", "*/p-*", 2, "kill"),
+    ("fsync", "*/p-*", 1, "kill"),
+])
+def test_topics_alter_partitions_stopped_part_way_is_the_old_count_or_the_new(injector, data, syscall, glob, at, kind):
+    r = faulty(injector, data, ["topics", "alter", "--topic", "p", "--partitions", "3"],
+               syscall=syscall, glob=str(data) + glob[1:], at=at, kind=kind)
+    count = partition_count(data, "p")
+    if kind != "kill":
+        said_an_error(r)
+        assert count == 1           # the command failed: nothing changed
+    assert count in (1, 3)          # never a topic of 2 partitions, which nobody asked for
+    ok(cli(data, "verify"))
+    if count == 1:
+        ok(cli(data, "topics", "alter", "--topic", "p", "--partitions", "3"))
+    assert partition_count(data, "p") == 3
+    ok(cli(data, "produce", "--topic", "p", "--input-format", "jsonl",
+           stdin="".join(json.dumps({"key": "z", "value": str(n), "partition": n}) + "\n" for n in range(3))))
+    got = records(data, "p")
+    assert len(got) == 23 and {(p, v) for p, _, k, v in got if k == "z"} == {(0, "0"), (1, "1"), (2, "2")}
+    ok(cli(data, "verify"))

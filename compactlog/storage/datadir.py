@@ -630,15 +630,36 @@ class DataDir:
                                  f"an increase")
             topic_id = self.topic_id(topic)
             added = list(range(current, count))
-            self._make_partition_dirs(topic, added, topic_id, [])
-            self._dirs_added(topic, added)
             meta = self._read_meta()
             entry = meta["topics"].get(topic)
-            # a topic known only by its directories stays so (its configs are not known here)
-            if entry is not None:
-                entry["partitions"] = count
-                self._write_meta(meta)
+            # as create_topic: the new count recorded first, then the directories, so that a crash
+            # between leaves the new count (the directories made by the next writer: open_log),
+            # never a topic of a count nobody asked for; a failure undoes both. A topic known only
+            # by its directories stays so (its configs are not known here): its directories only
+            made: list[str] = []
+            try:
+                if entry is not None:
+                    old_count = entry["partitions"]
+                    entry["partitions"] = count
+                    self._write_meta(meta)
+                self._make_partition_dirs(topic, added, topic_id, made)
+            except BaseException:
+                if entry is None or self._restore_count(topic, old_count):
+                    for pdir in made:
+                        shutil.rmtree(pdir, ignore_errors=True)
+                self._dirs_cache = None         # listed again when next asked
+                raise
+            self._dirs_added(topic, added)
             return added
+
+    def _restore_count(self, topic: str, count: int) -> bool:
+        try:
+            meta = self._read_meta()
+            meta["topics"][topic]["partitions"] = count
+            self._write_meta(meta)
+            return True
+        except (OSError, StorageError):
+            return False
 
     # -- changes the log cleaner must not run into
     def use_cleaner(self, cleaner: LogCleaning) -> None:
