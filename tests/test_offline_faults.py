@@ -173,3 +173,22 @@ def test_topics_alter_partitions_stopped_part_way_is_the_old_count_or_the_new(in
     got = records(data, "p")
     assert len(got) == 23 and {(p, v) for p, _, k, v in got if k == "z"} == {(0, "0"), (1, "1"), (2, "2")}
     ok(cli(data, "verify"))
+
+
+@pytest.mark.parametrize("syscall,glob,at,kind", [
+    ("create", "*/compactlog.topics.json.tmp", 1, "enospc"),   # the topic's record not removed
+    ("fsync", "*/compactlog.topics.json.tmp", 1, "eio"),
+    ("create", "*/compactlog.topics.json.tmp", 1, "kill"),
+])
+def test_topics_delete_that_fails_keeps_the_topic_whole(injector, data, syscall, glob, at, kind):
+    r = faulty(injector, data, ["topics", "delete", "--topic", "p"], syscall=syscall, glob=str(data) + glob[1:],
+               at=at, kind=kind)
+    if kind != "kill":
+        said_an_error(r)
+        # the command failed: the topic is there with its records, as before it
+        ok(cli(data, "verify"))
+        assert len(records(data, "p")) == 20
+    ok(cli(data, "topics", "delete", "--topic", "p"))
+    assert "p" not in ok(cli(data, "topics", "list")).stdout.split()
+    assert not [n for n in os.listdir(data) if n.startswith("p-")]
+    ok(cli(data, "verify"))

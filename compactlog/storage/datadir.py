@@ -350,9 +350,13 @@ class DataDir:
 
     def _write_meta(self, meta: dict) -> None:
         self._require_writer("changing topics")
-        atomic_write(os.path.join(self.path, TOPICS_FILE),
-                     (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-        self._meta_cache = None
+        try:
+            atomic_write(os.path.join(self.path, TOPICS_FILE),
+                         (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        finally:
+            # a write that failed may have renamed the new file into place before its sync
+            # failed: what the file holds is read again
+            self._meta_cache = None
 
     # -- the partition map
     def _partition_dirs(self) -> dict[str, list[int]]:
@@ -744,22 +748,28 @@ class DataDir:
                         seg.close_handles()
                     log.closed = True
                 self._closed_events.extend(log.events)
-            trash = []
+            trash, moved, entry = [], [], None
             try:
                 for p in self._partition_dirs().get(topic, []):
                     pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
                     target = os.path.join(self.path, _delete_dir_name(topic, p))
                     os.replace(pdir, target)
                     trash.append(target)
+                    moved.append((pdir, target))
+                if trash:
+                    fsync_dir(self.path)
+                meta = self._read_meta()
+                entry = meta["topics"].pop(topic, None)
+                self._write_meta(meta)
             except BaseException:
+                # the deletion failed (a full disk): it is undone while the topics file still
+                # records the topic (put back if the failed write replaced it), so that the topic
+                # is there whole, as before the command; else it is deleted, its directories left
+                # for the removal at the next start (Kafka's -delete)
                 self._dirs_cache = None     # some renamed, some not: listed again when next asked
+                self._undo_deletion(topic, entry, moved)
                 raise
             self._dirs_removed(topic)
-            if trash:
-                fsync_dir(self.path)
-            meta = self._read_meta()
-            meta["topics"].pop(topic, None)
-            self._write_meta(meta)
             for ck in (self.cleaner_checkpoint, self.recovery_checkpoint, self.log_start_checkpoint):
                 with ck.lock:           # the cleaner updates its checkpoint from its own threads
                     offsets = _readable(ck)
@@ -767,6 +777,20 @@ class DataDir:
                         ck.write({k: v for k, v in offsets.items() if k[0] != topic})
             for target in trash:
                 shutil.rmtree(target)
+
+    def _undo_deletion(self, topic: str, entry: dict | None, moved: list[tuple[str, str]]) -> None:
+        try:
+            if entry is not None and topic not in self._topics_meta():
+                meta = self._read_meta()
+                meta["topics"][topic] = entry
+                self._write_meta(meta)
+            if topic in self._topics_meta() or entry is None:
+                for pdir, target in moved:
+                    os.replace(target, pdir)
+                if moved:
+                    fsync_dir(self.path)
+        except (OSError, StorageError):
+            pass                            # what is left is said by the error raised, and a re-run finishes it
 
     # -- logs
     def had_clean_shutdown(self) -> bool:
