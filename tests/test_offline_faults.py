@@ -58,7 +58,7 @@ def ok(r):
 def said_an_error(r):
     assert r.returncode != 0 and r.returncode != -9, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr, r.stderr
-    assert r.stderr.strip().splitlines()[-1].startswith("error: "), r.stderr
+    assert any(line.startswith("error: ") for line in r.stderr.splitlines()), r.stderr
 
 
 def records(data, topic):
@@ -204,3 +204,31 @@ def test_topics_delete_killed_between_its_renames_and_its_record_is_deleted_or_w
     ok(cli(data, "verify"))
     if "p" in ok(cli(data, "topics", "list")).stdout.split():
         assert len(records(data, "p")) == 20
+
+
+def damaged(data):
+    """A byte of p-0's first batch flipped: a corrupt batch below the recovery point."""
+    seg = os.path.join(data, "p-0", "00000000000000000000.log")
+    with open(seg, "r+b") as f:
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+@pytest.mark.parametrize("syscall,glob,kind", [("create", "*.log.cleaned", "enospc"), ("fsync", "*.log.cleaned", "eio"),
+                                               ("create", "*.index.cleaned", "enospc")])
+def test_a_repair_that_fails_sets_nothing_aside_and_says_nothing_was(injector, data, syscall, glob, kind):
+    damaged(data)
+    before = cli(data, "verify")
+    assert before.returncode == 1
+    r = faulty(injector, data, ["verify", "--repair"], syscall=syscall, glob=f"{data}/p-0/{glob}", kind=kind)
+    said_an_error(r)
+    # nothing was set aside, and nothing says it was
+    assert "by recovery" not in r.stdout + r.stderr, r.stderr
+    assert not [n for n in os.listdir(data / "p-0") if n.endswith((".quarantined", ".discarded", ".cleaned"))]
+    assert cli(data, "verify").stdout == before.stdout
+    # the re-run sets the batch aside, once
+    assert cli(data, "verify", "--repair").returncode == 3
+    assert len([n for n in os.listdir(data / "p-0") if n.endswith((".quarantined", ".discarded"))]) == 1
+    assert cli(data, "verify").returncode == 3
