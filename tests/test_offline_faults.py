@@ -232,3 +232,18 @@ def test_a_repair_that_fails_sets_nothing_aside_and_says_nothing_was(injector, d
     assert cli(data, "verify", "--repair").returncode == 3
     assert len([n for n in os.listdir(data / "p-0") if n.endswith((".quarantined", ".discarded"))]) == 1
     assert cli(data, "verify").returncode == 3
+
+
+@pytest.mark.parametrize("glob", ["__consumer_offsets-*/*.log", "__consumer_offsets-*/*.index"])
+def test_a_reset_offsets_whose_write_fails_names_the_failure(injector, data, glob):
+    # the first reset creates __consumer_offsets: its first segment cannot be created
+    r = faulty(injector, data, ["consumer-groups", "--reset-offsets", "--group", "g", "--topic", "p",
+                                "--to-offset", "5", "--execute"], syscall="create", glob=f"{data}/{glob}",
+               kind="enospc")
+    said_an_error(r)
+    assert "No space left on device" in r.stderr and "error 16" not in r.stderr, r.stderr
+    assert "g" not in ok(cli(data, "consumer-groups", "--list")).stdout.split()
+    ok(cli(data, "consumer-groups", "--reset-offsets", "--group", "g", "--topic", "p", "--to-offset", "5",
+           "--execute"))
+    assert " 5 " in ok(cli(data, "consumer-groups", "--describe", "--group", "g")).stdout
+    ok(cli(data, "verify"))

@@ -193,6 +193,9 @@ class GroupCoordinatorService(CoordinatorRuntime):
         with self.lock:
             outcome, errors = self.coordinator.commit_offsets(*args, **kwargs)
             failure = self._apply(outcome)
+            # what failed (a full disk), for a caller that can say more than an error code: the
+            # offline consumer-groups --reset-offsets
+            self.last_commit_failure = failure
         self._wake.set()
         if failure is not None:
             code = commit_append_error(failure)
