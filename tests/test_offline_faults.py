@@ -247,3 +247,17 @@ def test_a_reset_offsets_whose_write_fails_names_the_failure(injector, data, glo
            "--execute"))
     assert " 5 " in ok(cli(data, "consumer-groups", "--describe", "--group", "g")).stdout
     ok(cli(data, "verify"))
+
+
+def test_groups_are_read_after_a_kill_during_the_creation_of_the_offsets_topic(injector, data):
+    # the first reset creates __consumer_offsets: killed after its record, one directory of 50 made
+    faulty(injector, data, ["consumer-groups", "--reset-offsets", "--group", "g", "--topic", "p", "--to-offset", "5",
+                            "--execute"], syscall="create", glob=f"{data}/__consumer_offsets-*/partition.metadata.tmp",
+           kind="kill")
+    # a reader reads the groups there are (none), without making the missing partitions
+    r = cli(data, "consumer-groups", "--list")
+    assert r.returncode == 0 and r.stdout.split() == [], r.stderr
+    ok(cli(data, "verify"))
+    ok(cli(data, "consumer-groups", "--reset-offsets", "--group", "g", "--topic", "p", "--to-offset", "5",
+           "--execute"))
+    assert " 5 " in ok(cli(data, "consumer-groups", "--describe", "--group", "g")).stdout
