@@ -4,7 +4,8 @@ exit 1) and leaves a dir that ``verify`` passes, that later commands read as bef
 command's result) and on which the command run again finishes the job.
 
 The faults come from the LD_PRELOAD injector (``tests/faults/inject.c``), in a real ``compactlog``
-process; the dir is read afterwards in this one.
+process; the dir is read afterwards in this one. ~25 command processes: ``slow`` (``make test``, not
+``make test-fast``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fau
 
 import campaign  # noqa: E402
 from cli_support import run_in_process  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 EXE = os.path.join(os.path.dirname(sys.executable), "compactlog")
 COMMAND = [EXE] if os.path.exists(EXE) else [sys.executable, "-m", "compactlog.cli.main"]
@@ -111,8 +114,7 @@ def snapshot_rows(out):
     return sorted(zip(*pq.read_table(str(out)).select(["key", "value"]).to_pydict().values()))
 
 
-@pytest.mark.parametrize("syscall,at,kind", [("write", 1, "enospc"), ("write", 1, "short"), ("create", 2, "enospc"),
-                                             ("write", 1, "kill"), ("create", 2, "kill")])
+@pytest.mark.parametrize("syscall,at,kind", [("write", 1, "short"), ("create", 2, "enospc"), ("write", 1, "kill")])
 def test_a_snapshot_whose_write_fails_leaves_no_output_and_runs_again(injector, data, tmp_path, syscall, at, kind):
     out = tmp_path / "out" / "p.parquet"
     out.parent.mkdir()
