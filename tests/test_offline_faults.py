@@ -263,3 +263,32 @@ def test_groups_are_read_after_a_kill_during_the_creation_of_the_offsets_topic(i
     ok(cli(data, "consumer-groups", "--reset-offsets", "--group", "g", "--topic", "p", "--to-offset", "5",
            "--execute"))
     assert " 5 " in ok(cli(data, "consumer-groups", "--describe", "--group", "g")).stdout
+
+
+@pytest.mark.spark
+def test_a_spark_clean_whose_python_worker_is_killed_is_one_error_line(injector, tmp_path):
+    data = tmp_path / "data"
+    ok(cli(data, "topics", "create", "--topic", "c", "--config", "cleanup.policy=compact",
+           "--config", "min.cleanable.dirty.ratio=0.01"))
+    ok(cli(data, "produce", "--topic", "c", "--input-format", "jsonl",
+           stdin="".join(json.dumps({"key": f"k{i % 5}", "value": f"v{i}"}) + "\n" for i in range(40))))
+    before = records(data, "c")
+    # the worker writes the cleaned segment's index: killed there, as the OOM killer would
+    env_cds = os.environ.get("COMPACTLOG_SPARK_CDS")
+    os.environ["COMPACTLOG_SPARK_CDS"] = "0"
+    try:
+        r = faulty(injector, data, ["clean", "--roll", "--topic", "c", "--engine", "spark"], syscall="create",
+                   glob=f"{data}/c-0/*.index.cleaned", kind="kill")
+    finally:
+        if env_cds is None:
+            os.environ.pop("COMPACTLOG_SPARK_CDS")
+        else:
+            os.environ["COMPACTLOG_SPARK_CDS"] = env_cds
+    assert r.returncode == 1, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: the clean's Spark job failed: Python worker exited"), \
+        r.stderr[-2000:]
+    ok(cli(data, "verify"))
+    assert records(data, "c") == before
+    ok(cli(data, "clean", "--roll", "--topic", "c", "--engine", "local"))
+    assert sorted(k for _, _, k, _ in records(data, "c")) == [f"k{i}" for i in range(5)]
