@@ -292,3 +292,14 @@ def test_a_spark_clean_whose_python_worker_is_killed_is_one_error_line(injector,
     assert records(data, "c") == before
     ok(cli(data, "clean", "--roll", "--topic", "c", "--engine", "local"))
     assert sorted(k for _, _, k, _ in records(data, "c")) == [f"k{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize("glob", ["*.log.cleaned", "*.index.cleaned"])
+def test_a_repair_killed_after_keeping_the_bytes_keeps_them_once(injector, data, glob):
+    damaged(data)
+    # killed after the corrupt batch's copy was written and synced, before the segment was replaced
+    faulty(injector, data, ["verify", "--repair"], syscall="create", glob=f"{data}/p-0/{glob}", kind="kill")
+    assert cli(data, "verify", "--repair").returncode == 3
+    kept = [n for n in os.listdir(data / "p-0") if n.endswith((".quarantined", ".discarded"))]
+    assert len(kept) == 1, kept
+    assert cli(data, "verify").returncode == 3

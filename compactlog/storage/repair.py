@@ -248,6 +248,24 @@ def numbered_path(path: str, suffix: str) -> str:
     return out
 
 
+def kept_already(path: str, suffix: str, data: bytes) -> str | None:
+    """The copy ``numbered_path`` made of exactly these bytes before (a repair killed after keeping
+    them, before the segment was replaced: the bytes are still in it), else None: they are kept
+    once, however often the repair is run."""
+    candidate, n = path + suffix, 1
+    while os.path.exists(candidate):
+        try:
+            if os.path.getsize(candidate) == len(data):
+                with open(candidate, "rb") as f:
+                    if f.read() == bytes(data):
+                        return candidate
+        except OSError:
+            pass
+        candidate = f"{path}.{n}{suffix}"
+        n += 1
+    return None
+
+
 def keep_bytes(path: str, data: bytes) -> None:
     """Write bytes set aside by recovery (never overwriting: see numbered_path), fsynced. A write
     that fails (a full disk) leaves no file behind: recovery then stops before cutting anything,
@@ -289,9 +307,13 @@ def repair_segment(log, seg, scan: RepairScan) -> list:
                 events.append(DataEvent(WOULD_CUT, log.name, seg.log.path, hole.reason, position=hole.position,
                                         first_offset=first, last_offset=last, bytes=hole.end - hole.position))
                 continue
-            kept = numbered_path(seg.log.path, ".discarded" if is_tail else ".quarantined")
-            keep_bytes(kept, buf[hole.position:hole.end])
-            kept_files.append(kept)
+            suffix = ".discarded" if is_tail else ".quarantined"
+            data = buf[hole.position:hole.end]
+            kept = kept_already(seg.log.path, suffix, data)
+            if kept is None:
+                kept = numbered_path(seg.log.path, suffix)
+                keep_bytes(kept, data)
+                kept_files.append(kept)
             events.append(DataEvent(RECOVERY_CUT if is_tail else QUARANTINE, log.name, seg.log.path,
                                     hole.reason, position=hole.position, first_offset=first,
                                     last_offset=last, bytes=hole.end - hole.position, kept_at=kept))
