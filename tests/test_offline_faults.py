@@ -303,3 +303,15 @@ def test_a_repair_killed_after_keeping_the_bytes_keeps_them_once(injector, data,
     kept = [n for n in os.listdir(data / "p-0") if n.endswith((".quarantined", ".discarded"))]
     assert len(kept) == 1, kept
     assert cli(data, "verify").returncode == 3
+
+
+def test_a_repair_killed_while_keeping_the_bytes_leaves_no_partial_copy(injector, data):
+    damaged(data)
+    faulty(injector, data, ["verify", "--repair"], syscall="write", glob=f"{data}/p-0/*.discarded*", kind="short")
+    faulty(injector, data, ["verify", "--repair"], syscall="write", glob=f"{data}/p-0/*.discarded*", kind="kill")
+    assert cli(data, "verify", "--repair").returncode == 3
+    kept = [n for n in os.listdir(data / "p-0") if n.endswith((".quarantined", ".discarded"))]
+    assert len(kept) == 1, kept
+    size = os.path.getsize(data / "p-0" / kept[0])
+    r = cli(data, "verify")
+    assert r.returncode == 3 and f"{size} bytes" in r.stdout, r.stdout

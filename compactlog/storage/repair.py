@@ -266,20 +266,28 @@ def kept_already(path: str, suffix: str, data: bytes) -> str | None:
     return None
 
 
-def keep_bytes(path: str, data: bytes) -> None:
-    """Write bytes set aside by recovery (never overwriting: see numbered_path), fsynced. A write
-    that fails (a full disk) leaves no file behind: recovery then stops before cutting anything,
-    and a partial or empty copy would pass for what was kept."""
+def keep_bytes(path: str, data: bytes, *, staged: bool = True) -> None:
+    """Write bytes set aside by recovery (never overwriting: see numbered_path), fsynced. The copy
+    is written whole at ``path.partial`` and renamed to ``path`` (the directory synced), so that a
+    write that fails (a full disk) or a kill leaves no file at ``path``: a partial or empty copy
+    would pass for what was kept (and a kill left one: the next repair kept a second copy beside
+    it). A failed write removes its partial; recovery then stops before cutting anything.
+    ``staged=False``: written in place (a ``.cleaned`` file, which a crash's loader removes)."""
+    partial = path + ".partial" if staged else path
     try:
-        with open(path, "wb") as f:
+        with open(partial, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if staged:
+            os.rename(partial, path)
+            fsync_dir(os.path.dirname(path) or ".")
     except BaseException:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+        for p in (partial, path):
+            try:
+                os.remove(p)
+            except OSError:
+                pass
         raise
 
 
@@ -337,7 +345,7 @@ def repair_segment(log, seg, scan: RepairScan) -> list:
             stale = files.segment_file(log.dir, seg.base_offset, suffix, files.CLEANED_SUFFIX)
             if os.path.exists(stale):
                 os.remove(stale)
-        keep_bytes(cleaned, bytes(data))
+        keep_bytes(cleaned, bytes(data), staged=False)
         new = LogSegment(log.dir, seg.base_offset, log.config, now_ms=log.clock(), suffix=files.CLEANED_SUFFIX)
         new.recover()                       # indexes rebuilt from the batches kept
         new.flush()
