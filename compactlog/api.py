@@ -470,6 +470,11 @@ class ConsumerGroups:
         errors = self._service.commit_offsets(group, -1, "", None, parts)
         return {(c.topic, c.partition): e for c, e in zip(parts, errors)}
 
+    @property
+    def last_commit_failure(self) -> Exception | None:
+        """Why the last ``commit_offsets`` could not write its records (None when it could)."""
+        return getattr(self._service, "last_commit_failure", None)
+
     def delete_groups(self, groups: Sequence[str]) -> dict[str, int]:
         """DeleteGroups: each group's error code (0: its offsets and the group are gone)."""
         return dict(self._service.call(self._shard.delete_groups, list(groups)))

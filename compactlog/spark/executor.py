@@ -9,15 +9,32 @@ which imports this module only when Spark is chosen; they are named here too for
 
 from __future__ import annotations
 
+import re
+
 from ..cleaner.distributed_map import run_distributed
 from ..cleaner.engines import AutoExecutor, make_executor, spark_master_for, without_java  # noqa: F401
 from ..cleaner.executor import EngineChoice, pack_plans, run_guarded
 from ..cleaner.task import PartitionCleanPlan
+from ..errors import CompactlogError
 from .java import java_problem, require_java
 
 
 def _run_bin(indexed_plans):
     return [(i, run_guarded(p)) for i, p in indexed_plans]
+
+
+def job_failure(e: Exception) -> CompactlogError | None:
+    """The one-line error of a Spark job that failed outside the tasks' own guard (a Python worker
+    killed, by kill -9 or the OOM killer: each task's errors are caught by run_guarded), else None.
+    It was an internal error (exit 70) with Spark's Java stack traces, ~100 lines."""
+    text = str(e)
+    if "SparkException" not in text:
+        return None
+    m = re.search(r"most recent failure: (Lost task [0-9.]+ in stage [0-9.]+)[^:]*: (?:\S+Exception: )?([^\n]+)",
+                  text)
+    reason = f"{m.group(2).split('. Consider ')[0].rstrip('.')} ({m.group(1)})" if m else text.splitlines()[0][:300]
+    return CompactlogError(f"the clean's Spark job failed: {reason}; a partition it had not swapped in is "
+                           f"as before, and a clean run again finishes the job")
 
 
 class SparkExecutor:
@@ -54,6 +71,15 @@ class SparkExecutor:
     def run(self, plans: list[PartitionCleanPlan]) -> list:
         if not plans:
             return []
+        try:
+            return self._run(plans)
+        except Exception as e:      # noqa: BLE001 - py4j's error, named without importing py4j
+            failure = job_failure(e)
+            if failure is None:
+                raise
+            raise failure from None
+
+    def _run(self, plans: list[PartitionCleanPlan]) -> list:
         sc = self.spark.sparkContext
         # results are matched to plans by position: plans of several data dirs may name the same
         # topic-partition

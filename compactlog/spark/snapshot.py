@@ -77,15 +77,94 @@ def latest_state(spark, path: str, topic: str | None = None, partitions: str | N
 def _prepare(out: str, fmt: str, overwrite: bool) -> None:
     if fmt not in FORMATS:
         raise CompactlogError(f"unknown snapshot format {fmt!r}: use {', '.join(FORMATS)}")
-    if os.path.exists(out):
-        if not overwrite:
-            raise CompactlogError(f"{out} already exists (use --overwrite to replace it)")
-        shutil.rmtree(out) if os.path.isdir(out) else os.remove(out)
+    _put_back_interrupted(out)
+    if os.path.lexists(out) and not overwrite:
+        raise CompactlogError(f"{out} already exists (use --overwrite to replace it)")
+
+
+# A snapshot is written whole beside its place (``.NAME.partial-PID``) and renamed into it at the
+# end, so that a write that fails (a full disk) or a kill leaves no half table where a reader looks
+# for one, and ``--overwrite`` keeps the old table until the new one is whole (it was removed
+# first: a failed overwrite lost both). The old one is set aside as ``.NAME.old-PID`` for the
+# instant between the two renames; the next write of the same place puts it back if a crash came
+# between them, and removes what dead writers left.
+
+def _staging_names(out: str) -> tuple[str, str]:
+    parent, name = os.path.split(os.path.abspath(out))
+    return parent, name
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def _put_back_interrupted(out: str) -> None:
+    parent, name = _staging_names(out)
+    if not os.path.isdir(parent):
+        return
+    for entry in os.listdir(parent):
+        for kind in ("partial", "old"):
+            prefix = f".{name}.{kind}-"
+            if not entry.startswith(prefix) or not entry[len(prefix):].isdigit():
+                continue
+            if _alive(int(entry[len(prefix):])):
+                continue
+            path = os.path.join(parent, entry)
+            if kind == "old" and not os.path.lexists(out):
+                os.rename(path, out)        # a crash between the two renames: the old table is back
+            else:
+                _remove(path)
+
+
+def _staged_write(out: str, fmt: str, overwrite: bool, write) -> None:
+    """``write(path)`` into a staging place, then renamed to ``out`` (see above)."""
+    from ..storage.fsutil import fsync_dir
+    _prepare(out, fmt, overwrite)
+    parent, name = _staging_names(out)
+    tmp = os.path.join(parent, f".{name}.partial-{os.getpid()}")
+    _remove(tmp)
+    try:
+        write(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    try:
+        if os.path.lexists(out):
+            old = os.path.join(parent, f".{name}.old-{os.getpid()}")
+            os.rename(out, old)
+        os.rename(tmp, out)
+    except BaseException:
+        if old is not None and not os.path.lexists(out):
+            os.rename(old, out)
+            old = None
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if old is not None and os.path.lexists(out):
+            _remove(old)
+    fsync_dir(parent)
 
 
 def write_state(df, out: str, fmt: str = "parquet", *, overwrite: bool = False) -> None:
     """Write a state DataFrame as Parquet, a Delta table (Parquet + _delta_log) or JSON lines."""
-    _prepare(out, fmt, overwrite)
+    _staged_write(out, fmt, overwrite, lambda path: _write_state(df, path, fmt))
+
+
+def _write_state(df, out: str, fmt: str) -> None:
     if fmt == "json":
         df.write.option("timeZone", "UTC").json(out)
         return
@@ -141,8 +220,11 @@ def latest_state_local(path: str, topic: str, partitions: str | None = None, *, 
 
 def write_table(table: pa.Table, out: str, fmt: str = "parquet", *, overwrite: bool = False) -> None:
     """Write a state table as ``write_state`` writes the DataFrame, without Spark."""
-    _prepare(out, fmt, overwrite)
     table = table.select(list(COLUMNS)).cast(STATE_SCHEMA)
+    _staged_write(out, fmt, overwrite, lambda path: _write_table(table, path, fmt))
+
+
+def _write_table(table: pa.Table, out: str, fmt: str) -> None:
     if fmt == "delta":
         from deltalake import write_deltalake
         write_deltalake(out, table)

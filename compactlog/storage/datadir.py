@@ -350,9 +350,13 @@ class DataDir:
 
     def _write_meta(self, meta: dict) -> None:
         self._require_writer("changing topics")
-        atomic_write(os.path.join(self.path, TOPICS_FILE),
-                     (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-        self._meta_cache = None
+        try:
+            atomic_write(os.path.join(self.path, TOPICS_FILE),
+                         (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        finally:
+            # a write that failed may have renamed the new file into place before its sync
+            # failed: what the file holds is read again
+            self._meta_cache = None
 
     # -- the partition map
     def _partition_dirs(self) -> dict[str, list[int]]:
@@ -443,10 +447,12 @@ class DataDir:
         meta = self._read_meta()
         meta["topics"][topic] = {"partitions": partitions, "configs": configs, "topic_id": topic_id}
         # the record of the count first (written and synced), then the directories: a crash between
-        # leaves a topic whose count is known, never one that passes for a smaller topic
-        self._write_meta(meta)
+        # leaves a topic whose count is known, never one that passes for a smaller topic (its
+        # directories are made, empty, by the next writer that opens them: open_log). The record's
+        # write is undone too when it fails: its rename may have happened before the sync failed
         made: list[str] = []
         try:
+            self._write_meta(meta)
             self._make_partition_dirs(topic, range(partitions), topic_id, made)
         except BaseException:
             # a failed creation (disk full) is undone: the record, then the directories made. A
@@ -628,15 +634,36 @@ class DataDir:
                                  f"an increase")
             topic_id = self.topic_id(topic)
             added = list(range(current, count))
-            self._make_partition_dirs(topic, added, topic_id, [])
-            self._dirs_added(topic, added)
             meta = self._read_meta()
             entry = meta["topics"].get(topic)
-            # a topic known only by its directories stays so (its configs are not known here)
-            if entry is not None:
-                entry["partitions"] = count
-                self._write_meta(meta)
+            # as create_topic: the new count recorded first, then the directories, so that a crash
+            # between leaves the new count (the directories made by the next writer: open_log),
+            # never a topic of a count nobody asked for; a failure undoes both. A topic known only
+            # by its directories stays so (its configs are not known here): its directories only
+            made: list[str] = []
+            try:
+                if entry is not None:
+                    old_count = entry["partitions"]
+                    entry["partitions"] = count
+                    self._write_meta(meta)
+                self._make_partition_dirs(topic, added, topic_id, made)
+            except BaseException:
+                if entry is None or self._restore_count(topic, old_count):
+                    for pdir in made:
+                        shutil.rmtree(pdir, ignore_errors=True)
+                self._dirs_cache = None         # listed again when next asked
+                raise
+            self._dirs_added(topic, added)
             return added
+
+    def _restore_count(self, topic: str, count: int) -> bool:
+        try:
+            meta = self._read_meta()
+            meta["topics"][topic]["partitions"] = count
+            self._write_meta(meta)
+            return True
+        except (OSError, StorageError):
+            return False
 
     # -- changes the log cleaner must not run into
     def use_cleaner(self, cleaner: LogCleaning) -> None:
@@ -721,22 +748,28 @@ class DataDir:
                         seg.close_handles()
                     log.closed = True
                 self._closed_events.extend(log.events)
-            trash = []
+            trash, moved, entry = [], [], None
             try:
                 for p in self._partition_dirs().get(topic, []):
                     pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
                     target = os.path.join(self.path, _delete_dir_name(topic, p))
                     os.replace(pdir, target)
                     trash.append(target)
+                    moved.append((pdir, target))
+                if trash:
+                    fsync_dir(self.path)
+                meta = self._read_meta()
+                entry = meta["topics"].pop(topic, None)
+                self._write_meta(meta)
             except BaseException:
+                # the deletion failed (a full disk): it is undone while the topics file still
+                # records the topic (put back if the failed write replaced it), so that the topic
+                # is there whole, as before the command; else it is deleted, its directories left
+                # for the removal at the next start (Kafka's -delete)
                 self._dirs_cache = None     # some renamed, some not: listed again when next asked
+                self._undo_deletion(topic, entry, moved)
                 raise
             self._dirs_removed(topic)
-            if trash:
-                fsync_dir(self.path)
-            meta = self._read_meta()
-            meta["topics"].pop(topic, None)
-            self._write_meta(meta)
             for ck in (self.cleaner_checkpoint, self.recovery_checkpoint, self.log_start_checkpoint):
                 with ck.lock:           # the cleaner updates its checkpoint from its own threads
                     offsets = _readable(ck)
@@ -744,6 +777,20 @@ class DataDir:
                         ck.write({k: v for k, v in offsets.items() if k[0] != topic})
             for target in trash:
                 shutil.rmtree(target)
+
+    def _undo_deletion(self, topic: str, entry: dict | None, moved: list[tuple[str, str]]) -> None:
+        try:
+            if entry is not None and topic not in self._topics_meta():
+                meta = self._read_meta()
+                meta["topics"][topic] = entry
+                self._write_meta(meta)
+            if topic in self._topics_meta() or entry is None:
+                for pdir, target in moved:
+                    os.replace(target, pdir)
+                if moved:
+                    fsync_dir(self.path)
+        except (OSError, StorageError):
+            pass                            # what is left is said by the error raised, and a re-run finishes it
 
     # -- logs
     def had_clean_shutdown(self) -> bool:
@@ -767,7 +814,10 @@ class DataDir:
                 return log
             pdir = os.path.join(self.path, files.partition_dir_name(topic, partition))
             if not os.path.isdir(pdir):
-                if not create:
+                # a partition the topics file records but without its directory (a creation a crash
+                # stopped after its record): a writer makes it, empty, as the broker does
+                recorded = self.writable and partition < (self.registered_partitions(topic) or 0)
+                if not create and not recorded:
                     raise TopicError(f"partition {topic}-{partition} does not exist in {self.path}")
                 self._require_writer("creating a partition")
                 self._make_partition_dirs(topic, [partition], self.topic_id(topic), [])

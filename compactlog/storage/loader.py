@@ -42,7 +42,7 @@ from .layout import offset_or_none, stable_live_segments
 from .local_log import read_batches, replace_segments
 from .producer_append import apply_batch_to_producer
 from .producer_state import REPLICATION, ProducerStateManager
-from .repair import keep_bytes, numbered_path, repair_segment, scan_segment
+from .repair import keep_bytes, kept_already, numbered_path, repair_segment, scan_segment
 from .segment import LogSegment
 from .segments import NO_UPPER_BOUND, LogSegments
 from .txn_index import AbortedTxn
@@ -458,8 +458,11 @@ class LogLoader:
             self.events.append(DataEvent(WOULD_CUT, self.name, seg.log.path, why, position=valid_bytes,
                                          bytes=cut))
             return
-        kept = discard_path(seg.log.path)
-        keep_bytes(kept, seg.log.read(valid_bytes, cut))
+        data = seg.log.read(valid_bytes, cut)
+        kept = kept_already(seg.log.path, ".discarded", data)     # a recovery killed before its cut
+        if kept is None:
+            kept = discard_path(seg.log.path)
+            keep_bytes(kept, data)
         self.events.append(DataEvent(RECOVERY_CUT, self.name, seg.log.path, why, position=valid_bytes,
                                      bytes=cut, kept_at=kept))
 

@@ -248,20 +248,46 @@ def numbered_path(path: str, suffix: str) -> str:
     return out
 
 
-def keep_bytes(path: str, data: bytes) -> None:
-    """Write bytes set aside by recovery (never overwriting: see numbered_path), fsynced. A write
-    that fails (a full disk) leaves no file behind: recovery then stops before cutting anything,
-    and a partial or empty copy would pass for what was kept."""
+def kept_already(path: str, suffix: str, data: bytes) -> str | None:
+    """The copy ``numbered_path`` made of exactly these bytes before (a repair killed after keeping
+    them, before the segment was replaced: the bytes are still in it), else None: they are kept
+    once, however often the repair is run."""
+    candidate, n = path + suffix, 1
+    while os.path.exists(candidate):
+        try:
+            if os.path.getsize(candidate) == len(data):
+                with open(candidate, "rb") as f:
+                    if f.read() == bytes(data):
+                        return candidate
+        except OSError:
+            pass
+        candidate = f"{path}.{n}{suffix}"
+        n += 1
+    return None
+
+
+def keep_bytes(path: str, data: bytes, *, staged: bool = True) -> None:
+    """Write bytes set aside by recovery (never overwriting: see numbered_path), fsynced. The copy
+    is written whole at ``path.partial`` and renamed to ``path`` (the directory synced), so that a
+    write that fails (a full disk) or a kill leaves no file at ``path``: a partial or empty copy
+    would pass for what was kept (and a kill left one: the next repair kept a second copy beside
+    it). A failed write removes its partial; recovery then stops before cutting anything.
+    ``staged=False``: written in place (a ``.cleaned`` file, which a crash's loader removes)."""
+    partial = path + ".partial" if staged else path
     try:
-        with open(path, "wb") as f:
+        with open(partial, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if staged:
+            os.rename(partial, path)
+            fsync_dir(os.path.dirname(path) or ".")
     except BaseException:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+        for p in (partial, path):
+            try:
+                os.remove(p)
+            except OSError:
+                pass
         raise
 
 
@@ -274,44 +300,64 @@ def repair_segment(log, seg, scan: RepairScan) -> list:
     from .segment import LogSegment
     buf = seg.log.read(0, seg.log.size)
     events = []
-    for hole in scan.holes + ([scan.tail] if scan.tail else []):
-        is_tail = hole is scan.tail
-        first = next((s.last_offset + 1 for s in reversed(scan.spans) if s.position < hole.position), None)
-        last = next((s.base_offset - 1 for s in scan.spans if s.position >= hole.end), None)
-        if log.read_only:
-            events.append(DataEvent(WOULD_CUT, log.name, seg.log.path, hole.reason, position=hole.position,
-                                    first_offset=first, last_offset=last, bytes=hole.end - hole.position))
-            continue
-        kept = numbered_path(seg.log.path, ".discarded" if is_tail else ".quarantined")
-        keep_bytes(kept, buf[hole.position:hole.end])
-        events.append(DataEvent(RECOVERY_CUT if is_tail else QUARANTINE, log.name, seg.log.path,
-                                hole.reason, position=hole.position, first_offset=first,
-                                last_offset=last, bytes=hole.end - hole.position, kept_at=kept))
-    for span in scan.spans:
-        if span.fixed_base is not None:
-            events.append(DataEvent(WOULD_REPAIR if log.read_only else REPAIRED, log.name, seg.log.path,
-                                    f"base offset {span.base_offset} (outside the CRC) corrected to "
-                                    f"{span.fixed_base}: one byte differed, the CRC-covered contents are intact",
-                                    position=span.position, first_offset=span.fixed_base,
-                                    last_offset=span.last_offset, bytes=0))
-    log.events.extend(events)
-    if log.read_only:
-        return [seg]
-    data = bytearray()
-    for span in scan.spans:
-        chunk = bytearray(buf[span.position:span.position + span.size])
-        if span.fixed_base is not None:
-            with_base_offset(chunk, 0, span.fixed_base)
-        data += chunk
+    # the copies of what is set aside are written before the segment is replaced (never a byte
+    # removed before it is kept), and taken back with the events that report them when anything
+    # fails before the replacement: the segment then still holds those bytes, and a copy left
+    # beside it was reported by verify as set aside, and doubled by the next repair (.1.quarantined)
+    kept_files: list[str] = []
     cleaned = files.segment_file(log.dir, seg.base_offset, files.LOG_SUFFIX, files.CLEANED_SUFFIX)
-    for suffix in files.SEGMENT_SUFFIXES:
-        stale = files.segment_file(log.dir, seg.base_offset, suffix, files.CLEANED_SUFFIX)
-        if os.path.exists(stale):
-            os.remove(stale)
-    keep_bytes(cleaned, bytes(data))
-    new = LogSegment(log.dir, seg.base_offset, log.config, now_ms=log.clock(), suffix=files.CLEANED_SUFFIX)
-    new.recover()                       # indexes rebuilt from the batches kept
-    new.flush()
-    fsync_dir(log.dir)
+    try:
+        for hole in scan.holes + ([scan.tail] if scan.tail else []):
+            is_tail = hole is scan.tail
+            first = next((s.last_offset + 1 for s in reversed(scan.spans) if s.position < hole.position), None)
+            last = next((s.base_offset - 1 for s in scan.spans if s.position >= hole.end), None)
+            if log.read_only:
+                events.append(DataEvent(WOULD_CUT, log.name, seg.log.path, hole.reason, position=hole.position,
+                                        first_offset=first, last_offset=last, bytes=hole.end - hole.position))
+                continue
+            suffix = ".discarded" if is_tail else ".quarantined"
+            data = buf[hole.position:hole.end]
+            kept = kept_already(seg.log.path, suffix, data)
+            if kept is None:
+                kept = numbered_path(seg.log.path, suffix)
+                keep_bytes(kept, data)
+                kept_files.append(kept)
+            events.append(DataEvent(RECOVERY_CUT if is_tail else QUARANTINE, log.name, seg.log.path,
+                                    hole.reason, position=hole.position, first_offset=first,
+                                    last_offset=last, bytes=hole.end - hole.position, kept_at=kept))
+        for span in scan.spans:
+            if span.fixed_base is not None:
+                events.append(DataEvent(WOULD_REPAIR if log.read_only else REPAIRED, log.name, seg.log.path,
+                                        f"base offset {span.base_offset} (outside the CRC) corrected to "
+                                        f"{span.fixed_base}: one byte differed, the CRC-covered contents are intact",
+                                        position=span.position, first_offset=span.fixed_base,
+                                        last_offset=span.last_offset, bytes=0))
+        if log.read_only:
+            log.events.extend(events)
+            return [seg]
+        data = bytearray()
+        for span in scan.spans:
+            chunk = bytearray(buf[span.position:span.position + span.size])
+            if span.fixed_base is not None:
+                with_base_offset(chunk, 0, span.fixed_base)
+            data += chunk
+        for suffix in files.SEGMENT_SUFFIXES:
+            stale = files.segment_file(log.dir, seg.base_offset, suffix, files.CLEANED_SUFFIX)
+            if os.path.exists(stale):
+                os.remove(stale)
+        keep_bytes(cleaned, bytes(data), staged=False)
+        new = LogSegment(log.dir, seg.base_offset, log.config, now_ms=log.clock(), suffix=files.CLEANED_SUFFIX)
+        new.recover()                       # indexes rebuilt from the batches kept
+        new.flush()
+        fsync_dir(log.dir)
+    except BaseException:
+        for path in kept_files + [files.segment_file(log.dir, seg.base_offset, suffix, files.CLEANED_SUFFIX)
+                                  for suffix in files.SEGMENT_SUFFIXES]:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+        raise
+    log.events.extend(events)
     log.replace_segments([new], [seg])
     return [new]

@@ -295,6 +295,11 @@ def verify_partition(root: str, topic: str, partition: int, config: LogConfig,
     pdir = os.path.join(root, files.partition_dir_name(topic, partition))
     source = LocalDirSource(pdir)
     if not source.exists():
+        # never written (no checkpoint names it): a creation stopped after the topics file recorded
+        # it, which the broker or the next writer completes with an empty partition, as Kafka does
+        if not any((topic, partition) in entries for entries in checkpoints.values()):
+            return [Problem(pdir, "", "partition directory not made yet (a topic creation was interrupted): "
+                                      "the next writer or `compactlog serve` makes it, empty", note=True)]
         return [Problem(pdir, "", "partition directory is missing")]
     # a writer at work (a broker holding the lock): what looks wrong may be a state it is leaving
     looks = LIVE_LOOKS if describe_holder(root) is not None else 1

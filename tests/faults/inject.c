@@ -7,6 +7,8 @@
  * points). With FAULT_SYSCALL, FAULT_GLOB and FAULT_AT set, the FAULT_AT-th call of that system
  * call whose path matches the fnmatch(3) glob fails as FAULT_KIND says (enospc, eio, short), once;
  * FAULT_FIRED names a file created when it does, so the campaign knows the fault happened.
+ * FAULT_KIND=kill kills the process there instead (SIGKILL, before the call is made): a kill -9
+ * at that point, for the offline campaign's crash trials.
  * Everything else passes through to libc unchanged, and so does every call made on an alternate
  * signal stack: Python's signal handler writes the signal number to its wakeup fd from there,
  * and the few kilobytes faulthandler allocates for that stack cannot hold this library's path
@@ -93,6 +95,9 @@ static int decide(const char *name, const char *path) {
     if (fault_glob && fnmatch(fault_glob, path, 0) != 0) return 0;
     if (__atomic_add_fetch(&seen, 1, __ATOMIC_SEQ_CST) != fault_at) return 0;
     mark_fired();
+    if (fault_kind && strcmp(fault_kind, "kill") == 0) {
+        syscall(SYS_kill, (pid_t)syscall(SYS_getpid), SIGKILL);
+    }
     if (fault_kind && strcmp(fault_kind, "short") == 0 && strstr(name, "write")) {
         __atomic_store_n(&full_after_short, 1, __ATOMIC_SEQ_CST);
         return 2;

@@ -266,7 +266,10 @@ class DataDirBackend:
 
     def alter(self, group: str, offsets: dict) -> None:
         errors = self.groups.commit_offsets(group, offsets)
-        bad = [f"{t}-{p}: error {e}" for (t, p), e in errors.items() if e != 0]
+        bad = [f"{t}-{p}: {error_name(e)}" for (t, p), e in errors.items() if e != 0]
+        failure = self.groups.last_commit_failure
+        if bad and failure is not None:
+            raise failure          # the write that failed, named as every command names one (its file)
         if bad:
             raise CompactlogError(f"resetting the offsets of group {group!r} failed: {'; '.join(bad)}")
 

@@ -193,6 +193,9 @@ class GroupCoordinatorService(CoordinatorRuntime):
         with self.lock:
             outcome, errors = self.coordinator.commit_offsets(*args, **kwargs)
             failure = self._apply(outcome)
+            # what failed (a full disk), for a caller that can say more than an error code: the
+            # offline consumer-groups --reset-offsets
+            self.last_commit_failure = failure
         self._wake.set()
         if failure is not None:
             code = commit_append_error(failure)
@@ -309,7 +312,13 @@ class GroupCoordinatorService(CoordinatorRuntime):
     def partitions_to_load(self) -> list[int]:
         if not self.topic_exists():
             return []
-        return [p for p in self.datadir.partitions(R.OFFSETS_TOPIC) if p < self.config.num_partitions]
+        parts = [p for p in self.datadir.partitions(R.OFFSETS_TOPIC) if p < self.config.num_partitions]
+        if not self.datadir.writable:
+            # a partition the topics file records but a crash kept from being made holds no group:
+            # a reader skips it (a writer makes it, empty, when it opens it)
+            on_disk = set(self.datadir.partition_dirs().get(R.OFFSETS_TOPIC, ()))
+            parts = [p for p in parts if p in on_disk]
+        return parts
 
     def load_partition(self, partition: int) -> int:
         """Replay one partition from its log start to its end; the records replayed."""
