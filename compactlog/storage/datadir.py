@@ -443,27 +443,36 @@ class DataDir:
             raise TopicError(f"topic {topic!r} already exists in {self.path}")
         configs = dict(configs or {})
         LogConfig(configs, self.broker).validate_remote()   # validates every name and value
-        topic_id = new_topic_id()
-        meta = self._read_meta()
-        meta["topics"][topic] = {"partitions": partitions, "configs": configs, "topic_id": topic_id}
-        # the record of the count first (written and synced), then the directories: a crash between
-        # leaves a topic whose count is known, never one that passes for a smaller topic (its
-        # directories are made, empty, by the next writer that opens them: open_log). The record's
-        # write is undone too when it fails: its rename may have happened before the sync failed
-        made: list[str] = []
-        try:
-            self._write_meta(meta)
-            self._make_partition_dirs(topic, range(partitions), topic_id, made)
-        except BaseException:
-            # a failed creation (disk full) is undone: the record, then the directories made. A
-            # record that cannot be taken back keeps them (the topic is completed later instead)
-            if self._forget_topic_record(topic):
-                for pdir in made:
-                    shutil.rmtree(pdir, ignore_errors=True)
-            else:
-                self._dirs_cache = None         # listed again when next asked
-            raise
-        self._dirs_added(topic, range(partitions))
+        # under the logs' guard: open_log makes a recorded partition's missing directory (what a
+        # crash between the record and the directories leaves), and must not take a creation in
+        # progress for one. Without it a broker's thread opening __transaction_state-5 while
+        # another created the topic made that directory, the creation failed on it (File exists)
+        # and its undo removed the directories it had made, under logs already open
+        with self._logs_guard:
+            if self.has_topic(topic):
+                raise TopicError(f"topic {topic!r} already exists in {self.path}")
+            topic_id = new_topic_id()
+            meta = self._read_meta()
+            meta["topics"][topic] = {"partitions": partitions, "configs": configs, "topic_id": topic_id}
+            # the record of the count first (written and synced), then the directories: a crash
+            # between leaves a topic whose count is known, never one that passes for a smaller topic
+            # (its directories are made, empty, by the next writer that opens them: open_log). The
+            # record's write is undone too when it fails: its rename may have happened before the
+            # sync failed
+            made: list[str] = []
+            try:
+                self._write_meta(meta)
+                self._make_partition_dirs(topic, range(partitions), topic_id, made)
+            except BaseException:
+                # a failed creation (disk full) is undone: the record, then the directories made. A
+                # record that cannot be taken back keeps them (the topic is completed later instead)
+                if self._forget_topic_record(topic):
+                    for pdir in made:
+                        shutil.rmtree(pdir, ignore_errors=True)
+                else:
+                    self._dirs_cache = None         # listed again when next asked
+                raise
+            self._dirs_added(topic, range(partitions))
 
     def _forget_topic_record(self, topic: str) -> bool:
         try:

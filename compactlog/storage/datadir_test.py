@@ -479,3 +479,56 @@ def test_topic_deletion_stops_the_cleaner_first_and_forgets_the_partitions(dd):
     dd.delete_topic("t")
     assert rec.calls == [("pause", "t", 0), ("pause", "t", 1), ("resume", "t", 0), ("resume", "t", 1),
                          ("forget", "t", 0), ("forget", "t", 1)]
+
+
+def test_a_partition_opened_while_its_topic_is_being_created_waits_for_the_creation(tmp_path, monkeypatch):
+    """A topic is recorded first, then its directories made; open_log makes the directory of a
+    recorded partition that has none (what a crash between the two leaves). A broker's thread
+    opening a partition in that window made its directory, the creation then failed on it (File
+    exists) and its undo removed the directories it had made, under logs already open (a loaded CI
+    run: __transaction_state-12 offline, every InitProducerId NOT_COORDINATOR). The opening now
+    waits for the creation."""
+    import threading
+
+    from compactlog.storage import datadir as datadir_module
+    dd = DataDir(str(tmp_path), create=True, writable=True)
+    recorded, go = threading.Event(), threading.Event()
+    make = datadir_module.DataDir._make_partition_dirs
+
+    def held(self, topic, partitions, topic_id, made):
+        if topic == "t":
+            recorded.set()          # the record is written: the window
+            go.wait(30)
+        return make(self, topic, partitions, topic_id, made)
+
+    monkeypatch.setattr(datadir_module.DataDir, "_make_partition_dirs", held)
+    failures, opened = [], []
+
+    def create():
+        try:
+            dd.create_topic("t", 4)
+        except BaseException as e:      # noqa: BLE001 - the failure is the test's finding
+            failures.append(e)
+
+    def open_one():
+        try:
+            opened.append(dd.open_log("t", 3))
+        except BaseException as e:      # noqa: BLE001
+            failures.append(e)
+
+    creator = threading.Thread(target=create)
+    creator.start()
+    assert recorded.wait(30)
+    opener = threading.Thread(target=open_one)
+    opener.start()
+    opener.join(0.5)                    # with the creation in progress it waits (it did not before)
+    go.set()
+    creator.join(30)
+    opener.join(30)
+    try:
+        assert failures == [] and len(opened) == 1
+        assert dd.partitions("t") == [0, 1, 2, 3]
+        assert all(os.path.isdir(os.path.join(str(tmp_path), f"t-{p}")) for p in range(4))
+        opened[0].append_records([b"k"], [b"v"])
+    finally:
+        dd.close()
