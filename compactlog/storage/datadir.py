@@ -439,10 +439,6 @@ class DataDir:
             raise TopicError(str(e)) from None
         if partitions < 1:
             raise TopicError(f"topic {topic!r}: partition count must be at least 1, got {partitions}")
-        if self.has_topic(topic):
-            raise TopicError(f"topic {topic!r} already exists in {self.path}")
-        configs = dict(configs or {})
-        LogConfig(configs, self.broker).validate_remote()   # validates every name and value
         # under the logs' guard: open_log makes a recorded partition's missing directory (what a
         # crash between the record and the directories leaves), and must not take a creation in
         # progress for one. Without it a broker's thread opening __transaction_state-5 while
@@ -451,6 +447,8 @@ class DataDir:
         with self._logs_guard:
             if self.has_topic(topic):
                 raise TopicError(f"topic {topic!r} already exists in {self.path}")
+            configs = dict(configs or {})
+            LogConfig(configs, self.broker).validate_remote()   # validates every name and value
             topic_id = new_topic_id()
             meta = self._read_meta()
             meta["topics"][topic] = {"partitions": partitions, "configs": configs, "topic_id": topic_id}
