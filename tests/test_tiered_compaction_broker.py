@@ -127,12 +127,22 @@ def consume_all(env, timeout: float = 60) -> list:
 
 def check_latest(env, got) -> None:
     offsets = [o for o, _, _ in got]
-    assert offsets == sorted(set(offsets))                # nothing served twice
     seen = {}
     for _, k, v in got:
         seen[k] = v
     want = {k: v for k, v in env["latest"].items() if v is not None}
-    assert {k: v for k, v in seen.items() if v is not None} == want
+    try:
+        assert offsets == sorted(set(offsets))                # nothing served twice
+        assert {k: v for k, v in seen.items() if v is not None} == want
+    except AssertionError as e:
+        # what a failure needs to be understood once the run's directories are gone
+        m = manifest(env)
+        segs = [(s["startOffset"], s["endOffset"], s["sizeInBytes"]) for s in m["segments"]]
+        notable = [ln for ln in env["broker"].log_text().splitlines() if " WARN " in ln or " ERROR " in ln
+                   or "Compacted" in ln or "Copied" in ln or "deleted" in ln]
+        raise AssertionError(f"{e}\nconsumed offsets {offsets[:3]}...{offsets[-3:]} ({len(offsets)}); remote "
+                             f"segments {segs}; pending {m['pendingDeletion']}\nbroker log:\n" +
+                             "\n".join(notable[-80:])) from None
 
 
 def compacted(env, below_bytes: int) -> bool:

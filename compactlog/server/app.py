@@ -210,6 +210,7 @@ class Broker:
                     create_topic=lambda name, n, configs: state.create_topic(name, n, configs,
                                                                               replication_factor=1))
                 self.state.remote.start()
+                self.state.remote.reconcile_tiered_logs()
             group_coordinator_for(self.state)
             transaction_coordinator_for(self.state)
             self.state.authorizer = self.authorizer         # before any listener opens

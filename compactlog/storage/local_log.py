@@ -198,6 +198,25 @@ class LocalLog:
         self.log_end_offset = offset
         self.recovery_point = min(self.recovery_point, offset)
 
+    def truncate_fully_and_start_at(self, offset: int, set_aside: Callable[[LogSegment], None]) -> None:
+        """Every segment removed (``set_aside`` first keeps what a non-empty one holds) and an empty
+        active segment started at ``offset``, the log end. The old segments go first: a crash
+        between the two leaves a directory without segments, which the next start takes up again,
+        where one with a new segment above old ones would serve the old ones."""
+        for seg in list(self.segments):
+            if seg.size > 0:
+                set_aside(seg)
+            self.segments.remove(seg.base_offset)
+            seg.delete_files()
+        for suffix in files.SEGMENT_SUFFIXES:
+            stale = files.segment_file(self.dir, offset, suffix)
+            if os.path.exists(stale):
+                os.remove(stale)
+        seg = LogSegment(self.dir, offset, self.config, now_ms=self.clock(), preallocate_indexes=True, new=True)
+        self.segments.add(seg)
+        self.log_end_offset = offset
+        self.recovery_point = offset
+
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment], *,
                          on_dropped: Callable[[int], None] | None = None) -> None:
         replace_segments(self.segments, new_segments, old_segments, self.dir, on_dropped=on_dropped)

@@ -38,7 +38,7 @@ from ..record.layout import MAGIC_V2
 from . import files, producer_append, retention
 from .checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
 from .config import LogConfig
-from .events import OFFLINE, RETENTION, DataEvent
+from .events import OFFLINE, QUARANTINE, RETENTION, DataEvent
 from .fsutil import fsync_dir
 from .isolation import last_fetchable_offset
 from .loader import LogLoader, rebuild_producer_state, repair_segments, replay_producer_state_from
@@ -635,6 +635,49 @@ class Log:
         self.leader_epochs.truncate_from_end(offset)
         self.producer_state.truncate_and_reload(self.log_start_offset, offset, self.clock())
         self.rebuild_producer_state(offset)
+
+    @_writer
+    def truncate_fully_and_start_at(self, offset: int, *, producers=(), leader_epochs=(),
+                                    reason: str = "") -> list[DataEvent]:
+        """Kafka's ``UnifiedLog.truncateFullyAndStartAt`` for a tiered log whose local copy ends
+        below its remote tier (a directory restored from an older copy, emptied, or cut by
+        recovery): every local segment removed, an empty one started at ``offset`` (the remote
+        tier's end + 1), so that the next append does not reuse offsets the remote tier holds. The
+        log start offset stays (the remote tier serves below ``offset``). ``producers``: the
+        producer state as of ``offset`` (the remote tier's last producer snapshot), ``leader_epochs``:
+        (epoch, start offset) entries up to it. A non-empty segment's bytes are kept beside it
+        (``.quarantined``) and reported, never deleted. The events reported."""
+        from .repair import numbered_path
+        if offset < self.log_end_offset:
+            raise StorageError(f"{self.name}: cannot start at {offset}, below the log end {self.log_end_offset}")
+        events: list[DataEvent] = []
+
+        def set_aside(seg: LogSegment) -> None:
+            nxt = self.segments.next_base(seg)
+            kept = numbered_path(seg.log.path, ".quarantined")
+            seg.close_handles()
+            os.link(seg.log.path, kept)      # the bytes stay under a new name; delete_files drops the old one
+            events.append(DataEvent(QUARANTINE, self.name, seg.log.path, reason or f"the local log ends below "
+                                    f"offset {offset}", first_offset=seg.base_offset,
+                                    last_offset=(self.log_end_offset if nxt is None else nxt) - 1,
+                                    bytes=seg.size, kept_at=kept))
+        self.structure_epoch += 1
+        self._local.truncate_fully_and_start_at(offset, set_aside)
+        fsync_dir(self.dir)
+        self.local_log_start_offset = offset
+        self.producer_state.truncate_fully_and_start_at(offset)
+        for entry in producers:
+            self.producer_state.load_entry(entry)
+        self.producer_state.take_snapshot()
+        merged = dict(self.leader_epochs.entries)
+        for epoch, start in leader_epochs:
+            if start < offset:
+                merged[epoch] = min(start, merged.get(epoch, start))
+        entries = sorted(merged.items())
+        self.leader_epochs.entries = [e for i, e in enumerate(entries) if i == 0 or e[1] > entries[i - 1][1]]
+        self.leader_epochs.flush()
+        self.events.extend(events)
+        return events
 
     @_writer
     def delete_records_before(self, offset: int) -> int:

@@ -259,6 +259,18 @@ class RemoteLogManager:
         log.info(f"Replayed {replayed} record(s) of {TOPIC}: {sum(len(v) for v in self.journal.values())} "
                  f"remote segment(s) known")
 
+    def reconcile_tiered_logs(self) -> None:
+        """Every tiered partition reconciled with its manifest before the broker takes requests
+        (a local log behind its remote tier must continue at the remote end before its first
+        append, ``_continue_at_remote_end``); one the store does not answer for now is reconciled
+        at its first use."""
+        for plog in self.tiered_logs():
+            try:
+                self.partition(plog)
+            except (RemoteStorageError, OSError, CompactlogError) as e:
+                log.error(f"{plog.name}: its remote tier could not be reconciled at start ({e}); retried at its "
+                          f"first use")
+
     def _apply(self, m) -> None:
         """One journal event on the in-memory state (RemoteLogMetadataCache), transitions checked."""
         if isinstance(m, RemoteLogSegmentMetadata):
@@ -352,9 +364,44 @@ class RemoteLogManager:
                      f"segment(s) deleted")
         self._sweep_orphans(rp)
         m = rp.manifest
+        if m.segments and m.highest_offset >= plog.log_end_offset:
+            self._continue_at_remote_end(rp, plog, m)
         plog.highest_remote_offset = m.highest_offset
         if m.log_start_offset > plog.log_start_offset:
             plog.increment_log_start_offset(min(m.log_start_offset, plog.high_watermark))
+
+    def _continue_at_remote_end(self, rp: RemotePartition, plog, m: PartitionManifest) -> None:
+        """A local log that ends at or below the remote tier's last offset (its directory emptied,
+        restored from an older copy, or cut by recovery): appended to as it is, it would give new
+        records offsets the remote tier already holds (two records at one offset, the remote one
+        served below the local log start). It continues at the remote end + 1 instead, with the
+        producer state of the remote tier's last segment and the manifest's leader epochs, as
+        Kafka's follower does from a leader's remote tier (``truncateFullyAndStartAt``,
+        ``buildRemoteLogAuxState``); what the local segments held is kept aside and reported."""
+        from ..producer_state import decode_snapshot
+        last = m.segments[-1]
+        key = keys.SegmentKey(self.prefix, rp.topic, rp.topic_id, rp.partition, last.start_offset, last.id)
+        producers = []
+        try:
+            raw = read_indexes(self.store, key, read_manifest(self.store, key), ("producerSnapshot",))
+            if raw.get("producerSnapshot"):
+                producers = decode_snapshot(raw["producerSnapshot"], key.key(keys.INDEXES))
+        except (RemoteStorageError, CompactlogError) as e:
+            log.warning(f"{plog.name}: the producer snapshot of remote segment {last.id} could not be read ({e}); "
+                        f"producers start over at the remote tier's end")
+        epochs: dict[int, int] = {}
+        for s in m.segments:
+            for epoch, start in s.segment_leader_epochs:
+                epochs[epoch] = min(start, epochs.get(epoch, start))
+        was = plog.log_end_offset
+        events = plog.truncate_fully_and_start_at(
+            m.highest_offset + 1, producers=producers, leader_epochs=sorted(epochs.items()),
+            reason=f"the local log ended at {was}, below the remote tier's last offset {m.highest_offset}")
+        self.datadir.checkpoint_logs()
+        kept = "".join(f"; {e}" for e in events)
+        log.warning(f"{plog.name}: the local log ended at offset {was}, at or below the remote tier's last offset "
+                    f"{m.highest_offset}; it continues at {m.highest_offset + 1} (offsets below are read from the "
+                    f"remote tier){kept}")
 
     def _delete_segments(self, rp: RemotePartition, metas: list, states: list | None = None,
                          *, in_manifest: bool = False, log_start: int | None = None) -> None:
