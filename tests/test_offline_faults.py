@@ -114,7 +114,8 @@ def snapshot_rows(out):
     return sorted(zip(*pq.read_table(str(out)).select(["key", "value"]).to_pydict().values()))
 
 
-@pytest.mark.parametrize("syscall,at,kind", [("write", 1, "short"), ("create", 2, "enospc"), ("write", 1, "kill")])
+@pytest.mark.parametrize("syscall,at,kind", [("write", 1, "short"), ("create", 2, "enospc"), ("write", 1, "kill"),
+                                             ("fsync", 1, "eio")])
 def test_a_snapshot_whose_write_fails_leaves_no_output_and_runs_again(injector, data, tmp_path, syscall, at, kind):
     out = tmp_path / "out" / "p.parquet"
     out.parent.mkdir()

@@ -129,6 +129,28 @@ def _put_back_interrupted(out: str) -> None:
                 _remove(path)
 
 
+def _fsync_tree(path: str) -> None:
+    """Every file and directory of the staged table on disk before it is renamed into place: a
+    power loss after the rename would otherwise leave the new table's names with no bytes (and,
+    for --overwrite, the old table already removed)."""
+    from ..storage.fsutil import fsync_dir
+    if not os.path.isdir(path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return
+    for root, _dirs, names in os.walk(path, topdown=False):
+        for n in names:
+            fd = os.open(os.path.join(root, n), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(root)
+
+
 def _staged_write(out: str, fmt: str, overwrite: bool, write) -> None:
     """``write(path)`` into a staging place, then renamed to ``out`` (see above)."""
     from ..storage.fsutil import fsync_dir
@@ -138,6 +160,7 @@ def _staged_write(out: str, fmt: str, overwrite: bool, write) -> None:
     _remove(tmp)
     try:
         write(tmp)
+        _fsync_tree(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
