@@ -131,3 +131,23 @@ def test_a_local_log_restored_from_an_older_copy_is_kept_aside(tiered, tmp_path)
     kept = [e for e in log.events if e.kind == QUARANTINE]
     assert [(e.first_offset, e.last_offset) for e in kept] == [(0, 2)]
     assert open(kept[0].kept_at, "rb").read() == old_bytes[kept[0].file]
+
+
+def test_a_store_down_at_start_is_asked_once_not_per_partition(tiered, monkeypatch):
+    from compactlog.storage.remote.store import StoreUnavailable
+    open_dir, dd, rm = tiered
+    dd.create_topic("u", 4, {"remote.storage.enable": "true"})
+    rm.close()
+    dd.close()
+    dd, rm = open_dir()
+    rm.start()
+    asked = []
+
+    def down(*a, **k):
+        asked.append(a)
+        raise StoreUnavailable("connection refused")
+    monkeypatch.setattr(rm.store, "get", down)
+    monkeypatch.setattr(rm.store, "put_if_absent", down)
+    rm.reconcile_tiered_logs()                      # five tiered partitions, one question
+    assert len(asked) == 1
+    assert not any(rp.ready for rp in rm.partitions.values())

@@ -66,7 +66,7 @@ from .partition_manifest import ManifestSegment, Owner, PartitionManifest, Parti
 from .segment_objects import (SegmentFiles, SegmentObjectError, delete_segment, leader_epoch_checkpoint,
                               read_indexes, read_manifest, segment_key, upload_segment)
 from .stats import TASKS_MS, RemoteStorageStats, counted_store
-from .store import ObjectStore, RemoteStorageError, StoreConfig, open_store
+from .store import ObjectStore, RemoteStorageError, StoreConfig, StoreUnavailable, open_store
 
 log = logging.getLogger("kafka.log.remote.RemoteLogManager")
 
@@ -262,11 +262,16 @@ class RemoteLogManager:
     def reconcile_tiered_logs(self) -> None:
         """Every tiered partition reconciled with its manifest before the broker takes requests
         (a local log behind its remote tier must continue at the remote end before its first
-        append, ``_continue_at_remote_end``); one the store does not answer for now is reconciled
-        at its first use."""
+        append, ``_continue_at_remote_end``). A store that does not answer is not waited for
+        partition after partition (each may take the store's whole timeout): the rest are
+        reconciled at their first use."""
         for plog in self.tiered_logs():
             try:
                 self.partition(plog)
+            except StoreUnavailable as e:
+                log.error(f"The remote tiers could not be reconciled at start (the store does not answer: {e}); "
+                          f"each is at its first use")
+                return
             except (RemoteStorageError, OSError, CompactlogError) as e:
                 log.error(f"{plog.name}: its remote tier could not be reconciled at start ({e}); retried at its "
                           f"first use")
