@@ -721,7 +721,9 @@ class RemoteLogManager:
         return b"".join(parts)
 
     def _read_segment(self, rp, seg, offset: int, max_bytes: int, min_one: bool) -> tuple[bytes, int]:
-        """Whole batches of ``seg`` from the one holding ``offset``: (bytes, last offset or -1)."""
+        """Whole batches of ``seg`` from the one holding ``offset``: (bytes, last offset), last -1
+        when the segment has no batch at or past ``offset``, and (b"", -2) when it has one that
+        does not fit in ``max_bytes``."""
         idx = self._indexes(rp, seg)
         pos = 0
         for off, p in idx.offsets:
@@ -739,6 +741,8 @@ class RemoteLogManager:
             batch_last = base + _LAST_DELTA.unpack_from(head, 23)[0] if magic >= 2 else base
             if batch_last >= offset:
                 if total + n > max_bytes and not (min_one and not out):
+                    if not out:
+                        return b"", -2      # not "nothing here": the caller must not go on past it
                     break
                 if pos + n > size:
                     # a batch running past the segment's end: the object's bytes are not a whole
@@ -776,6 +780,11 @@ class RemoteLogManager:
             data, last = self._read_segment(rp, seg, offset, max_bytes, min_one)
             if data:
                 break
+            if last == -2:
+                # the next batch does not fit what is left of the response (a later partition of a
+                # fetch, min_one off): answered empty, read at the next fetch. Going on to the next
+                # segment (or the local log) skipped the batch and every record up to there
+                return RemoteRead(b"", [] if committed else None)
             nxt = rp.next_segment(seg)
             if nxt is None:
                 return RemoteRead(continue_local=True)

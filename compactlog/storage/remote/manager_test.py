@@ -306,3 +306,21 @@ def test_a_deleted_key_never_comes_back_from_the_remote_tier(tmp_path, mode):
     finally:
         rm.close()
         dd.close()
+
+
+def test_a_batch_that_does_not_fit_is_not_skipped(setup):
+    """A later partition of a fetch (min_one off) with less room left than its next remote batch:
+    answered empty, to be read at the next fetch; it went on to the next segments and then the
+    local log, and the consumer's position jumped past every remote record in between."""
+    dd, build, clock, _ = setup
+    rm = build()
+    log = dd.open_log("t", 0)
+    produce(log, 40, clock)
+    rm.copy_partition(log)
+    dd.delete_old_segments(log)
+    assert log.local_log_start_offset > 10
+    for offset in (0, 5):
+        r = rm.read(log, offset, 20, False, True)
+        assert r.records == b"" and not r.continue_local and r.aborted == []
+    # with room for it, the same read gives the batch at the offset
+    assert stream(rm.read(log, 5, 20, True, False).records)[0][0] == 5
