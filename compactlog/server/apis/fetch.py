@@ -90,17 +90,28 @@ class FetchRead:
 
 # -- reading ------------------------------------------------------------------------------------
 
+class BelowLocalLog(Exception):
+    """A tiered log's offset found below its local log start once its lock was held: its segment
+    was copied to the remote tier and deleted locally since the caller chose the local log. Read
+    from the local log, the offset would have been served from the first local segment, every
+    record in between skipped."""
+
+
 def read_partition(log, offset: int, max_bytes: int, min_one: bool, committed: bool,
-                   zero_copy_min: int = ZERO_COPY_MIN_BYTES, *, quick: bool = False) -> PartitionRead | None:
+                   zero_copy_min: int = ZERO_COPY_MIN_BYTES, *, quick: bool = False,
+                   tiered: bool = False) -> PartitionRead | None:
     """Whole batches from the one holding ``offset``, within ``max_bytes`` (at least one batch
     when ``min_one``), up to the high watermark (read_uncommitted) or LSO (read_committed).
     ``quick`` (on the event loop): None unless the partition's lock is free at once and the read
     starts in the active segment, the tail a consumer that keeps up reads, which the page cache
-    holds (appended moments ago)."""
+    holds (appended moments ago). ``tiered``: BelowLocalLog when the offset is in the remote tier
+    only (checked under the lock: local retention moves the local log start under it)."""
     pr = PartitionRead(log.partition, ErrorCode.none)
     if not log.lock.acquire(blocking=not quick):
         return None
     try:
+        if tiered and log.log_start_offset <= offset < log.local_log_start_offset:
+            raise BelowLocalLog(offset)
         if log.closed:
             if quick:
                 return None
@@ -149,13 +160,17 @@ def _read_one(state: BrokerState, topic: str, p, max_bytes: int, min_one: bool, 
         code = ErrorCode.fenced_leader_epoch if current < log.leader_epoch else ErrorCode.unknown_leader_epoch
         return PartitionRead(p.partition, code)
     offset = p.fetch_offset
-    if state.remote is not None and log.remote_log_enabled \
-            and log.log_start_offset <= offset < log.local_log_start_offset:
-        if quick:
-            return None
-        return read_remote(state.remote, log, offset, max_bytes, min_one, committed, zero_copy_min,
-                           remote_slot if remote_slot is not None else [False])
-    return read_partition(log, offset, max_bytes, min_one, committed, zero_copy_min, quick=quick)
+    tiered = state.remote is not None and log.remote_log_enabled
+    if not (tiered and log.log_start_offset <= offset < log.local_log_start_offset):
+        try:
+            return read_partition(log, offset, max_bytes, min_one, committed, zero_copy_min, quick=quick,
+                                  tiered=tiered)
+        except BelowLocalLog:
+            pass                    # copied and trimmed meanwhile: in the remote tier now
+    if quick:
+        return None
+    return read_remote(state.remote, log, offset, max_bytes, min_one, committed, zero_copy_min,
+                       remote_slot if remote_slot is not None else [False])
 
 
 def read_remote(remote, log, offset: int, max_bytes: int, min_one: bool, committed: bool, zero_copy_min: int,
@@ -171,19 +186,28 @@ def read_remote(remote, log, offset: int, max_bytes: int, min_one: bool, committ
     if remote_slot[0]:
         return pr
     remote_slot[0] = True
-    try:
-        got = remote.fetch(log, offset, max_bytes, min_one, committed)
-    except RemoteFetchTimeout:
-        return pr
-    except OffsetOutOfRangeError:
-        pr.error = ErrorCode.offset_out_of_range
-        return pr
-    if got.continue_local:
-        return read_partition(log, log.local_log_start_offset, max_bytes, min_one, committed, zero_copy_min)
-    pr.records = got.records
-    if committed:
-        pr.aborted = [(t.producer_id, t.first_offset) for t in got.aborted or ()]
-    return pr
+    for _ in range(3):
+        try:
+            got = remote.fetch(log, offset, max_bytes, min_one, committed)
+        except RemoteFetchTimeout:
+            return pr
+        except OffsetOutOfRangeError:
+            pr.error = ErrorCode.offset_out_of_range
+            return pr
+        if not got.continue_local:
+            pr.records = got.records
+            if committed:
+                pr.aborted = [(t.producer_id, t.first_offset) for t in got.aborted or ()]
+            return pr
+        # nothing remote at or past the offset up to the remote tier's end: the local log from
+        # there (not from its start as it is by now: a segment copied and trimmed since the remote
+        # read would be skipped), or the remote tier again if that is where the offset went
+        offset = got.next_offset
+        try:
+            return read_partition(log, offset, max_bytes, min_one, committed, zero_copy_min, tiered=True)
+        except BelowLocalLog:
+            continue
+    return pr                       # still moving: empty, the client fetches the same offset again
 
 
 def read_fetch(state: BrokerState, body, version: int,

@@ -124,6 +124,7 @@ class RemoteRead:
     records: bytes = b""
     aborted: list | None = None
     continue_local: bool = False      # nothing remote at or past the offset: read the local log
+    next_offset: int = -1             # ... from here (the remote tier's end + 1 when it was read)
 
 
 @dataclass
@@ -787,7 +788,7 @@ class RemoteLogManager:
                 return RemoteRead(b"", [] if committed else None)
             nxt = rp.next_segment(seg)
             if nxt is None:
-                return RemoteRead(continue_local=True)
+                return RemoteRead(continue_local=True, next_offset=max(offset, seg.end_offset + 1))
             seg, offset = nxt, max(offset, nxt.start_offset)
         aborted = None
         if committed:
