@@ -7,7 +7,10 @@ partition of ``<topic>``, with Kafka's default configs until configured here. A 
 as Kafka's controller does it, its record first (the topics file, synced), then its directories:
 a crash in between leaves a topic whose count is known, each missing partition made on its first
 use (the broker completes its internal topics at start: ``complete_topic``), never one that
-passes for a smaller topic.
+passes for a smaller topic. A topic is deleted the other way round, as KRaft's RemoveTopicRecord
+comes before the LogManager renames the logs to ``-delete``: its entry moves to the file's
+``deleting`` object first, then its directories are renamed, then the entry goes. Readers leave a
+topic being deleted out of everything; the next writer finishes the deletion when it opens the dir.
 
 A data dir is opened by one writer at a time (``writable=True``: Kafka's LogManager, which holds
 ``.lock`` for its whole life) or by any number of readers (the default), which never change a file:
