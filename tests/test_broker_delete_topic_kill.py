@@ -111,3 +111,35 @@ def test_a_broker_killed_during_delete_topics_comes_back_with_the_topic_whole_or
     ok(run_cli(data, "verify"))
     if outcome == "whole":
         assert len(ok(run_cli(data, "consume", "--topic", "q", "--from-beginning")).stdout.splitlines()) == 10
+
+
+@pytest.mark.parametrize("syscall,glob,at,kind,outcome", [
+    ("create", "compactlog.topics.json.tmp", 1, "enospc", "whole"),      # the record not written
+    ("rename", "q-1.*-delete", 1, "eio", "whole"),                       # undone: q-0 renamed back
+    ("rename", "compactlog.topics.json", 2, "eio", "deleted"),           # recorded; its removal failed
+])
+def test_a_delete_topics_whose_write_fails_answers_as_the_topic_is(injector, tmp_path, syscall, glob, at, kind,
+                                                                   outcome):
+    data = tmp_path / "data"
+    ok(run_cli(data, "topics", "create", "--topic", "q", "--partitions", "2"))
+    ok(run_cli(data, "produce", "--topic", "q", "--input-format", "jsonl",
+               stdin="".join(f'{{"key": "k{i}", "value": "v{i}", "partition": {i % 2}}}\n'
+                             for i in range(10)).encode()))
+    fired = str(tmp_path / "fired")
+    env = {"LD_PRELOAD": injector, "FAULT_DIR": str(data), "FAULT_SYSCALL": syscall,
+           "FAULT_GLOB": f"{data}/{glob}", "FAULT_AT": str(at), "FAULT_KIND": kind, "FAULT_FIRED": fired}
+    with Broker(data, env=env) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        error = admin.delete_topics(["q"])["q"].exception(TIMEOUT)
+        assert os.path.exists(fired)
+        # the answer says what the topic is: an error when it is still there, whole
+        assert (error is None) == (outcome == "deleted"), error
+        assert ("q" in admin.list_topics(timeout=TIMEOUT).topics) == (outcome == "whole")
+    with Broker(data) as broker:
+        assert ("q" in AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=TIMEOUT).topics) \
+            == (outcome == "whole")
+    names = sorted(n for n in os.listdir(data) if n.startswith("q-"))
+    assert names == ([] if outcome == "deleted" else ["q-0", "q-1"]), names
+    ok(run_cli(data, "verify"))
+    if outcome == "whole":
+        assert len(ok(run_cli(data, "consume", "--topic", "q", "--from-beginning")).stdout.splitlines()) == 10
