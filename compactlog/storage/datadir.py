@@ -402,19 +402,23 @@ class DataDir:
         """topic -> live partition directories; a writer's cached map (not to be changed by a
         caller), a reader's listed again at each call."""
         if not self.writable:
-            return self._without_deleting(scan_partition_dirs(self.path))
+            return self._live_partition_dirs()
         cached = self._dirs_cache
         if cached is None:
             with self._logs_guard:
                 if self._dirs_cache is None:
-                    self._dirs_cache = self._without_deleting(scan_partition_dirs(self.path))
+                    self._dirs_cache = self._live_partition_dirs()
                 cached = self._dirs_cache
         return cached
 
-    def _without_deleting(self, dirs: dict[str, list[int]]) -> dict[str, list[int]]:
-        """``dirs`` without the topics whose deletion the topics file records: a crash after that
-        record and before the renames leaves their live directories, which belong to no topic."""
+    def _live_partition_dirs(self) -> dict[str, list[int]]:
+        """The listing without the topics whose deletion the topics file records: a crash after
+        that record and before the renames leaves their live directories, which are no topic's. The
+        file is read before the listing: a reader beside a writer deleting a topic then sees its
+        directories only when it also saw the file from before the deletion (else a listing from
+        before the renames with a file from after the deletion would bring the topic back)."""
         deleting = self._meta().get(DELETING)
+        dirs = scan_partition_dirs(self.path)
         if not deleting:
             return dirs
         return {t: p for t, p in dirs.items() if t not in deleting}
