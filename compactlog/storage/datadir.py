@@ -256,6 +256,20 @@ def scan_partition_dirs(path: str) -> dict[str, list[int]]:
     return {t: sorted(found[t]) for t in sorted(found)}
 
 
+def deleting_topics(path: str) -> frozenset[str]:
+    """The topics whose deletion the topics file of the data dir ``path`` records (``deleting``):
+    for readers that list partition directories without a DataDir (the Spark source), which must
+    leave them out as DataDir does. Empty when the file is missing or unreadable (DataDir itself
+    reports an unreadable file)."""
+    try:
+        with open_regular(os.path.join(path, TOPICS_FILE), "r", encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError, StorageError):
+        return frozenset()
+    deleting = meta.get(DELETING) if isinstance(meta, dict) else None
+    return frozenset(deleting) if isinstance(deleting, dict) else frozenset()
+
+
 class DataDir:
     def __init__(self, path: str, *, broker: BrokerConfig | None = None,
                  clock: Callable[[], int] = system_clock, create: bool = False,
