@@ -197,10 +197,6 @@ def test_topics_delete_that_fails_keeps_the_topic_whole(injector, data, syscall,
     ok(cli(data, "verify"))
 
 
-@pytest.mark.xfail(strict=True, reason="a kill -9 of topics delete between the renames of its directories to "
-                   "-delete and the removal of its record leaves the topic recorded without directories: verify "
-                   "exit 1, and a writer (or serve) makes it again, empty. Needs the deletion recorded before the "
-                   "renames (a 'deleting' mark in the topics file that every reader and writer honours)")
 def test_topics_delete_killed_between_its_renames_and_its_record_is_deleted_or_whole(injector, data):
     faulty(injector, data, ["topics", "delete", "--topic", "p"], syscall="rename",
            glob=f"{data}/compactlog.topics.json", kind="kill")
@@ -316,3 +312,63 @@ def test_a_repair_killed_while_keeping_the_bytes_leaves_no_partial_copy(injector
     size = os.path.getsize(data / "p-0" / kept[0])
     r = cli(data, "verify")
     assert r.returncode == 3 and f"{size} bytes" in r.stdout, r.stdout
+
+
+# each step of a deletion of the 2-partition topic q, in order (the kill comes before the call):
+# the topics file's record of the deletion (its "deleting" mark) renamed into place, its directory
+# synced, the two renames to -delete, the data dir synced, the checkpoints rewritten, the mark
+# dropped, the data dir synced (then the -delete directories are removed)
+DELETE_STEPS = [
+    ("rename", "compactlog.topics.json", 1, "whole"),
+    ("fsync", "", 1, "deleted"),
+    ("rename", "q-0.*-delete", 1, "deleted"),
+    ("rename", "q-1.*-delete", 1, "deleted"),
+    ("fsync", "", 2, "deleted"),
+    ("rename", "recovery-point-offset-checkpoint", 1, "deleted"),
+    ("rename", "compactlog.topics.json", 2, "deleted"),
+    ("fsync", "", 4, "deleted"),
+]
+
+
+def listing(data):
+    return sorted(os.path.relpath(os.path.join(b, n), data) for b, ds, ns in os.walk(data) for n in ds + ns)
+
+
+@pytest.mark.parametrize("syscall,glob,at,outcome", DELETE_STEPS)
+def test_topics_delete_killed_at_each_step_is_whole_or_deleted(injector, data, syscall, glob, at, outcome):
+    ok(cli(data, "topics", "create", "--topic", "q", "--partitions", "2"))
+    ok(cli(data, "produce", "--topic", "q", "--input-format", "jsonl",
+           stdin="".join(json.dumps({"key": f"k{i}", "value": f"q{i}", "partition": i % 2}) + "\n"
+                         for i in range(10))))
+    q = records(data, "q")
+    r = faulty(injector, data, ["topics", "delete", "--topic", "q"], syscall=syscall,
+               glob=f"{data}/{glob}" if glob else str(data), at=at, kind="kill")
+    assert r.returncode == -9, r.stderr
+    # the readers see the topic whole or not at all, and change nothing
+    before = listing(data)
+    ok(cli(data, "verify"))
+    listed = "q" in ok(cli(data, "topics", "list")).stdout.split()
+    assert listed == (outcome == "whole")
+    if listed:
+        assert records(data, "q") == q
+        assert partition_count(data, "q") == 2
+    else:
+        assert cli(data, "consume", "--topic", "q", "--from-beginning").returncode != 0
+        assert cli(data, "topics", "describe", "--topic", "q").returncode != 0
+    assert listing(data) == before
+    # the next writer (a produce to another topic) finishes a deletion: nothing of q is left, and
+    # q is not made again
+    ok(cli(data, "produce", "--topic", "p", "--input-format", "jsonl", stdin='{"key": "z", "value": "z"}\n'))
+    ok(cli(data, "verify"))
+    assert len(records(data, "p")) == 21
+    assert ("q" in ok(cli(data, "topics", "list")).stdout.split()) == listed
+    if listed:
+        assert records(data, "q") == q
+        ok(cli(data, "topics", "delete", "--topic", "q"))
+    assert not [n for n in os.listdir(data) if n.startswith("q-")], os.listdir(data)
+    assert "deleting" not in json.loads((data / "compactlog.topics.json").read_text())
+    assert "q" not in ok(cli(data, "topics", "list")).stdout.split()
+    # the name can be used again: a new, empty topic
+    ok(cli(data, "topics", "create", "--topic", "q", "--partitions", "2"))
+    assert records(data, "q") == []
+    ok(cli(data, "verify"))

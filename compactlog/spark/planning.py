@@ -105,19 +105,23 @@ def find_partitions(path: str, *, must_exist: bool = True) -> list[TopicPartitio
     from ..storage.remote.bucket import is_bucket_url
     if is_bucket_url(path):
         return _bucket_partitions(path, must_exist=must_exist)
+    from ..storage.datadir import deleting_topics
     path = os.path.abspath(path)
     if os.path.isdir(path) and files.is_partition_dir(path) and not _holds_partitions(path):
         t, p = files.parse_partition_dir(path)
         found = [TopicPartition(t, p, path)]
     elif os.path.isdir(path):
-        found = [TopicPartition(t, p, src.dir) for t, p, src in local_partitions(path)]
+        # a topic whose deletion a kill interrupted before its renames is no topic (as in DataDir)
+        gone = deleting_topics(path)
+        found = [TopicPartition(t, p, src.dir) for t, p, src in local_partitions(path) if t not in gone]
     else:
         parent, wanted = os.path.dirname(path), os.path.basename(path)
         if not _looks_like_data_dir(parent):
             # a stream may wait for a topic to appear, but not on a path that is no data dir at all
             raise StorageError(f"{path}: no such data directory, and {parent} is not a data directory "
                                f"holding a topic {wanted!r}")
-        found = [TopicPartition(t, p, src.dir) for t, p, src in local_partitions(parent) if t == wanted]
+        found = [TopicPartition(t, p, src.dir) for t, p, src in local_partitions(parent)
+                 if t == wanted and t not in deleting_topics(parent)]
     if not found and must_exist:
         raise StorageError(f"{path}: no Kafka partition directory (<topic>-<N>) found there")
     return sorted(found, key=lambda f: (f.topic, f.partition))

@@ -8,6 +8,8 @@ past the planned end since. No Spark: the functions the source's tasks call.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from compactlog.errors import LogChangedError
@@ -16,7 +18,9 @@ from compactlog.storage import files
 from compactlog.storage.conftest import Clock, config, crash
 from compactlog.storage.log import Log
 from compactlog.storage.segment import LogSegment
-from compactlog.spark.planning import PartitionState, ReadSettings, TopicPartition, make_splits, read_split
+from compactlog.spark.planning import (PartitionState, ReadSettings, TopicPartition, find_partitions, make_splits,
+                                       read_split)
+from compactlog.storage.datadir import DataDir
 
 KEYS = [b"a", b"b", b"c"]
 
@@ -105,3 +109,33 @@ def test_compacted_after_the_log_went_past_the_planned_end_fails_the_read(log, c
     compact(log, clock)                           # ... which the cleaner then removes
     with pytest.raises(LogChangedError, match="the log changed under the read .*planned for offsets .*retry"):
         read(splits)
+
+
+class _Killed(BaseException):
+    pass
+
+
+def test_the_partitions_of_a_topic_whose_deletion_a_kill_interrupted_are_not_found(tmp_path, monkeypatch):
+    """A deletion killed after its record, before its renames, leaves the topic's live directories:
+    the source leaves them out, as DataDir does (the topic is deleted), and finds the others."""
+    dd = DataDir(str(tmp_path / "data"), create=True, writable=True)
+    dd.create_topic("t", 2)
+    dd.create_topic("u", 1)
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if os.path.basename(src).startswith("t-"):
+            raise _Killed()
+        real_replace(src, dst)
+    before = [(tp.topic, tp.partition) for tp in find_partitions(dd.path)]
+    with monkeypatch.context() as m:
+        m.setattr("compactlog.storage.datadir.os.replace", replace)
+        m.setattr(DataDir, "_undo_deletion", lambda *args: None)
+        with pytest.raises(_Killed):
+            dd.delete_topic("t")
+    dd.abandon()
+    assert before == [("t", 0), ("t", 1), ("u", 0)]
+    assert os.path.isdir(os.path.join(dd.path, "t-0"))
+    assert [(tp.topic, tp.partition) for tp in find_partitions(dd.path)] == [("u", 0)]
+    assert find_partitions(os.path.join(dd.path, "t"), must_exist=False) == []
+    assert [tp.partition for tp in find_partitions(os.path.join(dd.path, "u"))] == [0]

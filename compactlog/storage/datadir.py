@@ -7,7 +7,10 @@ partition of ``<topic>``, with Kafka's default configs until configured here. A 
 as Kafka's controller does it, its record first (the topics file, synced), then its directories:
 a crash in between leaves a topic whose count is known, each missing partition made on its first
 use (the broker completes its internal topics at start: ``complete_topic``), never one that
-passes for a smaller topic.
+passes for a smaller topic. A topic is deleted the other way round, as KRaft's RemoveTopicRecord
+comes before the LogManager renames the logs to ``-delete``: its entry moves to the file's
+``deleting`` object first, then its directories are renamed, then the entry goes. Readers leave a
+topic being deleted out of everything; the next writer finishes the deletion when it opens the dir.
 
 A data dir is opened by one writer at a time (``writable=True``: Kafka's LogManager, which holds
 ``.lock`` for its whole life) or by any number of readers (the default), which never change a file:
@@ -59,6 +62,10 @@ def system_clock() -> int:
     return int(time.time() * 1000)
 
 TOPICS_FILE = "compactlog.topics.json"
+# the topics file's record of the deletions begun and not yet finished: topic -> its entry as it was.
+# A topic moves there from "topics" in one atomic write, the deletion's commit point (KRaft's
+# RemoveTopicRecord): from then on no reader lists or opens it, and the next writer finishes it
+DELETING = "deleting"
 
 # Kafka's internal topics: their configs are fixed by the broker (GroupCoordinator, TransactionLog),
 # so a copied Kafka dir's internal topics are known even without an entry here
@@ -110,6 +117,15 @@ def _delete_dir_name(topic: str, partition: int) -> str:
     that the name fits in 255 characters."""
     suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
     return topic[:255 - len(suffix)] + suffix
+
+
+def _unmark(meta: dict, topics) -> None:
+    """The topics file's deletion marks of ``topics`` dropped (``meta`` edited)."""
+    deleting = meta.get(DELETING, {})
+    for topic in topics:
+        deleting.pop(topic, None)
+    if not deleting:
+        meta.pop(DELETING, None)
 
 
 def _readable(checkpoint: OffsetCheckpointFile, *, cached: bool = False) -> dict:
@@ -240,6 +256,20 @@ def scan_partition_dirs(path: str) -> dict[str, list[int]]:
     return {t: sorted(found[t]) for t in sorted(found)}
 
 
+def deleting_topics(path: str) -> frozenset[str]:
+    """The topics whose deletion the topics file of the data dir ``path`` records (``deleting``):
+    for readers that list partition directories without a DataDir (the Spark source), which must
+    leave them out as DataDir does. Empty when the file is missing or unreadable (DataDir itself
+    reports an unreadable file)."""
+    try:
+        with open_regular(os.path.join(path, TOPICS_FILE), "r", encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError, StorageError):
+        return frozenset()
+    deleting = meta.get(DELETING) if isinstance(meta, dict) else None
+    return frozenset(deleting) if isinstance(deleting, dict) else frozenset()
+
+
 class DataDir:
     def __init__(self, path: str, *, broker: BrokerConfig | None = None,
                  clock: Callable[[], int] = system_clock, create: bool = False,
@@ -280,12 +310,33 @@ class DataDir:
         self.recovery_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.RECOVERY_POINT_CHECKPOINT))
         self.log_start_checkpoint = OffsetCheckpointFile(os.path.join(self.path, files.LOG_START_OFFSET_CHECKPOINT))
         if writable:
-            self._finish_deletions()
+            try:
+                self._finish_deletions()
+            except BaseException:
+                self.lock.release()
+                raise
 
     def _finish_deletions(self) -> None:
-        """``<topic>-<p>.<id>-delete`` directories left by a crash during a topic deletion: removed,
-        as Kafka's LogManager removes logs marked for deletion at startup (and reported)."""
+        """Finish the topic deletions a crash interrupted: a topic the topics file records as being
+        deleted (``deleting``) loses its live directories (renamed to ``-delete``) and its checkpoint
+        entries, then its record; then every ``<topic>-<p>.<id>-delete`` directory is removed, as
+        Kafka's LogManager removes logs marked for deletion at startup (and reported)."""
         from .events import DataEvent
+        pending = sorted(self._meta().get(DELETING, {}))
+        if pending:
+            dirs = scan_partition_dirs(self.path)
+            moved = False
+            for topic in pending:
+                for p in dirs.get(topic, []):
+                    os.replace(os.path.join(self.path, files.partition_dir_name(topic, p)),
+                               os.path.join(self.path, _delete_dir_name(topic, p)))
+                    moved = True
+            if moved:
+                fsync_dir(self.path)
+            self._forget_checkpoints(set(pending))
+            meta = self._read_meta()
+            _unmark(meta, pending)
+            self._write_meta(meta)
         for name in sorted(os.listdir(self.path)):
             m = files.deleted_partition_dir(name)
             path = os.path.join(self.path, name)
@@ -329,6 +380,8 @@ class DataDir:
             raise StorageError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
         if not isinstance(meta, dict) or not isinstance(meta.get("topics"), dict):
             raise StorageError(f"{path}: expected an object with a 'topics' object")
+        if not isinstance(meta.get(DELETING, {}), dict):
+            raise StorageError(f"{path}: expected '{DELETING}' to be an object")
         for name, entry in meta["topics"].items():
             if not isinstance(entry, dict) or not isinstance(entry.get("configs", {}), dict):
                 raise StorageError(f"{path}: topic {name!r}: expected an object with a 'configs' object")
@@ -363,14 +416,26 @@ class DataDir:
         """topic -> live partition directories; a writer's cached map (not to be changed by a
         caller), a reader's listed again at each call."""
         if not self.writable:
-            return scan_partition_dirs(self.path)
+            return self._live_partition_dirs()
         cached = self._dirs_cache
         if cached is None:
             with self._logs_guard:
                 if self._dirs_cache is None:
-                    self._dirs_cache = scan_partition_dirs(self.path)
+                    self._dirs_cache = self._live_partition_dirs()
                 cached = self._dirs_cache
         return cached
+
+    def _live_partition_dirs(self) -> dict[str, list[int]]:
+        """The listing without the topics whose deletion the topics file records: a crash after
+        that record and before the renames leaves their live directories, which are no topic's. The
+        file is read before the listing: a reader beside a writer deleting a topic then sees its
+        directories only when it also saw the file from before the deletion (else a listing from
+        before the renames with a file from after the deletion would bring the topic back)."""
+        deleting = self._meta().get(DELETING)
+        dirs = scan_partition_dirs(self.path)
+        if not deleting:
+            return dirs
+        return {t: p for t, p in dirs.items() if t not in deleting}
 
     def _dirs_added(self, topic: str, partitions) -> None:
         """A writer made these partition directories: the cached map gets them."""
@@ -447,6 +512,11 @@ class DataDir:
         with self._logs_guard:
             if self.has_topic(topic):
                 raise TopicError(f"topic {topic!r} already exists in {self.path}")
+            if topic in self._meta().get(DELETING, {}):
+                # only when this writer's own deletion of it failed half way (its open finishes the
+                # others): its old directories may still be live
+                raise TopicError(f"topic {topic!r} is being deleted in {self.path}: its deletion "
+                                 f"finishes when the data dir is next opened for writing")
             configs = dict(configs or {})
             LogConfig(configs, self.broker).validate_remote()   # validates every name and value
             topic_id = new_topic_id()
@@ -755,49 +825,69 @@ class DataDir:
                         seg.close_handles()
                     log.closed = True
                 self._closed_events.extend(log.events)
-            trash, moved, entry = [], [], None
+            # Kafka's order (KRaft): the removal recorded first, then the logs renamed to -delete,
+            # then removed. The record moves the topic's entry to "deleting" in one atomic write,
+            # after which nothing lists or opens the topic and the next writer finishes what a kill
+            # leaves (``_finish_deletions``): a kill at any step leaves the topic whole or deleted.
+            # The directories are those of the map before the mark (it leaves the topic out after)
+            parts = list(self._partition_dirs().get(topic, []))
+            meta = self._read_meta()
+            entry = meta["topics"].pop(topic, None)
+            meta.setdefault(DELETING, {})[topic] = entry if entry is not None else {}
+            moved: list[tuple[str, str]] = []
             try:
-                for p in self._partition_dirs().get(topic, []):
+                self._write_meta(meta)
+                for p in parts:
                     pdir = os.path.join(self.path, files.partition_dir_name(topic, p))
                     target = os.path.join(self.path, _delete_dir_name(topic, p))
                     os.replace(pdir, target)
-                    trash.append(target)
                     moved.append((pdir, target))
-                if trash:
+                if moved:
                     fsync_dir(self.path)
-                meta = self._read_meta()
-                entry = meta["topics"].pop(topic, None)
-                self._write_meta(meta)
             except BaseException:
-                # the deletion failed (a full disk): it is undone while the topics file still
-                # records the topic (put back if the failed write replaced it), so that the topic
-                # is there whole, as before the command; else it is deleted, its directories left
-                # for the removal at the next start (Kafka's -delete)
-                self._dirs_cache = None     # some renamed, some not: listed again when next asked
+                # the deletion failed before its directories were all renamed (a full disk): undone,
+                # the directories renamed back, then the topic's entry back in "topics", so that the
+                # topic is there whole, as before the command. What cannot be undone keeps the mark
+                # (the next writer finishes the deletion)
+                self._dirs_cache = None     # listed again when next asked
                 self._undo_deletion(topic, entry, moved)
                 raise
             self._dirs_removed(topic)
-            for ck in (self.cleaner_checkpoint, self.recovery_checkpoint, self.log_start_checkpoint):
-                with ck.lock:           # the cleaner updates its checkpoint from its own threads
-                    offsets = _readable(ck)
-                    if any(t == topic for t, _ in offsets):
-                        ck.write({k: v for k, v in offsets.items() if k[0] != topic})
-            for target in trash:
-                shutil.rmtree(target)
+            try:
+                # the checkpoints' entries before the mark goes: a kill between leaves the mark, and
+                # the next writer removes them, so a topic made again later never takes them for its own
+                self._forget_checkpoints({topic})
+                meta = self._read_meta()
+                _unmark(meta, [topic])
+                self._write_meta(meta)
+                for _, target in moved:
+                    shutil.rmtree(target)
+            except (OSError, StorageError) as e:
+                raise StorageError(f"topic {topic!r} is deleted, but finishing its deletion failed ({e}): "
+                                   f"the next writer of {self.path} finishes it") from e
+
+    def _forget_checkpoints(self, topics: set[str]) -> None:
+        """The checkpoint files' entries of deleted ``topics`` removed."""
+        for ck in (self.cleaner_checkpoint, self.recovery_checkpoint, self.log_start_checkpoint):
+            with ck.lock:           # the cleaner updates its checkpoint from its own threads
+                offsets = _readable(ck)
+                if any(t in topics for t, _ in offsets):
+                    ck.write({k: v for k, v in offsets.items() if k[0] not in topics})
 
     def _undo_deletion(self, topic: str, entry: dict | None, moved: list[tuple[str, str]]) -> None:
         try:
-            if entry is not None and topic not in self._topics_meta():
-                meta = self._read_meta()
-                meta["topics"][topic] = entry
+            for pdir, target in reversed(moved):
+                os.replace(target, pdir)
+            if moved:
+                fsync_dir(self.path)
+            meta = self._read_meta()
+            if topic in meta.get(DELETING, {}):     # the mark's write may have failed after its rename
+                _unmark(meta, [topic])
+                if entry is not None:
+                    meta["topics"][topic] = entry
                 self._write_meta(meta)
-            if topic in self._topics_meta() or entry is None:
-                for pdir, target in moved:
-                    os.replace(target, pdir)
-                if moved:
-                    fsync_dir(self.path)
         except (OSError, StorageError):
-            pass                            # what is left is said by the error raised, and a re-run finishes it
+            pass                            # the mark stays: the next writer finishes the deletion
 
     # -- logs
     def had_clean_shutdown(self) -> bool:
@@ -819,6 +909,10 @@ class DataDir:
             log = self.logs.get(key)
             if log is not None:
                 return log
+            if topic in self._meta().get(DELETING, {}):
+                # a deletion a kill interrupted before its renames: the live directories are no topic's
+                raise TopicError(f"partition {topic}-{partition} does not exist in {self.path} (its topic "
+                                 f"is being deleted)")
             pdir = os.path.join(self.path, files.partition_dir_name(topic, partition))
             if not os.path.isdir(pdir):
                 # a partition the topics file records but without its directory (a creation a crash

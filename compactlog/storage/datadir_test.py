@@ -377,6 +377,53 @@ def test_delete_topic_while_its_logs_are_open(dd):
     assert dd.open_log("t", 0).log_end_offset == 0
 
 
+class Killed(BaseException):
+    """What a kill -9 at a point of a deletion leaves: nothing after it runs, not even the undo."""
+
+
+def test_a_deletion_killed_after_its_record_is_hidden_from_readers_and_finished_by_the_next_writer(
+        dd, monkeypatch):
+    dd.create_topic("t", 2)
+    dd.create_topic("u", 1)
+    fill(dd.open_log("t", 1), 3)
+    fill(dd.open_log("u", 0), 2)
+    dd.delete_records("t", 1, 1)                # an entry in the log-start checkpoint
+    dd.checkpoint_logs()
+    # killed after the deletion's record, before the first directory's rename
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if os.path.basename(src).startswith("t-"):
+            raise Killed()
+        real_replace(src, dst)
+    with monkeypatch.context() as m:
+        m.setattr("compactlog.storage.datadir.os.replace", replace)
+        m.setattr(DataDir, "_undo_deletion", lambda *args: None)
+        with pytest.raises(Killed):
+            dd.delete_topic("t")
+    dd.abandon()
+    assert {"t-0", "t-1"} <= set(os.listdir(dd.path))      # the live directories are still there
+    listing = sorted(os.listdir(dd.path))
+    reader = DataDir(dd.path)
+    assert reader.topics() == ["u"] and not reader.has_topic("t")
+    assert reader.partition_map() == {"u": [0]} and reader.topic_ids().keys() == {"u"}
+    with pytest.raises(TopicError):
+        reader.open_log("t", 1)
+    assert reader.open_log("u", 0).log_end_offset == 2
+    reader.close()
+    assert sorted(os.listdir(dd.path)) == listing           # a reader changes nothing
+    # the next writer finishes it: the directories, the checkpoints' entries and the record go
+    writer = DataDir(dd.path, writable=True)
+    assert writer.topics() == ["u"]
+    assert not [n for n in os.listdir(dd.path) if n.startswith("t-")]
+    for name in (files.RECOVERY_POINT_CHECKPOINT, files.LOG_START_OFFSET_CHECKPOINT):
+        assert all(t != "t" for t, _ in OffsetCheckpointFile(os.path.join(dd.path, name)).read())
+    assert "deleting" not in writer._meta()
+    writer.create_topic("t", 2)
+    assert writer.open_log("t", 1).log_end_offset == 0 and writer.open_log("t", 1).log_start_offset == 0
+    writer.close()
+
+
 def test_delete_topic_with_the_longest_name(dd):
     topic = "t" * 249
     dd.create_topic(topic, 2)

@@ -88,6 +88,9 @@ def file_kind(path: str, data_dir: str) -> tuple[str, str] | None:
         return "data dir", data_dir
     if len(parts) == 1:
         name = parts[0]
+        if re.match(r".+-\d+\.[0-9a-f]{32}-delete$", name):
+            # a new name in each run (a random id): one glob for every such rename
+            return "partition dir renamed to -delete", os.path.join(data_dir, "*.*-delete")
         if os.path.isdir(path) or re.match(r".+-\d+$", name):
             topic = name.rsplit("-", 1)[0]
             return f"{_topic_class(topic)} partition dir", os.path.join(data_dir, f"{_topic_glob(topic)}-*")

@@ -327,9 +327,14 @@ def handle_delete_topics(state: BrokerState, request):
             try:
                 state.datadir.delete_topic(name)
             except (CompactlogError, OSError) as e:
-                state.logger.error(f"DeleteTopics: deleting {name} failed: {e}")
-                responses.append(result(name, *admin_error(e, state.datadir.path), topic_id))
-                continue
+                if state.datadir.has_topic(name):
+                    state.logger.error(f"DeleteTopics: deleting {name} failed: {e}")
+                    responses.append(result(name, *admin_error(e, state.datadir.path), topic_id))
+                    continue
+                # the deletion's record is in place and only its cleanup failed (the next start
+                # finishes it): the topic is deleted, as Kafka's controller answers once its
+                # RemoveTopicRecord is committed, whatever the log dirs' removal does later
+                state.logger.error(f"DeleteTopics: {name} deleted, its cleanup failed: {e}")
             state.appends.notify([(name, p) for p in partitions])     # long polls answer at once
             deleted += [(name, p) for p in partitions]
             responses.append(result(name, ErrorCode.none, None, topic_id))

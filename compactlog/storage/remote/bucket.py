@@ -44,6 +44,7 @@ from .tiered_read import shared_store
 
 SCHEMES = ("s3://", "file://")
 TOPICS_FILE = "compactlog.topics.json"
+DELETING = "deleting"            # its topics being deleted (storage.datadir.DELETING)
 _STORE = "rsm.config.storage."
 
 
@@ -308,7 +309,26 @@ def list_bucket(bucket: Bucket, *, follow_switch: bool = True) -> BucketListing:
     if len(shapes) > 1:
         raise StorageError(f"{bucket.url}: holds both a copied Kafka data dir and a remote tier; name one "
                            f"prefix of the two")
+    if shapes == {"kafka-dir"} and bucket.prefix + TOPICS_FILE in objects:
+        # a copy of a data dir taken while a topic deletion was under way (or a kill had stopped
+        # one after its record): the topic is deleted there, as a DataDir of the copy would say
+        gone = _deleting_topics(bucket)
+        found = {k: v for k, v in found.items() if k[0] not in gone}
+        if not found:
+            raise StorageError(f"{bucket.url}: no partitions found (every topic there is being deleted)")
     return BucketListing(bucket, tuple(sorted(found.values(), key=lambda p: (p.topic, p.partition))), objects)
+
+
+def _deleting_topics(bucket: Bucket) -> frozenset:
+    """The topics the copied topics file records as being deleted (``DataDir``'s ``deleting``); one
+    GET. Empty when the file cannot be read (nothing is guessed gone)."""
+    import json
+    try:
+        meta = json.loads(bucket.store.get(bucket.prefix + TOPICS_FILE).data)
+        deleting = meta.get(DELETING) if isinstance(meta, dict) else None
+    except (ValueError, AttributeError, TypeError, RemoteStorageError):
+        return frozenset()
+    return frozenset(deleting) if isinstance(deleting, dict) else frozenset()
 
 
 def partition_url_source(url: str, overrides: Mapping[str, str] | None = None) -> SegmentSource:

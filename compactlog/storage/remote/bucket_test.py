@@ -80,3 +80,36 @@ def test_no_partitions_is_named(tmp_path):
     os.remove(tmp_path / "x.txt")
     with pytest.raises(StorageError, match=r"no partitions found \(no objects\)"):
         list_bucket(parse_bucket_url(f"file://{tmp_path}"))
+
+
+class _Killed(BaseException):
+    pass
+
+
+def test_a_copy_taken_after_a_topic_deletion_was_recorded_lists_the_topic_no_more(tmp_path, monkeypatch):
+    """A deletion killed after its record, before its renames (or a copy taken in between): the
+    topic's directories are still there, and the listing leaves them out, as a DataDir would."""
+    import compactlog.settings  # noqa: F401
+    from compactlog.storage.config import BrokerConfig
+    from compactlog.storage.datadir import DataDir
+    root = tmp_path / "store" / "dd"
+    dd = DataDir(str(root), broker=BrokerConfig({}), create=True, writable=True)
+    for topic in ("t", "u"):
+        dd.create_topic(topic, 1)
+        dd.open_log(topic, 0).append_records([b"k"], [b"v"])
+    dd.checkpoint_logs()
+    assert list_bucket(parse_bucket_url(f"file://{root}")).topics() == ["t", "u"]
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if os.path.basename(src).startswith("t-"):
+            raise _Killed()
+        real_replace(src, dst)
+    with monkeypatch.context() as m:
+        m.setattr("compactlog.storage.datadir.os.replace", replace)
+        m.setattr(DataDir, "_undo_deletion", lambda *args: None)
+        with pytest.raises(_Killed):
+            dd.delete_topic("t")
+    dd.abandon()
+    assert (root / "t-0").is_dir()
+    assert list_bucket(parse_bucket_url(f"file://{root}")).topics() == ["u"]
