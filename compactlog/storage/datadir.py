@@ -300,6 +300,7 @@ class DataDir:
         self._meta_cache: tuple[tuple, dict] | None = None
         # topic -> its live partition directories; a writer's, kept current by its own changes
         self._dirs_cache: dict[str, list[int]] | None = None
+        self._listed: tuple[tuple[int, int, int], dict[str, list[int]]] | None = None   # a reader's
         self._dir_topic_ids: dict[str, str] = {}
         self.cleaner: LogCleaning = NoCleaner()
         # topic configs for this process only (offline compaction of a copied Kafka data dir:
@@ -432,10 +433,28 @@ class DataDir:
         directories only when it also saw the file from before the deletion (else a listing from
         before the renames with a file from after the deletion would bring the topic back)."""
         deleting = self._meta().get(DELETING)
-        dirs = scan_partition_dirs(self.path)
+        dirs = scan_partition_dirs(self.path) if self.writable else self._reader_listing()
         if not deleting:
             return dirs
         return {t: p for t, p in dirs.items() if t not in deleting}
+
+    # a directory's mtime is set from a clock that ticks every few milliseconds: two changes within
+    # one tick leave it as the first set it, so a listing is reused only when the directory has not
+    # changed for longer than this (a command on a quiet data dir lists it once, not once a topic)
+    _STABLE_NS = 2_000_000_000
+
+    def _reader_listing(self) -> dict[str, list[int]]:
+        """A reader's listing of the partition directories, listed again whenever the data dir
+        changed since (its inode or mtime): ``topics list`` or ``describe`` of 2,000 topics listed
+        the 2,000 directories once per topic (24 s of a profile, 4 million names parsed)."""
+        st = os.stat(self.path)
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        known = self._listed
+        if known is not None and known[0] == key and time.time_ns() - st.st_mtime_ns > self._STABLE_NS:
+            return known[1]
+        dirs = scan_partition_dirs(self.path)
+        self._listed = (key, dirs)
+        return dirs
 
     def _dirs_added(self, topic: str, partitions) -> None:
         """A writer made these partition directories: the cached map gets them."""

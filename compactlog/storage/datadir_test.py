@@ -472,6 +472,26 @@ def test_a_reader_beside_a_writer_sees_its_changes(dd):
     reader.close()
 
 
+def test_a_reader_lists_a_quiet_data_dir_once_and_a_changed_one_again(dd, monkeypatch):
+    """``topics list`` of 2,000 topics listed the data dir once per topic (24 s): a reader now
+    lists it again only when it changed (its mtime), or changed within the last seconds."""
+    from compactlog.storage import datadir as module
+    for i in range(3):
+        dd.create_topic(f"t{i}", 1)
+    quiet = time.time() - 60
+    os.utime(dd.path, (quiet, quiet))
+    reader = DataDir(dd.path)
+    listed = []
+    real = module.scan_partition_dirs
+    monkeypatch.setattr(module, "scan_partition_dirs", lambda path: listed.append(path) or real(path))
+    assert [reader.partitions(t) for t in reader.topics()] == [[0]] * 3
+    assert len(listed) == 1
+    os.mkdir(os.path.join(dd.path, "k-0"))          # a Kafka-written partition, known by its directory only
+    assert reader.partitions("k") == [0] and reader.has_topic("k")
+    assert len(listed) == 3                          # changed moments ago: listed at each call
+    reader.close()
+
+
 # -- the log cleaner's seam: pause only when the change really changes the log
 class RecordingCleaner:
     def __init__(self):
