@@ -347,9 +347,20 @@ class TieredSource(SegmentSource):
         return got[INDEX_NAMES[suffix]]
 
     def pin(self):
-        from ..pinned import pin_live_segments
-        return TieredPin(ObjectPin(self, self._remote_entries()),
-                         pin_live_segments(self.dir) if self._local() is not None else None)
+        from ..pinned import changed, pin_live_segments
+        local = pin_live_segments(self.dir) if self._local() is not None else None
+        if local is not None and local.segments:
+            # the remote segments were taken from the manifest read before the local directory was
+            # pinned: a broker that copied a segment and trimmed it meanwhile leaves it in neither
+            # list, and the read would go from the remote tier's end to the next local segment,
+            # its records skipped without a word
+            first_local = local.segments[0].base_offset
+            covered = self.remote[-1].end_offset + 1 if self.remote else self.log_start
+            if first_local > covered:
+                local.close()
+                raise changed(self.dir, f"the local log starts at offset {first_local}, past the remote tier's "
+                                        f"end {covered - 1} as read before it: a segment moved to the remote tier")
+        return TieredPin(ObjectPin(self, self._remote_entries()), local)
 
     # -- the partition's own metadata
     def log_start_checkpoint(self) -> int | None:

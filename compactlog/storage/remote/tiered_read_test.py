@@ -191,3 +191,20 @@ def test_verify_a_bucket_without_the_partition(tiered, tmp_path):
     tier = RemoteTier.of(dd)
     problems = verify_remote_partition(tier, "t", 0, None, VerifyCounts())
     assert len(problems) == 1 and "in neither tier" in problems[0].message and not problems[0].note
+
+
+def test_a_segment_moved_to_the_remote_tier_between_the_manifest_and_the_pin_is_an_error(tiered):
+    """The remote list comes from the manifest read before the local directory is pinned: a broker
+    that copied a segment and trimmed it meanwhile leaves it in neither; the reader says so (and a
+    caller reads again) instead of going from the remote end to the next local segment."""
+    import dataclasses
+
+    from compactlog.errors import LogChangedError
+    root, _bucket, _copied, _stats = tiered
+    source = _tier(root).source("t", 0)
+    assert isinstance(source, TieredSource) and len(source.remote) > 1
+    whole = PartitionReader(source)
+    assert [r.offset for r in whole.records()] == list(range(N))
+    stale = dataclasses.replace(source, remote=source.remote[:-1])   # as read before the last copy
+    with pytest.raises(LogChangedError, match="moved to the remote tier"):
+        PartitionReader(stale)
