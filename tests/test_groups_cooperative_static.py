@@ -107,6 +107,21 @@ def poll_for(members, seconds):
             m.poll()
 
 
+def settle(members, events, quiet=1.5, timeout=30):
+    """Poll until the members' rebalance callbacks have stopped for ``quiet`` seconds. A cooperative
+    join is two rebalances (the revocation, then the assignment): the broker describes the second's
+    assignment once the leader's SyncGroup is in, before the leader has run its own (empty)
+    incremental assign, which a later poll would then deliver as if it were a new rebalance."""
+    deadline = time.monotonic() + timeout
+    while True:
+        n = len(events)
+        poll_for(members, quiet)
+        if len(events) == n:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the group kept rebalancing for {timeout} s: {events[-5:]}")
+
+
 def poll_until(members, predicate, timeout, what):
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -209,7 +224,7 @@ def test_static_members_restart_within_the_session_without_a_rebalance(tmp_path)
             try:
                 poll_until([a], lambda: len(a.assignment()) == PARTITIONS // 2, 30,
                            "b to take half")
-                poll_for([a], 1.0)
+                settle([a], events)
                 before = generation(b.bootstrap, group)
                 assert before[0].endswith("STABLE") and set(before[1]) == {"i-a", "i-b"}, before
                 n_events = len(events)
