@@ -133,21 +133,13 @@ def _fsync_tree(path: str) -> None:
     """Every file and directory of the staged table on disk before it is renamed into place: a
     power loss after the rename would otherwise leave the new table's names with no bytes (and,
     for --overwrite, the old table already removed)."""
-    from ..storage.fsutil import fsync_dir
+    from ..storage.fsutil import fsync_dir, fsync_file
     if not os.path.isdir(path):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(path)
         return
     for root, _dirs, names in os.walk(path, topdown=False):
         for n in names:
-            fd = os.open(os.path.join(root, n), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(os.path.join(root, n))
         fsync_dir(root)
 
 
