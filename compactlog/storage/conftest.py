@@ -102,3 +102,23 @@ def open_log(tmp_path, clock):
     for log in opened:
         if not log.closed:
             crash(log)
+
+
+def local_tier_props(bucket: str, metadata_partitions: int = 1) -> dict[str, str]:
+    """Broker settings of a remote tier on a local directory (Kafka's LocalTieredStorage; Aiven's
+    filesystem backend names)."""
+    return {"remote.log.storage.system.enable": "true",
+            "rsm.config.storage.backend.class": "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage",
+            "rsm.config.storage.root": bucket, "rsm.config.key.prefix": "tiered/", "rsm.config.chunk.size": "512",
+            "rlmm.config.remote.log.metadata.topic.num.partitions": str(metadata_partitions)}
+
+
+def local_tier_manager(dd, props: dict):
+    """A started RemoteLogManager of ``dd`` on the local-directory store ``props`` name."""
+    from compactlog.storage.remote.manager import RemoteLogManager
+    from compactlog.storage.remote.store import LocalDirectoryStore, StoreConfig
+    rm = RemoteLogManager(dd, broker_id=1, cluster_id="c", open_log=lambda t, p: dd.open_log(t, p),
+                          create_topic=lambda t, n, c: dd.create_topic(t, n, c),
+                          store=LocalDirectoryStore(props["rsm.config.storage.root"], StoreConfig.from_properties(props)))
+    rm.start()
+    return rm

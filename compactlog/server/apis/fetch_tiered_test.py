@@ -12,25 +12,17 @@ import compactlog.settings  # noqa: F401 - every owner registered
 from compactlog.record.batch import iter_batches
 from compactlog.server.apis.fetch import BelowLocalLog, _read_one, read_partition, read_remote
 from compactlog.storage.config import BrokerConfig
+from compactlog.storage.conftest import local_tier_manager, local_tier_props
 from compactlog.storage.datadir import DataDir
-from compactlog.storage.remote.manager import RemoteLogManager
-from compactlog.storage.remote.store import LocalDirectoryStore, StoreConfig
 
 
 @pytest.fixture
 def tiered(tmp_path):
-    bucket = str(tmp_path / "bucket")
-    props = {"remote.log.storage.system.enable": "true",
-             "rsm.config.storage.backend.class": "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage",
-             "rsm.config.storage.root": bucket, "rsm.config.key.prefix": "tiered/", "rsm.config.chunk.size": "512",
-             "rlmm.config.remote.log.metadata.topic.num.partitions": "1"}
+    props = local_tier_props(str(tmp_path / "bucket"))
     dd = DataDir(str(tmp_path / "data"), broker=BrokerConfig(props), create=True, writable=True)
     dd.create_topic("t", 1, {"remote.storage.enable": "true", "segment.bytes": "400",
                              "local.retention.bytes": "0", "retention.ms": "-1"})
-    rm = RemoteLogManager(dd, broker_id=1, cluster_id="c", open_log=lambda t, p: dd.open_log(t, p),
-                          create_topic=lambda t, n, c: dd.create_topic(t, n, c),
-                          store=LocalDirectoryStore(bucket, StoreConfig.from_properties(props)))
-    rm.start()
+    rm = local_tier_manager(dd, props)
     yield dd, rm
     rm.close()
     dd.close()

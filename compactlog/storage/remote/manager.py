@@ -77,6 +77,7 @@ _TIME_ENTRY = struct.Struct(">qi")
 _BATCH_HEAD = struct.Struct(">qiib")       # base offset, length, partition leader epoch, magic
 _LAST_DELTA = struct.Struct(">i")          # lastOffsetDelta at byte 23 of a v2 batch
 _MIN_HEAD = 27
+_DOES_NOT_FIT = -2                         # _read_segment: a batch is there, larger than the room left
 
 
 class RemoteFetchTimeout(CompactlogError):
@@ -723,8 +724,8 @@ class RemoteLogManager:
 
     def _read_segment(self, rp, seg, offset: int, max_bytes: int, min_one: bool) -> tuple[bytes, int]:
         """Whole batches of ``seg`` from the one holding ``offset``: (bytes, last offset), last -1
-        when the segment has no batch at or past ``offset``, and (b"", -2) when it has one that
-        does not fit in ``max_bytes``."""
+        when the segment has no batch at or past ``offset``, and (b"", _DOES_NOT_FIT) when it has
+        one that does not fit in ``max_bytes``."""
         idx = self._indexes(rp, seg)
         pos = 0
         for off, p in idx.offsets:
@@ -743,7 +744,7 @@ class RemoteLogManager:
             if batch_last >= offset:
                 if total + n > max_bytes and not (min_one and not out):
                     if not out:
-                        return b"", -2      # not "nothing here": the caller must not go on past it
+                        return b"", _DOES_NOT_FIT   # not "nothing here": the caller must not go past it
                     break
                 if pos + n > size:
                     # a batch running past the segment's end: the object's bytes are not a whole
@@ -781,7 +782,7 @@ class RemoteLogManager:
             data, last = self._read_segment(rp, seg, offset, max_bytes, min_one)
             if data:
                 break
-            if last == -2:
+            if last == _DOES_NOT_FIT:
                 # the next batch does not fit what is left of the response (a later partition of a
                 # fetch, min_one off): answered empty, read at the next fetch. Going on to the next
                 # segment (or the local log) skipped the batch and every record up to there

@@ -13,37 +13,28 @@ import pytest
 import compactlog.settings  # noqa: F401 - every owner registered
 from compactlog.errors import OutOfOrderSequenceError
 from compactlog.record.batch import iter_batches
-from compactlog.storage.conftest import batch
+from compactlog.storage.conftest import batch, local_tier_manager, local_tier_props
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.datadir import DataDir
 from compactlog.storage.events import QUARANTINE
-from compactlog.storage.remote.manager import RemoteLogManager
-from compactlog.storage.remote.store import LocalDirectoryStore, StoreConfig
 
 PID = 11
 
 
 @pytest.fixture
 def tiered(tmp_path):
-    bucket = str(tmp_path / "bucket")
-    props = {"remote.log.storage.system.enable": "true",
-             "rsm.config.storage.backend.class": "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage",
-             "rsm.config.storage.root": bucket, "rsm.config.key.prefix": "tiered/", "rsm.config.chunk.size": "512",
-             "rlmm.config.remote.log.metadata.topic.num.partitions": "3"}
+    props = local_tier_props(str(tmp_path / "bucket"), 3)
     opened = []
 
     def open_dir(create=False):
         dd = DataDir(str(tmp_path / "data"), broker=BrokerConfig(props), create=create, writable=True)
-        rm = RemoteLogManager(dd, broker_id=1, cluster_id="c", open_log=lambda t, p: dd.open_log(t, p),
-                              create_topic=lambda t, n, c: dd.create_topic(t, n, c),
-                              store=LocalDirectoryStore(bucket, StoreConfig.from_properties(props)))
+        rm = local_tier_manager(dd, props)
         opened.append((dd, rm))
         return dd, rm
 
     dd, rm = open_dir(create=True)
     dd.create_topic("t", 1, {"remote.storage.enable": "true", "segment.bytes": "400",
                              "local.retention.bytes": "0", "retention.ms": "-1"})
-    rm.start()
     yield open_dir, dd, rm
     for d, r in opened:
         r.close()
@@ -79,7 +70,6 @@ def test_an_emptied_local_log_continues_at_the_remote_end(tiered):
         if name.endswith((".log", ".index", ".timeindex", ".snapshot")):
             os.remove(os.path.join(part, name))
     dd, rm = open_dir()
-    rm.start()
     log = dd.open_log("t", 0)
     assert log.log_end_offset == 0                  # what the loader finds: no segment
     rm.reconcile_tiered_logs()
@@ -98,7 +88,6 @@ def test_an_emptied_local_log_continues_at_the_remote_end(tiered):
     rm.close()
     dd.close()
     dd, rm = open_dir()
-    rm.start()
     rm.reconcile_tiered_logs()
     assert dd.open_log("t", 0).log_end_offset == hro + 4
 
@@ -113,7 +102,6 @@ def test_a_local_log_restored_from_an_older_copy_is_kept_aside(tiered, tmp_path)
     backup = tmp_path / "backup"
     shutil.copytree(os.path.join(dd.path, "t-0"), backup)          # an early copy of the partition
     dd, rm = open_dir()
-    rm.start()
     hro, _ = uploaded(dd, rm)
     rm.close()
     dd.close()
@@ -121,7 +109,6 @@ def test_a_local_log_restored_from_an_older_copy_is_kept_aside(tiered, tmp_path)
     shutil.rmtree(part)
     shutil.copytree(backup, part)                                   # restored: 3 records, far behind
     dd, rm = open_dir()
-    rm.start()
     log = dd.open_log("t", 0)
     assert log.log_end_offset == 3
     old = [os.path.join(part, n) for n in os.listdir(part) if n.endswith(".log")]
@@ -140,7 +127,6 @@ def test_a_store_down_at_start_is_asked_once_not_per_partition(tiered, monkeypat
     rm.close()
     dd.close()
     dd, rm = open_dir()
-    rm.start()
     asked = []
 
     def down(*a, **k):
