@@ -662,8 +662,14 @@ class Log:
                                     last_offset=(self.log_end_offset if nxt is None else nxt) - 1,
                                     bytes=seg.size, kept_at=kept))
         self.structure_epoch += 1
-        self._local.truncate_fully_and_start_at(offset, set_aside)
-        fsync_dir(self.dir)
+        try:
+            self._local.truncate_fully_and_start_at(offset, set_aside)
+            fsync_dir(self.dir)
+        except (OSError, StorageError) as e:
+            # part way (a segment kept aside and removed, the next not): the files and the segment
+            # map disagree until the next start, whose reconciliation begins again from the files
+            self.take_offline(f"starting afresh at offset {offset} failed part way: {_reason(e)}")
+            raise LogOfflineError(f"{self.name} is offline: {self.offline}") from None
         self.local_log_start_offset = offset
         self.producer_state.truncate_fully_and_start_at(offset)
         for entry in producers:

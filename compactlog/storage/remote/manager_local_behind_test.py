@@ -137,3 +137,36 @@ def test_a_store_down_at_start_is_asked_once_not_per_partition(tiered, monkeypat
     rm.reconcile_tiered_logs()                      # five tiered partitions, one question
     assert len(asked) == 1
     assert not any(rp.ready for rp in rm.partitions.values())
+
+
+def test_a_failure_part_way_takes_the_log_offline_and_the_next_start_finishes(tiered, tmp_path, monkeypatch):
+    from compactlog.errors import LogOfflineError
+    open_dir, dd, rm = tiered
+    dd.open_log("t", 0).append_as_leader(idempotent(0))
+    rm.close()
+    dd.close()
+    backup = tmp_path / "backup"
+    shutil.copytree(os.path.join(dd.path, "t-0"), backup)
+    dd, rm = open_dir()
+    hro, _ = uploaded(dd, rm)
+    rm.close()
+    dd.close()
+    part = os.path.join(dd.path, "t-0")
+    shutil.rmtree(part)
+    shutil.copytree(backup, part)                   # 3 records, far behind the remote tier
+    dd, rm = open_dir()
+    log = dd.open_log("t", 0)
+
+    def no_space(*a):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "link", no_space)       # keeping the local segment aside fails
+    rm.reconcile_tiered_logs()                      # logged, not raised: the broker starts
+    assert log.offline is not None
+    with pytest.raises(LogOfflineError):
+        log.append_as_leader(idempotent(3))         # no append at an offset the remote tier holds
+    monkeypatch.undo()
+    rm.close()
+    dd.close()
+    dd, rm = open_dir()                             # the next start does it whole
+    rm.reconcile_tiered_logs()
+    assert dd.open_log("t", 0).log_end_offset == hro + 1
